@@ -1,0 +1,232 @@
+"""The architecture's rules, checked on the source (DESIGN.md §1, docs/adr/0002).
+
+Imports only point down: `server -> datalog -> joins -> differential`, and `server`
+uses only `datalog`. PySpark and websockets are imported only inside functions in
+the core packages, so `import datalog` stays fast. Every package says its layer in
+its `__init__.py` docstring, and no module grows past a hard cap of lines.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Each package and the project packages it may import (besides itself).
+ALLOWED: dict[str, frozenset[str]] = {
+    "differential": frozenset(),
+    "joins": frozenset({"differential"}),
+    "datalog": frozenset({"joins", "differential"}),
+    "server": frozenset({"datalog"}),
+}
+PACKAGES = tuple(ALLOWED)
+PROJECT = frozenset({*PACKAGES, "bench", "tests"})
+CORE = ("differential", "joins", "datalog")
+OPTIONAL_EXTRAS = frozenset({"pyspark", "websockets"})
+NOT_ON_IMPORT = frozenset({*OPTIONAL_EXTRAS, "duckdb"})
+MAX_LINES = 600  # the house rule is ~500; this is the hard cap
+
+
+@dataclass(frozen=True)
+class Import:
+    """One imported module, as an absolute dotted name."""
+
+    path: Path  # relative to the scanned root
+    line: int
+    module: str
+    eager: bool  # runs on import: not inside a function, nor under `if TYPE_CHECKING:`
+
+    @property
+    def top(self) -> str:
+        return self.module.partition(".")[0]
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.module}"
+
+
+class _ImportCollector(ast.NodeVisitor):
+    def __init__(self, path: Path, package: Sequence[str]) -> None:
+        self.path, self.package = path, list(package)
+        self.lazy_depth = 0
+        self.found: list[Import] = []
+
+    def _add(self, node: ast.stmt, module: str) -> None:
+        self.found.append(Import(self.path, node.lineno, module, self.lazy_depth == 0))
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(node, alias.name)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = self.package[: len(self.package) - node.level + 1] if node.level else []
+        if node.module:
+            self._add(node, ".".join([*base, node.module]))
+        else:  # `from . import x`: x may be a submodule
+            for alias in node.names:
+                self._add(node, ".".join([*base, alias.name]))
+
+    def _lazily(self, nodes: Sequence[ast.AST]) -> None:
+        self.lazy_depth += 1
+        for child in nodes:
+            self.visit(child)
+        self.lazy_depth -= 1
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
+        self._lazily([*node.decorator_list, *node.body])
+
+    def visit_AsyncFunctionDef(self, node: ast.AsyncFunctionDef) -> None:
+        self._lazily([*node.decorator_list, *node.body])
+
+    def visit_If(self, node: ast.If) -> None:
+        test = ast.unparse(node.test)
+        if test in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            self._lazily(node.body)
+            for child in node.orelse:
+                self.visit(child)
+        else:
+            self.generic_visit(node)
+
+
+def imports_in(path: Path, root: Path) -> list[Import]:
+    """Every import in the file at `path`, relative imports resolved from `root`."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    relative = path.relative_to(root)
+    collector = _ImportCollector(relative, relative.parent.parts)
+    collector.visit(tree)
+    return collector.found
+
+
+def modules_of(root: Path, package: str) -> Iterator[Path]:
+    yield from sorted((root / package).rglob("*.py"))
+
+
+def layer_violations(root: Path) -> list[str]:
+    """Imports of a project package that the importing package may not use."""
+    bad = []
+    for package, allowed in ALLOWED.items():
+        forbidden = PROJECT - allowed - {package}
+        for path in modules_of(root, package):
+            bad += [
+                f"{imp} ({package} may not import {imp.top})"
+                for imp in imports_in(path, root)
+                if imp.top in forbidden
+            ]
+    return bad
+
+
+def eager_optional_imports(root: Path) -> list[str]:
+    """Optional extras imported when a core module is imported."""
+    return [
+        str(imp)
+        for package in CORE
+        for path in modules_of(root, package)
+        for imp in imports_in(path, root)
+        if imp.eager and imp.top in OPTIONAL_EXTRAS
+    ]
+
+
+def oversized_modules(root: Path, limit: int = MAX_LINES) -> list[str]:
+    sizes = (
+        (path, len(path.read_text(encoding="utf-8").splitlines()))
+        for package in PACKAGES
+        for path in modules_of(root, package)
+    )
+    return [
+        f"{path.relative_to(root)}: {lines} lines > {limit}"
+        for path, lines in sizes
+        if lines > limit
+    ]
+
+
+# --- the rules, on this repository ---------------------------------------------------
+
+
+def test_imports_only_point_down_the_layers() -> None:
+    assert layer_violations(ROOT) == []
+
+
+def test_optional_extras_are_imported_only_inside_functions() -> None:
+    assert eager_optional_imports(ROOT) == []
+
+
+@pytest.mark.parametrize("package", CORE)
+def test_importing_a_core_package_loads_no_extras_and_no_higher_layer(package: str) -> None:
+    code = f"import json, sys, {package}; print(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = {name.partition(".")[0] for name in json.loads(done.stdout)}
+    higher = PROJECT - ALLOWED[package] - {package}
+    assert loaded & (NOT_ON_IMPORT | higher) == set()
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_each_package_docstring_states_its_layer(package: str) -> None:
+    init = ROOT / package / "__init__.py"
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+    assert docstring is not None, f"{init} has no docstring"
+    assert "Layer" in docstring, f"{init}: the docstring must say its Layer"
+
+
+def test_no_module_exceeds_the_line_cap() -> None:
+    assert oversized_modules(ROOT) == []
+
+
+# --- the checks themselves can fail --------------------------------------------------
+
+
+def _write(root: Path, relative: str, text: str) -> None:
+    path = root / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+
+
+def test_scanner_finds_upward_and_sideways_imports(tmp_path: Path) -> None:
+    _write(tmp_path, "differential/__init__.py", '"""Layer: bottom."""\n')
+    _write(
+        tmp_path,
+        "differential/trace/spine.py",
+        "import datalog.api\nfrom joins import delta\nfrom .batch import Batch\n"
+        "from ..time import Antichain\nimport numpy\n",
+    )
+    _write(tmp_path, "server/app.py", "from differential.time import Antichain\n")
+    bad = layer_violations(tmp_path)
+    assert len(bad) == 3
+    assert "spine.py:1: datalog.api" in bad[0]
+    assert "spine.py:2: joins (differential may not import joins)" in bad[1]
+    assert "server may not import differential" in bad[2]
+
+
+def test_scanner_resolves_relative_imports(tmp_path: Path) -> None:
+    _write(tmp_path, "joins/wcoj/count.py", "from ..extender import X\nfrom . import propose\n")
+    found = [imp.module for imp in imports_in(tmp_path / "joins/wcoj/count.py", tmp_path)]
+    assert found == ["joins.extender", "joins.wcoj.propose"]
+
+
+def test_scanner_finds_eager_optional_imports_only(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "datalog/sources.py",
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    import pyspark\n"
+        "def read(df):\n    from pyspark.sql import DataFrame\n"
+        "try:\n    import websockets\nexcept ImportError:\n    pass\n"
+        "class Source:\n    import pyspark.sql\n",
+    )
+    bad = eager_optional_imports(tmp_path)
+    assert [line.rsplit(": ", 1)[1] for line in bad] == ["websockets", "pyspark.sql"]
+
+
+def test_line_cap_catches_a_long_module(tmp_path: Path) -> None:
+    _write(tmp_path, "joins/long.py", "x = 1\n" * (MAX_LINES + 1))
+    _write(tmp_path, "joins/short.py", "x = 1\n" * MAX_LINES)
+    assert len(oversized_modules(tmp_path)) == 1
