@@ -1,0 +1,227 @@
+"""Scalar semantics of every arithmetic operator, comparison and functor.
+
+Layer: datalog. May import numpy and the datalog language modules. This is the
+one definition of what an expression means; the reference evaluator calls these
+functions row by row, and `datalog.expressions` must agree with them column by
+column (a property test checks it).
+
+Values are Python objects: `number` is an int in [-2**63, 2**63) with
+two's-complement wraparound, `unsigned` an int in [0, 2**64) with wraparound,
+`float` a float (IEEE float64, computed with numpy scalars so that overflow gives
+inf rather than an exception), `symbol` a str. A function returns None when the
+operation has NO value: division or modulo by zero, a negative integer exponent,
+`substr` out of range, `to_number` of a non-numeric string. The binding is then
+dropped: the rule does not fire for it.
+
+Decisions (C/Soufflé semantics unless noted): `/` and `%` truncate toward zero
+(`-7 / 2 = -3`, `-7 % 2 = -1`), also for floats (`%` is C `fmod`); `^` is power;
+shift counts are taken modulo 64; `bshr` is arithmetic on numbers, logical on
+unsigned; `substr(s, start, len)` is 0-based, needs 0 <= start <= strlen(s) and
+len >= 0, and clamps the end to the string (like C++ `std::string::substr`);
+`strlen` counts code points; `to_number` accepts `[+-]?[0-9]+` in int64 range;
+`to_string` of a float is Python's `repr`; symbols compare lexicographically by
+code point; `contains(a, b)` means a is a substring of b; `match(p, s)` is a full
+regular-expression match (an invalid pattern matches nothing).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from datalog.ast import ArithmeticOp, ColumnType, ComparisonOp
+
+Value = int | float | str
+
+NUMERIC_TYPES: tuple[ColumnType, ...] = ("number", "unsigned", "float")
+INTEGER_TYPES: tuple[ColumnType, ...] = ("number", "unsigned")
+BITWISE_OPS: frozenset[str] = frozenset({"band", "bor", "bxor", "bshl", "bshr"})
+AGGREGATE_FUNCTIONS: frozenset[str] = frozenset({"count", "sum", "min", "max", "mean"})
+
+_MOD = 1 << 64
+_HALF = 1 << 63
+_NUMBER_PATTERN = re.compile(r"[+-]?[0-9]+")
+
+
+@dataclass(frozen=True)
+class Functor:
+    """A functor's signature. `params` None: every argument has the result's type
+    (`min`, `max`); a param of None accepts any numeric type (`to_string`)."""
+
+    name: str
+    min_args: int
+    max_args: int | None
+    params: tuple[ColumnType | None, ...] | None
+    result: ColumnType | None  # None: the type of the arguments
+
+    def param(self, index: int) -> ColumnType | None:
+        if self.params is None:
+            return None
+        return self.params[min(index, len(self.params) - 1)]
+
+
+FUNCTORS: dict[str, Functor] = {
+    "cat": Functor("cat", 1, None, ("symbol",), "symbol"),
+    "strlen": Functor("strlen", 1, 1, ("symbol",), "number"),
+    "substr": Functor("substr", 3, 3, ("symbol", "number", "number"), "symbol"),
+    "to_number": Functor("to_number", 1, 1, ("symbol",), "number"),
+    "to_string": Functor("to_string", 1, 1, (None,), "symbol"),
+    "min": Functor("min", 1, None, None, None),
+    "max": Functor("max", 1, None, None, None),
+}
+
+
+def wrap(value: int, column_type: ColumnType) -> int:
+    """`value` wrapped into the range of an integer column type."""
+    value %= _MOD
+    if column_type == "number" and value >= _HALF:
+        value -= _MOD
+    return value
+
+
+def constant(value: Value, column_type: ColumnType) -> Value:
+    """A literal as a value of `column_type` (integer literals are polymorphic)."""
+    if column_type == "float":
+        return float(value)
+    if column_type in INTEGER_TYPES and isinstance(value, int):
+        return wrap(value, column_type)
+    return value
+
+
+def arithmetic(
+    op: ArithmeticOp, left: Value, right: Value, column_type: ColumnType
+) -> Value | None:
+    """`left op right` computed in `column_type`, or None when it has no value."""
+    if column_type == "float":
+        return _float_arithmetic(op, float(left), float(right))
+    assert isinstance(left, int) and isinstance(right, int)
+    return _integer_arithmetic(op, left, right, column_type)
+
+
+def _integer_arithmetic(op: str, a: int, b: int, column_type: ColumnType) -> int | None:
+    if op in ("/", "%"):
+        if b == 0:
+            return None
+        quotient = abs(a) // abs(b)
+        if (a < 0) != (b < 0):
+            quotient = -quotient
+        return wrap(quotient if op == "/" else a - b * quotient, column_type)
+    if op == "^":
+        return None if b < 0 else wrap(pow(a, b, _MOD), column_type)
+    if op == "bshr":
+        shift = b % 64
+        return wrap(a >> shift, column_type)
+    operation = _INTEGER_OPS[op]
+    return wrap(operation(a, b), column_type)
+
+
+_INTEGER_OPS: dict[str, Callable[[int, int], int]] = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "band": lambda a, b: a & b,
+    "bor": lambda a, b: a | b,
+    "bxor": lambda a, b: a ^ b,
+    "bshl": lambda a, b: a << (b % 64),
+}
+
+
+def _float_arithmetic(op: str, a: float, b: float) -> float | None:
+    if op in ("/", "%") and b == 0.0:
+        return None
+    x, y = np.float64(a), np.float64(b)
+    with np.errstate(all="ignore"):
+        if op == "+":
+            return float(x + y)
+        if op == "-":
+            return float(x - y)
+        if op == "*":
+            return float(x * y)
+        if op == "/":
+            return float(x / y)
+        if op == "%":
+            return float(np.fmod(x, y))
+        if op == "^":
+            return float(np.power(x, y))
+    raise ValueError(f"operator `{op}` is not defined on floats")
+
+
+def negate(value: Value, column_type: ColumnType) -> Value:
+    """Unary minus."""
+    if column_type == "float":
+        return -float(value)
+    assert isinstance(value, int)
+    return wrap(-value, column_type)
+
+
+def compare(op: ComparisonOp, left: Value, right: Value) -> bool:
+    """A comparison of two values of the same type (symbols as strings)."""
+    if op == "contains":
+        return isinstance(left, str) and isinstance(right, str) and left in right
+    if op == "match":
+        return _matches(str(left), str(right))
+    return _COMPARISONS[op](left, right)
+
+
+_COMPARISONS: dict[str, Callable[[Value, Value], bool]] = {
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,  # type: ignore[operator]
+    "<=": lambda a, b: a <= b,  # type: ignore[operator]
+    ">": lambda a, b: a > b,  # type: ignore[operator]
+    ">=": lambda a, b: a >= b,  # type: ignore[operator]
+}
+
+
+def _matches(pattern: str, text: str) -> bool:
+    try:
+        return re.fullmatch(pattern, text) is not None
+    except re.error:
+        return False
+
+
+def call(name: str, args: Sequence[Value], column_type: ColumnType) -> Value | None:
+    """Apply functor `name`; `column_type` is the type of the result (for min/max)."""
+    if name == "cat":
+        return "".join(str(a) for a in args)
+    if name == "strlen":
+        return len(str(args[0]))
+    if name == "substr":
+        return substr(str(args[0]), int(args[1]), int(args[2]))
+    if name == "to_number":
+        return to_number(str(args[0]))
+    if name == "to_string":
+        return to_string(args[0])
+    if name in ("min", "max"):
+        return _extremum(name, args, column_type)
+    raise ValueError(f"unknown functor `{name}`")
+
+
+def substr(text: str, start: int, length: int) -> str | None:
+    if not 0 <= start <= len(text) or length < 0:
+        return None
+    return text[start : start + length]
+
+
+def to_number(text: str) -> int | None:
+    if _NUMBER_PATTERN.fullmatch(text) is None:
+        return None
+    value = int(text)
+    return value if -_HALF <= value < _HALF else None
+
+
+def to_string(value: Value) -> str:
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def _extremum(name: str, args: Sequence[Value], column_type: ColumnType) -> Value:
+    values = [constant(a, column_type) for a in args]
+    if column_type == "float" and any(math.isnan(float(v)) for v in values):
+        return math.nan  # numpy's minimum/maximum propagate NaN; so do we
+    return min(values) if name == "min" else max(values)

@@ -1,0 +1,54 @@
+"""Pass: every relation and functor a program uses exists.
+
+Layer: datalog. An atom (head, body, negation, aggregate body) or directive naming
+an undeclared relation, or a call of an unknown functor, is an
+`UnknownNameError` with a did-you-mean and the span of the use.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from datalog.ast import Atom, Call, Literal
+from datalog.errors import UnknownNameError, did_you_mean
+from datalog.functions import AGGREGATE_FUNCTIONS, FUNCTORS
+from datalog.passes.context import CheckContext
+from datalog.passes.variables import nodes
+
+
+def check_names(ctx: CheckContext) -> None:
+    for rule in ctx.program.rules:
+        check_clause_names(ctx, (rule.head, *rule.body))
+    for directive in ctx.program.directives:
+        if directive.relation not in ctx.declarations:
+            hint = did_you_mean(directive.relation, ctx.declarations)
+            message = f"unknown relation `{directive.relation}` in `.{directive.kind}`{hint}"
+            ctx.report(UnknownNameError, message, directive.span)
+
+
+def check_clause_names(ctx: CheckContext, literals: Sequence[Literal]) -> None:
+    """Check the relations and functors of one clause (head atom first, if any)."""
+    for node in nodes((), literals):
+        if isinstance(node, Atom):
+            check_relation_name(ctx, node)
+        elif isinstance(node, Call):
+            check_functor_name(ctx, node)
+
+
+def check_relation_name(ctx: CheckContext, atom: Atom) -> None:
+    if atom.name not in ctx.declarations:
+        hint = did_you_mean(atom.name, ctx.declarations)
+        ctx.report(UnknownNameError, f"unknown relation `{atom.name}`{hint}", atom.span)
+
+
+def check_functor_name(ctx: CheckContext, call: Call) -> None:
+    if call.function in FUNCTORS:
+        return
+    if call.function in AGGREGATE_FUNCTIONS:
+        message = (
+            f"`{call.function}` is an aggregate, not a functor; "
+            f"write `{call.function} x : {{ body }}`"
+        )
+    else:
+        message = f"unknown functor `{call.function}`{did_you_mean(call.function, FUNCTORS)}"
+    ctx.report(UnknownNameError, message, call.span)

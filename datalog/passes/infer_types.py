@@ -1,0 +1,202 @@
+"""Pass: infer the type of every variable and check every term against it.
+
+Layer: datalog. A variable takes the type of the first atom column it occupies;
+then equalities, functor parameters and arithmetic propagate known types to the
+variables they bind, until nothing changes; a variable still untyped (bound only
+to integer literals) is a number. Finally every term is checked in its context:
+a column, an operand, a functor argument, a comparison. Integer literals are
+polymorphic (see `term_types`). Records, per normalized rule, the variable types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from datalog.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Call,
+    ColumnType,
+    Comparison,
+    Const,
+    Literal,
+    Neg,
+    Term,
+    Var,
+    Wildcard,
+)
+from datalog.errors import TypeMismatchError
+from datalog.functions import BITWISE_OPS, FUNCTORS
+from datalog.passes.context import CheckContext
+from datalog.passes.term_types import fixed_type, resolve_type
+from datalog.passes.variables import nodes
+
+Types = dict[str, ColumnType]
+
+
+def infer_types(ctx: CheckContext) -> None:
+    for rule in ctx.rules:
+        ctx.variable_types.append(infer_clause_types(ctx, (rule.head, *rule.body)))
+
+
+def infer_clause_types(ctx: CheckContext, literals: Sequence[Literal]) -> Types:
+    """The variable types of a clause (head atom first, if any), checking every term."""
+    types: Types = {}
+    for node in nodes((), literals):
+        info = ctx.known(node) if isinstance(node, Atom) else None
+        if isinstance(node, Atom) and info is not None:
+            for arg, column in zip(node.args, info.types, strict=True):
+                if isinstance(arg, Var):
+                    types.setdefault(arg.name, column)
+    while _propagate_all(ctx, literals, types):
+        pass
+    for node in nodes((), literals):
+        if isinstance(node, Var):
+            types.setdefault(node.name, "number")
+    TermChecker(ctx, types).check_literals(literals)
+    return types
+
+
+def _propagate_all(ctx: CheckContext, literals: Sequence[Literal], types: Types) -> bool:
+    before = len(types)
+    for node in nodes((), literals):
+        info = ctx.known(node) if isinstance(node, Atom) else None
+        if isinstance(node, Atom) and info is not None:
+            for arg, column in zip(node.args, info.types, strict=True):
+                _propagate(arg, column, types)
+        elif isinstance(node, Comparison):
+            if node.op in ("contains", "match"):
+                expected: ColumnType | None = "symbol"
+            else:
+                expected = fixed_type(node.left, types) or fixed_type(node.right, types)
+            _propagate(node.left, expected, types)
+            _propagate(node.right, expected, types)
+    return len(types) > before
+
+
+def _propagate(term: Term, expected: ColumnType | None, types: Types) -> None:
+    if isinstance(term, Var):
+        if expected is not None:
+            types.setdefault(term.name, expected)
+    elif isinstance(term, BinOp | Neg):
+        own = fixed_type(term, types) or expected
+        for operand in (term.left, term.right) if isinstance(term, BinOp) else (term.operand,):
+            _propagate(operand, own, types)
+    elif isinstance(term, Call) and term.function in FUNCTORS:
+        functor = FUNCTORS[term.function]
+        own = fixed_type(term, types) or expected
+        for index, arg in enumerate(term.args):
+            param = functor.param(index) if functor.params is not None else own
+            _propagate(arg, param, types)
+    elif isinstance(term, Aggregate) and term.target is not None and term.function != "mean":
+        _propagate(term.target, expected, types)
+
+
+class TermChecker:
+    """Checks terms against the types their contexts expect, reporting mismatches."""
+
+    def __init__(self, ctx: CheckContext, types: Types) -> None:
+        self.ctx = ctx
+        self.types = types
+
+    def mismatch(self, message: str, term: Term | Literal) -> None:
+        self.ctx.report(TypeMismatchError, f"type mismatch: {message}", term.span)
+
+    def check_literals(self, literals: Sequence[Literal]) -> None:
+        for node in nodes((), literals):
+            info = self.ctx.known(node) if isinstance(node, Atom) else None
+            if isinstance(node, Atom) and info is not None:
+                for index, (arg, column) in enumerate(zip(node.args, info.types, strict=True)):
+                    self.check(arg, column, f"column {index + 1} of `{node.name}`")
+            elif isinstance(node, Comparison):
+                self.check_comparison(node)
+
+    def check_comparison(self, comparison: Comparison) -> None:
+        op, left, right = comparison.op, comparison.left, comparison.right
+        if op in ("contains", "match"):
+            self.check(left, "symbol", f"left of `{op}`")
+            self.check(right, "symbol", f"right of `{op}`")
+            return
+        lt, rt = fixed_type(left, self.types), fixed_type(right, self.types)
+        if lt is not None and rt is not None and lt != rt:
+            self.mismatch(f"cannot compare {lt} with {rt} (`{op}`)", comparison)
+            self.check(left, None, "")
+            self.check(right, None, "")
+            return
+        shared = lt or rt or "number"
+        self.check(left, shared, f"comparison `{op}`")
+        self.check(right, shared, f"comparison `{op}`")
+
+    def check(self, term: Term, expected: ColumnType | None, where: str) -> None:
+        """Check `term` (and its operands) where its context expects `expected`."""
+        actual = self.actual_type(term, expected)
+        if actual is None or expected is None or actual == expected:
+            return
+        if isinstance(term, Var):
+            message = f"variable `{term.name}` is used as {actual} and as {expected}"
+        else:
+            message = f"{_describe(term)} is {actual}, expected {expected}"
+        self.mismatch(f"{message} ({where})", term)
+
+    def actual_type(self, term: Term, expected: ColumnType | None) -> ColumnType | None:
+        """The type of `term`, after checking its operands; None when already reported."""
+        if isinstance(term, Var):
+            return self.types.get(term.name)
+        if isinstance(term, Const | Wildcard):
+            return fixed_type(term, self.types) or resolve_type(term, self.types, expected)
+        if isinstance(term, BinOp | Neg):
+            return self.arithmetic_type(term, expected)
+        if isinstance(term, Call):
+            return self.call_type(term, expected)
+        return self.aggregate_type(term)
+
+    def arithmetic_type(self, term: BinOp | Neg, expected: ColumnType | None) -> ColumnType | None:
+        operands = (term.left, term.right) if isinstance(term, BinOp) else (term.operand,)
+        op = term.op if isinstance(term, BinOp) else "-"
+        kinds = {fixed_type(operand, self.types) for operand in operands}
+        if "symbol" in kinds:
+            self.mismatch(f"arithmetic `{op}` on a symbol", term)
+            return None
+        if op in BITWISE_OPS and "float" in kinds:
+            self.mismatch(f"bitwise `{op}` on a float", term)
+            return None
+        own = resolve_type(term, self.types, expected)
+        for operand in operands:
+            self.check(operand, own, f"operand of `{op}`")
+        return own
+
+    def call_type(self, term: Call, expected: ColumnType | None) -> ColumnType | None:
+        functor = FUNCTORS.get(term.function)
+        if functor is None:
+            return None  # reported by check_names
+        own = resolve_type(term, self.types, expected)
+        for index, arg in enumerate(term.args):
+            param = functor.param(index) if functor.params is not None else own
+            where = f"argument {index + 1} of `{term.function}`"
+            if param is None and fixed_type(arg, self.types) == "symbol":
+                self.mismatch(f"`{term.function}` takes a number, got a symbol ({where})", arg)
+            else:
+                self.check(arg, param, where)
+        return functor.result or own
+
+    def aggregate_type(self, term: Aggregate) -> ColumnType | None:
+        if term.target is None:
+            return "number"
+        target = resolve_type(term.target, self.types)
+        if term.function in ("sum", "mean") and target == "symbol":
+            self.mismatch(f"`{term.function}` of a symbol", term.target)
+            return None
+        self.check(term.target, target, f"target of `{term.function}`")
+        return "float" if term.function == "mean" else target
+
+
+def _describe(term: Term) -> str:
+    if isinstance(term, Const):
+        text = f'"{term.value}"' if isinstance(term.value, str) else repr(term.value)
+        return f"constant {text}"
+    if isinstance(term, Call):
+        return f"`{term.function}(...)`"
+    if isinstance(term, Aggregate):
+        return f"`{term.function}` aggregate"
+    return "expression"

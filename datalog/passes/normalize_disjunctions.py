@@ -1,0 +1,52 @@
+"""Pass: expand disjunctions into several rules and set facts apart.
+
+Layer: datalog. `h :- a, (b ; c), d.` becomes `h :- a, b, d.` and `h :- a, c, d.`
+(distributing the disjunction over the conjunction, recursively). A disjunction
+inside an aggregate body cannot be distributed and is rejected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from datalog.ast import Aggregate, Disjunction, Literal, Rule
+from datalog.errors import UnsupportedError
+from datalog.passes.context import CheckContext
+from datalog.passes.variables import nodes
+
+
+def normalize_disjunctions(ctx: CheckContext) -> None:
+    for rule in ctx.program.rules:
+        if rule.is_fact:
+            ctx.facts.append(rule)
+            continue
+        check_aggregate_disjunctions(ctx, (rule.head, *rule.body))
+        for body in expand_body(rule.body):
+            ctx.rules.append(Rule(rule.head, body, rule.span))
+
+
+def check_aggregate_disjunctions(ctx: CheckContext, literals: Sequence[Literal]) -> None:
+    """Reject disjunctions inside aggregate bodies (they cannot be distributed)."""
+    for aggregate in nodes((), literals):
+        if isinstance(aggregate, Aggregate) and _has_disjunction(aggregate.body):
+            message = (
+                "a disjunction inside an aggregate body is not supported; "
+                "define a helper relation for it"
+            )
+            ctx.report(UnsupportedError, message, aggregate.span)
+
+
+def expand_body(body: Sequence[Literal]) -> list[tuple[Literal, ...]]:
+    """The alternative bodies of a body, with no top-level disjunction left."""
+    results: list[tuple[Literal, ...]] = [()]
+    for literal in body:
+        if isinstance(literal, Disjunction):
+            options = [b for alternative in literal.alternatives for b in expand_body(alternative)]
+        else:
+            options = [(literal,)]
+        results = [done + option for done in results for option in options]
+    return results
+
+
+def _has_disjunction(body: Sequence[Literal]) -> bool:
+    return any(isinstance(literal, Disjunction) for literal in body)

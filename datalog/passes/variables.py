@@ -1,0 +1,145 @@
+"""Walking terms and literals: which variables occur where.
+
+Layer: datalog. Imports only the AST. Aggregates are scopes: the variables of an
+aggregate's body that also occur outside it (anywhere else in the rule) group
+it; the others are local to it (Soufflé semantics).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from datalog.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Call,
+    Comparison,
+    Disjunction,
+    Literal,
+    Neg,
+    Negation,
+    Term,
+    Var,
+)
+
+
+def subterms(term: Term) -> Iterator[Term]:
+    """`term` and its sub-terms, not entering aggregate bodies or targets."""
+    yield term
+    if isinstance(term, BinOp):
+        yield from subterms(term.left)
+        yield from subterms(term.right)
+    elif isinstance(term, Neg):
+        yield from subterms(term.operand)
+    elif isinstance(term, Call):
+        for arg in term.args:
+            yield from subterms(arg)
+
+
+def term_variables(term: Term) -> list[Var]:
+    """Variable occurrences of `term` outside aggregates."""
+    return [t for t in subterms(term) if isinstance(t, Var)]
+
+
+def aggregates_in(term: Term) -> list[Aggregate]:
+    """The outermost aggregates inside `term`."""
+    return [t for t in subterms(term) if isinstance(t, Aggregate)]
+
+
+def literal_terms(literal: Literal) -> tuple[Term, ...]:
+    """The terms directly in a literal (none for a disjunction)."""
+    if isinstance(literal, Atom):
+        return literal.args
+    if isinstance(literal, Negation):
+        return literal.atom.args
+    if isinstance(literal, Comparison):
+        return (literal.left, literal.right)
+    return ()
+
+
+def literal_variables(literal: Literal) -> list[Var]:
+    return [v for term in literal_terms(literal) for v in term_variables(term)]
+
+
+Occurrences = list[tuple[Var, tuple[int, ...]]]
+
+
+def occurrences(terms: Sequence[Term], body: Sequence[Literal]) -> Occurrences:
+    """Every variable occurrence at any depth, with the ids of enclosing aggregates."""
+    found: Occurrences = []
+    for term in terms:
+        _term_occurrences(term, (), found)
+    for literal in body:
+        _literal_occurrences(literal, (), found)
+    return found
+
+
+def _term_occurrences(term: Term, scope: tuple[int, ...], found: Occurrences) -> None:
+    for sub in subterms(term):
+        if isinstance(sub, Var):
+            found.append((sub, scope))
+        elif isinstance(sub, Aggregate):
+            inner = (*scope, id(sub))
+            if sub.target is not None:
+                _term_occurrences(sub.target, inner, found)
+            for literal in sub.body:
+                _literal_occurrences(literal, inner, found)
+
+
+def _literal_occurrences(literal: Literal, scope: tuple[int, ...], found: Occurrences) -> None:
+    if isinstance(literal, Disjunction):
+        for alternative in literal.alternatives:
+            for inner in alternative:
+                _literal_occurrences(inner, scope, found)
+        return
+    for term in literal_terms(literal):
+        _term_occurrences(term, scope, found)
+
+
+def aggregate_groups(terms: Sequence[Term], body: Sequence[Literal]) -> dict[int, frozenset[str]]:
+    """For each aggregate (by `id`) of a rule, the variables that group it.
+
+    `terms` are the head's arguments (empty for a query), `body` the rule body.
+    """
+    found = occurrences(terms, body)
+    scopes = {agg for _, scope in found for agg in scope}
+    groups: dict[int, frozenset[str]] = {}
+    for agg in scopes:
+        inside = {v.name for v, scope in found if agg in scope}
+        outside = {v.name for v, scope in found if agg not in scope}
+        groups[agg] = frozenset(inside & outside)
+    for aggregate in _all_aggregates(terms, body):
+        groups.setdefault(id(aggregate), frozenset())
+    return groups
+
+
+def nodes(terms: Sequence[Term], body: Sequence[Literal]) -> Iterator[Term | Literal]:
+    """Every term and literal at any depth: into disjunctions, negations, aggregates."""
+    for term in terms:
+        yield from _term_nodes(term)
+    for literal in body:
+        yield from _literal_nodes(literal)
+
+
+def _term_nodes(term: Term) -> Iterator[Term | Literal]:
+    for sub in subterms(term):
+        yield sub
+        if isinstance(sub, Aggregate):
+            yield from nodes(() if sub.target is None else (sub.target,), sub.body)
+
+
+def _literal_nodes(literal: Literal) -> Iterator[Term | Literal]:
+    yield literal
+    if isinstance(literal, Disjunction):
+        for alternative in literal.alternatives:
+            yield from nodes((), alternative)
+    elif isinstance(literal, Negation):
+        yield literal.atom
+        yield from nodes(literal.atom.args, ())
+    else:
+        yield from nodes(literal_terms(literal), ())
+
+
+def _all_aggregates(terms: Sequence[Term], body: Sequence[Literal]) -> Iterator[Aggregate]:
+    return (node for node in nodes(terms, body) if isinstance(node, Aggregate))

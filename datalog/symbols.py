@@ -1,0 +1,92 @@
+"""The symbol table: strings interned to stable int64 ids.
+
+Layer: datalog. May import numpy only. One `SymbolTable` per database; ids are
+0, 1, 2, ... in first-seen order and never change for the life of the table
+(`to_list`/`from_list` persist them). Columns of type `symbol` hold these ids.
+Interning is vectorized: a batch is deduplicated with `np.unique` and only the
+distinct values are looked up one by one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+IdArray = npt.NDArray[np.int64]
+ObjectArray = npt.NDArray[np.object_]
+
+
+class SymbolTable:
+    """Interns strings to int64 ids; id `i` is the i-th distinct string seen."""
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        # Capacity-doubling array of the strings, so `strings(ids)` is one fancy index.
+        self._table: ObjectArray = np.empty(16, dtype=object)
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __contains__(self, value: object) -> bool:
+        return value in self._ids
+
+    def intern(self, value: str) -> int:
+        """The id of `value`, assigning the next id when it is new."""
+        found = self._ids.get(value)
+        if found is not None:
+            return found
+        if not isinstance(value, str):
+            raise TypeError(f"symbols are strings, got {type(value).__name__}: {value!r}")
+        new = len(self._ids)
+        if new == len(self._table):
+            grown: ObjectArray = np.empty(2 * new, dtype=object)
+            grown[:new] = self._table
+            self._table = grown
+        text = str(value)  # np.str_ -> str
+        self._ids[text] = new
+        self._table[new] = text
+        return new
+
+    def get(self, value: str) -> int | None:
+        """The id of `value` if it was interned, else None (interns nothing)."""
+        return self._ids.get(value)
+
+    def intern_many(self, values: Sequence[str] | npt.NDArray[np.generic]) -> IdArray:
+        """Ids of `values`, interning new ones in order of first appearance."""
+        array = np.asarray(values, dtype=object).reshape(-1)
+        if len(array) == 0:
+            return np.empty(0, dtype=np.int64)
+        unique, first, inverse = np.unique(array, return_index=True, return_inverse=True)
+        unique_ids = np.empty(len(unique), dtype=np.int64)
+        for position in np.argsort(first, kind="stable"):
+            unique_ids[position] = self.intern(unique[position])
+        return unique_ids[inverse.reshape(-1)]
+
+    def string(self, symbol_id: int) -> str:
+        """The string of one id."""
+        if not 0 <= symbol_id < len(self._ids):
+            raise KeyError(f"unknown symbol id {symbol_id}")
+        return str(self._table[symbol_id])
+
+    def strings(self, ids: npt.ArrayLike) -> ObjectArray:
+        """The strings of many ids, as an object array of the same shape."""
+        index = np.asarray(ids, dtype=np.int64)
+        if index.size and (index.min() < 0 or index.max() >= len(self._ids)):
+            raise KeyError("unknown symbol id in column")
+        result: ObjectArray = self._table[index]
+        return result
+
+    def to_list(self) -> list[str]:
+        """The strings in id order (the persisted form)."""
+        return [str(s) for s in self._table[: len(self._ids)]]
+
+    @classmethod
+    def from_list(cls, strings: Iterable[str]) -> SymbolTable:
+        """A table whose id `i` is `strings[i]`."""
+        table = cls()
+        for expected, text in enumerate(strings):
+            if table.intern(text) != expected:
+                raise ValueError(f"duplicate symbol {text!r} in persisted symbol table")
+        return table
