@@ -87,6 +87,7 @@ class CheckedQuery:
     answer_vars: tuple[str, ...]
     answer_types: tuple[ColumnType, ...]
     variable_types: tuple[Mapping[str, ColumnType], ...]  # one per body
+    schema: Schema = field(default_factory=Schema, compare=False, repr=False)
     source: str = field(default="", compare=False, repr=False)
 
 
@@ -149,7 +150,9 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
         types.append(infer_clause_types(ctx, body))
     answer_types = _answer_types(ctx, query, answer_vars, types)
     raise_all(ordered_errors(ctx.errors, query.source))
-    return CheckedQuery(tuple(bodies), answer_vars, answer_types, tuple(types), query.source)
+    return CheckedQuery(
+        tuple(bodies), answer_vars, answer_types, tuple(types), schema, query.source
+    )
 
 
 def _answer_variables(body: Sequence[Literal]) -> tuple[str, ...]:

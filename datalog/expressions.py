@@ -1,0 +1,334 @@
+"""Vectorized evaluation of terms and comparisons over numpy columns.
+
+Layer: datalog. May import numpy and the datalog language modules (ast, errors,
+functions, symbols, passes.term_types); never `differential`, `joins`, `server`.
+The column-at-a-time counterpart of `datalog.functions`, and it must agree with
+it row by row (a property test checks it).
+
+A column of type `number` is int64, `unsigned` uint64 (an int64 column is
+reinterpreted), `float` float64 and `symbol` int64 ids of the database's
+`SymbolTable`. Evaluating a term gives its values and a validity mask (None when
+every row has a value); a row is invalid where the scalar semantics give no
+value (division by zero, `substr` out of range, ...). Values of invalid rows are
+unspecified, and never inspected: string functors and symbol orderings look at
+valid rows only. String functors work over the distinct inputs (np.unique), so
+Python loops run over distinct symbols, never over rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from datalog import functions
+from datalog.ast import (
+    Aggregate,
+    BinOp,
+    Call,
+    ColumnType,
+    Comparison,
+    Const,
+    Neg,
+    Term,
+    Var,
+    Wildcard,
+)
+from datalog.errors import UnsupportedError
+from datalog.passes.term_types import comparison_type, resolve_type
+from datalog.symbols import SymbolTable
+
+Array = npt.NDArray[Any]
+Mask = npt.NDArray[np.bool_]
+Result = tuple[Array, Mask | None]
+Columns = Mapping[str, npt.NDArray[np.generic]]
+
+DTYPES: dict[str, type[np.generic]] = {
+    "number": np.int64,
+    "unsigned": np.uint64,
+    "float": np.float64,
+    "symbol": np.int64,
+}
+_ORDERINGS: dict[str, Callable[[Array, Array], Mask]] = {
+    "=": np.equal,
+    "!=": np.not_equal,
+    "<": np.less,
+    "<=": np.less_equal,
+    ">": np.greater,
+    ">=": np.greater_equal,
+}
+
+
+def evaluate_term(
+    term: Term,
+    columns: Columns,
+    types: Mapping[str, ColumnType],
+    symbols: SymbolTable,
+    expected: ColumnType | None = None,
+    *,
+    size: int | None = None,
+) -> Result:
+    """Values of `term` per row, and where they exist (None: everywhere).
+
+    `types` gives each variable's type; `expected` is the type the context
+    expects (it decides the type of integer literals); `size` the row count when
+    `columns` is empty.
+    """
+    evaluator = _Evaluator(columns, types, symbols, size)
+    return evaluator.term(term, resolve_type(term, types, expected))
+
+
+def evaluate_comparison(
+    comparison: Comparison,
+    columns: Columns,
+    types: Mapping[str, ColumnType],
+    symbols: SymbolTable,
+    *,
+    size: int | None = None,
+) -> Mask:
+    """Where `comparison` holds (False where a side has no value)."""
+    return _Evaluator(columns, types, symbols, size).comparison(comparison)
+
+
+def both(left: Mask | None, right: Mask | None) -> Mask | None:
+    """The conjunction of two validity masks (None means all valid)."""
+    if left is None:
+        return right
+    if right is None:
+        return left
+    return left & right
+
+
+def as_column(values: npt.ArrayLike, column_type: ColumnType) -> Array:
+    """`values` as a column of `column_type` (int64 reinterpreted for unsigned)."""
+    array = np.asarray(values)
+    if column_type == "unsigned" and array.dtype == np.int64:
+        return array.view(np.uint64)
+    return array.astype(DTYPES[column_type], copy=False)
+
+
+class _Evaluator:
+    def __init__(
+        self,
+        columns: Columns,
+        types: Mapping[str, ColumnType],
+        symbols: SymbolTable,
+        size: int | None,
+    ) -> None:
+        self.columns = columns
+        self.types = types
+        self.symbols = symbols
+        if size is None:
+            if not columns:
+                raise ValueError("evaluate needs `size` when there are no columns")
+            size = len(next(iter(columns.values())))
+        self.size = size
+
+    def term(self, term: Term, column_type: ColumnType) -> Result:
+        """Evaluate `term`, already resolved to `column_type`."""
+        if isinstance(term, Var):
+            return as_column(self.columns[term.name], self.types[term.name]), None
+        if isinstance(term, Const):
+            return self.constant(term, column_type), None
+        if isinstance(term, BinOp):
+            left, left_ok = self.term(term.left, column_type)
+            right, right_ok = self.term(term.right, column_type)
+            values, ok = arithmetic(term.op, left, right, column_type)
+            return values, both(both(left_ok, right_ok), ok)
+        if isinstance(term, Neg):
+            operand, ok = self.term(term.operand, column_type)
+            with np.errstate(all="ignore"):
+                return np.negative(operand), ok
+        if isinstance(term, Call):
+            return self.call(term, column_type)
+        if isinstance(term, Aggregate):
+            raise UnsupportedError("aggregates are evaluated by the planner, not as expressions")
+        assert isinstance(term, Wildcard)
+        raise UnsupportedError("`_` has no value in an expression", term.span)
+
+    def constant(self, term: Const, column_type: ColumnType) -> Array:
+        if column_type == "symbol":
+            value: int | float = self.symbols.intern(str(term.value))
+        else:
+            converted = functions.constant(term.value, column_type)
+            assert not isinstance(converted, str)
+            value = converted
+        return np.full(self.size, value, dtype=DTYPES[column_type])
+
+    def operands(
+        self, args: Sequence[Term], types: Sequence[ColumnType]
+    ) -> tuple[list[Array], Mask | None]:
+        values: list[Array] = []
+        ok: Mask | None = None
+        for arg, arg_type in zip(args, types, strict=True):
+            value, arg_ok = self.term(arg, arg_type)
+            values.append(value)
+            ok = both(ok, arg_ok)
+        return values, ok
+
+    def call(self, term: Call, column_type: ColumnType) -> Result:
+        functor = functions.FUNCTORS[term.function]
+        arg_types: list[ColumnType] = [
+            (functor.param(i) if functor.params is not None else column_type)
+            or resolve_type(arg, self.types)
+            for i, arg in enumerate(term.args)
+        ]
+        args, ok = self.operands(term.args, arg_types)
+        if term.function in ("min", "max"):
+            return self.extremum(term.function, args, ok, column_type), ok
+        result = functor.result or column_type
+        scalar = _scalar_call(term.function, arg_types, result, self.symbols)
+        return self.map_unique(args, ok, scalar, result)
+
+    def extremum(
+        self, name: str, args: list[Array], ok: Mask | None, column_type: ColumnType
+    ) -> Array:
+        if len(args) == 1:
+            return args[0]
+        stacked = np.stack(args, axis=1)
+        if column_type != "symbol":
+            reduce = np.minimum if name == "min" else np.maximum
+            with np.errstate(all="ignore"):
+                return reduce.reduce(stacked, axis=1)
+        ranks = np.stack(self.symbol_ranks(args, ok), axis=1)
+        pick = ranks.argmin(axis=1) if name == "min" else ranks.argmax(axis=1)
+        return stacked[np.arange(self.size), pick]
+
+    def map_unique(
+        self,
+        args: list[Array],
+        ok: Mask | None,
+        scalar: Callable[..., functions.Value | bool | None],
+        result: ColumnType | None,
+    ) -> Result:
+        """Apply `scalar` to each distinct valid row of `args`; `result` None: bool."""
+        rows = np.arange(self.size) if ok is None else np.flatnonzero(ok)
+        keys, inverse = _distinct_rows([arg[rows] for arg in args])
+        found = [scalar(*key) for key in keys]
+        has = np.array([value is not None for value in found], dtype=bool)
+        present = [value for value in found if value is not None]
+        dtype = np.bool_ if result is None else DTYPES[result]
+        distinct = np.zeros(len(found), dtype=dtype)
+        if result == "symbol":
+            distinct[has] = self.symbols.intern_many([str(v) for v in present])
+        elif present:
+            distinct[has] = np.array(present, dtype=dtype)
+        values = np.zeros(self.size, dtype=dtype)
+        values[rows] = distinct[inverse]
+        valid = np.zeros(self.size, dtype=bool)
+        valid[rows] = has[inverse]
+        return values, None if valid.all() else valid
+
+    def symbol_ranks(self, args: list[Array], ok: Mask | None) -> list[Array]:
+        """Per symbol column, the rank of each id's string among all valid ids."""
+        rows = slice(None) if ok is None else ok
+        ids = np.unique(np.concatenate([arg[rows] for arg in args]))
+        order = np.argsort(self.symbols.strings(ids), kind="stable")
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[order] = np.arange(len(ids))
+        ranks = []
+        for arg in args:
+            position = np.clip(np.searchsorted(ids, arg), 0, max(len(ids) - 1, 0))
+            ranks.append(rank[position] if len(ids) else np.zeros(self.size, dtype=np.int64))
+        return ranks
+
+    def comparison(self, comparison: Comparison) -> Mask:
+        op = comparison.op
+        if op in ("contains", "match"):
+            args, ok = self.operands((comparison.left, comparison.right), ("symbol", "symbol"))
+            scalar = _scalar_predicate(op, self.symbols)
+            values, valid = self.map_unique(args, ok, scalar, None)
+            return values.astype(bool) if valid is None else values.astype(bool) & valid
+        shared = comparison_type(comparison.left, comparison.right, self.types)
+        args, ok = self.operands((comparison.left, comparison.right), (shared, shared))
+        if shared == "symbol" and op not in ("=", "!="):
+            args = self.symbol_ranks(args, ok)
+        with np.errstate(all="ignore"):
+            holds = _ORDERINGS[op](args[0], args[1])
+        return holds if ok is None else holds & ok
+
+
+def arithmetic(op: str, left: Array, right: Array, column_type: ColumnType) -> Result:
+    """`left op right` per row in `column_type`, and where it has a value."""
+    with np.errstate(all="ignore"):
+        if column_type == "float":
+            return _float_arithmetic(op, left, right)
+        return _integer_arithmetic(op, left, right, column_type)
+
+
+def _integer_arithmetic(op: str, a: Array, b: Array, column_type: ColumnType) -> Result:
+    if op in ("/", "%"):
+        zero = b == 0
+        divisor = np.where(zero, 1, b).astype(a.dtype)
+        quotient = np.floor_divide(a, divisor)
+        remainder = a - quotient * divisor
+        if column_type == "number":  # floor -> truncation toward zero
+            fix = (remainder != 0) & ((a < 0) != (divisor < 0))
+            quotient = quotient + fix
+            remainder = remainder - divisor * fix
+        return (quotient if op == "/" else remainder), (~zero if zero.any() else None)
+    if op == "^":
+        negative = b < 0
+        exponent = np.where(negative, 0, b).astype(a.dtype)
+        return np.power(a, exponent), (~negative if negative.any() else None)
+    shift = np.bitwise_and(b, 63).astype(np.uint64)
+    if op == "bshl":
+        return np.left_shift(a.view(np.uint64), shift).view(a.dtype), None
+    if op == "bshr":
+        return np.right_shift(a, shift.astype(a.dtype)), None
+    return _INTEGER_UFUNCS[op](a, b), None
+
+
+_INTEGER_UFUNCS: dict[str, Callable[[Array, Array], Array]] = {
+    "+": np.add,
+    "-": np.subtract,
+    "*": np.multiply,
+    "band": np.bitwise_and,
+    "bor": np.bitwise_or,
+    "bxor": np.bitwise_xor,
+}
+
+
+def _float_arithmetic(op: str, a: Array, b: Array) -> Result:
+    if op in ("/", "%"):
+        zero = b == 0.0
+        divisor = np.where(zero, 1.0, b)
+        values = np.divide(a, divisor) if op == "/" else np.fmod(a, divisor)
+        return values, (~zero if zero.any() else None)
+    if op == "^":
+        return np.power(a, b), None
+    return _INTEGER_UFUNCS[op](a, b), None
+
+
+def _distinct_rows(arrays: list[Array]) -> tuple[list[tuple[int | float, ...]], Array]:
+    """The distinct rows of parallel columns (as Python tuples) and each row's index."""
+    if len(arrays) == 1:
+        unique, inverse = np.unique(arrays[0], return_inverse=True)
+        return [(value,) for value in unique.tolist()], inverse.reshape(-1)
+    unique, inverse = np.unique(np.stack(arrays, axis=1), axis=0, return_inverse=True)
+    return [tuple(row) for row in unique.tolist()], inverse.reshape(-1)
+
+
+def _scalar_call(
+    name: str, arg_types: list[ColumnType], result: ColumnType, symbols: SymbolTable
+) -> Callable[..., functions.Value | None]:
+    """`functions.call` over raw column values (symbol ids become strings)."""
+
+    def apply(*raw: int | float) -> functions.Value | None:
+        args = [
+            symbols.string(int(value)) if kind == "symbol" else value
+            for value, kind in zip(raw, arg_types, strict=True)
+        ]
+        return functions.call(name, args, result)
+
+    return apply
+
+
+def _scalar_predicate(op: str, symbols: SymbolTable) -> Callable[..., bool]:
+    def apply(left: int, right: int) -> bool:
+        strings = symbols.string(int(left)), symbols.string(int(right))
+        return functions.compare(op, *strings)  # type: ignore[arg-type]
+
+    return apply
