@@ -3,8 +3,8 @@
 Layer: bench — may import anything public from deltalog packages and peers.
 Every generator returns `(src, dst)` as two int64 numpy arrays of one length, is
 deterministic for a given seed, and never loops in Python per edge: edges are drawn
-in vectorized rounds, self loops dropped and duplicates removed with `np.unique` on
-a packed `src * n + dst` key, until enough distinct edges exist.
+in vectorized rounds, self loops dropped and duplicates removed by sorting a packed
+`src * n + dst` key, until enough distinct edges exist.
 """
 
 from __future__ import annotations
