@@ -303,9 +303,17 @@ def _float_arithmetic(op: str, a: Array, b: Array) -> Result:
 
 
 def _distinct_rows(arrays: list[Array]) -> tuple[list[tuple[int | float, ...]], Array]:
-    """The distinct rows of parallel columns (as Python tuples) and each row's index."""
+    """The distinct rows of parallel columns (as Python tuples) and each row's index.
+
+    Several columns are always int64 (symbol ids and numbers: `cat`, `substr`, the
+    predicates); a float column appears alone (`to_string`).
+    """
     if len(arrays) == 1:
-        unique, inverse = np.unique(arrays[0], return_inverse=True)
+        column = arrays[0]
+        if column.dtype == np.float64:  # by bit pattern: -0.0 and 0.0 differ
+            bits, inverse = np.unique(column.view(np.int64), return_inverse=True)
+            return [(value,) for value in bits.view(np.float64).tolist()], inverse.reshape(-1)
+        unique, inverse = np.unique(column, return_inverse=True)
         return [(value,) for value in unique.tolist()], inverse.reshape(-1)
     unique, inverse = np.unique(np.stack(arrays, axis=1), axis=0, return_inverse=True)
     return [tuple(row) for row in unique.tolist()], inverse.reshape(-1)
