@@ -143,7 +143,9 @@ class TermChecker:
         """The type of `term`, after checking its operands; None when already reported."""
         if isinstance(term, Var):
             return self.types.get(term.name)
-        if isinstance(term, Const | Wildcard):
+        if isinstance(term, Wildcard):
+            return expected
+        if isinstance(term, Const):
             return fixed_type(term, self.types) or resolve_type(term, self.types, expected)
         if isinstance(term, BinOp | Neg):
             return self.arithmetic_type(term, expected)
