@@ -37,7 +37,9 @@ def fixed_type(term: Term, types: Mapping[str, ColumnType]) -> ColumnType | None
 
 def _call_type(term: Call, types: Mapping[str, ColumnType]) -> ColumnType | None:
     functor = FUNCTORS.get(term.function)
-    if functor is not None and functor.result is not None:
+    if functor is None:
+        return None  # an unknown functor (reported by the checker) has no type
+    if functor.result is not None:
         return functor.result
     for arg in term.args:
         found = fixed_type(arg, types)
