@@ -1,0 +1,236 @@
+"""The Datalog abstract syntax tree: frozen dataclasses, each with a source span.
+
+Layer: datalog (language). Imports nothing from the engine; every pass (checks,
+planner, reference evaluator, pretty-printer) reads these nodes. The parser's
+transformer only builds them; all validation runs as separate passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal as Lit
+from typing import TypeAlias
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where a node came from: 1-based line/column, 0-based character offsets."""
+
+    line: int = 0
+    column: int = 0
+    end_line: int = 0
+    end_column: int = 0
+    start: int = 0
+    end: int = 0
+
+
+NOWHERE = Span()
+
+ColumnType: TypeAlias = Lit["number", "unsigned", "float", "symbol"]
+Semantics: TypeAlias = Lit["set", "multiset", "last_write_wins"]
+AggregateFunction: TypeAlias = Lit["count", "sum", "min", "max", "mean"]
+ComparisonOp: TypeAlias = Lit["=", "!=", "<", "<=", ">", ">=", "contains", "match"]
+ArithmeticOp: TypeAlias = Lit["+", "-", "*", "/", "%", "^", "band", "bor", "bxor", "bshl", "bshr"]
+
+
+# --- terms -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Var:
+    name: str
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Wildcard:
+    """`_`: a fresh, unnamed variable at each occurrence."""
+
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Const:
+    """A literal. `type` is the column type the literal belongs to."""
+
+    value: int | float | str
+    type: ColumnType
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class BinOp:
+    op: ArithmeticOp
+    left: Term
+    right: Term
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Neg:
+    """Unary minus."""
+
+    operand: Term
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Call:
+    """A functor: `cat`, `strlen`, `substr`, `to_number`, `to_string`, `min`, `max`..."""
+
+    function: str
+    args: tuple[Term, ...]
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """`count : { body }`, `sum x : { body }`, `min x : atom` ...
+
+    `target` is None for `count`. Variables of `body` that are not bound outside
+    the aggregate are local to it; the others group it (Soufflé semantics).
+    """
+
+    function: AggregateFunction
+    target: Term | None
+    body: tuple[Literal, ...]
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+Term: TypeAlias = Var | Wildcard | Const | BinOp | Neg | Call | Aggregate
+
+
+# --- literals (body elements) --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Atom:
+    """`name(args)`; `name` may be qualified (`person.knows`)."""
+
+    name: str
+    args: tuple[Term, ...]
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Negation:
+    """`!atom`: stratified negation."""
+
+    atom: Atom
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """`a < b`, `a = b`, ... and the builtin predicates `contains(a, b)`
+    (a is a substring of b) and `match(pattern, s)`."""
+
+    op: ComparisonOp
+    left: Term
+    right: Term
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Disjunction:
+    """`( a ; b, c )` inside a body. Normalized away before planning."""
+
+    alternatives: tuple[tuple[Literal, ...], ...]
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+Literal: TypeAlias = Atom | Negation | Comparison | Disjunction
+
+
+# --- clauses and declarations --------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """`head :- body.`; a fact is a rule with an empty body."""
+
+    head: Atom
+    body: tuple[Literal, ...]
+    span: Span = field(default=NOWHERE, compare=False)
+
+    @property
+    def is_fact(self) -> bool:
+        return not self.body
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    type: str  # a ColumnType or a declared `.type` name (erased by the checker)
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Decl:
+    """`.decl name(col: type, ...) [qualifiers]`.
+
+    `semantics` is the input semantics of the relation when facts are inserted
+    by transactions (`set` unless a qualifier says `multiset` or
+    `last_write_wins`; the latter only for binary relations).
+    """
+
+    name: str
+    columns: tuple[Column, ...]
+    semantics: Semantics = "set"
+    span: Span = field(default=NOWHERE, compare=False)
+
+    @property
+    def arity(self) -> int:
+        return len(self.columns)
+
+
+@dataclass(frozen=True)
+class TypeDecl:
+    """`.type Name <: base`, `.type Name = base`, `.type Name = A | B`.
+
+    Deltalog erases user types to their primitive base column type.
+    """
+
+    name: str
+    bases: tuple[str, ...]
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Directive:
+    """`.input r(filename="x", delimiter=",")`, `.output r`, `.printsize r`."""
+
+    kind: Lit["input", "output", "printsize"]
+    relation: str
+    options: tuple[tuple[str, str], ...] = ()
+    span: Span = field(default=NOWHERE, compare=False)
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        for k, v in self.options:
+            if k == key:
+                return v
+        return default
+
+
+@dataclass(frozen=True)
+class Program:
+    """A parsed source text; items keep source order."""
+
+    decls: tuple[Decl, ...] = ()
+    types: tuple[TypeDecl, ...] = ()
+    directives: tuple[Directive, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    source: str = field(default="", compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A body with free variables, e.g. `reach(1, y)`.
+
+    The answer columns are the named variables of the body, in order of first
+    appearance (wildcards excluded).
+    """
+
+    body: tuple[Literal, ...]
+    source: str = field(default="", compare=False, repr=False)
+    span: Span = field(default=NOWHERE, compare=False)

@@ -1,0 +1,144 @@
+"""One error hierarchy for bad input, with one formatter.
+
+Layer: datalog. Every error a user can cause is a `DatalogError`: it carries a
+message, a position (line, column, span) and the source text, and renders as
+
+    error: unknown relation `edg`; did you mean `edge`?
+      at line 3, column 14
+        reach(x, y) :- edg(x, y).
+                       ^^^
+
+Several semantic errors found in one program are raised together as one
+`DatalogErrors` whose `errors` lists each.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable, Sequence
+
+from datalog.ast import NOWHERE, Span
+
+
+class DatalogError(Exception):
+    """Base of every error caused by the user's input."""
+
+    category = "incorrect"
+
+    def __init__(self, message: str, span: Span = NOWHERE, source: str = "") -> None:
+        self.message = message
+        self.span = span
+        self.source = source
+        super().__init__(self.format())
+
+    @property
+    def line(self) -> int:
+        return self.span.line
+
+    @property
+    def column(self) -> int:
+        return self.span.column
+
+    def with_source(self, source: str) -> DatalogError:
+        """The same error, rendered against `source` (used when a pass lacks it)."""
+        clone = type(self).__new__(type(self))
+        clone.__dict__.update(self.__dict__)
+        clone.source = source
+        Exception.__init__(clone, clone.format())
+        return clone
+
+    def format(self) -> str:
+        text = f"error: {self.message}"
+        if self.span.line <= 0:
+            return text
+        text += f"\n  at line {self.span.line}, column {self.span.column}"
+        lines = self.source.splitlines()
+        if 0 < self.span.line <= len(lines):
+            src = lines[self.span.line - 1]
+            width = 1
+            if self.span.end_line == self.span.line and self.span.end_column > self.span.column:
+                width = self.span.end_column - self.span.column
+            text += f"\n    {src}\n    {' ' * (self.span.column - 1)}{'^' * width}"
+        return text
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-able form (used by the server)."""
+        return {
+            "category": self.category,
+            "message": self.message,
+            "line": self.span.line,
+            "column": self.span.column,
+        }
+
+
+class DatalogSyntaxError(DatalogError):
+    """The text does not parse."""
+
+
+class DatalogSemanticError(DatalogError):
+    """The text parses but means nothing valid (arity, types, binding, strata)."""
+
+
+class UnknownNameError(DatalogSemanticError):
+    """A relation, type or function that is not declared."""
+
+    category = "not_found"
+
+
+class ArityError(DatalogSemanticError):
+    pass
+
+
+class TypeMismatchError(DatalogSemanticError):
+    pass
+
+
+class RangeRestrictionError(DatalogSemanticError):
+    """A variable of a head, negation or comparison is not bound positively."""
+
+
+class StratificationError(DatalogSemanticError):
+    """Negation or aggregation through recursion."""
+
+
+class DuplicateDeclarationError(DatalogSemanticError):
+    category = "conflict"
+
+
+class TransactionError(DatalogError):
+    """A transaction names an unknown relation or carries badly shaped rows."""
+
+
+class UnsupportedError(DatalogError):
+    category = "unsupported"
+
+
+class DatalogErrors(DatalogError):
+    """All the errors found in one program, reported together."""
+
+    def __init__(self, errors: Sequence[DatalogError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.message, first.span, first.source)
+        self.category = first.category
+
+    def format(self) -> str:
+        if len(self.errors) == 1:
+            return self.errors[0].format()
+        parts = [f"{len(self.errors)} errors:"] + [e.format() for e in self.errors]
+        return "\n".join(parts)
+
+
+def raise_all(errors: Iterable[DatalogError]) -> None:
+    """Raise the collected errors, if any: one alone, several as `DatalogErrors`."""
+    found = list(errors)
+    if len(found) == 1:
+        raise found[0]
+    if found:
+        raise DatalogErrors(found)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    """`"; did you mean `edge`?"` when a close candidate exists, else `""`."""
+    close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
+    return f"; did you mean `{close[0]}`?" if close else ""

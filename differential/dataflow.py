@@ -1,0 +1,161 @@
+"""Dataflow graphs, scopes and the scheduler.
+
+Layer: differential. Imports numpy and the other differential modules.
+
+Execution is synchronous and epoch at a time. A `Scope` owns operators whose
+times have `depth` coordinates (root scope: `(epoch,)`; each iteration scope
+adds one). `Scope.run(prefix)` repeatedly picks the lexicographically least
+time, among the times with that prefix at which some stateful operator has
+work, and steps every operator that has work at that time, in creation order
+(which is a topological order: an operator is created after its inputs; the
+only back edges are variable feedback, which always moves time forward).
+
+Lexicographic order extends the product order, so when a time `t` is processed
+every update at a time `<= t` has been processed: that is what lets reduce and
+join produce final answers at `t`, for partially ordered times.
+
+Stateless operators (map, filter, concat, negate, enter, leave, feedback) act
+the moment updates reach them; only stateful ones (arrange, join, reduce,
+import, nested scopes) are scheduled. Their inputs are `TimeQueue`s that bucket
+updates by exact time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from differential.batch import Updates, concat
+from differential.time import Time
+
+Receiver = Callable[[Updates], None]
+
+
+class TimeQueue:
+    """Updates waiting for the scheduler, bucketed by their exact time."""
+
+    def __init__(self) -> None:
+        self.buckets: dict[Time, list[Updates]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.buckets)
+
+    def push(self, updates: Updates) -> None:
+        if len(updates) == 0:
+            return
+        times = updates.times
+        if bool((times == times[:, :1]).all()):
+            self.buckets.setdefault(tuple(int(x) for x in times[:, 0]), []).append(updates)
+            return
+        order = np.lexsort(times[::-1])
+        ordered = times[:, order]
+        cuts = np.flatnonzero(np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)) + 1
+        for part in np.split(order, cuts):
+            time = tuple(int(x) for x in times[:, part[0]])
+            self.buckets.setdefault(time, []).append(updates.take(part))
+
+    def times(self) -> Iterable[Time]:
+        return self.buckets.keys()
+
+    def has(self, time: Time) -> bool:
+        return time in self.buckets
+
+    def pop(self, time: Time) -> Updates | None:
+        parts = self.buckets.pop(time, None)
+        return concat(parts) if parts else None
+
+
+class Stream:
+    """An edge of the graph: updates of fixed arity and column types in one scope."""
+
+    def __init__(self, scope: Scope, dtypes: Sequence[np.dtype], name: str = "") -> None:
+        self.scope = scope
+        self.dtypes = tuple(np.dtype(d) for d in dtypes)
+        self.name = name
+        self.receivers: list[Receiver] = []
+
+    @property
+    def arity(self) -> int:
+        return len(self.dtypes)
+
+    def connect(self, receiver: Receiver) -> None:
+        self.receivers.append(receiver)
+
+    def send(self, updates: Updates) -> None:
+        if len(updates):
+            for receive in self.receivers:
+                receive(updates)
+
+    def empty(self) -> Updates:
+        return Updates.empty(self.arity, self.scope.depth, self.dtypes)
+
+
+class Operator:
+    """A stateful operator: the scheduler steps it at times where it has work."""
+
+    name = "operator"
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        scope.register(self)
+
+    def pending(self, prefix: Time) -> Iterable[Time]:
+        """Times extending `prefix` at which this operator has (or may have) work."""
+        return ()
+
+    def ready(self, time: Time) -> bool:
+        """Whether stepping at `time` could do anything (checked just before stepping)."""
+        return False
+
+    def step(self, time: Time) -> None:
+        """Process all work at exactly `time`."""
+
+    def advance(self, epoch: int) -> None:
+        """The root frontier moved to `(epoch,)`: compact what is now final."""
+
+    def arranged_size(self) -> tuple[int, int]:
+        """`(tuples, batches)` this operator holds in arrangements it owns."""
+        return (0, 0)
+
+    def describe(self) -> str:
+        return self.name
+
+
+class Scope:
+    """Operators sharing one time depth, run to quiescence by `run`."""
+
+    def __init__(self, depth: int, parent: Scope | None = None, name: str = "root") -> None:
+        self.depth = depth
+        self.parent = parent
+        self.name = name
+        self.operators: list[Operator] = []
+        self.steps = 0
+
+    def register(self, op: Operator) -> None:
+        self.operators.append(op)
+
+    def next_time(self, prefix: Time) -> Time | None:
+        best: Time | None = None
+        for op in self.operators:
+            for t in op.pending(prefix):
+                if t[: len(prefix)] == prefix and (best is None or t < best):
+                    best = t
+        return best
+
+    def run(self, prefix: Time = ()) -> None:
+        """Process every pending time that extends `prefix`, in lexicographic order."""
+        while (time := self.next_time(prefix)) is not None:
+            self.steps += 1
+            for op in self.operators:
+                if op.ready(time):
+                    op.step(time)
+
+    def all_operators(self) -> list[Operator]:
+        out: list[Operator] = []
+        for op in self.operators:
+            out.append(op)
+            inner = getattr(op, "inner", None)
+            if isinstance(inner, Scope):
+                out.extend(inner.all_operators())
+        return out

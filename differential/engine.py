@@ -1,0 +1,156 @@
+"""The engine: base relations, live dataflows, and the epoch sequencer.
+
+Layer: differential (top of the layer). Imports the other differential modules.
+
+`commit` is atomic and epoch at a time: the requested changes of every input
+become diffs at the next epoch, every live dataflow runs until no scope has
+pending work, each dataflow's outputs for that epoch are handed to its
+listeners, and only then do the shared arrangements seal the epoch and the
+frontier advance. Dataflows are built and dropped between commits; dropping
+one releases its trace handles and the arrangements nobody reads any more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from differential.batch import Updates
+from differential.dataflow import Scope, Stream
+from differential.inputs import Input, Requests, Semantics
+from differential.operators.arrange import ImportOp
+from differential.operators.capture import Capture
+
+Listener = Callable[[Updates, int], None]
+
+
+@dataclass
+class Output:
+    """A captured root-scope stream and who listens to it."""
+
+    capture: Capture
+    listeners: list[Listener] = field(default_factory=list)
+
+
+class Dataflow:
+    """One dataflow graph: a root scope (time `(epoch,)`) and its outputs."""
+
+    def __init__(self, engine: Engine, name: str) -> None:
+        self.engine = engine
+        self.name = name
+        self.root = Scope(1, None, name)
+        self.start = engine.epoch
+        self.imports: list[ImportOp] = []
+        self.outputs: dict[str, Output] = {}
+
+    def import_input(self, name: str, permutation: Sequence[int], key_arity: int) -> ImportOp:
+        """The shared arrangement of input `name` (columns permuted), read here."""
+        shared = self.engine.inputs[name].arrangement(permutation, key_arity)
+        op = ImportOp(self.root, shared, self.start)
+        self.imports.append(op)
+        return op
+
+    def capture(self, stream: Stream, name: str) -> Output:
+        out = Output(Capture(stream))
+        self.outputs[name] = out
+        return out
+
+    def run(self) -> None:
+        self.root.run(())
+
+    def deliver(self, epoch: int) -> None:
+        for out in self.outputs.values():
+            changes = out.capture.drain()
+            for listen in out.listeners:
+                listen(changes, epoch)
+
+    def advance(self, next_epoch: int) -> None:
+        for op in self.root.all_operators():
+            op.advance(next_epoch)
+
+    def release(self) -> None:
+        for op in self.imports:
+            op.release()
+        self.imports = []
+
+    def arrangements(self) -> list[tuple[str, int, int]]:
+        """`(operator, tuples, batches)` for every arrangement this dataflow owns."""
+        rows = []
+        for op in self.root.all_operators():
+            tuples, batches = op.arranged_size()
+            if batches or tuples:
+                rows.append((op.describe(), tuples, batches))
+        return rows
+
+
+class Engine:
+    """Inputs, dataflows and epochs. Not thread-safe: callers serialize commits."""
+
+    def __init__(self) -> None:
+        self.epoch = 0  # the last committed epoch; the first commit is epoch 1
+        self.inputs: dict[str, Input] = {}
+        self.dataflows: list[Dataflow] = []
+
+    def create_input(
+        self, name: str, dtypes: Sequence[np.dtype], semantics: Semantics = "set"
+    ) -> Input:
+        if name in self.inputs:
+            raise ValueError(f"input `{name}` exists")
+        self.inputs[name] = Input(name, dtypes, semantics)
+        return self.inputs[name]
+
+    def dataflow(self, name: str) -> Dataflow:
+        """A new, empty dataflow; build it, then call `start`."""
+        return Dataflow(self, name)
+
+    def start(self, dataflow: Dataflow) -> None:
+        """Run a built dataflow over the current state (its snapshot) and make it live."""
+        dataflow.run()
+        dataflow.deliver(self.epoch)
+        dataflow.advance(self.epoch + 1)
+        self.dataflows.append(dataflow)
+
+    def drop(self, dataflow: Dataflow) -> None:
+        if dataflow in self.dataflows:
+            self.dataflows.remove(dataflow)
+        dataflow.release()
+        for inp in self.inputs.values():
+            inp.drop_unread()
+
+    def commit(self, requests: Mapping[str, Requests]) -> int:
+        """Apply the requested changes as one epoch; returns the epoch."""
+        epoch = self.epoch + 1
+        staged = {name: self.inputs[name].diffs(req, epoch) for name, req in requests.items()}
+        for name, diffs in staged.items():
+            self.inputs[name].stage(diffs, epoch)
+        for df in self.dataflows:
+            df.run()
+        self.epoch = epoch
+        for inp in self.inputs.values():
+            inp.seal(epoch + 1)
+        for df in self.dataflows:
+            df.advance(epoch + 1)
+            df.deliver(epoch)
+        return epoch
+
+    def stats(self) -> dict[str, object]:
+        return {
+            "epoch": self.epoch,
+            "inputs": {
+                name: {
+                    "tuples": len(inp.presence),
+                    "arrangements": {
+                        a.name: {"tuples": len(a), "batches": a.spine.batch_count, "readers": a.readers}
+                        for a in inp.arrangements.values()
+                    },
+                }
+                for name, inp in self.inputs.items()
+            },
+            "dataflows": [
+                {"name": df.name, "operators": len(df.root.all_operators()),
+                 "arrangements": df.arrangements()}
+                for df in self.dataflows
+            ],
+        }

@@ -1,0 +1,164 @@
+"""Base relations: input semantics turning requested changes into diffs.
+
+Layer: differential. Imports numpy and the trace/arrangement modules.
+
+A transaction asks to insert and retract rows, in order. The input's semantics
+decide the diffs it commits:
+
+- `set`: a row is in or out. The last request on a row decides; inserting a
+  present row or retracting an absent one is a no-op (never a negative count).
+- `multiset`: every request is a raw diff (+1 or -1).
+- `last_write_wins` (binary rows `(entity, value)`): an entity has at most one
+  value; inserting a new value retracts the old one; retracting a value the
+  entity does not hold is a no-op.
+
+All of it runs on whole columns: requests are sorted by (row, sequence) and
+the current state is looked up in the input's presence arrangement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column, Updates, consolidate, run_starts, sort_order
+from differential.operators.arrange import SharedArrangement
+from differential.time import column
+
+Semantics = Literal["set", "multiset", "last_write_wins"]
+
+
+@dataclass(frozen=True)
+class Requests:
+    """Requested changes in order: `inserting[i]` is True for an insert, False for a retract."""
+
+    columns: tuple[Column, ...]
+    inserting: npt.NDArray[np.bool_]
+
+    def __len__(self) -> int:
+        return len(self.inserting)
+
+
+class Input:
+    """A base relation: its semantics and its arrangements, shared by all dataflows."""
+
+    def __init__(self, name: str, dtypes: Sequence[np.dtype], semantics: Semantics = "set") -> None:
+        if semantics == "last_write_wins" and len(dtypes) != 2:
+            raise ValueError("last_write_wins needs a binary relation (entity, value)")
+        self.name = name
+        self.dtypes = tuple(np.dtype(d) for d in dtypes)
+        self.semantics = semantics
+        key_arity = 1 if semantics == "last_write_wins" else len(self.dtypes)
+        self.presence = SharedArrangement(key_arity, self.dtypes, f"{name}/state")
+        # arrangements by column permutation and key arity, shared by dataflows
+        self.arrangements: dict[tuple[tuple[int, ...], int], SharedArrangement] = {}
+
+    @property
+    def arity(self) -> int:
+        return len(self.dtypes)
+
+    def diffs(self, requests: Requests, epoch: int) -> Updates:
+        """The diffs that `requests` commit at `epoch`, given the current state."""
+        if len(requests) == 0:
+            return Updates.empty(self.arity, 1, self.dtypes)
+        if self.semantics == "multiset":
+            signs = np.where(requests.inserting, 1, -1).astype(np.int64)
+            return consolidate(Updates(requests.columns, column((epoch,), len(signs)), signs))
+        if self.semantics == "set":
+            return self._set_diffs(requests, epoch)
+        return self._lww_diffs(requests, epoch)
+
+    def _present_counts(self, keys: Sequence[Column]) -> npt.NDArray[np.int64]:
+        """Accumulated multiplicity of each row of `keys` (all columns) in the state."""
+        owner, found = self.presence.spine.lookup(keys)
+        counts = np.zeros(len(keys[0]), dtype=np.int64)
+        same = np.ones(len(owner), dtype=bool)
+        for mine, theirs in zip(found.columns, keys, strict=True):
+            same &= mine == theirs[owner]
+        np.add.at(counts, owner[same], found.diffs[same])
+        return counts
+
+    def _set_diffs(self, requests: Requests, epoch: int) -> Updates:
+        order = sort_order(requests.columns)  # stable: sequence order within a row
+        cols = tuple(c[order] for c in requests.columns)
+        last = np.flatnonzero(np.roll(run_starts(cols), -1))
+        rows = tuple(c[last] for c in cols)
+        wanted = requests.inserting[order][last].astype(np.int64)
+        present = (self._present_counts(rows) > 0).astype(np.int64)
+        change = wanted - present
+        keep = change != 0
+        return Updates(
+            tuple(c[keep] for c in rows), column((epoch,), int(keep.sum())), change[keep]
+        )
+
+    def _lww_diffs(self, requests: Requests, epoch: int) -> Updates:
+        entity, value = requests.columns
+        order = np.argsort(entity, kind="stable")
+        ent, val, ins = entity[order], value[order], requests.inserting[order]
+        starts = run_starts([ent])
+        group_start = np.maximum.accumulate(np.where(starts, np.arange(len(ent)), 0))
+        last = np.flatnonzero(np.roll(starts, -1))
+        current_has, current_val = self._current_values(ent[last])
+        # value just before each group's last request: the latest earlier insert, else current
+        ins_idx = np.where(ins, np.arange(len(ent)), -1)
+        prev_ins = np.concatenate([[-1], np.maximum.accumulate(ins_idx)[:-1]])[last]
+        earlier = prev_ins >= group_start[last]
+        base_has = earlier | current_has
+        base_val = np.where(earlier, val[np.maximum(prev_ins, 0)], current_val)
+        retract_hits = ~ins[last] & base_has & (base_val == val[last])
+        want_has = np.where(ins[last], True, base_has & ~retract_hits)
+        want_val = np.where(ins[last], val[last], base_val)
+        drop = current_has & (~want_has | (want_val != current_val))
+        add = want_has & (~current_has | (want_val != current_val))
+        e = ent[last]
+        cols = (
+            np.concatenate([e[drop], e[add]]),
+            np.concatenate([current_val[drop], want_val[add]]),
+        )
+        diffs = np.concatenate([-np.ones(int(drop.sum()), np.int64), np.ones(int(add.sum()), np.int64)])
+        return Updates(cols, column((epoch,), len(diffs)), diffs)
+
+    def _current_values(self, entities: Column) -> tuple[npt.NDArray[np.bool_], Column]:
+        owner, found = self.presence.spine.lookup([entities])
+        acc = consolidate(Updates((owner, found.columns[1]), column((0,), len(owner)), found.diffs))
+        live = acc.diffs > 0
+        has = np.zeros(len(entities), dtype=bool)
+        value = np.zeros(len(entities), dtype=self.dtypes[1])
+        has[acc.columns[0][live]] = True
+        value[acc.columns[0][live]] = acc.columns[1][live]
+        return has, value
+
+    def arrangement(self, permutation: Sequence[int], key_arity: int) -> SharedArrangement:
+        """The shared arrangement of columns `permutation` keyed by the first `key_arity`."""
+        spec = (tuple(permutation), key_arity)
+        found = self.arrangements.get(spec)
+        if found is None:
+            dtypes = [self.dtypes[i] for i in spec[0]]
+            found = SharedArrangement(key_arity, dtypes, f"{self.name}{list(spec[0])}/{key_arity}")
+            state = self.presence.spine.accumulate(None)
+            found.spine.insert(
+                Updates(tuple(state.columns[i] for i in spec[0]), state.times, state.diffs),
+                found.spine.default_since,
+                found.spine.default_since,
+            )
+            self.arrangements[spec] = found
+        return found
+
+    def stage(self, diffs: Updates, epoch: int) -> None:
+        """Make `diffs` the pending batch of epoch `epoch` in every arrangement."""
+        self.presence.stage(diffs, epoch)
+        for (perm, _), arr in self.arrangements.items():
+            arr.stage(Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs), epoch)
+
+    def seal(self, next_epoch: int) -> None:
+        self.presence.seal(next_epoch)
+        for arr in self.arrangements.values():
+            arr.seal(next_epoch)
+
+    def drop_unread(self) -> None:
+        """Forget arrangements no dataflow reads any more."""
+        self.arrangements = {k: a for k, a in self.arrangements.items() if a.readers}

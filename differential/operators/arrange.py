@@ -1,0 +1,323 @@
+"""Arrangements as seen by operators: a delta at the current time plus a trace.
+
+Layer: differential (operators). Imports `differential.dataflow`, `trace`.
+
+Every join and reduce input is an `Arranged`: at a time `t` it offers the
+batch of updates that arrived at exactly `t` (`delta`) and lookups into the
+trace either without that batch ("before") or with it ("after"). A binary join
+at `t` computes `dA ⋈ B_after + A_before ⋈ dB`, which derives each pair of
+updates exactly once whatever the order of arrival.
+
+Three kinds exist: `ArrangeOp` arranges a stream inside a dataflow;
+`ImportOp` reads a `SharedArrangement` kept by the engine for a base relation
+and shared by every dataflow; `EnterArranged` brings an outer arrangement into
+an iteration scope (times gain a coordinate, 0).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column, Updates
+from differential.dataflow import Operator, Scope, Stream, TimeQueue
+from differential.time import Antichain, Time
+from differential.trace.batch import Batch, Description, Hashes
+from differential.trace.cursor import seek
+from differential.trace.spine import Spine, TraceHandle
+
+Owner = npt.NDArray[np.intp]
+
+
+class Arranged(Operator):
+    """An arrangement readable by joins and reduces in `scope`."""
+
+    key_arity: int
+    dtypes: tuple[np.dtype, ...]
+
+    def delta(self, time: Time) -> Batch | None:
+        raise NotImplementedError
+
+    def lookup(
+        self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
+    ) -> tuple[Owner, Updates]:
+        raise NotImplementedError
+
+    def empty(self) -> Updates:
+        return Updates.empty(len(self.dtypes), self.scope.depth, self.dtypes)
+
+
+def lookup_batch(batch: Batch, keys: Sequence[Column], hashes: Hashes) -> tuple[Owner, Updates]:
+    m = seek(batch, hashes, keys)
+    return m.query, Updates(
+        tuple(c[m.entry] for c in batch.columns), batch.times[:, m.entry], batch.diffs[m.entry]
+    )
+
+
+def combine(parts: list[tuple[Owner, Updates]], empty: Updates) -> tuple[Owner, Updates]:
+    parts = [p for p in parts if len(p[0])]
+    if not parts:
+        return np.empty(0, dtype=np.intp), empty
+    if len(parts) == 1:
+        return parts[0]
+    owners = np.concatenate([p[0] for p in parts])
+    ups = [p[1] for p in parts]
+    return owners, Updates(
+        tuple(np.concatenate([u.columns[i] for u in ups]) for i in range(ups[0].arity)),
+        np.concatenate([u.times for u in ups], axis=1),
+        np.concatenate([u.diffs for u in ups]),
+    )
+
+
+class ArrangeOp(Arranged):
+    """Arranges a stream by its first `key_arity` columns into a private trace."""
+
+    name = "arrange"
+
+    def __init__(self, stream: Stream, key_arity: int) -> None:
+        super().__init__(stream.scope)
+        self.key_arity = key_arity
+        self.dtypes = stream.dtypes
+        self.queue = TimeQueue()
+        stream.connect(self.queue.push)
+        self.spine = Spine(key_arity, self.dtypes, stream.scope.depth)
+        self.pending_batch: Batch | None = None
+        self.pending_time: Time | None = None
+
+    def pending(self, prefix: Time) -> Iterable[Time]:
+        return self.queue.times()
+
+    def ready(self, time: Time) -> bool:
+        return self.queue.has(time)
+
+    def step(self, time: Time) -> None:
+        self._seal()
+        updates = self.queue.pop(time)
+        if updates is None:
+            return
+        description = Description(Antichain([time]), Antichain(), Antichain())
+        self.pending_batch = Batch.build(updates, self.key_arity, description)
+        self.pending_time = time
+
+    def _seal(self) -> None:
+        if self.pending_batch is not None:
+            self.spine.append(self.pending_batch)
+            self.pending_batch = None
+            self.pending_time = None
+
+    def delta(self, time: Time) -> Batch | None:
+        if self.pending_time == time and self.pending_batch is not None:
+            return self.pending_batch
+        return None
+
+    def lookup(
+        self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
+    ) -> tuple[Owner, Updates]:
+        parts = [self.spine.lookup(keys, hashes)]
+        pending = self.pending_batch
+        if pending is not None and (include_delta or self.pending_time != time):
+            parts.append(lookup_batch(pending, keys, hashes))
+        return combine(parts, self.empty())
+
+    def advance(self, epoch: int) -> None:
+        self._seal()
+        self.spine.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
+
+    def arranged_size(self) -> tuple[int, int]:
+        extra = 1 if self.pending_batch is not None else 0
+        size = len(self.spine) + (len(self.pending_batch) if self.pending_batch else 0)
+        return size, self.spine.batch_count + extra
+
+    def describe(self) -> str:
+        return f"arrange(key={self.key_arity} of {len(self.dtypes)})"
+
+
+class SharedArrangement:
+    """A base relation's arrangement by one key, kept by the engine, read by many dataflows.
+
+    Updates of epoch `e` sit in `pending` while dataflows run epoch `e`, then
+    `seal` appends them to the spine. Readers hold `TraceHandle`s; the spine
+    compacts to the lower envelope of their frontiers.
+    """
+
+    def __init__(self, key_arity: int, dtypes: Sequence[np.dtype], name: str = "") -> None:
+        self.name = name
+        self.key_arity = key_arity
+        self.dtypes = tuple(np.dtype(d) for d in dtypes)
+        self.spine = Spine(key_arity, self.dtypes, 1)
+        self.pending: Batch | None = None
+        self.pending_epoch: int | None = None
+        self.retain = 0  # epochs of history kept beyond the current one (None: forever)
+
+    def stage(self, updates: Updates, epoch: int) -> Batch:
+        """Set the updates of `epoch` (times `(epoch,)`) as the pending batch."""
+        description = Description(Antichain([(epoch,)]), Antichain([(epoch + 1,)]), Antichain())
+        self.pending = Batch.build(updates, self.key_arity, description)
+        self.pending_epoch = epoch
+        return self.pending
+
+    def seal(self, next_epoch: int) -> None:
+        if self.pending is not None:
+            self.spine.append(self.pending)
+            self.pending = None
+            self.pending_epoch = None
+        self.spine.default_since = Antichain([(next_epoch,)])
+
+    def handle(self, epoch: int) -> TraceHandle:
+        return self.spine.handle(Antichain([(epoch,)]))
+
+    @property
+    def readers(self) -> int:
+        return len(self.spine.handles)
+
+    def contents(self) -> Updates:
+        """Every update ever sealed (compacted), times included."""
+        return self.spine.updates()
+
+    def __len__(self) -> int:
+        return len(self.spine) + (len(self.pending) if self.pending is not None else 0)
+
+
+class ImportOp(Arranged):
+    """A dataflow's view of a `SharedArrangement` in its root scope.
+
+    The dataflow is built between epochs; at its first time `start` the whole
+    trace arrives as one delta (times advanced to `start`), after that each
+    epoch's pending batch does.
+    """
+
+    name = "import"
+
+    def __init__(self, scope: Scope, shared: SharedArrangement, start: int) -> None:
+        super().__init__(scope)
+        self.shared = shared
+        self.key_arity = shared.key_arity
+        self.dtypes = shared.dtypes
+        self.start = start
+        self.handle = shared.handle(start)
+        self.delivered: int = start - 1
+        snapshot = shared.spine.accumulate((start,))
+        desc = Description(Antichain([(start,)]), Antichain([(start + 1,)]), Antichain())
+        self.snapshot: Batch | None = Batch.build(snapshot, shared.key_arity, desc)
+
+    def pending(self, prefix: Time) -> Iterable[Time]:
+        if self.snapshot is not None:
+            return [(self.start,)]
+        e = self.shared.pending_epoch
+        if e is not None and e > self.delivered:
+            return [(e,)]
+        return ()
+
+    def ready(self, time: Time) -> bool:
+        return time in list(self.pending(()))
+
+    def step(self, time: Time) -> None:
+        self.delivered = time[0]
+
+    def delta(self, time: Time) -> Batch | None:
+        if self.snapshot is not None:
+            return self.snapshot if time == (self.start,) else None
+        if self.shared.pending_epoch == time[0]:
+            return self.shared.pending
+        return None
+
+    def lookup(
+        self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
+    ) -> tuple[Owner, Updates]:
+        if self.snapshot is not None:
+            if include_delta:
+                return lookup_batch(self.snapshot, keys, hashes)
+            return np.empty(0, dtype=np.intp), self.empty()
+        parts = [self.shared.spine.lookup(keys, hashes)]
+        pending = self.shared.pending
+        if pending is not None and (include_delta or self.shared.pending_epoch != time[0]):
+            parts.append(lookup_batch(pending, keys, hashes))
+        return combine(parts, self.empty())
+
+    def advance(self, epoch: int) -> None:
+        self.snapshot = None
+        self.handle.set_frontier(Antichain([(epoch - self.shared.retain,)]))
+
+    def release(self) -> None:
+        self.handle.release()
+
+    def describe(self) -> str:
+        return f"import({self.shared.name})"
+
+
+class EnterArranged(Arranged):
+    """An outer arrangement seen from an iteration scope: times `t` become `(t, 0)`."""
+
+    name = "enter_arranged"
+
+    def __init__(self, scope: Scope, outer: Arranged) -> None:
+        super().__init__(scope)
+        self.outer = outer
+        self.key_arity = outer.key_arity
+        self.dtypes = outer.dtypes
+        self.done: Time | None = None
+
+    def pending(self, prefix: Time) -> Iterable[Time]:
+        if len(prefix) != self.scope.depth - 1 or prefix == self.done:
+            return ()
+        return [(*prefix, 0)] if self.outer.delta(prefix) is not None else ()
+
+    def ready(self, time: Time) -> bool:
+        return time[-1] == 0 and self.done != time[:-1] and self.outer.delta(time[:-1]) is not None
+
+    def step(self, time: Time) -> None:
+        self.done = time[:-1]
+
+    def delta(self, time: Time) -> Batch | None:
+        if time[-1] != 0:
+            return None
+        batch = self.outer.delta(time[:-1])
+        return None if batch is None else _lift_batch(batch)
+
+    def lookup(
+        self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
+    ) -> tuple[Owner, Updates]:
+        include = include_delta or time[-1] != 0
+        owner, ups = self.outer.lookup(keys, hashes, time[:-1], include)
+        return owner, _lift(ups)
+
+    def describe(self) -> str:
+        return f"enter({self.outer.describe()})"
+
+
+def _lift(updates: Updates) -> Updates:
+    zeros = np.zeros((1, len(updates)), dtype=np.int64)
+    return updates.with_times(np.concatenate([updates.times, zeros]))
+
+
+def _lift_batch(batch: Batch) -> Batch:
+    zeros = np.zeros((1, len(batch)), dtype=np.int64)
+    return Batch(
+        batch.hashes,
+        batch.columns,
+        batch.key_arity,
+        np.concatenate([batch.times, zeros]),
+        batch.diffs,
+        batch.description,
+    )
+
+
+class AsCollection(Operator):
+    """The updates of an arrangement as a stream again (each delta, once)."""
+
+    name = "as_collection"
+
+    def __init__(self, arranged: Arranged) -> None:
+        super().__init__(arranged.scope)
+        self.arranged = arranged
+        self.output = Stream(arranged.scope, arranged.dtypes, arranged.describe())
+
+    def ready(self, time: Time) -> bool:
+        return self.arranged.delta(time) is not None
+
+    def step(self, time: Time) -> None:
+        batch = self.arranged.delta(time)
+        if batch is not None:
+            self.output.send(batch.updates())

@@ -1,0 +1,230 @@
+"""The reduce family: distinct, count, sum, min, max and user reducers.
+
+Layer: differential (operators).
+
+A reduce groups its arranged input by key and maintains, for every key and
+every time `T`, `output@T = f(input accumulated at T)`. At a step at time `t`
+it re-evaluates every key whose input changed at `t` or that was scheduled for
+`t`, and emits the difference between `f(input@t)` and the output accumulated
+at `t`.
+
+Interesting times: when a key changes at `t` and its history holds a time `s`
+not `<= t`, the accumulations at `t ⊔ s` may differ from both; the reduce
+schedules the key for `t ⊔ s`. Re-evaluation there schedules further joins, so
+the key is visited at the closure of its change times under `⊔` (DESIGN §3).
+In the root scope history is always `<= t` and nothing is scheduled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column, Updates, consolidate, run_starts, sort_order
+from differential.dataflow import Operator, Stream
+from differential.operators.arrange import Arranged, Owner, combine
+from differential.time import Antichain, Time, column, less_equal
+from differential.trace.batch import key_hash
+from differential.trace.spine import Spine
+
+Counts = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True)
+class Groups:
+    """Input of a reducer: rows sorted by `owner` (the key's index), then by value."""
+
+    owner: Owner
+    values: tuple[Column, ...]
+    counts: Counts
+    n_keys: int
+
+
+# A reducer maps groups to output rows: (owner of each row, output columns, multiplicities).
+Reducer = Callable[[Groups], tuple[Owner, Sequence[Column], Counts]]
+
+
+class ReduceOp(Operator):
+    """Applies `reducer` per key; output rows are `(key..., reducer columns...)`."""
+
+    name = "reduce"
+
+    def __init__(
+        self, source: Arranged, reducer: Reducer, out_dtypes: Sequence[np.dtype], name: str
+    ) -> None:
+        super().__init__(source.scope)
+        self.name = name
+        self.source = source
+        self.reducer = reducer
+        k = source.key_arity
+        dtypes = (*source.dtypes[:k], *(np.dtype(d) for d in out_dtypes))
+        self.output = Stream(source.scope, dtypes, name)
+        self.trace = Spine(k, dtypes, source.scope.depth)
+        self.scheduled: dict[Time, list[tuple[Column, ...]]] = {}
+
+    def pending(self, prefix: Time) -> Iterable[Time]:
+        return self.scheduled.keys()
+
+    def ready(self, time: Time) -> bool:
+        return time in self.scheduled or self.source.delta(time) is not None
+
+    def step(self, time: Time) -> None:
+        keys = self._keys_at(time)
+        if keys is None:
+            return
+        hashes = key_hash(keys)
+        owner, history = self.source.lookup(keys, hashes, time, True)
+        self._schedule_joins(keys, owner, history.times, time)
+        groups = _accumulate(owner, history, self.source.key_arity, time, len(hashes))
+        d_owner, d_cols, d_mult = self.reducer(groups)
+        o_owner, o_cols, o_mult = self._current_output(keys, hashes, time)
+        out_owner = np.concatenate([d_owner, o_owner])
+        cols = [np.concatenate([a, b]) for a, b in zip(d_cols, o_cols, strict=True)]
+        diffs = np.concatenate([d_mult.astype(np.int64), -o_mult])
+        change = consolidate(Updates((out_owner, *cols), column(time, len(diffs)), diffs))
+        if len(change) == 0:
+            return
+        rows = change.columns[0]
+        result = Updates(
+            (*(k[rows] for k in keys), *change.columns[1:]), change.times, change.diffs
+        )
+        self.trace.insert(result, Antichain([time]), Antichain())
+        self.output.send(result)
+
+    def _keys_at(self, time: Time) -> tuple[Column, ...] | None:
+        parts = self.scheduled.pop(time, [])
+        delta = self.source.delta(time)
+        if delta is not None:
+            parts.append(delta.keys)
+        if not parts:
+            return None
+        cols = tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+        order = sort_order(cols)
+        cols = tuple(c[order] for c in cols)
+        starts = run_starts(cols)
+        return tuple(c[starts] for c in cols)
+
+    def _schedule_joins(
+        self, keys: tuple[Column, ...], owner: Owner, times: npt.NDArray[np.int64], time: Time
+    ) -> None:
+        now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
+        later = ~less_equal(times, now)
+        if not later.any():
+            return
+        joined = np.maximum(times[:, later], now)
+        pairs = consolidate(Updates((owner[later],), joined, np.ones(joined.shape[1], np.int64)))
+        for t, idx in _split_by_time(pairs.times):
+            rows = pairs.columns[0][idx]
+            self.scheduled.setdefault(t, []).append(tuple(k[rows] for k in keys))
+
+    def _current_output(
+        self, keys: tuple[Column, ...], hashes: npt.NDArray[np.int64], time: Time
+    ) -> tuple[Owner, list[Column], Counts]:
+        owner, found = combine([self.trace.lookup(keys, hashes)], self.trace.empty())
+        k = self.source.key_arity
+        now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
+        visible = less_equal(found.times, now)
+        owner, found = owner[visible], found.take(visible)
+        acc = consolidate(
+            Updates((owner, *found.columns[k:]), column(time, len(owner)), found.diffs)
+        )
+        return acc.columns[0], list(acc.columns[1:]), acc.diffs
+
+    def advance(self, epoch: int) -> None:
+        self.trace.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
+
+    def arranged_size(self) -> tuple[int, int]:
+        return len(self.trace), self.trace.batch_count
+
+    def describe(self) -> str:
+        return f"{self.name}({self.source.describe()})"
+
+
+def _accumulate(owner: Owner, history: Updates, k: int, time: Time, n_keys: int) -> Groups:
+    now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
+    visible = less_equal(history.times, now)
+    values = tuple(c[visible] for c in history.columns[k:])
+    acc = consolidate(
+        Updates((owner[visible], *values), column(time, int(visible.sum())), history.diffs[visible])
+    )
+    return Groups(acc.columns[0], tuple(acc.columns[1:]), acc.diffs, n_keys)  # type: ignore[arg-type]
+
+
+def _split_by_time(times: npt.NDArray[np.int64]) -> list[tuple[Time, Owner]]:
+    order = np.lexsort(times[::-1])
+    ordered = times[:, order]
+    cuts = np.flatnonzero(np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)) + 1
+    return [(tuple(int(x) for x in times[:, p[0]]), p) for p in np.split(order, cuts)]
+
+
+# -- reducers -------------------------------------------------------------------
+
+
+def _group_starts(groups: Groups) -> Owner:
+    return np.flatnonzero(run_starts([groups.owner]))
+
+
+def distinct(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
+    """One copy of each (key, value) with positive multiplicity."""
+    keep = groups.counts > 0
+    return groups.owner[keep], [v[keep] for v in groups.values], np.ones(int(keep.sum()), np.int64)
+
+
+def count(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
+    """The sum of multiplicities per key (keys with a zero total produce nothing)."""
+    if len(groups.owner) == 0:
+        return groups.owner, [np.empty(0, np.int64)], np.empty(0, np.int64)
+    starts = _group_starts(groups)
+    totals = np.add.reduceat(groups.counts, starts)
+    keep = totals != 0
+    return groups.owner[starts][keep], [totals[keep]], np.ones(int(keep.sum()), np.int64)
+
+
+def sum_values(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
+    """The sum of value × multiplicity per key (first value column)."""
+    if len(groups.owner) == 0:
+        return groups.owner, [groups.values[0][:0]], np.empty(0, np.int64)
+    starts = _group_starts(groups)
+    weighted = groups.values[0] * groups.counts.astype(groups.values[0].dtype)
+    totals = np.add.reduceat(weighted, starts)
+    return groups.owner[starts], [totals], np.ones(len(starts), np.int64)
+
+
+def _extreme(groups: Groups, last: bool) -> tuple[Owner, Sequence[Column], Counts]:
+    keep = groups.counts > 0
+    owner = groups.owner[keep]
+    values = [v[keep] for v in groups.values]
+    if len(owner) == 0:
+        return owner, values, np.empty(0, np.int64)
+    order = sort_order([owner, values[0]])
+    owner, values = owner[order], [v[order] for v in values]
+    starts = run_starts([owner])
+    pick = np.flatnonzero(np.roll(starts, -1)) if last else np.flatnonzero(starts)
+    return owner[pick], [v[pick] for v in values], np.ones(len(pick), np.int64)
+
+
+def minimum(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
+    """The least first-column value (with its row) among values present per key."""
+    return _extreme(groups, last=False)
+
+
+def maximum(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
+    """The greatest first-column value (with its row) among values present per key."""
+    return _extreme(groups, last=True)
+
+
+def monoid(ufunc: np.ufunc) -> Reducer:
+    """A reducer folding the first value column with `ufunc` over present values."""
+
+    def fold(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
+        keep = groups.counts > 0
+        owner, vals = groups.owner[keep], groups.values[0][keep]
+        if len(owner) == 0:
+            return owner, [vals], np.empty(0, np.int64)
+        starts = np.flatnonzero(run_starts([owner]))
+        return owner[starts], [ufunc.reduceat(vals, starts)], np.ones(len(starts), np.int64)
+
+    return fold

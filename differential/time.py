@@ -1,0 +1,131 @@
+"""Timestamps under the product partial order, and antichains (frontiers).
+
+Layer: differential (bottom). Imports numpy only.
+
+A timestamp is a vector of int64 coordinates: `(epoch,)` in the root scope,
+`(epoch, iteration)` inside one iteration scope, one more coordinate per level
+of nesting. A column of `n` timestamps of depth `d` is an int64 array of shape
+`(d, n)`: one row per coordinate. Every lattice operation is vectorized over
+such columns; single timestamps are plain tuples.
+
+The order is the product order: `s <= t` iff every coordinate of `s` is `<=`
+the same coordinate of `t`. `join` (least upper bound) is the coordinate-wise
+max, `meet` the coordinate-wise min. Lexicographic order is a linear extension
+of the product order; the scheduler processes times in that order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+
+Times = npt.NDArray[np.int64]  # shape (depth, n)
+Time = tuple[int, ...]
+
+
+def column(time: Time, n: int = 1) -> Times:
+    """`n` copies of one timestamp as a time column."""
+    return np.repeat(np.asarray(time, dtype=np.int64).reshape(-1, 1), n, axis=1)
+
+
+def less_equal(a: Times, b: Times) -> npt.NDArray[np.bool_]:
+    """Element-wise `a <= b` in the product order (broadcasts over columns)."""
+    return np.all(a <= b, axis=0)
+
+
+def join(a: Times, b: Times) -> Times:
+    """Element-wise least upper bound."""
+    return np.maximum(a, b)
+
+
+def meet(a: Times, b: Times) -> Times:
+    """Element-wise greatest lower bound."""
+    return np.minimum(a, b)
+
+
+def lex_sort_keys(times: Times) -> list[npt.NDArray[np.int64]]:
+    """Keys for `np.lexsort` that order times lexicographically (last key is primary)."""
+    return [times[i] for i in range(times.shape[0] - 1, -1, -1)]
+
+
+class Antichain:
+    """A set of mutually incomparable times: a frontier.
+
+    A frontier `F` stands for the set of times `t` with some `f in F`, `f <= t`
+    (the times that may still change). The empty antichain is the frontier of a
+    finished computation: nothing may change any more.
+    """
+
+    __slots__ = ("_elements",)
+
+    def __init__(self, elements: Iterable[Time] = ()) -> None:
+        self._elements: list[Time] = []
+        for t in elements:
+            self.insert(t)
+
+    def __iter__(self) -> Iterator[Time]:
+        return iter(self._elements)
+
+    def __len__(self) -> int:
+        return len(self._elements)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Antichain) and sorted(self) == sorted(other)
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self._elements)))
+
+    def __repr__(self) -> str:
+        return f"Antichain({sorted(self._elements)})"
+
+    @property
+    def empty(self) -> bool:
+        return not self._elements
+
+    def insert(self, time: Time) -> bool:
+        """Add `time` unless some element is `<=` it; drop elements it precedes."""
+        t = tuple(int(x) for x in time)
+        if any(_le(e, t) for e in self._elements):
+            return False
+        self._elements = [e for e in self._elements if not _le(t, e)]
+        self._elements.append(t)
+        return True
+
+    def less_equal(self, time: Time) -> bool:
+        """True when some element is `<=` `time`: the frontier has not passed it."""
+        return any(_le(e, time) for e in self._elements)
+
+    def dominates(self, other: Antichain) -> bool:
+        """True when every time beyond `other` is also beyond `self`."""
+        return all(self.less_equal(t) for t in other)
+
+    def beyond(self, times: Times) -> npt.NDArray[np.bool_]:
+        """Vectorized `less_equal`: which columns of `times` are at or beyond the frontier."""
+        out = np.zeros(times.shape[1], dtype=bool)
+        for e in self._elements:
+            out |= less_equal(np.asarray(e, dtype=np.int64).reshape(-1, 1), times)
+        return out
+
+
+def _le(a: Time, b: Time) -> bool:
+    return all(x <= y for x, y in zip(a, b, strict=True))
+
+
+def advance_by(times: Times, frontier: Antichain) -> Times:
+    """Logical compaction of a time column to a frontier.
+
+    Each `t` becomes the meet over `f in frontier` of `t ⊔ f`: the least time
+    that every time at or beyond the frontier compares with exactly as it
+    compares with `t`. Accumulations at times beyond the frontier are unchanged.
+    An empty frontier leaves the times as they are.
+    """
+    if frontier.empty or times.shape[1] == 0:
+        return times
+    result: Times | None = None
+    for f in frontier:
+        joined = np.maximum(times, np.asarray(f, dtype=np.int64).reshape(-1, 1))
+        result = joined if result is None else np.minimum(result, joined)
+    assert result is not None
+    return result

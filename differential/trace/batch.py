@@ -1,0 +1,131 @@
+"""An arranged batch: updates indexed by a key, immutable, with a description.
+
+Layer: differential (trace). Imports numpy and `differential.batch`/`time`.
+
+Invariant: entries are sorted by `(hash, key columns, value columns, time)` and
+consolidated (no two entries agree on key, value and time; no zero diffs).
+`hash` is the key itself when the key is one integer column; otherwise a 64-bit
+mix of the key columns. Lookups binary-search the hash column and, for mixed
+hashes, confirm the key columns, so collisions cost time, never correctness.
+
+`Description(lower, upper, since)`: the batch holds the updates whose times
+were produced in `[lower, upper)` of the scheduler's (lexicographic) progress,
+and its times have been advanced by the frontier `since` (logical compaction):
+accumulations at times beyond `since` are exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column, Updates, run_starts, sort_order
+from differential.time import Antichain, Times, advance_by
+
+Hashes = npt.NDArray[np.int64]
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _as_int64(col: Column) -> npt.NDArray[np.int64]:
+    if col.dtype == np.int64:
+        return col  # type: ignore[return-value]
+    if col.dtype.kind == "f":
+        normalized = np.where(col == 0, 0.0, col).astype(np.float64)
+        return normalized.view(np.int64)
+    return col.astype(np.int64)
+
+
+def key_hash(columns: Sequence[Column]) -> Hashes:
+    """One int64 per row identifying its key; identity for one integer column."""
+    if len(columns) == 1 and columns[0].dtype.kind in "iu":
+        return _as_int64(columns[0])
+    if not columns:
+        return np.zeros(0, dtype=np.int64)
+    acc = np.full(len(columns[0]), 0x2545F4914F6CDD1D, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for col in columns:
+            x = _as_int64(col).view(np.uint64) ^ (acc >> np.uint64(29))
+            x = x * _MIX
+            acc = (acc * np.uint64(31)) ^ x ^ (x >> np.uint64(32))
+    return acc.view(np.int64)
+
+
+@dataclass(frozen=True)
+class Description:
+    lower: Antichain
+    upper: Antichain
+    since: Antichain
+
+
+@dataclass(frozen=True, eq=False)
+class Batch:
+    """Consolidated updates of one arrangement, sorted for lookup by key."""
+
+    hashes: Hashes
+    columns: tuple[Column, ...]  # key columns first, then value columns
+    key_arity: int
+    times: Times
+    diffs: npt.NDArray[np.int64]
+    description: Description
+
+    def __len__(self) -> int:
+        return len(self.diffs)
+
+    @property
+    def identity_hash(self) -> bool:
+        return self.key_arity == 1 and self.columns[0].dtype.kind in "iu"
+
+    @property
+    def keys(self) -> tuple[Column, ...]:
+        return self.columns[: self.key_arity]
+
+    @property
+    def values(self) -> tuple[Column, ...]:
+        return self.columns[self.key_arity :]
+
+    def updates(self) -> Updates:
+        return Updates(self.columns, self.times, self.diffs)
+
+    @staticmethod
+    def build(updates: Updates, key_arity: int, description: Description) -> Batch:
+        """Arrange `updates` (any order, possibly unconsolidated) by its first columns."""
+        times = advance_by(updates.times, description.since)
+        hashes = key_hash(updates.columns[:key_arity])
+        identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
+        sort_cols = [hashes, *updates.columns[1 if identity else 0 :]]
+        order = sort_order(sort_cols, times)
+        sort_cols = [c[order] for c in sort_cols]
+        times = times[:, order]
+        diffs = updates.diffs[order]
+        starts = np.flatnonzero(run_starts(sort_cols, times))
+        if len(starts) < len(diffs):
+            diffs = np.add.reduceat(diffs, starts)
+            order = order[starts]
+            times = times[:, starts]
+        keep = np.flatnonzero(diffs != 0)
+        order = order[keep]
+        return Batch(
+            hashes=hashes[order],
+            columns=tuple(c[order] for c in updates.columns),
+            key_arity=key_arity,
+            times=times[:, keep],
+            diffs=diffs[keep],
+            description=description,
+        )
+
+
+def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
+    """One batch holding the consolidated contents of `batches`, compacted to `since`."""
+    first, last = batches[0], batches[-1]
+    description = Description(first.description.lower, last.description.upper, since)
+    arity = len(first.columns)
+    updates = Updates(
+        tuple(np.concatenate([b.columns[i] for b in batches]) for i in range(arity)),
+        np.concatenate([b.times for b in batches], axis=1),
+        np.concatenate([b.diffs for b in batches]),
+    )
+    return Batch.build(updates, first.key_arity, description)

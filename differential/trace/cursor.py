@@ -1,0 +1,75 @@
+"""Vectorized cursors: find, for many keys at once, their entries in a batch.
+
+Layer: differential (trace).
+
+Where differential-dataflow steps a cursor key by key, we binary-search the
+whole column of query keys with `searchsorted` and expand the matching ranges
+with `repeat`/`cumsum`, so one call does the work of a cursor walk over every
+query key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column
+from differential.trace.batch import Batch, Hashes
+
+Index = npt.NDArray[np.intp]
+
+
+@dataclass(frozen=True)
+class Matches:
+    """Pairs `(query[i], entry[i])`: query row `query[i]` matches batch entry `entry[i]`."""
+
+    query: Index
+    entry: Index
+
+    def __len__(self) -> int:
+        return len(self.query)
+
+
+def expand_ranges(lo: Index, hi: Index) -> tuple[Index, Index]:
+    """For ranges `[lo[i], hi[i])`, the pairs `(i, j)` for every `j` in range `i`."""
+    counts = hi - lo
+    total = int(counts.sum())
+    owner = np.repeat(np.arange(len(lo), dtype=np.intp), counts)
+    if total == 0:
+        return owner, np.empty(0, dtype=np.intp)
+    starts = np.cumsum(counts) - counts
+    positions = np.arange(total, dtype=np.intp) - np.repeat(starts - lo, counts)
+    return owner, positions
+
+
+def key_ranges(batch: Batch, hashes: Hashes) -> tuple[Index, Index]:
+    """`[lo, hi)` of each query hash in the batch's hash column."""
+    lo = np.searchsorted(batch.hashes, hashes, side="left")
+    hi = np.searchsorted(batch.hashes, hashes, side="right")
+    return lo, hi
+
+
+def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
+    """All (query row, entry) pairs whose keys are equal."""
+    if len(batch) == 0 or len(hashes) == 0:
+        empty = np.empty(0, dtype=np.intp)
+        return Matches(empty, empty)
+    lo, hi = key_ranges(batch, hashes)
+    query, entry = expand_ranges(lo, hi)
+    if not batch.identity_hash and len(query):
+        same = np.ones(len(query), dtype=bool)
+        for mine, theirs in zip(batch.keys, keys, strict=True):
+            same &= mine[entry] == theirs[query]
+        query, entry = query[same], entry[same]
+    return Matches(query, entry)
+
+
+def count_per_key(batch: Batch, hashes: Hashes) -> Index:
+    """Number of entries per query key (exact for identity hashes, an upper bound otherwise)."""
+    if len(batch) == 0:
+        return np.zeros(len(hashes), dtype=np.intp)
+    lo, hi = key_ranges(batch, hashes)
+    return hi - lo

@@ -1,0 +1,166 @@
+"""The spine: a trace as a list of batches of geometrically growing size.
+
+Layer: differential (trace).
+
+Invariant: batches are ordered oldest (largest) to newest; after every insert,
+each batch is more than twice the size of the one after it, so a trace of `n`
+entries has O(log n) batches and each entry takes part in O(log n) merges
+(amortized merging; differential-dataflow spreads that work with fuel, we do
+it at insert time).
+
+Compaction: readers hold `TraceHandle`s, each with a frontier saying how far
+back it may still look. The trace's `since` is the lower envelope of those
+frontiers; every merge advances times by it and consolidates, so history
+before `since` collapses while every accumulation a reader can ask for (at
+times beyond its own frontier) is unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column, Updates, consolidate
+from differential.time import Antichain, Time, column, less_equal
+from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
+from differential.trace.cursor import seek
+
+
+class TraceHandle:
+    """A reader's claim on a trace: holds compaction back to `frontier`."""
+
+    def __init__(self, spine: Spine, frontier: Antichain) -> None:
+        self.spine = spine
+        self.frontier = frontier
+        self.released = False
+
+    def set_frontier(self, frontier: Antichain) -> None:
+        self.frontier = frontier
+
+    def release(self) -> None:
+        if not self.released:
+            self.released = True
+            self.spine._release(self)
+
+
+class Spine:
+    """A trace of arranged batches, keyed by the first `key_arity` columns."""
+
+    def __init__(self, key_arity: int, dtypes: Sequence[np.dtype], depth: int) -> None:
+        self.key_arity = key_arity
+        self.dtypes = tuple(np.dtype(d) for d in dtypes)
+        self.depth = depth
+        self.batches: list[Batch] = []
+        self.handles: list[TraceHandle] = []
+        self.default_since = Antichain([(0,) * depth])
+
+    # -- readers and compaction -------------------------------------------------
+
+    def handle(self, frontier: Antichain | None = None) -> TraceHandle:
+        h = TraceHandle(self, frontier or Antichain([(0,) * self.depth]))
+        self.handles.append(h)
+        return h
+
+    def _release(self, handle: TraceHandle) -> None:
+        self.handles.remove(handle)
+
+    @property
+    def since(self) -> Antichain:
+        """The lower envelope of the readers' frontiers (or the default)."""
+        if not self.handles:
+            return self.default_since
+        envelope = Antichain()
+        for h in self.handles:
+            for t in h.frontier:
+                envelope.insert(t)
+        return envelope
+
+    # -- writing ----------------------------------------------------------------
+
+    def insert(self, updates: Updates, lower: Antichain, upper: Antichain) -> Batch | None:
+        """Arrange `updates` into a new batch and append it; returns the batch."""
+        if len(updates) == 0:
+            return None
+        batch = Batch.build(updates, self.key_arity, Description(lower, upper, Antichain()))
+        self.append(batch)
+        return batch
+
+    def append(self, batch: Batch) -> None:
+        """Append an already arranged batch (same key arity) and restore the invariant."""
+        if len(batch):
+            self.batches.append(batch)
+            self._maintain()
+
+    def _maintain(self) -> None:
+        while len(self.batches) >= 2 and len(self.batches[-2]) <= 2 * len(self.batches[-1]):
+            newer = self.batches.pop()
+            older = self.batches.pop()
+            merged = merge([older, newer], self.since)
+            if len(merged):
+                self.batches.append(merged)
+
+    def compact(self) -> None:
+        """Merge everything into one batch, compacted to `since` (tests, snapshots)."""
+        if self.batches:
+            merged = merge(self.batches, self.since)
+            self.batches = [merged] if len(merged) else []
+
+    # -- reading ----------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return sum(len(b) for b in self.batches)
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.batches)
+
+    def lookup(
+        self, keys: Sequence[Column], hashes: Hashes | None = None
+    ) -> tuple[npt.NDArray[np.intp], Updates]:
+        """Every entry whose key equals a query key, as `(query row, entries)`."""
+        hashes = key_hash(keys) if hashes is None else hashes
+        owners: list[npt.NDArray[np.intp]] = []
+        parts: list[Updates] = []
+        for batch in self.batches:
+            m = seek(batch, hashes, keys)
+            if len(m):
+                owners.append(m.query)
+                parts.append(
+                    Updates(
+                        tuple(c[m.entry] for c in batch.columns),
+                        batch.times[:, m.entry],
+                        batch.diffs[m.entry],
+                    )
+                )
+        if not parts:
+            return np.empty(0, dtype=np.intp), self.empty()
+        return np.concatenate(owners), _concat(parts)
+
+    def updates(self) -> Updates:
+        """Every entry of the trace (not consolidated across batches)."""
+        if not self.batches:
+            return self.empty()
+        return _concat([b.updates() for b in self.batches])
+
+    def accumulate(self, as_of: Time | None = None) -> Updates:
+        """The collection accumulated at `as_of` (all time if None), at time `as_of`."""
+        upd = self.updates()
+        if as_of is not None:
+            upd = upd.take(less_equal(upd.times, np.asarray(as_of).reshape(-1, 1)))
+        at = as_of if as_of is not None else (0,) * self.depth
+        return consolidate(upd.with_times(column(at, len(upd))))
+
+    def empty(self) -> Updates:
+        return Updates.empty(len(self.dtypes), self.depth, self.dtypes)
+
+
+def _concat(parts: list[Updates]) -> Updates:
+    if len(parts) == 1:
+        return parts[0]
+    return Updates(
+        tuple(np.concatenate([p.columns[i] for p in parts]) for i in range(parts[0].arity)),
+        np.concatenate([p.times for p in parts], axis=1),
+        np.concatenate([p.diffs for p in parts]),
+    )
