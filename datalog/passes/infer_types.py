@@ -38,6 +38,8 @@ Types = dict[str, ColumnType]
 def infer_types(ctx: CheckContext) -> None:
     for rule in ctx.rules:
         ctx.variable_types.append(infer_clause_types(ctx, (rule.head, *rule.body)))
+    for fact in ctx.facts:
+        infer_clause_types(ctx, (fact.head,))
 
 
 def infer_clause_types(ctx: CheckContext, literals: Sequence[Literal]) -> Types:

@@ -27,7 +27,8 @@ def test_the_catalogue_is_not_empty() -> None:
 
 
 def test_the_catalogue_reports_several_errors_together() -> None:
-    texts = [p.with_suffix(".expected").read_text() for p in CASES]
+    expected = [p.with_suffix(".expected") for p in CASES]
+    texts = [path.read_text() for path in expected if path.exists()]  # new cases: UPDATE_GOLDEN
     assert any(re.match(r"[3-9] errors:", text) for text in texts)
 
 
