@@ -7,8 +7,9 @@ check structure and error kinds.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
 
-from datalog.ast import Comparison, Disjunction
+from datalog.ast import Comparison, Disjunction, Program, Query
 from datalog.checks import check_program, check_query
 from datalog.errors import (
     ArityError,
@@ -20,6 +21,7 @@ from datalog.errors import (
     UnknownNameError,
 )
 from datalog.parser import parse_program, parse_query
+from tests.datalog.strategies import programs, queries
 
 BASE = """
 .type Id <: number
@@ -172,3 +174,20 @@ def test_check_query_reports_errors(text: str, kind: type[DatalogError]) -> None
     assert all(
         isinstance(e, kind) for e in (error.errors if isinstance(error, DatalogErrors) else [error])
     )
+
+
+@given(program=programs)
+def test_the_checker_never_fails_with_anything_but_a_datalog_error(program: Program) -> None:
+    try:
+        check_program(program)
+    except DatalogError as error:
+        assert str(error)
+
+
+@given(query=queries)
+def test_query_checking_never_fails_with_anything_but_a_datalog_error(query: Query) -> None:
+    schema = check_program(parse_program(BASE)).schema
+    try:
+        check_query(query, schema)
+    except DatalogError as error:
+        assert str(error)
