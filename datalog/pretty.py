@@ -1,0 +1,174 @@
+"""The pretty-printer: AST back to Datalog text.
+
+Layer: datalog (language). Imports only `datalog.ast`. The contract, checked by a
+property test: `parse_program(format_program(p)) == p` for every program `p` the
+parser can produce (spans and source text are not compared), and likewise for
+rules, literals, terms and queries. Parentheses are printed only where the
+grammar's precedence needs them.
+"""
+
+from __future__ import annotations
+
+from datalog import ast
+
+__all__ = [
+    "format_program",
+    "format_decl",
+    "format_type",
+    "format_directive",
+    "format_rule",
+    "format_body",
+    "format_literal",
+    "format_term",
+    "format_query",
+]
+
+# Binding strength, loosest first, as in grammar.lark: bitwise < additive <
+# multiplicative < unary minus < power < primary.
+_BITWISE, _ADDITIVE, _MULTIPLICATIVE, _UNARY, _POWER, _PRIMARY = range(1, 7)
+
+_PRECEDENCE: dict[str, int] = {
+    **dict.fromkeys(("band", "bor", "bxor", "bshl", "bshr"), _BITWISE),
+    **dict.fromkeys(("+", "-"), _ADDITIVE),
+    **dict.fromkeys(("*", "/", "%"), _MULTIPLICATIVE),
+    "^": _POWER,
+}
+
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def format_program(program: ast.Program) -> str:
+    """The whole program, one item per line: types, decls, directives, rules."""
+    lines = [format_type(t) for t in program.types]
+    lines += [format_decl(d) for d in program.decls]
+    lines += [format_directive(d) for d in program.directives]
+    lines += [format_rule(r) for r in program.rules]
+    return "".join(line + "\n" for line in lines)
+
+
+def format_decl(decl: ast.Decl) -> str:
+    columns = ", ".join(f"{c.name}: {c.type}" for c in decl.columns)
+    qualifier = "" if decl.semantics == "set" else f" {decl.semantics}"
+    return f".decl {decl.name}({columns}){qualifier}"
+
+
+def format_type(type_decl: ast.TypeDecl) -> str:
+    if len(type_decl.bases) == 1:
+        return f".type {type_decl.name} <: {type_decl.bases[0]}"
+    return f".type {type_decl.name} = {' | '.join(type_decl.bases)}"
+
+
+def format_directive(directive: ast.Directive) -> str:
+    text = f".{directive.kind} {directive.relation}"
+    if directive.options:
+        text += "(" + ", ".join(f"{k}={_quote(v)}" for k, v in directive.options) + ")"
+    return text
+
+
+def format_rule(rule: ast.Rule) -> str:
+    """`head.` for a fact, `head :- body.` for a rule."""
+    head = format_literal(rule.head)
+    if rule.is_fact:
+        return f"{head}."
+    return f"{head} :- {format_body(rule.body)}."
+
+
+def format_body(body: tuple[ast.Literal, ...]) -> str:
+    """A conjunction; a body that is one disjunction is printed without parentheses."""
+    if len(body) == 1 and isinstance(body[0], ast.Disjunction) and len(body[0].alternatives) > 1:
+        return _alternatives(body[0])
+    return _conjunction(body)
+
+
+def format_query(query: ast.Query) -> str:
+    return format_body(query.body)
+
+
+def format_literal(literal: ast.Literal) -> str:
+    match literal:
+        case ast.Atom(name, args):
+            return f"{name}({_terms(args)})"
+        case ast.Negation(atom):
+            return "!" + format_literal(atom)
+        case ast.Comparison(op, left, right) if op in ("contains", "match"):
+            return f"{op}({format_term(left)}, {format_term(right)})"
+        case ast.Comparison(op, left, right):
+            return f"{format_term(left)} {op} {format_term(right)}"
+        case ast.Disjunction():
+            return f"({_alternatives(literal)})"
+    raise TypeError(f"not a literal: {literal!r}")
+
+
+def format_term(term: ast.Term, context: int = 0) -> str:
+    """`term` as text, parenthesized if it binds more loosely than `context`."""
+    text, strength = _term(term)
+    return f"({text})" if strength < context else text
+
+
+def _term(term: ast.Term) -> tuple[str, int]:
+    """The text of `term` and how strongly it binds."""
+    match term:
+        case ast.Var(name):
+            return name, _PRIMARY
+        case ast.Wildcard():
+            return "_", _PRIMARY
+        case ast.Const():
+            return _const(term)
+        case ast.BinOp(op, left, right):
+            return _binop(op, left, right), _PRECEDENCE[op]
+        case ast.Neg(operand):
+            return "-" + _negated(operand), _UNARY
+        case ast.Call(function, args):
+            return f"{function}({_terms(args)})", _PRIMARY
+        case ast.Aggregate():
+            return _aggregate(term), _PRIMARY
+    raise TypeError(f"not a term: {term!r}")
+
+
+def _binop(op: str, left: ast.Term, right: ast.Term) -> str:
+    strength = _PRECEDENCE[op]
+    if op == "^":  # right associative; the base must be a primary
+        return f"{format_term(left, _PRIMARY)} ^ {format_term(right, _UNARY)}"
+    return f"{format_term(left, strength)} {op} {format_term(right, strength + 1)}"
+
+
+def _negated(operand: ast.Term) -> str:
+    # `-5` would read back as the constant -5, not as Neg(5).
+    if isinstance(operand, ast.Const) and operand.type in ("number", "float"):
+        text, strength = _const(operand)
+        if strength == _PRIMARY:
+            return f"({text})"
+    return format_term(operand, _UNARY)
+
+
+def _const(const: ast.Const) -> tuple[str, int]:
+    value = const.value
+    if const.type == "symbol":
+        return _quote(str(value)), _PRIMARY
+    if const.type == "unsigned":
+        return f"{value}u", _PRIMARY
+    text = repr(float(value)) if const.type == "float" else str(value)
+    return text, _UNARY if text.startswith("-") else _PRIMARY
+
+
+def _aggregate(aggregate: ast.Aggregate) -> str:
+    body = format_body(aggregate.body)
+    if aggregate.target is None:
+        return f"{aggregate.function} : {{ {body} }}"
+    return f"{aggregate.function} {format_term(aggregate.target)} : {{ {body} }}"
+
+
+def _alternatives(disjunction: ast.Disjunction) -> str:
+    return " ; ".join(_conjunction(alt) for alt in disjunction.alternatives)
+
+
+def _conjunction(literals: tuple[ast.Literal, ...]) -> str:
+    return ", ".join(format_literal(literal) for literal in literals)
+
+
+def _terms(terms: tuple[ast.Term, ...]) -> str:
+    return ", ".join(format_term(t) for t in terms)
+
+
+def _quote(text: str) -> str:
+    return '"' + "".join(_ESCAPES.get(c, c) for c in text) + '"'
