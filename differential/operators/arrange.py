@@ -204,7 +204,7 @@ class ImportOp(Arranged):
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         if self.snapshot is not None:
-            return [(self.start,)]
+            return [(self.start,)] if self.delivered < self.start else ()
         e = self.shared.pending_epoch
         if e is not None and e > self.delivered:
             return [(e,)]

@@ -20,7 +20,10 @@ class Capture:
         assert stream.scope.parent is None, "capture root-scope streams"
         self.stream = stream
         self.parts: list[Updates] = []
-        stream.connect(self.parts.append)
+        stream.connect(self._receive)
+
+    def _receive(self, updates: Updates) -> None:
+        self.parts.append(updates)
 
     def drain(self) -> Updates:
         """Every update since the last drain, consolidated (sorted, zero-free)."""
