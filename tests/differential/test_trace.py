@@ -1,0 +1,164 @@
+"""The spine: logarithmic batch count, vectorized lookups, compaction and handles."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from differential.batch import Updates
+from differential.time import Antichain
+from differential.trace.batch import key_hash
+from differential.trace.spine import Spine
+from tests.differential.strategies import as_column, time_lists, updates
+
+KEYED = st.sampled_from(
+    [
+        (("i", "i"), 1),  # identity hash
+        (("i", "i", "i"), 2),  # multi-column key
+        (("f", "i"), 1),  # float key
+        (("f", "i", "f"), 2),  # mixed multi-column key
+        (("i",), 1),  # keys only, no values
+    ]
+)
+ZERO = Antichain([(0,)])
+
+
+def dtypes_of(u: Updates) -> list[np.dtype]:
+    return [c.dtype for c in u.columns]
+
+
+@given(st.lists(st.integers(1, 60), min_size=1, max_size=120))
+def test_spine_keeps_a_logarithmic_number_of_batches(sizes: list[int]) -> None:
+    spine = Spine(1, [np.dtype(np.int64)], 1)
+    total = 0
+    for epoch, n in enumerate(sizes):
+        keys = np.arange(total, total + n, dtype=np.int64)  # distinct: nothing cancels
+        spine.insert(Updates.at([keys], (epoch,)), ZERO, ZERO)
+        total += n
+        lengths = [len(b) for b in spine.batches]
+        assert sum(lengths) == total == len(spine)
+        assert all(old > 2 * new for old, new in itertools.pairwise(lengths))
+        assert spine.batch_count <= math.log2(total) + 1
+
+
+@st.composite
+def spine_and_queries(draw: st.DrawFn) -> tuple[Spine, list[Updates], tuple[np.ndarray, ...]]:
+    kinds, key_arity = draw(KEYED)
+    parts = draw(st.lists(updates(kinds=kinds, depth=2, domain=3), min_size=1, max_size=6))
+    spine = Spine(key_arity, dtypes_of(parts[0]), 2)
+    for p in parts:
+        spine.insert(p, Antichain([(0, 0)]), Antichain([(0, 0)]))
+    probe = draw(updates(kinds=kinds[:key_arity], depth=1, domain=4, max_size=30))
+    return spine, parts, probe.columns
+
+
+@given(spine_and_queries())
+def test_lookups_of_many_keys_equal_a_dict_reference(
+    case: tuple[Spine, list[Updates], tuple[np.ndarray, ...]],
+) -> None:
+    spine, parts, queries = case
+    k = spine.key_arity
+    by_key: dict[tuple[object, ...], dict[tuple[object, ...], int]] = defaultdict(
+        lambda: defaultdict(int)
+    )
+    for p in parts:
+        for row in p.rows():
+            by_key[tuple(row[:k])][tuple(row[k:-1])] += row[-1]  # type: ignore[operator]
+    owner, found = spine.lookup(queries)
+    got: dict[int, dict[tuple[object, ...], int]] = defaultdict(lambda: defaultdict(int))
+    for i, row in zip(owner.tolist(), found.rows(), strict=True):
+        got[i][tuple(row[k:-1])] += row[-1]  # type: ignore[operator]
+    n = len(queries[0])
+    for i in range(n):
+        key = tuple(c[i].item() for c in queries)
+        assert {v: d for v, d in got[i].items() if d} == {
+            v: d for v, d in by_key.get(key, {}).items() if d
+        }, f"query {key}"
+    assert all(
+        tuple(c[j].item() for c in found.columns[:k]) == tuple(q[i].item() for q in queries)
+        for i, j in zip(owner.tolist(), range(len(owner)), strict=True)
+    )
+
+
+def test_float_keys_treat_negative_zero_as_zero() -> None:
+    spine = Spine(1, [np.dtype(np.float64), np.dtype(np.int64)], 1)
+    spine.insert(Updates.at([np.array([-0.0, 1.5]), np.array([7, 8])], (0,)), ZERO, ZERO)
+    owner, found = spine.lookup((np.array([0.0, 1.5, 2.0]),))
+    assert sorted(zip(owner.tolist(), found.columns[1].tolist(), strict=True)) == [(0, 7), (1, 8)]
+    assert key_hash([np.array([-0.0])])[0] == key_hash([np.array([0.0])])[0]
+
+
+@st.composite
+def compaction_case(draw: st.DrawFn) -> tuple[Spine, Antichain, list[tuple[int, ...]]]:
+    """A spine of depth-2 updates, a frontier, and times at or beyond it."""
+    kinds, key_arity = draw(KEYED)
+    parts = draw(st.lists(updates(kinds=kinds, depth=2, domain=2), min_size=1, max_size=6))
+    spine = Spine(key_arity, dtypes_of(parts[0]), 2)
+    frontier = Antichain(draw(time_lists(2, 1, 3)))
+    spine.handle(frontier)
+    for p in parts:
+        spine.insert(p, Antichain([(0, 0)]), Antichain([(0, 0)]))
+    targets = []
+    for f in frontier:
+        targets.append(f)
+        for bump in draw(time_lists(2, 1, 4)):
+            targets.append((f[0] + bump[0], f[1] + bump[1]))
+    return spine, frontier, targets
+
+
+@given(compaction_case())
+def test_compaction_never_changes_accumulations_beyond_the_frontier(
+    case: tuple[Spine, Antichain, list[tuple[int, ...]]],
+) -> None:
+    spine, frontier, targets = case
+    before = {t: spine.accumulate(t).rows() for t in targets}
+    assert spine.since == frontier
+    spine.compact()
+    assert spine.batch_count <= 1
+    for t in targets:
+        assert spine.accumulate(t).rows() == before[t], f"at {t}"
+
+
+def test_compaction_collapses_history_to_the_current_state() -> None:
+    spine = Spine(1, [np.dtype(np.int64)], 1)
+    for epoch, (key, diff) in enumerate([(1, 1), (2, 1), (1, -1), (3, 1), (2, -1)], start=1):
+        spine.insert(Updates.at([np.array([key])], (epoch,), diff), ZERO, ZERO)
+    spine.default_since = Antichain([(6,)])
+    spine.compact()
+    assert spine.updates().rows() == [(3, (6,), 1)]
+
+
+def test_handles_hold_compaction_back_until_released() -> None:
+    spine = Spine(1, [np.dtype(np.int64)], 1)
+    early, late = spine.handle(Antichain([(2,)])), spine.handle(Antichain([(5,)]))
+    spine.default_since = Antichain([(9,)])  # ignored while readers hold handles
+    for epoch, key in enumerate([10, 11, 12, 13, 14, 15], start=1):
+        spine.insert(Updates.at([np.array([key])], (epoch,)), ZERO, ZERO)
+    assert spine.since == Antichain([(2,)])
+    spine.compact()
+    assert [len(spine.accumulate((t,))) for t in range(2, 7)] == [2, 3, 4, 5, 6]
+    early.release()
+    early.release()  # releasing twice is harmless
+    assert spine.since == Antichain([(5,)]) and spine.handles == [late]
+    spine.compact()
+    assert len(spine.accumulate((4,))) == 0  # history before 5 is gone: the point of compaction
+    assert [len(spine.accumulate((t,))) for t in (5, 6)] == [5, 6]
+    late.set_frontier(Antichain([(6,)]))
+    late.release()
+    assert spine.since == Antichain([(9,)])
+
+
+def test_depth_two_handles_keep_incomparable_frontier_elements() -> None:
+    spine = Spine(1, [np.dtype(np.int64)], 2)
+    spine.handle(Antichain([(3, 0)]))
+    spine.handle(Antichain([(1, 4)]))
+    assert spine.since == Antichain([(3, 0), (1, 4)])
+    ts = as_column([(0, 0), (2, 9)], 2)
+    spine.insert(Updates((np.array([1, 1]),), ts, np.array([1, 1])), ZERO, ZERO)
+    spine.compact()
+    assert len(spine) == 2  # (0,0) and (2,9) advance to (1,4) and (2,9): still distinct
