@@ -99,27 +99,32 @@ class Input:
         entity, value = requests.columns
         order = np.argsort(entity, kind="stable")
         ent, val, ins = entity[order], value[order], requests.inserting[order]
+        position = np.arange(len(ent))
         starts = run_starts([ent])
-        group_start = np.maximum.accumulate(np.where(starts, np.arange(len(ent)), 0))
-        last = np.flatnonzero(np.roll(starts, -1))
-        current_has, current_val = self._current_values(ent[last])
-        # value just before each group's last request: the latest earlier insert, else current
-        ins_idx = np.where(ins, np.arange(len(ent)), -1)
-        prev_ins = np.concatenate([[-1], np.maximum.accumulate(ins_idx)[:-1]])[last]
-        earlier = prev_ins >= group_start[last]
-        base_has = earlier | current_has
-        base_val = np.where(earlier, val[np.maximum(prev_ins, 0)], current_val)
-        retract_hits = ~ins[last] & base_has & (base_val == val[last])
-        want_has = np.where(ins[last], True, base_has & ~retract_hits)
-        want_val = np.where(ins[last], val[last], base_val)
+        first = np.flatnonzero(starts)
+        group = np.cumsum(starts) - 1
+        current_has, current_val = self._current_values(ent[first])
+        # Replaying an entity's requests: its last insert sets the value (else the
+        # current value stands); of the retracts after that point, one naming that
+        # value clears it and every other is a no-op.
+        last_ins = np.maximum.reduceat(np.where(ins, position, -1), first)
+        written = last_ins >= first
+        base_has = written | current_has
+        base_val = np.where(written, val[np.maximum(last_ins, 0)], current_val)
+        hits = (position > last_ins[group]) & ~ins & (val == base_val[group]) & base_has[group]
+        cleared = np.bincount(group[hits], minlength=len(first)) > 0
+        want_has = base_has & ~cleared
+        want_val = base_val
         drop = current_has & (~want_has | (want_val != current_val))
         add = want_has & (~current_has | (want_val != current_val))
-        e = ent[last]
+        e = ent[first]
         cols = (
             np.concatenate([e[drop], e[add]]),
             np.concatenate([current_val[drop], want_val[add]]),
         )
-        diffs = np.concatenate([-np.ones(int(drop.sum()), np.int64), np.ones(int(add.sum()), np.int64)])
+        diffs = np.concatenate(
+            [-np.ones(int(drop.sum()), np.int64), np.ones(int(add.sum()), np.int64)]
+        )
         return Updates(cols, column((epoch,), len(diffs)), diffs)
 
     def _current_values(self, entities: Column) -> tuple[npt.NDArray[np.bool_], Column]:
