@@ -180,3 +180,55 @@ def new_engine(inputs: dict[str, int]) -> Engine:
     for name, arity in inputs.items():
         eng.create_input(name, [I64] * arity)
     return eng
+
+
+def build_parity(df: Dataflow) -> Output:
+    """Mutual recursion: `(y, p)` where some walk from a root reaches `y` in steps of parity `p`.
+
+    even(y) :- root(y).  odd(y) :- even(x), edge(x, y).  even(y) :- odd(x), edge(x, y).
+    """
+    edges = df.import_input("edge", [0, 1], 1)
+    roots = collection(df, "root", 1).output
+    inner = Subscope(df.root).inner
+    e_in = EnterArranged(inner, edges)
+    even, odd = Variable(inner, [I64], "even"), Variable(inner, [I64], "odd")
+    from_odd = JoinOp(ArrangeOp(odd.output, 1), e_in, [1]).output
+    from_even = JoinOp(ArrangeOp(even.output, 1), e_in, [1]).output
+    even_d = ReduceOp(ArrangeOp(concat([enter(roots, inner), from_odd]), 1), distinct, [], "even")
+    odd_d = ReduceOp(ArrangeOp(from_even, 1), distinct, [], "odd")
+    even.set(even_d.output)
+    odd.set(odd_d.output)
+    tagged = concat(
+        [
+            map_columns(leave(even_d.output), lambda c: [c[0], c[0] * 0], [I64, I64]),
+            map_columns(leave(odd_d.output), lambda c: [c[0], c[0] * 0 + 1], [I64, I64]),
+        ]
+    )
+    return df.capture(tagged, "parity")
+
+
+def parity_reference(edges: set[Row], roots: set[Row]) -> dict[Row, int]:
+    seen = {(r[0], 0) for r in roots}
+    frontier = list(seen)
+    while frontier:
+        x, p = frontier.pop()
+        for a, b in edges:
+            if a == x and (b, 1 - p) not in seen:
+                seen.add((b, 1 - p))
+                frontier.append((b, 1 - p))
+    return dict.fromkeys(seen, 1)
+
+
+def build_nested_reach(df: Dataflow) -> Output:
+    """Reachability computed two scopes down (times `(epoch, i, j)`), passed out unchanged."""
+    edges = df.import_input("edge", [0, 1], 1)
+    roots = collection(df, "root", 1).output
+    outer = Subscope(df.root).inner
+    inner = Subscope(outer).inner
+    e_in = EnterArranged(inner, EnterArranged(outer, edges))
+    var = Variable(inner, [I64], "reach")
+    step = JoinOp(ArrangeOp(var.output, 1), e_in, [1]).output
+    start = enter(enter(roots, outer), inner)
+    dist = ReduceOp(ArrangeOp(concat([start, step]), 1), distinct, [], "distinct")
+    var.set(dist.output)
+    return df.capture(leave(leave(dist.output)), "reach")

@@ -31,10 +31,13 @@ from tests.differential.harness import (
     build_antijoin,
     build_components,
     build_join,
+    build_nested_reach,
+    build_parity,
     build_reach,
     build_reduce,
     components_reference,
     new_engine,
+    parity_reference,
     reach_reference,
     requests,
 )
@@ -170,3 +173,48 @@ def test_retracting_the_edge_that_closes_a_cycle_empties_reachability() -> None:
         {"edge": [(False, (2, 1)), (False, (0, 2))], "root": []},
     ]
     run_oracle(GRAPH, build_reach, lambda rel: reach_reference(rel["edge"], rel["root"]), stream)
+
+
+@given(graph_streams())
+def test_mutual_recursion_matches_recomputation_after_every_commit(stream: Stream) -> None:
+    note(f"stream: {stream}")
+    run_oracle(GRAPH, build_parity, lambda rel: parity_reference(rel["edge"], rel["root"]), stream)
+
+
+@given(graph_streams())
+def test_nested_scopes_match_recomputation_after_every_commit(stream: Stream) -> None:
+    note(f"stream: {stream}")
+    run_oracle(
+        GRAPH, build_nested_reach, lambda rel: reach_reference(rel["edge"], rel["root"]), stream
+    )
+
+
+def random_stream(seed: int, nodes: int, epochs: int) -> Stream:
+    """A seeded stream on a bigger graph: a dense start, then edits of a few edges each."""
+    rng = np.random.default_rng(seed)
+
+    def edge_ops(n: int, p_insert: float) -> list[Op]:
+        pairs = rng.integers(0, nodes, size=(n, 2))
+        return [(bool(rng.random() < p_insert), (int(a), int(b))) for a, b in pairs]
+
+    stream: Stream = [{"edge": edge_ops(3 * nodes, 1.0), "root": [(True, (0,)), (True, (1,))]}]
+    for _ in range(epochs):
+        root_ops = [(bool(rng.random() < 0.5), (int(rng.integers(0, nodes)),))]
+        stream.append({"edge": edge_ops(4, 0.4), "root": root_ops if rng.random() < 0.2 else []})
+    return stream
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("shape", ["reach", "components", "parity"])
+def test_iteration_on_larger_seeded_streams(shape: str, seed: int) -> None:
+    graph = {"edge": (2, 14), "root": (1, 14)}
+    build, reference = {
+        "reach": (build_reach, lambda r: reach_reference(r["edge"], r["root"])),
+        "components": (build_components, lambda r: components_reference(r["edge"])),
+        "parity": (build_parity, lambda r: parity_reference(r["edge"], r["root"])),
+    }[shape]
+    stream = random_stream(seed, nodes=14, epochs=40)
+    try:
+        run_oracle(graph, build, reference, stream)
+    except AssertionError as err:
+        raise AssertionError(f"seed {seed}: {err}\nstream: {stream}") from err
