@@ -199,7 +199,7 @@ def random_stream(seed: int, nodes: int, epochs: int) -> Stream:
 
     stream: Stream = [{"edge": edge_ops(3 * nodes, 1.0), "root": [(True, (0,)), (True, (1,))]}]
     for _ in range(epochs):
-        root_ops = [(bool(rng.random() < 0.5), (int(rng.integers(0, nodes)),))]
+        root_ops: list[Op] = [(bool(rng.random() < 0.5), (int(rng.integers(0, nodes)),))]
         stream.append({"edge": edge_ops(4, 0.4), "root": root_ops if rng.random() < 0.2 else []})
     return stream
 
