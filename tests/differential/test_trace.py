@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections import defaultdict
+from unittest import mock
 
 import numpy as np
 from hypothesis import given
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from differential.batch import Updates
 from differential.time import Antichain
+from differential.trace import cursor
 from differential.trace.batch import key_hash
 from differential.trace.spine import Spine
 from tests.differential.strategies import as_column, time_lists, updates
@@ -69,6 +71,17 @@ def test_lookups_of_many_keys_equal_a_dict_reference(
     for p in parts:
         for row in p.rows():
             by_key[tuple(row[:k])][tuple(row[k:-1])] += row[-1]  # type: ignore[operator]
+    for threshold in (0, 1 << 30):  # with sorted query keys, and in their own order
+        with mock.patch.object(cursor, "_SORT_QUERIES", threshold):
+            check_lookup(spine, queries, by_key)
+
+
+def check_lookup(
+    spine: Spine,
+    queries: tuple[np.ndarray, ...],
+    by_key: dict[tuple[object, ...], dict[tuple[object, ...], int]],
+) -> None:
+    k = spine.key_arity
     owner, found = spine.lookup(queries)
     got: dict[int, dict[tuple[object, ...], int]] = defaultdict(lambda: defaultdict(int))
     for i, row in zip(owner.tolist(), found.rows(), strict=True):
@@ -162,3 +175,23 @@ def test_depth_two_handles_keep_incomparable_frontier_elements() -> None:
     spine.insert(Updates((np.array([1, 1]),), ts, np.array([1, 1])), ZERO, ZERO)
     spine.compact()
     assert len(spine) == 2  # (0,0) and (2,9) advance to (1,4) and (2,9): still distinct
+
+
+def test_many_keys_are_found_as_by_a_per_key_scan() -> None:
+    """Enough queries to take the sorted-needles path, over a spine of several batches."""
+    rng = np.random.default_rng(7)
+    spine = Spine(1, [np.dtype(np.int64), np.dtype(np.int64)], 1)
+    for epoch in range(5):
+        keys = rng.integers(0, 3_000, size=4_000, dtype=np.int64)
+        spine.insert(Updates.at([keys, keys * 10 + epoch], (epoch,)), ZERO, ZERO)
+    probe = rng.integers(-10, 6_000, size=20_000, dtype=np.int64)
+    assert len(probe) >= cursor._SORT_QUERIES
+    owner, found = spine.lookup([probe])
+    assert np.array_equal(found.columns[0], probe[owner])
+    entries = spine.updates().columns[0]
+    expected = np.bincount(np.searchsorted(np.unique(entries), entries), minlength=3_000)
+    per_query = np.bincount(owner, minlength=len(probe))
+    inside = (probe >= 0) & np.isin(probe, entries)
+    hit = np.searchsorted(np.unique(entries), probe[inside])
+    assert np.array_equal(per_query[inside], expected[hit])
+    assert not per_query[~inside].any()
