@@ -106,11 +106,41 @@ def concat(parts: Sequence[Updates]) -> Updates:
 
 def sort_order(columns: Sequence[Column], times: Times | None = None) -> Index:
     """The permutation sorting rows by (columns..., time) lexicographically."""
-    keys: list[Column] = lex_sort_keys(times) if times is not None else []
+    keys: list[Column] = [*lex_sort_keys(times)] if times is not None else []
     keys.extend(reversed(columns))
     if len(keys) == 1:
         return np.argsort(keys[0], kind="stable")
+    packed = _packed(keys)
+    if packed is not None:
+        return np.argsort(packed, kind="stable")
     return np.lexsort(keys)
+
+
+def _packed(keys: Sequence[Column]) -> npt.NDArray[np.int64] | None:
+    """The lexsort `keys` (last is primary) as one int64 with the same order, or None.
+
+    Possible when every key is an integer column and the product of their value
+    spans fits in 63 bits (small domains, as for times and dense ids); one stable
+    argsort then does the work of a multi-key lexsort in about half the time.
+    """
+    if not len(keys[0]) or any(k.dtype.kind not in "iu" for k in keys):
+        return None
+    lows = [k.min() for k in keys]
+    total = 1
+    for k, low in zip(keys, lows, strict=True):
+        total *= int(k.max()) - int(low) + 1
+        if total >= 1 << 63:
+            return None
+    packed = np.zeros(len(keys[0]), dtype=np.int64)
+    scale = 1
+    for k, low in zip(keys, lows, strict=True):
+        if k.dtype.kind == "u":  # k >= low: no wrap; the difference fits 63 bits
+            offset = (k - low).astype(np.int64)
+        else:
+            offset = k.astype(np.int64, copy=False) - np.int64(low)
+        packed += offset * np.int64(scale)
+        scale *= int(k.max()) - int(low) + 1
+    return packed
 
 
 def run_starts(columns: Sequence[Column], times: Times | None = None) -> npt.NDArray[np.bool_]:
@@ -131,16 +161,34 @@ def consolidate(updates: Updates) -> Updates:
     """Sort by (data, time), sum the diffs of equal entries, drop zero diffs."""
     if len(updates) == 0:
         return updates
-    order = sort_order(updates.columns, updates.times)
-    cols = tuple(c[order] for c in updates.columns)
-    times = updates.times[:, order]
+    order, starts = _sorted_runs(updates.columns, updates.times)
     diffs = updates.diffs[order]
-    starts = np.flatnonzero(run_starts(cols, times))
     if len(starts) < len(diffs):
         diffs = np.add.reduceat(diffs, starts)
-        cols = tuple(c[starts] for c in cols)
-        times = times[:, starts]
+    rows = order[starts]  # the first update of each run of equal (data, time)
     keep = diffs != 0
-    if keep.all():
-        return Updates(cols, times, diffs)
-    return Updates(tuple(c[keep] for c in cols), times[:, keep], diffs[keep])
+    if not keep.all():
+        rows, diffs = rows[keep], diffs[keep]
+    return Updates(tuple(c[rows] for c in updates.columns), updates.times[:, rows], diffs)
+
+
+def _sorted_runs(columns: Sequence[Column], times: Times) -> tuple[Index, Index]:
+    """The sorting permutation of rows by (columns, time) and where its runs start.
+
+    With a packed key (see `_packed`) runs are found on that one column, so only
+    the first row of each run of the data columns is ever gathered.
+    """
+    keys: list[Column] = [*lex_sort_keys(times)]
+    keys.extend(reversed(columns))
+    packed = _packed(keys) if len(keys) > 1 else None
+    if packed is None:
+        order = sort_order(columns, times)
+        sorted_times = times[:, order]
+        starts = run_starts([c[order] for c in columns], sorted_times)
+        return order, np.flatnonzero(starts)
+    order = np.argsort(packed, kind="stable")
+    ordered = packed[order]
+    starts = np.empty(len(order), dtype=bool)
+    starts[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
+    return order, np.flatnonzero(starts)

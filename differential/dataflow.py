@@ -22,7 +22,8 @@ updates by exact time.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -131,9 +132,30 @@ class Scope:
         self.name = name
         self.operators: list[Operator] = []
         self.steps = 0
+        self.insert_at: int | None = None
 
     def register(self, op: Operator) -> None:
-        self.operators.append(op)
+        """Add `op` at the end, or at the insertion point while one is set."""
+        if self.insert_at is None:
+            self.operators.append(op)
+        else:
+            self.operators.insert(self.insert_at, op)
+            self.insert_at += 1
+
+    @contextmanager
+    def inserting_before(self, op: Operator) -> Iterator[None]:
+        """Register new operators just before `op` for the duration of the block.
+
+        Building a nested scope may create operators of this scope lazily (an
+        arrangement an inner join needs); they feed the nested scope, so they
+        must run before it.
+        """
+        saved = self.insert_at
+        self.insert_at = self.operators.index(op)
+        try:
+            yield
+        finally:
+            self.insert_at = saved
 
     def next_time(self, prefix: Time) -> Time | None:
         best: Time | None = None

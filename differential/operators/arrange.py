@@ -313,11 +313,13 @@ class AsCollection(Operator):
         super().__init__(arranged.scope)
         self.arranged = arranged
         self.output = Stream(arranged.scope, arranged.dtypes, arranged.describe())
+        self.sent: Time | None = None
 
     def ready(self, time: Time) -> bool:
-        return self.arranged.delta(time) is not None
+        return self.sent != time and self.arranged.delta(time) is not None
 
     def step(self, time: Time) -> None:
         batch = self.arranged.delta(time)
+        self.sent = time
         if batch is not None:
             self.output.send(batch.updates())

@@ -1,0 +1,307 @@
+"""The public API: `Database`, transactions, queries and subscriptions.
+
+Layer: datalog (API). Imports the planner, the language and `differential`.
+
+`define` checks the whole program (old and new text together) and only then
+changes anything; facts it contains are committed as one transaction. Queries
+and subscriptions synthesize dataflows lazily; subscriptions to the same
+(normalized) query share one live dataflow, torn down with its last
+subscriber. Commits are atomic: a transaction is validated completely before
+any of it is applied, and subscribers see each epoch's changes at once.
+One writer and many readers may use a database from several threads: every
+entry point takes the database's lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from datalog.ast import Program, Query
+from datalog.checks import CheckedProgram, check_program, check_query
+from datalog.errors import TransactionError, UnknownNameError, did_you_mean
+from datalog.parser import parse_program, parse_query
+from datalog.plan.body import UNIT
+from datalog.plan.build import Planner, QueryPlan
+from datalog.pretty import format_query
+from datalog.rows import to_columns, to_rows
+from datalog.symbols import SymbolTable
+from differential.batch import Updates, concat, consolidate
+from differential.engine import Engine
+from differential.inputs import Requests
+from differential.time import column
+from differential.trace.spine import Spine
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a subscriber receives: rows with their diffs (+1 in, -1 out) at an epoch."""
+
+    rows: list[tuple[Any, ...]]
+    diffs: list[int]
+    epoch: int
+    snapshot: bool = False
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.rows, self.diffs, self.epoch))
+
+
+Callback = Callable[[Change], None]
+
+
+@dataclass(eq=False)
+class Subscription:
+    query: str
+    columns: tuple[str, ...]
+    callback: Callback
+    live: LiveQuery | None = None
+    active: bool = True
+
+
+@dataclass(eq=False)
+class LiveQuery:
+    """A started dataflow kept up to date, its accumulated answer and its subscribers."""
+
+    key: str
+    plan: QueryPlan
+    types: tuple[str, ...]
+    state: Spine
+    subscribers: list[Subscription] = field(default_factory=list)
+
+
+class Database:
+    """An in-memory incremental Datalog database."""
+
+    def __init__(self) -> None:
+        self.engine = Engine()
+        self.symbols = SymbolTable()
+        self.program = Program()
+        self.checked: CheckedProgram = check_program(self.program)
+        self.live: dict[str, LiveQuery] = {}
+        self.lock = threading.RLock()
+        self.engine.create_input(UNIT, [np.dtype(np.int64)])
+        self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
+
+    # -- program -----------------------------------------------------------------
+
+    def define(self, text: str) -> None:
+        """Add declarations, facts and rules; all-or-nothing."""
+        with self.lock:
+            parsed = parse_program(text)
+            merged = Program(
+                decls=self.program.decls + parsed.decls,
+                types=self.program.types + parsed.types,
+                directives=self.program.directives + parsed.directives,
+                rules=self.program.rules + parsed.rules,
+                source=text,
+            )
+            checked = check_program(merged)
+            facts = [f for f in checked.facts if f not in set(self.checked.facts)]
+            self.program, self.checked = merged, checked
+            for info in checked.schema.relations.values():
+                if info.name not in self.engine.inputs:
+                    dtypes = [np.dtype(_dtype(t)) for t in info.types]
+                    self.engine.create_input(info.name, dtypes, info.semantics)
+            with self.transaction() as tx:
+                for fact in facts:
+                    tx.insert(fact.head.name, [tuple(a.value for a in fact.head.args)])  # type: ignore[union-attr]
+            self._refresh_live(parsed)
+
+    def _refresh_live(self, parsed: Program) -> None:
+        """Rebuild live queries that read relations the new rules define."""
+        heads = {r.head.name for r in parsed.rules if r.body}
+        for live in list(self.live.values()):
+            if heads & self._reads(live.key):
+                self._rebuild(live)
+
+    def _reads(self, query_text: str) -> set[str]:
+        from datalog.checks import dependencies
+        from datalog.plan.build import _relations_read
+
+        checked = check_query(parse_query(query_text), self.checked.schema)
+        return dependencies(self.checked, _relations_read(checked))
+
+    # -- transactions ------------------------------------------------------------
+
+    @contextmanager
+    def transaction(self) -> Iterator[Transaction]:
+        """One atomic epoch: commits on normal exit, discards on an exception."""
+        with self.lock:
+            tx = Transaction(self)
+            yield tx
+            tx.commit()
+
+    def insert(self, relation: str, rows: object) -> int:
+        with self.transaction() as tx:
+            tx.insert(relation, rows)
+        return self.engine.epoch
+
+    def retract(self, relation: str, rows: object) -> int:
+        with self.transaction() as tx:
+            tx.retract(relation, rows)
+        return self.engine.epoch
+
+    @property
+    def epoch(self) -> int:
+        return self.engine.epoch
+
+    # -- queries -----------------------------------------------------------------
+
+    def query(self, text: str) -> list[tuple[Any, ...]]:
+        """The current answer of a query, e.g. `reach(1, y)`: a list of rows."""
+        with self.lock:
+            key, checked = self._check_query(text)
+            live = self.live.get(key)
+            if live is not None:
+                return self._snapshot_rows(live)
+            plan = Planner(self.engine, self.checked, self.symbols).build(checked, key)
+            collected: list[Updates] = []
+            plan.output.listeners.append(lambda u, _e: collected.append(u))
+            self.engine.start(plan.dataflow)
+            self.engine.drop(plan.dataflow)
+            updates = collected[0] if collected else None
+            if updates is None:
+                return []
+            return to_rows(updates.columns, checked.answer_types, self.symbols, len(updates))
+
+    def subscribe(self, text: str, callback: Callback) -> Subscription:
+        """Call `callback` with the current answer, then with every epoch's changes."""
+        with self.lock:
+            key, checked = self._check_query(text)
+            live = self.live.get(key) or self._start_live(key, checked)
+            sub = Subscription(key, checked.answer_vars, callback, live)
+            live.subscribers.append(sub)
+            state = live.state.accumulate(None)
+            rows = to_rows(state.columns, live.types, self.symbols, len(state))
+            callback(Change(rows, [1] * len(rows), self.engine.epoch, snapshot=True))
+            return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        with self.lock:
+            live = sub.live
+            sub.active = False
+            if live is None or sub not in live.subscribers:
+                return
+            live.subscribers.remove(sub)
+            if not live.subscribers:
+                self.engine.drop(live.plan.dataflow)
+                del self.live[live.key]
+
+    def explain(self, text: str) -> str:
+        """The strata, per-rule plans and shared arrangements a query would use."""
+        with self.lock:
+            key, checked = self._check_query(text)
+            plan = Planner(self.engine, self.checked, self.symbols).build(checked, key)
+            self.engine.drop(plan.dataflow)
+            lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
+            lines += [f"  {n}" for n in plan.notes]
+            lines.append("shared arrangements: " + (", ".join(plan.shared) or "none"))
+            return "\n".join(lines)
+
+    def stats(self) -> dict[str, object]:
+        with self.lock:
+            stats = self.engine.stats()
+            stats["queries"] = {
+                k: {"subscribers": len(v.subscribers), "answer_tuples": len(v.state)}
+                for k, v in self.live.items()
+            }
+            return stats
+
+    # -- internals ---------------------------------------------------------------
+
+    def _check_query(self, text: str) -> tuple[str, Any]:
+        parsed: Query = parse_query(text)
+        checked = check_query(parsed, self.checked.schema)
+        return format_query(replace(parsed, source="")), checked
+
+    def _start_live(self, key: str, checked: Any) -> LiveQuery:
+        plan = Planner(self.engine, self.checked, self.symbols).build(checked, key)
+        dtypes = [np.dtype(_dtype(t)) for t in checked.answer_types]
+        live = LiveQuery(key, plan, checked.answer_types, Spine(len(dtypes), dtypes, 1))
+        plan.output.listeners.append(lambda u, e: self._deliver(live, u, e))
+        self.live[key] = live
+        self.engine.start(plan.dataflow)
+        return live
+
+    def _rebuild(self, live: LiveQuery) -> None:
+        """Replace a live query's dataflow (its rules changed); deliver the difference."""
+        old = live.state.accumulate(None)
+        self.engine.drop(live.plan.dataflow)
+        _, checked = self._check_query(live.key)
+        plan = Planner(self.engine, self.checked, self.symbols).build(checked, live.key)
+        captured: list[Updates] = []
+        plan.output.listeners.append(lambda u, _e: captured.append(u))
+        self.engine.start(plan.dataflow)
+        plan.output.listeners[:] = [lambda u, e: self._deliver(live, u, e)]
+        live.plan = plan
+        epoch = self.engine.epoch
+        parts = [old.negate(), *captured]
+        change = consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
+        self._deliver(live, change, epoch)
+
+    def _deliver(self, live: LiveQuery, updates: Updates, epoch: int) -> None:
+        if len(updates) == 0:
+            return
+        since = live.state.default_since
+        live.state.insert(updates.with_times(updates.times * 0), since, since)
+        rows = to_rows(updates.columns, live.types, self.symbols, len(updates))
+        change = Change(rows, updates.diffs.tolist(), epoch)
+        for sub in list(live.subscribers):
+            sub.callback(change)
+
+    def _snapshot_rows(self, live: LiveQuery) -> list[tuple[Any, ...]]:
+        state = live.state.accumulate(None)
+        return to_rows(state.columns, live.types, self.symbols, len(state))
+
+
+class Transaction:
+    """Inserts and retractions, validated as they are added, applied at commit."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.parts: list[tuple[str, tuple[np.ndarray, ...], bool]] = []
+        self.done = False
+
+    def insert(self, relation: str, rows: object) -> None:
+        self.parts.append((relation, self._columns(relation, rows), True))
+
+    def retract(self, relation: str, rows: object) -> None:
+        self.parts.append((relation, self._columns(relation, rows), False))
+
+    def _columns(self, relation: str, rows: object) -> tuple[np.ndarray, ...]:
+        if self.done:
+            raise TransactionError("this transaction has already committed")
+        info = self.db.checked.schema.get(relation)
+        if info is None or relation == UNIT:
+            names = self.db.checked.schema.names()
+            raise UnknownNameError(f"unknown relation `{relation}`{did_you_mean(relation, names)}")
+        return to_columns(info, rows, self.db.symbols)
+
+    def commit(self) -> int:
+        """Apply everything as one epoch (also done on leaving the `with` block)."""
+        self.done = True
+        if not self.parts:
+            return self.db.engine.epoch
+        grouped: dict[str, list[tuple[tuple[np.ndarray, ...], bool]]] = {}
+        for relation, cols, inserting in self.parts:
+            grouped.setdefault(relation, []).append((cols, inserting))
+        requests = {rel: _requests(parts) for rel, parts in grouped.items()}
+        return self.db.engine.commit(requests)
+
+
+def _requests(parts: list[tuple[tuple[np.ndarray, ...], bool]]) -> Requests:
+    arity = len(parts[0][0])
+    columns = tuple(np.concatenate([p[0][i] for p in parts]) for i in range(arity))
+    inserting = np.concatenate([np.full(len(p[0][0]) if p[0] else 0, p[1]) for p in parts])
+    return Requests(columns, inserting.astype(bool))
+
+
+def _dtype(kind: str) -> type[np.generic]:
+    from datalog.expressions import DTYPES
+
+    return DTYPES[kind]

@@ -1,0 +1,377 @@
+"""Compile one rule body into differential operators (join-at-a-time).
+
+Layer: datalog (planner). Imports `differential` and the datalog language.
+
+A `Binding` is a stream whose columns are the values of some variables. The
+body's literals are applied greedily: whenever a comparison, a negation or an
+aggregate has all the variables it needs, it is applied (filters as early as
+possible); otherwise the next positive atom (the one sharing most bound
+variables) is joined. Joins arrange both sides by the shared variables; a base
+relation's side is the engine's shared arrangement when the atom needs no
+filtering. Every step is recorded in `notes` for `explain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import count as counter
+
+import numpy as np
+
+from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Term, Var
+from datalog.ast import Wildcard
+from datalog.errors import UnsupportedError
+from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
+from datalog.passes.term_types import resolve_type
+from datalog.passes.variables import aggregate_groups, term_variables
+from datalog.plan.aggregates import Aggregation, lift_aggregates
+from datalog.plan.sources import Sources
+from datalog.symbols import SymbolTable
+from differential.batch import Updates
+from differential.dataflow import Stream
+from differential.operators.arrange import Arranged, ArrangeOp
+from differential.operators.join import JoinOp
+from differential.operators.linear import concat, filter_rows, map_updates, negate, project
+from differential.operators.reduce import ReduceOp, distinct
+
+
+@dataclass(frozen=True)
+class Binding:
+    """`stream`'s column i holds the value of variable `vars[i]`."""
+
+    stream: Stream
+    vars: tuple[str, ...]
+
+    def index(self, name: str) -> int:
+        return self.vars.index(name)
+
+
+class BodyCompiler:
+    """Compiles bodies in one scope; `types` gives every variable's column type."""
+
+    def __init__(
+        self,
+        sources: Sources,
+        types: Mapping[str, ColumnType],
+        symbols: SymbolTable,
+        notes: list[str],
+        fresh: counter | None = None,
+    ) -> None:
+        self.sources = sources
+        self.types: dict[str, ColumnType] = dict(types)
+        self.symbols = symbols
+        self.notes = notes
+        self.fresh = fresh or counter()
+
+    # -- the driver --------------------------------------------------------------
+
+    def compile(
+        self, body: Sequence[Literal], head: Sequence[Term] = (), start: Binding | None = None
+    ) -> Binding:
+        groups = aggregate_groups(head, body)
+        literals, aggregations = lift_aggregates(body, groups, self)
+        pending: list[Literal] = list(literals)
+        waiting: list[Aggregation] = list(aggregations)
+        binding = start
+        if binding is None and not any(isinstance(x, Atom) for x in pending):
+            binding = self.unit()
+        while True:
+            binding = self._apply_ready(binding, pending, waiting)
+            atoms = [x for x in pending if isinstance(x, Atom)]
+            if not atoms:
+                break
+            atom = self._choose(binding, atoms)
+            pending.remove(atom)
+            binding, extra = self.join_atom(binding, atom)
+            pending.extend(extra)
+        if pending or waiting or binding is None:
+            raise UnsupportedError("cannot order this body: some literal never gets its variables")
+        return binding
+
+    def _apply_ready(
+        self, binding: Binding | None, pending: list[Literal], waiting: list[Aggregation]
+    ) -> Binding | None:
+        progress = True
+        while progress and binding is not None:
+            progress = False
+            for lit in [x for x in pending if not isinstance(x, Atom)]:
+                applied = self._apply(binding, lit)
+                if applied is not None:
+                    binding, progress = applied, True
+                    pending.remove(lit)
+            for agg in list(waiting):
+                if agg.groups <= set(binding.vars):
+                    binding, progress = agg.apply(binding), True
+                    waiting.remove(agg)
+        return binding
+
+    def _choose(self, binding: Binding | None, atoms: list[Atom]) -> Atom:
+        if binding is None:
+            return atoms[0]
+        bound = set(binding.vars)
+        return max(atoms, key=lambda a: len({v.name for v in _atom_vars(a)} & bound))
+
+    def _apply(self, binding: Binding, lit: Literal) -> Binding | None:
+        bound = set(binding.vars)
+        if isinstance(lit, Negation):
+            if {v.name for v in _atom_vars(lit.atom)} <= bound:
+                return self.antijoin(binding, lit.atom)
+            return None
+        if isinstance(lit, Comparison):
+            return self._comparison(binding, lit, bound)
+        return None
+
+    # -- atoms -------------------------------------------------------------------
+
+    def join_atom(self, binding: Binding | None, atom: Atom) -> tuple[Binding, list[Literal]]:
+        """Join `binding` with `atom`; returns the binding and deferred literals."""
+        view = self._atom_view(atom)
+        if binding is None:
+            self.notes.append(f"scan {atom.name}{view.describe()}")
+            return Binding(project(view.stream(), view.positions), view.vars), view.deferred
+        shared = [v for v in binding.vars if v in view.vars]
+        left, left_rest = self.arrange(binding, shared)
+        right_vars = tuple(shared) + tuple(v for v in view.vars if v not in shared)
+        perm = [view.positions[view.vars.index(v)] for v in right_vars]
+        if not shared:
+            right = self._keyed(Binding(project(view.stream(), perm), right_vars))
+        elif view.filtered:
+            right = ArrangeOp(project(view.stream(), perm), len(shared))
+        else:
+            right = self.sources.arrangement(atom.name, perm, len(shared))
+        new_vars = [v for v in right_vars if v not in shared]
+        layout = [*shared, *left_rest, *new_vars] if shared else ["", *left_rest, *new_vars]
+        out_vars = (*binding.vars, *new_vars)
+        join = JoinOp(left, right, [layout.index(v, 0 if shared else 1) for v in out_vars])
+        how = "shared" if shared and not view.filtered else "private"
+        self.notes.append(f"join {atom.name}{view.describe()} on {shared} ({how} arrangement)")
+        return Binding(join.output, out_vars), view.deferred
+
+    def _atom_view(self, atom: Atom) -> AtomView:
+        return AtomView.of(atom, self)
+
+    # -- arrangement helpers -----------------------------------------------------
+
+    def arrange(self, binding: Binding, key: Sequence[str]) -> tuple[Arranged, list[str]]:
+        """`binding` arranged by the variables `key` (a constant key when empty)."""
+        rest = [v for v in binding.vars if v not in key]
+        if not key:
+            return self._keyed(binding), rest
+        order = [binding.index(v) for v in (*key, *rest)]
+        return ArrangeOp(project(binding.stream, order), len(key)), rest
+
+    def _keyed(self, binding: Binding) -> Arranged:
+        """Arranged under one constant key column (for cross products and global groups)."""
+        stream = binding.stream
+        dtypes = (np.dtype(np.int64), *stream.dtypes)
+
+        def add_key(u: Updates) -> Updates:
+            return u.with_columns((np.zeros(len(u), dtype=np.int64), *u.columns))
+
+        return ArrangeOp(map_updates(stream, add_key, dtypes), 1)
+
+    def unit(self) -> Binding:
+        """One row with no variables (the start of a body without positive atoms)."""
+        return Binding(project(self.sources.collection(UNIT), []), ())
+
+    def distinct(self, binding: Binding) -> Binding:
+        if not binding.vars:
+            keyed = self._keyed(binding)
+            reduced = ReduceOp(keyed, distinct, [], "distinct")
+            return Binding(project(reduced.output, []), ())
+        arranged = ArrangeOp(binding.stream, len(binding.vars))
+        return Binding(ReduceOp(arranged, distinct, [], "distinct").output, binding.vars)
+
+    # -- negation ----------------------------------------------------------------
+
+    def antijoin(self, binding: Binding, atom: Atom) -> Binding:
+        """Rows of `binding` with no matching tuple in `atom` (stratified negation)."""
+        view = self._atom_view(atom)
+        if view.deferred:
+            raise UnsupportedError("expressions inside a negated atom are not supported", atom.span)
+        self.notes.append(f"antijoin {atom.name}{view.describe()} on {list(view.vars)}")
+        negated = Binding(project(view.stream(), view.positions), view.vars)
+        return self.antijoin_binding(binding, negated)
+
+    def antijoin_binding(self, binding: Binding, negated: Binding) -> Binding:
+        """Rows of `binding` whose `negated.vars` values are not a row of `negated`."""
+        present = self.distinct(negated)
+        key = list(negated.vars)
+        left, left_rest = self.arrange(binding, key)
+        right, _ = self.arrange(present, key)
+        layout = [*key, *left_rest] if key else ["", *left_rest]
+        proj = [layout.index(v, 0 if key else 1) for v in binding.vars]
+        matched = JoinOp(left, right, proj).output
+        return Binding(concat([binding.stream, negate(matched)]), binding.vars)
+
+    # -- comparisons and expressions ---------------------------------------------
+
+    def _comparison(self, binding: Binding, cmp: Comparison, bound: set[str]) -> Binding | None:
+        left_vars = {v.name for v in term_variables(cmp.left)}
+        right_vars = {v.name for v in term_variables(cmp.right)}
+        if left_vars | right_vars <= bound:
+            self.notes.append("filter")
+            return self.filter(binding, cmp)
+        if cmp.op != "=":
+            return None
+        for target, expr, expr_vars in ((cmp.left, cmp.right, right_vars), (cmp.right, cmp.left, left_vars)):
+            if isinstance(target, Var) and target.name not in bound and expr_vars <= bound:
+                return self.bind(binding, target.name, expr)
+        return None
+
+    def filter(self, binding: Binding, cmp: Comparison) -> Binding:
+        names, types, symbols = binding.vars, self.types, self.symbols
+
+        def mask(cols: tuple[np.ndarray, ...]) -> np.ndarray:
+            columns = dict(zip(names, cols, strict=True))
+            return evaluate_comparison(cmp, columns, types, symbols, size=len(cols[0]) if cols else None)
+
+        if not names:
+            return self._filter_unit(binding, cmp)
+        return Binding(filter_rows(binding.stream, mask), binding.vars)
+
+    def _filter_unit(self, binding: Binding, cmp: Comparison) -> Binding:
+        types, symbols = self.types, self.symbols
+
+        def keep(u: Updates) -> Updates:
+            return u.take(evaluate_comparison(cmp, {}, types, symbols, size=len(u)))
+
+        return Binding(map_updates(binding.stream, keep, binding.stream.dtypes), binding.vars)
+
+    def bind(self, binding: Binding, name: str, expr: Term) -> Binding:
+        """Add variable `name` with the value of `expr` (rows without a value drop)."""
+        kind = self.types.get(name) or resolve_type(expr, self.types)
+        self.types[name] = kind
+        compute = self.evaluator(binding.vars, expr, kind)
+
+        def extend(u: Updates) -> Updates:
+            values, valid = compute(u)
+            out = u.with_columns((*u.columns, values))
+            return out if valid is None else out.take(valid)
+
+        dtypes = (*binding.stream.dtypes, np.dtype(DTYPES[kind]))
+        self.notes.append(f"compute {name}")
+        return Binding(map_updates(binding.stream, extend, dtypes), (*binding.vars, name))
+
+    def evaluator(
+        self, names: Sequence[str], expr: Term, kind: ColumnType
+    ) -> Callable[[Updates], tuple[np.ndarray, np.ndarray | None]]:
+        types, symbols, names = self.types, self.symbols, tuple(names)
+
+        def compute(u: Updates) -> tuple[np.ndarray, np.ndarray | None]:
+            columns = dict(zip(names, u.columns, strict=True))
+            values, valid = evaluate_term(expr, columns, types, symbols, kind, size=len(u))
+            return np.asarray(values).astype(DTYPES[kind], copy=False), valid
+
+        return compute
+
+    def fresh_var(self, kind: ColumnType, prefix: str = "_v") -> str:
+        name = f"{prefix}{next(self.fresh)}"
+        self.types[name] = kind
+        return name
+
+    # -- heads -------------------------------------------------------------------
+
+    def head(self, binding: Binding, args: Sequence[Term], kinds: Sequence[ColumnType]) -> Stream:
+        """The head tuples `args` computed from `binding` (typed as the relation's columns)."""
+        computes = [self.evaluator(binding.vars, a, k) for a, k in zip(args, kinds, strict=True)]
+
+        def build(u: Updates) -> Updates:
+            cols, valid = [], np.ones(len(u), dtype=bool)
+            for compute in computes:
+                values, ok = compute(u)
+                cols.append(values)
+                if ok is not None:
+                    valid &= ok
+            out = u.with_columns(tuple(cols))
+            return out if valid.all() else out.take(valid)
+
+        dtypes = [np.dtype(DTYPES[k]) for k in kinds]
+        return map_updates(binding.stream, build, dtypes)
+
+
+UNIT = "__unit__"
+
+
+@dataclass
+class AtomView:
+    """An atom's positions: its distinct variables, filters and deferred expressions."""
+
+    atom: Atom
+    compiler: BodyCompiler
+    vars: tuple[str, ...]
+    positions: list[int]
+    equal_columns: list[tuple[int, int]]
+    constants: list[tuple[int, Const]]
+    deferred: list[Literal]
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.equal_columns or self.constants)
+
+    @staticmethod
+    def of(atom: Atom, compiler: BodyCompiler) -> AtomView:
+        view = AtomView(atom, compiler, (), [], [], [], [])
+        names: list[str] = []
+        for pos, arg in enumerate(atom.args):
+            if isinstance(arg, Var) and arg.name in names:
+                view.equal_columns.append((view.positions[names.index(arg.name)], pos))
+            elif isinstance(arg, Var):
+                names.append(arg.name)
+                view.positions.append(pos)
+            elif isinstance(arg, Const):
+                view.constants.append((pos, arg))
+            elif not isinstance(arg, Wildcard):
+                kind = _column_type(compiler, atom.name, pos)
+                name = compiler.fresh_var(kind, "_e")
+                names.append(name)
+                view.positions.append(pos)
+                view.deferred.append(Comparison("=", Var(name), arg, arg.span))
+        view.vars = tuple(names)
+        return view
+
+    def stream(self) -> Stream:
+        source = self.compiler.sources.collection(self.atom.name)
+        if not self.filtered:
+            return source
+        equal, constants = self.equal_columns, self._constant_values()
+
+        def mask(cols: tuple[np.ndarray, ...]) -> np.ndarray:
+            keep = np.ones(len(cols[0]), dtype=bool)
+            for a, b in equal:
+                keep &= cols[a] == cols[b]
+            for pos, value in constants:
+                keep &= cols[pos] == value
+            return keep
+
+        return filter_rows(source, mask)
+
+    def _constant_values(self) -> list[tuple[int, object]]:
+        out: list[tuple[int, object]] = []
+        for pos, const in self.constants:
+            kind = _column_type(self.compiler, self.atom.name, pos)
+            if kind == "symbol":
+                out.append((pos, self.compiler.symbols.intern(str(const.value))))
+            else:
+                out.append((pos, np.asarray(const.value).astype(DTYPES[kind])))
+        return out
+
+    def describe(self) -> str:
+        args = []
+        for arg in self.atom.args:
+            args.append(arg.name if isinstance(arg, Var) else "_" if isinstance(arg, Wildcard) else "…")
+        return f"({', '.join(args)})"
+
+
+def _column_type(compiler: BodyCompiler, relation: str, pos: int) -> ColumnType:
+    return compiler.sources.schema.types(relation)[pos]
+
+
+def _atom_vars(atom: Atom) -> list[Var]:
+    out: list[Var] = []
+    for arg in atom.args:
+        out.extend(term_variables(arg))
+    return out
+
+

@@ -1,0 +1,125 @@
+"""Synthesize the dataflow of one query from the strata it depends on.
+
+Layer: datalog (planner). Imports `differential` and the datalog language.
+
+Lazy synthesis (DESIGN §6): nothing runs at `define`. For a query, the
+relations it reads are closed under dependency; their strata are built in
+evaluation order, each relation as the distinct union of the facts
+transactions inserted into it and what its rules derive. A recursive stratum
+becomes one iteration scope with a variable per relation (mutual recursion);
+everything else lives in the root scope. The answer is the distinct
+projection of the query's bodies onto its answer variables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from itertools import count as counter
+
+import numpy as np
+
+from datalog.checks import CheckedProgram, CheckedQuery, dependencies
+from datalog.plan.body import Binding, BodyCompiler
+from datalog.plan.sources import Sources
+from datalog.pretty import format_rule
+from datalog.strata import Stratum
+from datalog.symbols import SymbolTable
+from differential.dataflow import Stream
+from differential.engine import Dataflow, Engine, Output
+from differential.operators.iterate import Subscope, Variable
+from differential.operators.linear import concat, leave, project
+
+
+@dataclass
+class QueryPlan:
+    """A built (not yet started) dataflow answering one query."""
+
+    dataflow: Dataflow
+    output: Output
+    answer_vars: tuple[str, ...]
+    notes: list[str] = field(default_factory=list)
+    shared: list[str] = field(default_factory=list)
+
+
+class Planner:
+    """Builds the dataflow for one query over one checked program."""
+
+    def __init__(self, engine: Engine, program: CheckedProgram, symbols: SymbolTable) -> None:
+        self.engine = engine
+        self.program = program
+        self.symbols = symbols
+        self.fresh = counter()
+        self.notes: list[str] = []
+
+    def build(self, query: CheckedQuery, name: str) -> QueryPlan:
+        dataflow = self.engine.dataflow(name)
+        root = Sources(dataflow, dataflow.root, self.program.schema)
+        needed = dependencies(self.program, _relations_read(query))
+        for stratum in self.program.strata:
+            if stratum.relations & needed:
+                self._stratum(root, stratum)
+        answers = []
+        for body, types in zip(query.bodies, query.variable_types, strict=True):
+            self.notes.append(f"query body: {_show(body)}")
+            compiler = BodyCompiler(root, types, self.symbols, self.notes, self.fresh)
+            binding = compiler.compile(body)
+            picked = Binding(project(binding.stream, [binding.index(v) for v in query.answer_vars]), query.answer_vars)
+            answers.append(picked)
+        union = Binding(concat([a.stream for a in answers]), query.answer_vars)
+        result = BodyCompiler(root, {}, self.symbols, [], self.fresh).distinct(union)
+        output = dataflow.capture(result.stream, name)
+        return QueryPlan(dataflow, output, query.answer_vars, self.notes, root.shared)
+
+    def _stratum(self, root: Sources, stratum: Stratum) -> None:
+        relations = sorted(stratum.relations)
+        if not stratum.recursive:
+            for rel in relations:
+                root.define(rel, self._relation(root, rel, stratum))
+            return
+        self.notes.append(f"recursive stratum {relations}: one iteration scope")
+        scope = Subscope(root.scope, f"iterate{relations}")
+        inner = Sources(root.dataflow, scope.inner, root.schema, root)
+        variables = {rel: Variable(scope.inner, self._dtypes(rel), rel) for rel in relations}
+        for rel, var in variables.items():
+            inner.define(rel, var.output)
+        results = {}
+        with root.scope.inserting_before(scope):
+            for rel, var in variables.items():
+                results[rel] = self._relation(inner, rel, stratum)
+                var.set(results[rel])
+        for rel, result in results.items():
+            root.define(rel, leave(result))
+
+    def _relation(self, sources: Sources, rel: str, stratum: Stratum) -> Stream:
+        """The distinct union of `rel`'s inserted facts and its rules' heads."""
+        parts = [sources.input_collection(rel)]
+        kinds = self.program.schema.types(rel)
+        for rule in stratum.rules:
+            if rule.head.name != rel:
+                continue
+            self.notes.append(f"rule {format_rule(rule)}")
+            compiler = BodyCompiler(sources, self.program.types_of(rule), self.symbols, self.notes, self.fresh)
+            binding = compiler.compile(rule.body, rule.head.args)
+            parts.append(compiler.head(binding, rule.head.args, kinds))
+        union = Binding(concat(parts), tuple(f"_c{i}" for i in range(len(kinds))))
+        return BodyCompiler(sources, {}, self.symbols, [], self.fresh).distinct(union).stream
+
+    def _dtypes(self, rel: str) -> Sequence[np.dtype]:
+        return self.engine.inputs[rel].dtypes
+
+
+def _relations_read(query: CheckedQuery) -> set[str]:
+    from datalog.passes.variables import nodes
+    from datalog.ast import Atom
+
+    found: set[str] = set()
+    for body in query.bodies:
+        found.update(n.name for n in nodes((), body) if isinstance(n, Atom))
+    return found
+
+
+def _show(body: Sequence) -> str:
+    from datalog.pretty import format_body
+
+    return format_body(body)
