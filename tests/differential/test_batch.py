@@ -73,3 +73,21 @@ def test_consolidate_orders_by_data_then_time() -> None:
         (1, (3, 0)),
         (2, (0, 0)),
     ]
+
+
+@given(
+    st.sampled_from([np.int32, np.int64, np.uint64]),
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 2)), min_size=1, max_size=30),
+)
+def test_consolidate_orders_extreme_integer_columns(
+    dtype: type, picks: list[tuple[int, int]]
+) -> None:
+    """Whole-range values of narrow, signed and unsigned dtypes (the packed-key sort)."""
+    info = np.iinfo(dtype)
+    values: np.ndarray = np.array([info.min, info.min + 1, info.max - 1, info.max], dtype=dtype)
+    col = values[[p for p, _ in picks]]
+    small = np.array([s for _, s in picks], dtype=np.int64)
+    u = Updates(
+        (small, col), np.zeros((1, len(picks)), dtype=np.int64), np.ones(len(picks), np.int64)
+    )
+    assert consolidate(u).rows() == reference(u)
