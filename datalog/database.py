@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from datalog.ast import Program, Query
+from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
 from datalog.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.parser import parse_program, parse_query
@@ -69,7 +69,7 @@ class LiveQuery:
 
     key: str
     plan: QueryPlan
-    types: tuple[str, ...]
+    types: tuple[ColumnType, ...]
     state: Spine
     subscribers: list[Subscription] = field(default_factory=list)
 

@@ -102,9 +102,10 @@ def _numeric(col: Array, kind: ColumnType, where: str) -> Array:
         for v in col:
             if isinstance(v, str | bytes | bool) or not isinstance(v, int | float | np.number):
                 raise TransactionError(f"{where} needs {kind} values, got {v!r}")
-    elif col.dtype.kind not in "iuf" or (kind != "float" and col.dtype.kind == "f"):
-        if not (len(col) == 0 or (col.dtype.kind == "f" and np.all(np.mod(col, 1) == 0))):
-            raise TransactionError(f"{where} needs {kind} values, got {col.dtype}")
+    elif (col.dtype.kind not in "iuf" or (kind != "float" and col.dtype.kind == "f")) and not (
+        len(col) == 0 or (col.dtype.kind == "f" and bool(np.all(np.mod(col, 1) == 0)))
+    ):
+        raise TransactionError(f"{where} needs {kind} values, got {col.dtype}")
     try:
         return col.astype(dtype)
     except (OverflowError, ValueError, TypeError) as exc:

@@ -84,9 +84,7 @@ class Updates:
         """Python tuples `(*data, time, diff)`: for tests and debugging only."""
         times = [tuple(int(x) for x in t) for t in self.times.T]
         data = [c.tolist() for c in self.columns]
-        return [
-            (*(col[i] for col in data), times[i], int(self.diffs[i])) for i in range(len(self))
-        ]
+        return [(*(col[i] for col in data), times[i], int(self.diffs[i])) for i in range(len(self))]
 
 
 def concat(parts: Sequence[Updates]) -> Updates:

@@ -142,15 +142,22 @@ class Engine:
                 name: {
                     "tuples": len(inp.presence),
                     "arrangements": {
-                        a.name: {"tuples": len(a), "batches": a.spine.batch_count, "readers": a.readers}
+                        a.name: {
+                            "tuples": len(a),
+                            "batches": a.spine.batch_count,
+                            "readers": a.readers,
+                        }
                         for a in inp.arrangements.values()
                     },
                 }
                 for name, inp in self.inputs.items()
             },
             "dataflows": [
-                {"name": df.name, "operators": len(df.root.all_operators()),
-                 "arrangements": df.arrangements()}
+                {
+                    "name": df.name,
+                    "operators": len(df.root.all_operators()),
+                    "arrangements": df.arrangements(),
+                }
                 for df in self.dataflows
             ],
         }

@@ -157,7 +157,9 @@ class Input:
         """Make `diffs` the pending batch of epoch `epoch` in every arrangement."""
         self.presence.stage(diffs, epoch)
         for (perm, _), arr in self.arrangements.items():
-            arr.stage(Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs), epoch)
+            arr.stage(
+                Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs), epoch
+            )
 
     def seal(self, next_epoch: int) -> None:
         self.presence.seal(next_epoch)

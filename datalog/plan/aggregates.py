@@ -19,15 +19,35 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog.ast import Aggregate, Atom, BinOp, Call, ColumnType, Comparison, Literal, Neg, Term
-from datalog.ast import Var, Wildcard
+from datalog.ast import (
+    Aggregate,
+    Atom,
+    BinOp,
+    Call,
+    ColumnType,
+    Comparison,
+    Literal,
+    Neg,
+    Term,
+    Var,
+    Wildcard,
+)
 from datalog.expressions import DTYPES
 from datalog.passes.term_types import resolve_type
-from differential.batch import Updates
-from differential.operators.arrange import ArrangeOp
+from differential.batch import Column, Updates
+from differential.dataflow import Stream
+from differential.operators.arrange import Owner
 from differential.operators.linear import concat, map_updates, project
-from differential.operators.reduce import Groups, Reducer, ReduceOp, count, maximum, minimum
-from differential.operators.reduce import sum_values
+from differential.operators.reduce import (
+    Counts,
+    Groups,
+    ReduceOp,
+    Reducer,
+    count,
+    maximum,
+    minimum,
+    sum_values,
+)
 
 if TYPE_CHECKING:
     from datalog.plan.body import Binding, BodyCompiler
@@ -47,11 +67,17 @@ class Aggregation:
 
         c = self.compiler
         keys = [v for v in binding.vars if v in self.groups]
-        demand = c.distinct(Binding(project(binding.stream, [binding.index(v) for v in keys]), tuple(keys)))
+        demand = c.distinct(
+            Binding(project(binding.stream, [binding.index(v) for v in keys]), tuple(keys))
+        )
         inner = c.compile(tuple(_name_wildcards(lit, c) for lit in self.term.body), start=demand)
         kind = c.types[self.result]
         inner, target = self._target(inner)
-        order = [*keys, *([target] if target else []), *(v for v in inner.vars if v not in keys and v != target)]
+        order = [
+            *keys,
+            *([target] if target else []),
+            *(v for v in inner.vars if v not in keys and v != target),
+        ]
         projected = Binding(project(inner.stream, [inner.index(v) for v in order]), tuple(order))
         arranged = c.arrange(projected, keys)[0]
         reducer, out_kind = REDUCERS[self.term.function], np.dtype(DTYPES[kind])
@@ -63,7 +89,9 @@ class Aggregation:
         joined = _join_on(c, binding, result, keys)
         if self.term.function not in ("count", "sum"):
             return joined
-        return Binding(concat([joined.stream, _zeros(c, binding, result, keys, out_kind)]), joined.vars)
+        return Binding(
+            concat([joined.stream, _zeros(c, binding, result, keys, out_kind)]), joined.vars
+        )
 
     def _target(self, inner: Binding) -> tuple[Binding, str | None]:
         """`inner` with the aggregated value as a variable, and that variable."""
@@ -88,7 +116,9 @@ def _join_on(c: BodyCompiler, left: Binding, right: Binding, keys: list[str]) ->
     return Binding(join.output, out)
 
 
-def _zeros(c: BodyCompiler, outer: Binding, result: Binding, keys: list[str], kind: np.dtype):
+def _zeros(
+    c: BodyCompiler, outer: Binding, result: Binding, keys: list[str], kind: np.dtype
+) -> Stream:
     """Rows of `outer` whose group has no row in `result`, with the aggregate 0."""
     from datalog.plan.body import Binding
 
@@ -142,25 +172,29 @@ def _name_wildcards(lit: Literal, c: BodyCompiler) -> Literal:
     if not isinstance(lit, Atom):
         return lit
     args = tuple(
-        Var(c.fresh_var(c.sources.schema.types(lit.name)[i], "_w")) if isinstance(a, Wildcard) else a
+        Var(c.fresh_var(c.sources.schema.types(lit.name)[i], "_w"))
+        if isinstance(a, Wildcard)
+        else a
         for i, a in enumerate(lit.args)
     )
     return replace(lit, args=args)
 
 
 def _first_column(reducer: Reducer) -> Reducer:
-    def reduce(groups: Groups):  # type: ignore[no-untyped-def]
+    def reduce(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
         owner, cols, mult = reducer(groups)
         return owner, list(cols)[:1], mult
 
     return reduce
 
 
-def mean(groups: Groups):  # type: ignore[no-untyped-def]
+def mean(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
     """The mean of the first value column over each group's assignments (a float)."""
-    owner, sums, _ = sum_values(Groups(groups.owner, (groups.values[0].astype(np.float64),), groups.counts, groups.n_keys))
+    owner, sums, _ = sum_values(
+        Groups(groups.owner, (groups.values[0].astype(np.float64),), groups.counts, groups.n_keys)
+    )
     _, counts, _ = count(groups)
-    return owner, [sums[0] / counts[0]], np.ones(len(owner), np.int64)
+    return owner, [np.asarray(sums[0]) / np.asarray(counts[0])], np.ones(len(owner), np.int64)
 
 
 REDUCERS: dict[str, Reducer] = {

@@ -19,8 +19,7 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Term, Var
-from datalog.ast import Wildcard
+from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Term, Var, Wildcard
 from datalog.errors import UnsupportedError
 from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
 from datalog.passes.term_types import resolve_type
@@ -215,7 +214,10 @@ class BodyCompiler:
             return self.filter(binding, cmp)
         if cmp.op != "=":
             return None
-        for target, expr, expr_vars in ((cmp.left, cmp.right, right_vars), (cmp.right, cmp.left, left_vars)):
+        for target, expr, expr_vars in (
+            (cmp.left, cmp.right, right_vars),
+            (cmp.right, cmp.left, left_vars),
+        ):
             if isinstance(target, Var) and target.name not in bound and expr_vars <= bound:
                 return self.bind(binding, target.name, expr)
         return None
@@ -225,7 +227,9 @@ class BodyCompiler:
 
         def mask(cols: tuple[np.ndarray, ...]) -> np.ndarray:
             columns = dict(zip(names, cols, strict=True))
-            return evaluate_comparison(cmp, columns, types, symbols, size=len(cols[0]) if cols else None)
+            return evaluate_comparison(
+                cmp, columns, types, symbols, size=len(cols[0]) if cols else None
+            )
 
         if not names:
             return self._filter_unit(binding, cmp)
@@ -360,7 +364,9 @@ class AtomView:
     def describe(self) -> str:
         args = []
         for arg in self.atom.args:
-            args.append(arg.name if isinstance(arg, Var) else "_" if isinstance(arg, Wildcard) else "…")
+            args.append(
+                arg.name if isinstance(arg, Var) else "_" if isinstance(arg, Wildcard) else "…"
+            )
         return f"({', '.join(args)})"
 
 
@@ -373,5 +379,3 @@ def _atom_vars(atom: Atom) -> list[Var]:
     for arg in atom.args:
         out.extend(term_variables(arg))
     return out
-
-

@@ -19,10 +19,12 @@ from itertools import count as counter
 
 import numpy as np
 
+from datalog.ast import Atom, Literal
 from datalog.checks import CheckedProgram, CheckedQuery, dependencies
+from datalog.passes.variables import nodes
 from datalog.plan.body import Binding, BodyCompiler
 from datalog.plan.sources import Sources
-from datalog.pretty import format_rule
+from datalog.pretty import format_body, format_rule
 from datalog.strata import Stratum
 from datalog.symbols import SymbolTable
 from differential.dataflow import Stream
@@ -64,7 +66,10 @@ class Planner:
             self.notes.append(f"query body: {_show(body)}")
             compiler = BodyCompiler(root, types, self.symbols, self.notes, self.fresh)
             binding = compiler.compile(body)
-            picked = Binding(project(binding.stream, [binding.index(v) for v in query.answer_vars]), query.answer_vars)
+            picked = Binding(
+                project(binding.stream, [binding.index(v) for v in query.answer_vars]),
+                query.answer_vars,
+            )
             answers.append(picked)
         union = Binding(concat([a.stream for a in answers]), query.answer_vars)
         result = BodyCompiler(root, {}, self.symbols, [], self.fresh).distinct(union)
@@ -99,7 +104,9 @@ class Planner:
             if rule.head.name != rel:
                 continue
             self.notes.append(f"rule {format_rule(rule)}")
-            compiler = BodyCompiler(sources, self.program.types_of(rule), self.symbols, self.notes, self.fresh)
+            compiler = BodyCompiler(
+                sources, self.program.types_of(rule), self.symbols, self.notes, self.fresh
+            )
             binding = compiler.compile(rule.body, rule.head.args)
             parts.append(compiler.head(binding, rule.head.args, kinds))
         union = Binding(concat(parts), tuple(f"_c{i}" for i in range(len(kinds))))
@@ -110,8 +117,6 @@ class Planner:
 
 
 def _relations_read(query: CheckedQuery) -> set[str]:
-    from datalog.passes.variables import nodes
-    from datalog.ast import Atom
 
     found: set[str] = set()
     for body in query.bodies:
@@ -119,7 +124,5 @@ def _relations_read(query: CheckedQuery) -> set[str]:
     return found
 
 
-def _show(body: Sequence) -> str:
-    from datalog.pretty import format_body
-
+def _show(body: tuple[Literal, ...]) -> str:
     return format_body(body)

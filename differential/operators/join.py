@@ -66,4 +66,3 @@ class JoinOp(Operator):
 
     def describe(self) -> str:
         return f"join({self.left.describe()}, {self.right.describe()})"
-

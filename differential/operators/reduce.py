@@ -131,7 +131,7 @@ class ReduceOp(Operator):
         acc = consolidate(
             Updates((owner, *found.columns[k:]), column(time, len(owner)), found.diffs)
         )
-        return acc.columns[0], list(acc.columns[1:]), acc.diffs
+        return acc.columns[0].astype(np.intp), list(acc.columns[1:]), acc.diffs
 
     def advance(self, epoch: int) -> None:
         self.trace.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
@@ -184,7 +184,7 @@ def count(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
 
 
 def sum_values(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
-    """The sum of value × multiplicity per key (first value column)."""
+    """The sum of value times multiplicity per key (first value column)."""
     if len(groups.owner) == 0:
         return groups.owner, [groups.values[0][:0]], np.empty(0, np.int64)
     starts = _group_starts(groups)
