@@ -151,7 +151,7 @@ def bench_reach(n_edges: int, n_updates: int) -> list[list[object]]:
     rng = np.random.default_rng(2)
     nodes = int(max(src.max(), dst.max())) + 1
     existing = set(zip(src[:1000].tolist(), dst[:1000].tolist(), strict=True))
-    new_edges = []
+    new_edges: list[tuple[int, int]] = []
     while len(new_edges) < n_updates:
         a, b = (int(x) for x in rng.integers(0, nodes, size=2))
         if a != b and (a, b) not in existing:
