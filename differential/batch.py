@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
-from differential.time import Time, Times, column, lex_sort_keys
+from differential.time import Time, Times, column
 
 Column = npt.NDArray[np.generic]
 Diffs = npt.NDArray[np.int64]
@@ -102,43 +103,78 @@ def concat(parts: Sequence[Updates]) -> Updates:
     )
 
 
-def sort_order(columns: Sequence[Column], times: Times | None = None) -> Index:
-    """The permutation sorting rows by (columns..., time) lexicographically."""
-    keys: list[Column] = [*lex_sort_keys(times)] if times is not None else []
-    keys.extend(reversed(columns))
-    if len(keys) == 1:
-        return np.argsort(keys[0], kind="stable")
-    packed = _packed(keys)
-    if packed is not None:
-        return np.argsort(packed, kind="stable")
-    return np.lexsort(keys)
+def pack(columns: Sequence[Column]) -> tuple[npt.NDArray[np.int64], list[tuple[int, int]]] | None:
+    """Integer columns packed into one int64 per row, ordered like the rows.
 
-
-def _packed(keys: Sequence[Column]) -> npt.NDArray[np.int64] | None:
-    """The lexsort `keys` (last is primary) as one int64 with the same order, or None.
-
-    Possible when every key is an integer column and the product of their value
-    spans fits in 63 bits (small domains, as for times and dense ids); one stable
-    argsort then does the work of a multi-key lexsort in about half the time.
+    Each column is offset by its minimum and given just the bits its range
+    needs, first column most significant, so sorting the packed keys sorts the
+    rows lexicographically. None when a column is not integer or the widths
+    add up to more than 63 bits.
     """
-    if not len(keys[0]) or any(k.dtype.kind not in "iu" for k in keys):
-        return None
-    lows = [k.min() for k in keys]
-    total = 1
-    for k, low in zip(keys, lows, strict=True):
-        total *= int(k.max()) - int(low) + 1
-        if total >= 1 << 63:
+    n = len(columns[0]) if columns else 0
+    specs: list[tuple[int, int]] = []
+    total = 0
+    for col in columns:
+        if col.dtype.kind not in "iu":
             return None
-    packed = np.zeros(len(keys[0]), dtype=np.int64)
-    scale = 1
-    for k, low in zip(keys, lows, strict=True):
-        if k.dtype.kind == "u":  # k >= low: no wrap; the difference fits 63 bits
-            offset = (k - low).astype(np.int64)
-        else:
-            offset = k.astype(np.int64, copy=False) - np.int64(low)
-        packed += offset * np.int64(scale)
-        scale *= int(k.max()) - int(low) + 1
-    return packed
+        lo, hi = (int(col.min()), int(col.max())) if n else (0, 0)
+        if hi >= 1 << 63:
+            return None
+        width = (hi - lo).bit_length()
+        total += width
+        if total > 63:
+            return None
+        specs.append((lo, width))
+    key = np.zeros(n, dtype=np.int64)
+    for col, (lo, width) in zip(columns, specs, strict=True):
+        if width:
+            key <<= width
+            wide = (
+                col.astype(np.int64) - lo
+                if col.dtype.kind == "i"
+                else col.astype(np.uint64) - np.uint64(lo)
+            )
+            key |= wide.astype(np.int64)
+    return key, specs
+
+
+def unpack(
+    key: npt.NDArray[np.int64], specs: list[tuple[int, int]], dtypes: Sequence[np.dtype]
+) -> list[Column]:
+    """The columns that `pack` packed into `key` (in any row order)."""
+    out: list[Column] = []
+    rest = key.copy()
+    for (lo, width), dtype in zip(reversed(specs), reversed(list(dtypes)), strict=True):
+        part = rest & ((1 << width) - 1) if width else np.zeros(len(key), dtype=np.int64)
+        out.append((part + lo).astype(dtype))
+        if width:
+            rest >>= width
+    return out[::-1]
+
+
+def sort_order(
+    columns: Sequence[Column], times: Times | None = None, stable: bool = False
+) -> Index:
+    """The permutation sorting rows by (columns..., time) lexicographically.
+
+    Integer columns whose ranges fit in 63 bits are packed and sorted as one
+    key; failing that, the first column (a hash, say) stays apart and the rest
+    are packed; the general case is `np.lexsort`. Ties keep their input order
+    when `stable`.
+    """
+    keys: list[Column] = list(columns)
+    if times is not None:
+        keys.extend(times[i] for i in range(times.shape[0]))
+    kind: Literal["stable", "quicksort"] = "stable" if stable else "quicksort"
+    if len(keys) == 1:
+        return np.argsort(keys[0], kind=kind)
+    packed = pack(keys)
+    if packed is not None:
+        return np.argsort(packed[0], kind=kind)
+    rest = pack(keys[1:])
+    if rest is not None:
+        return np.lexsort((rest[0], keys[0]))
+    return np.lexsort(keys[::-1])
 
 
 def run_starts(columns: Sequence[Column], times: Times | None = None) -> npt.NDArray[np.bool_]:
@@ -159,34 +195,42 @@ def consolidate(updates: Updates) -> Updates:
     """Sort by (data, time), sum the diffs of equal entries, drop zero diffs."""
     if len(updates) == 0:
         return updates
-    order, starts = _sorted_runs(updates.columns, updates.times)
+    uniform = _uniform_diff(updates.diffs)
+    if uniform is not None:
+        fast = _consolidate_packed(updates, uniform)
+        if fast is not None:
+            return fast
+    order = sort_order(updates.columns, updates.times)
+    cols = tuple(c[order] for c in updates.columns)
+    times = updates.times[:, order]
     diffs = updates.diffs[order]
+    starts = np.flatnonzero(run_starts(cols, times))
     if len(starts) < len(diffs):
         diffs = np.add.reduceat(diffs, starts)
-    rows = order[starts]  # the first update of each run of equal (data, time)
+        cols = tuple(c[starts] for c in cols)
+        times = times[:, starts]
     keep = diffs != 0
-    if not keep.all():
-        rows, diffs = rows[keep], diffs[keep]
-    return Updates(tuple(c[rows] for c in updates.columns), updates.times[:, rows], diffs)
+    if keep.all():
+        return Updates(cols, times, diffs)
+    return Updates(tuple(c[keep] for c in cols), times[:, keep], diffs[keep])
 
 
-def _sorted_runs(columns: Sequence[Column], times: Times) -> tuple[Index, Index]:
-    """The sorting permutation of rows by (columns, time) and where its runs start.
+def _uniform_diff(diffs: Diffs) -> int | None:
+    first = int(diffs[0])
+    return first if first != 0 and bool((diffs == first).all()) else None
 
-    With a packed key (see `_packed`) runs are found on that one column, so only
-    the first row of each run of the data columns is ever gathered.
-    """
-    keys: list[Column] = [*lex_sort_keys(times)]
-    keys.extend(reversed(columns))
-    packed = _packed(keys) if len(keys) > 1 else None
+
+def _consolidate_packed(updates: Updates, diff: int) -> Updates | None:
+    """All diffs equal: sort the packed rows themselves and count the runs."""
+    keys = [*updates.columns, *(updates.times[i] for i in range(updates.depth))]
+    packed = pack(keys)
     if packed is None:
-        order = sort_order(columns, times)
-        sorted_times = times[:, order]
-        starts = run_starts([c[order] for c in columns], sorted_times)
-        return order, np.flatnonzero(starts)
-    order = np.argsort(packed, kind="stable")
-    ordered = packed[order]
-    starts = np.empty(len(order), dtype=bool)
-    starts[0] = True
-    np.not_equal(ordered[1:], ordered[:-1], out=starts[1:])
-    return order, np.flatnonzero(starts)
+        return None
+    ordered = np.sort(packed[0])
+    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    counts = np.diff(np.append(starts, len(ordered)))
+    dtypes = [c.dtype for c in updates.columns] + [np.dtype(np.int64)] * updates.depth
+    cols = unpack(ordered[starts], packed[1], dtypes)
+    arity = updates.arity
+    times = np.stack(cols[arity:]) if updates.depth else np.empty((0, len(starts)), np.int64)
+    return Updates(tuple(cols[:arity]), times.astype(np.int64), counts.astype(np.int64) * diff)

@@ -83,7 +83,7 @@ class Input:
         return counts
 
     def _set_diffs(self, requests: Requests, epoch: int) -> Updates:
-        order = sort_order(requests.columns)  # stable: sequence order within a row
+        order = sort_order(requests.columns, stable=True)  # sequence order within a row
         cols = tuple(c[order] for c in requests.columns)
         last = np.flatnonzero(np.roll(run_starts(cols), -1))
         rows = tuple(c[last] for c in cols)

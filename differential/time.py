@@ -45,11 +45,6 @@ def meet(a: Times, b: Times) -> Times:
     return np.minimum(a, b)
 
 
-def lex_sort_keys(times: Times) -> list[npt.NDArray[np.int64]]:
-    """Keys for `np.lexsort` that order times lexicographically (last key is primary)."""
-    return [times[i] for i in range(times.shape[0] - 1, -1, -1)]
-
-
 class Antichain:
     """A set of mutually incomparable times: a frontier.
 
