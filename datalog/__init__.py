@@ -1,4 +1,96 @@
 """datalog: the language, the planner and the public API.
 
 Layer: above `joins` and `differential`; may import both, never `server`.
+
+The public names below are loaded lazily (PEP 562), so `import datalog` stays
+fast and pulls in neither numpy's dataflow machinery nor any optional extra
+until one of them is used:
+
+    import datalog
+    db = datalog.Database()
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+# Public name -> the module that defines it.
+_EXPORTS: dict[str, str] = {
+    "Database": "datalog.database",
+    "Transaction": "datalog.database",
+    "Change": "datalog.database",
+    "Subscription": "datalog.database",
+    "parse_program": "datalog.parser",
+    "parse_query": "datalog.parser",
+    "DatalogError": "datalog.errors",
+    "DatalogSyntaxError": "datalog.errors",
+    "DatalogSemanticError": "datalog.errors",
+    "DatalogErrors": "datalog.errors",
+    "UnknownNameError": "datalog.errors",
+    "ArityError": "datalog.errors",
+    "TypeMismatchError": "datalog.errors",
+    "RangeRestrictionError": "datalog.errors",
+    "StratificationError": "datalog.errors",
+    "DuplicateDeclarationError": "datalog.errors",
+    "TransactionError": "datalog.errors",
+    "UnsupportedError": "datalog.errors",
+    "FactFileError": "datalog.sources.csv",
+}
+
+__all__ = [
+    "__version__",
+    "Database",
+    "Transaction",
+    "Change",
+    "Subscription",
+    "parse_program",
+    "parse_query",
+    "DatalogError",
+    "DatalogSyntaxError",
+    "DatalogSemanticError",
+    "DatalogErrors",
+    "UnknownNameError",
+    "ArityError",
+    "TypeMismatchError",
+    "RangeRestrictionError",
+    "StratificationError",
+    "DuplicateDeclarationError",
+    "TransactionError",
+    "UnsupportedError",
+    "FactFileError",
+]
+
+if TYPE_CHECKING:
+    from datalog.database import Change, Database, Subscription, Transaction
+    from datalog.errors import (
+        ArityError,
+        DatalogError,
+        DatalogErrors,
+        DatalogSemanticError,
+        DatalogSyntaxError,
+        DuplicateDeclarationError,
+        RangeRestrictionError,
+        StratificationError,
+        TransactionError,
+        TypeMismatchError,
+        UnknownNameError,
+        UnsupportedError,
+    )
+    from datalog.parser import parse_program, parse_query
+    from datalog.sources.csv import FactFileError
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'datalog' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})

@@ -1,0 +1,202 @@
+"""The `deltalog` command: `run` (Soufflé-style batch), `repl` and `demo`.
+
+Layer: datalog (front end). Uses the public API (`Database`), the fact-file
+sources and, for display only, the query checker. Heavy modules are imported
+inside the commands so `deltalog --version` starts at once.
+
+    deltalog run PROGRAM.dl [-F FACTS_DIR] [-D OUTPUT_DIR]   # like `souffle -F -D`
+    deltalog repl                                           # interactive session
+    deltalog demo                                           # the built-in example
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import datalog
+
+if TYPE_CHECKING:
+    from datalog.database import Change, Database
+
+EXAMPLES = Path(__file__).with_name("examples")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line `argv` (default `sys.argv[1:]`); returns the exit status."""
+    args = _parser().parse_args(argv)
+    command: Callable[[argparse.Namespace], int] = args.command
+    return command(args)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deltalog", description="An embedded incremental Datalog engine."
+    )
+    parser.add_argument("--version", action="version", version=f"deltalog {datalog.__version__}")
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    run = commands.add_parser("run", help="evaluate a program like `souffle -F -D`")
+    run.add_argument("program", type=Path, metavar="PROGRAM.dl")
+    run.add_argument("-F", "--fact-dir", default=".", help="where .input files are (default .)")
+    run.add_argument(
+        "-D", "--output-dir", default=".", help="where .output files go; `-` for stdout"
+    )
+    run.add_argument(
+        "--progress", action=argparse.BooleanOptionalAction, default=None,
+        help="show a progress line for large fact files (default: when stderr is a TTY)",
+    )  # fmt: skip
+    run.set_defaults(command=run_program)
+    repl = commands.add_parser("repl", help="an interactive session (reads stdin)")
+    repl.set_defaults(command=run_repl)
+    demo = commands.add_parser("demo", help="run the built-in social-graph example")
+    demo.set_defaults(command=run_demo)
+    return parser
+
+
+# --- run --------------------------------------------------------------------------------
+
+
+def run_program(args: argparse.Namespace) -> int:
+    """Load the program and its `.input` files, write `.output`s, print `.printsize`s."""
+    from datalog.database import Database
+    from datalog.errors import DatalogError
+    from datalog.sources.csv import load_inputs, write_outputs
+
+    try:
+        text = args.program.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot read {args.program}: {exc.strerror}", file=sys.stderr)
+        return 1
+    try:
+        db = Database()
+        db.define(text)
+        load_inputs(db, args.fact_dir, progress=args.progress)
+        write_outputs(db, args.output_dir, sys.stdout)
+        for directive in db.checked.directives:
+            if directive.kind == "printsize":
+                print(f"{directive.relation}\t{_size(db, directive.relation)}")
+    except DatalogError as error:
+        print(error.format(), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _size(db: Database, relation: str) -> int:
+    arity = db.checked.schema.require(relation).arity
+    return len(db.query(f"{relation}({', '.join(f'x{i}' for i in range(arity))})"))
+
+
+# --- display helpers ----------------------------------------------------------------------
+
+
+def literal(value: object) -> str:
+    """A value as Datalog source writes it: strings quoted, floats without `.0`."""
+    from datalog.sources.csv import format_value
+
+    if isinstance(value, str):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        return f'"{escaped.replace(chr(9), chr(92) + "t")}"'
+    return format_value(value)
+
+
+def format_row(row: Sequence[object]) -> str:
+    return "(" + ", ".join(map(literal, row)) + ")"
+
+
+def answer_columns(db: Database, query: str) -> tuple[str, ...]:
+    """The free variables of `query`, in the order its answer rows give them."""
+    from datalog.checks import check_query
+    from datalog.parser import parse_query
+
+    return tuple(check_query(parse_query(query), db.checked.schema).answer_vars)
+
+
+def format_answer(columns: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> list[str]:
+    """Rows Prolog-style (`x = 1, y = "a"`), sorted, then a count; `true`/`false` if closed."""
+    if not columns:
+        return ["true" if rows else "false"]
+    lines = [", ".join(f"{c} = {literal(v)}" for c, v in zip(columns, row, strict=True))
+             for row in sorted(rows)]  # fmt: skip
+    return [*lines, f"({len(rows)} row{'' if len(rows) == 1 else 's'})"]
+
+
+def change_lines(change: Change) -> list[str]:
+    """`+ row` / `- row` lines for one delivered change, insertions after retractions."""
+    pairs = sorted(zip(change.diffs, change.rows, strict=True), key=lambda p: (p[0] > 0, p[1]))
+    return [f"{'+' if d > 0 else '-'} {format_row(r)}" + (f" x{abs(d)}" if abs(d) > 1 else "")
+            for d, r in pairs]  # fmt: skip
+
+
+def stats_summary(stats: dict[str, Any]) -> list[str]:
+    """A few readable lines from `Database.stats()`."""
+    inputs: dict[str, Any] = stats.get("inputs", {})
+    lines = [f"epoch {stats.get('epoch')}"]
+    for name, info in inputs.items():
+        if name.startswith("__"):
+            continue
+        arrangements = info.get("arrangements", {})
+        lines.append(
+            f"stored facts of {name}: {info.get('tuples', 0)} updates, "
+            f"{len(arrangements)} shared arrangement(s)"
+        )
+    for flow in stats.get("dataflows", []):
+        lines.append(
+            f"dataflow {flow.get('name')}: {flow.get('operators')} operators, "
+            f"{len(flow.get('arrangements', []))} private arrangement(s)"
+        )
+    for query, info in stats.get("queries", {}).items():
+        lines.append(
+            f"live query {query}: {info.get('subscribers')} subscriber(s), "
+            f"{info.get('answer_tuples')} answer tuples"
+        )
+    return lines
+
+
+# --- repl ------------------------------------------------------------------------------------
+
+
+def run_repl(args: argparse.Namespace) -> int:
+    from datalog.repl import Session
+
+    interactive = sys.stdin.isatty()
+    session = Session()
+    if interactive:
+        print(f"deltalog {datalog.__version__}: type :help for commands, :quit to leave")
+    for line in _lines(interactive, session.prompt):
+        if not session.handle(line):
+            break
+    return 0
+
+
+def _lines(interactive: bool, prompt: Callable[[], str]) -> Iterator[str]:
+    if not interactive:
+        yield from sys.stdin
+        return
+    with contextlib.suppress(ImportError):  # line editing and history for input()
+        import readline  # noqa: F401
+    while True:
+        try:
+            yield input(prompt())
+        except EOFError:
+            print()
+            return
+        except KeyboardInterrupt:
+            print("^C")
+
+
+# --- demo ------------------------------------------------------------------------------------
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from datalog.demo import demo
+
+    demo(EXAMPLES)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

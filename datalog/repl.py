@@ -1,0 +1,195 @@
+"""The interactive session behind `deltalog repl`: one line in, its output out.
+
+Layer: datalog (front end). Uses the public API (`Database`) and the display
+helpers of `datalog.cli`.
+
+A line that starts with `.` (a declaration or directive) is defined at once;
+other Datalog text is collected until a line ends with `.` and then defined
+(facts commit as one transaction). Commands start with `:`; `?- q` is short
+for `:query q`. Errors are printed to stderr and the session continues.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from datalog.cli import answer_columns, change_lines, format_answer, stats_summary
+from datalog.database import Change, Database, Subscription
+from datalog.errors import DatalogError
+
+HELP = """\
+Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x, y).
+                        edge(1, 2).   (a statement may span lines; it ends with `.`)
+?- QUERY                print the current answer, e.g. ?- reach(1, y)
+:query QUERY            the same
+:insert REL (1, 2) ...  insert rows in one transaction (strings in double quotes)
+:retract REL (1, 2) ... retract rows in one transaction
+:watch QUERY            subscribe: print every change of the answer with its epoch
+:unwatch [N]            stop watch N (default: every watch)
+:explain QUERY          show the strata, plans and shared arrangements of a query
+:stats                  relations, dataflows and live queries
+:help                   this text
+:quit                   leave (also end of input)"""
+
+_TOKEN = re.compile(
+    r'\s*(?:(?P<open>\()|(?P<close>\))|(?P<comma>,)|(?P<string>"(?:[^"\\]|\\.)*")'
+    r"|(?P<number>[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?))"
+)
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
+
+
+class Session:
+    """A database, the statement being typed and the active watches."""
+
+    def __init__(self, db: Database | None = None) -> None:
+        self.db = db or Database()
+        self.pending: list[str] = []
+        self.watches: dict[int, Subscription] = {}
+        self.next_watch = 1
+        self.commands: dict[str, Callable[[str], None]] = {
+            "query": self.query,
+            "insert": lambda rest: self.change(rest, inserting=True),
+            "retract": lambda rest: self.change(rest, inserting=False),
+            "watch": self.watch,
+            "unwatch": self.unwatch,
+            "explain": self.explain,
+            "stats": self.stats,
+            "help": lambda _rest: print(HELP),
+        }
+
+    def prompt(self) -> str:
+        return "   ...> " if self.pending else "deltalog> "
+
+    def handle(self, raw: str) -> bool:
+        """Act on one input line; `False` when the session should end."""
+        line = raw.strip()
+        if not self.pending and (not line or line.startswith("//")):
+            return True
+        if not self.pending and line in (":quit", ":q", ":exit"):
+            return False
+        try:
+            self._dispatch(line)
+        except DatalogError as error:
+            print(error.format(), file=sys.stderr)
+        return True
+
+    def _dispatch(self, line: str) -> None:
+        if self.pending or not (line.startswith((":", "?-"))):
+            self._statement(line)
+        elif line.startswith("?-"):
+            self.query(line[2:])
+        else:
+            name, _, rest = line[1:].partition(" ")
+            command = self.commands.get(name)
+            if command is None:
+                raise DatalogError(f"unknown command `:{name}`; type :help for the list")
+            command(rest.strip())
+
+    def _statement(self, line: str) -> None:
+        self.pending.append(line)
+        text = "\n".join(self.pending)
+        if (line.startswith(".") and len(self.pending) == 1) or text.rstrip().endswith("."):
+            self.pending = []
+            self.db.define(text)
+
+    # -- commands ---------------------------------------------------------------------
+
+    def query(self, text: str) -> None:
+        text = _query_text(text)
+        rows = self.db.query(text)
+        for line in format_answer(answer_columns(self.db, text), rows):
+            print(line)
+
+    def change(self, rest: str, *, inserting: bool) -> None:
+        relation, _, values = rest.partition(" ")
+        if not relation:
+            raise DatalogError("usage: :insert REL (1, 2) (3, 4)")
+        rows = parse_rows(values)
+        with self.db.transaction() as tx:
+            (tx.insert if inserting else tx.retract)(relation, rows)
+        verb = "inserted" if inserting else "retracted"
+        print(f"{verb} {len(rows)} row{'' if len(rows) == 1 else 's'} at epoch {self.db.epoch}")
+
+    def watch(self, text: str) -> None:
+        text = _query_text(text)
+        number = self.next_watch
+        sub = self.db.subscribe(text, lambda change: _print_change(number, text, change))
+        self.watches[number] = sub
+        self.next_watch += 1
+
+    def unwatch(self, rest: str) -> None:
+        numbers = list(self.watches) if not rest else [_watch_number(rest, self.watches)]
+        for number in numbers:
+            self.db.unsubscribe(self.watches.pop(number))
+            print(f"stopped watch {number}")
+
+    def explain(self, text: str) -> None:
+        print(self.db.explain(_query_text(text)))
+
+    def stats(self, _rest: str) -> None:
+        for line in stats_summary(self.db.stats()):
+            print(line)
+
+
+def _query_text(text: str) -> str:
+    text = text.strip()
+    if not text:
+        raise DatalogError("a query is missing, e.g. `reach(1, y)`")
+    return text
+
+
+def _watch_number(text: str, watches: dict[int, Any]) -> int:
+    if not text.isdigit() or int(text) not in watches:
+        known = ", ".join(map(str, watches)) or "none"
+        raise DatalogError(f"no watch `{text}` (active: {known})")
+    return int(text)
+
+
+def _print_change(number: int, query: str, change: Change) -> None:
+    if change.snapshot:
+        n = len(change.rows)
+        print(f"[watch {number}] {query} at epoch {change.epoch}: {n} row{'' if n == 1 else 's'}")
+    else:
+        print(f"[watch {number}] epoch {change.epoch}:")
+    for line in change_lines(change):
+        print(f"  {line}")
+
+
+def parse_rows(text: str) -> list[tuple[Any, ...]]:
+    """`(1, "a") (2, "b")` as rows; a bare value (`1 2 3`) is a one-column row."""
+    rows: list[tuple[Any, ...]] = []
+    current: list[Any] | None = None
+    pos = 0
+    while text[pos:].strip():
+        match = _TOKEN.match(text, pos)
+        if match is None:
+            raise DatalogError(f"cannot read rows at `{text[pos:].strip()[:20]}`")
+        pos = match.end()
+        kind = match.lastgroup
+        if kind == "open" and current is None:
+            current = []
+        elif kind == "close" and current is not None:
+            rows.append(tuple(current))
+            current = None
+        elif kind in ("string", "number"):
+            value = _value(match.group(kind or ""), kind or "")
+            if current is None:
+                rows.append((value,))
+            else:
+                current.append(value)
+        elif kind != "comma":
+            raise DatalogError(f"unbalanced parentheses in `{text.strip()}`")
+    if current is not None:
+        raise DatalogError(f"a row is not closed in `{text.strip()}`")
+    return rows
+
+
+def _value(token: str, kind: str) -> Any:
+    if kind == "string":
+        return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(1)), token[1:-1])
+    if re.fullmatch(r"[+-]?\d+", token):
+        return int(token)
+    return float(token)
