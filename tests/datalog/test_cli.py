@@ -1,0 +1,198 @@
+"""The `deltalog` command: `run` like `souffle -F -D`, the repl on piped stdin, the demo."""
+
+from __future__ import annotations
+
+import io
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import datalog
+from datalog.cli import main
+from datalog.repl import parse_rows
+
+PROGRAM = """\
+.decl edge(x: number, y: number)
+.input edge
+.decl node(n: symbol, w: float)
+.input node(filename="nodes.csv", delimiter=",")
+.decl reach(x: number, y: number)
+.output reach
+.printsize reach
+reach(x, y) :- edge(x, y).
+reach(x, z) :- reach(x, y), edge(y, z).
+.decl heavy(n: symbol)
+.output heavy(delimiter=",")
+heavy(n) :- node(n, w), w > 1.0.
+.decl degree(x: number, d: number)
+.output degree
+degree(x, d) :- edge(x, _), d = count : { edge(x, _) }.
+"""
+
+
+def _run(
+    argv: list[str], capsys: pytest.CaptureFixture[str], stdin: str | None = None
+) -> tuple[int, str, str]:
+    saved = sys.stdin
+    if stdin is not None:
+        sys.stdin = io.StringIO(stdin)
+    try:
+        code = main(argv)
+    finally:
+        sys.stdin = saved
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "facts").mkdir()
+    (tmp_path / "p.dl").write_text(PROGRAM)
+    (tmp_path / "facts/edge.facts").write_text("1\t2\n2\t3\n3\t1\n10\t2\n")
+    (tmp_path / "facts/nodes.csv").write_text("a,0.5\nb,1.5\nc c,2\n")
+    return tmp_path
+
+
+def test_run_writes_sorted_outputs_and_prints_sizes(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out_dir = project / "out"
+    argv = ["run", str(project / "p.dl"), "-F", str(project / "facts"), "-D", str(out_dir)]
+    code, out, err = _run(argv, capsys)
+    assert (code, err) == (0, "")
+    assert out == "reach\t12\n"
+    reach = [f"{x}\t{y}" for x in (1, 2, 3, 10) for y in (1, 2, 3)]
+    assert (out_dir / "reach.csv").read_text().splitlines() == reach
+    assert (out_dir / "heavy.csv").read_text() == "b\nc c\n"
+    assert (out_dir / "degree.csv").read_text() == "1\t1\n2\t1\n3\t1\n10\t1\n"
+
+
+def test_run_with_output_dash_prints_to_stdout(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["run", str(project / "p.dl"), "-F", str(project / "facts"), "-D", "-"]
+    code, out, _ = _run(argv, capsys)
+    assert code == 0
+    assert "---------------\nheavy\n===============\nb\nc c\n===============\n" in out
+    assert out.endswith("reach\t12\n")
+    assert not (project / "reach.csv").exists()
+
+
+def test_run_defaults_to_the_current_directory(
+    project: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(project / "facts")
+    code, _, err = _run(["run", "../p.dl"], capsys)
+    assert (code, err) == (0, "")
+    assert (project / "facts/reach.csv").read_text().startswith("1\t1\n")
+
+
+def test_a_bad_program_exits_1_with_every_error_and_a_caret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = ".decl edge(x: number, y: number)\nr(x) :- edg(x, y).\nq(y) :- edge(1, 2).\n"
+    (tmp_path / "bad.dl").write_text(bad)
+    code, out, err = _run(["run", str(tmp_path / "bad.dl"), "-D", str(tmp_path)], capsys)
+    assert (code, out) == (1, "")
+    assert "unknown relation `edg`; did you mean `edge`?" in err
+    assert "line 3" in err  # the second, independent error is reported too
+    lines = err.splitlines()
+    source = lines.index("    r(x) :- edg(x, y).")
+    assert lines[source + 1].strip().startswith("^")
+
+
+def test_a_bad_fact_file_exits_1_naming_the_line(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "facts/edge.facts").write_text("1\t2\n2\tthree\n")
+    argv = ["run", str(project / "p.dl"), "-F", str(project / "facts"), "-D", "-"]
+    code, out, err = _run(argv, capsys)
+    assert (code, out) == (1, "")
+    assert "edge.facts, line 2, column 2" in err
+
+
+def test_a_missing_program_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(["run", str(tmp_path / "none.dl")], capsys)
+    assert code == 1
+    assert "cannot read" in err
+
+
+REPL_INPUT = """\
+.decl edge(x: number, y: number)
+.decl reach(x: number, y: number)
+reach(x, y) :- edge(x, y).
+reach(x, z) :-
+    reach(x, y), edge(y, z).
+:watch reach(1, y)
+:insert edge (1, 2) (2, 3)
+?- reach(x, y)
+:query reach(x, y), x > 1
+?- edg(1, y)
+:retract edge (2, 3)
+edge(3, 4).
+:unwatch
+:insert edge (2, 3)
+?- reach(1, 3)
+:explain reach(1, y)
+:stats
+:help
+:quit
+?- reach(x, y)
+"""
+
+
+def test_repl_on_piped_stdin(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["repl"], capsys, stdin=REPL_INPUT)
+    assert code == 0
+    assert "deltalog>" not in out  # no prompts when not a TTY
+    assert "[watch 1] epoch 2:\n  + (2)\n  + (3)\n" in out
+    assert "x = 1, y = 2\nx = 1, y = 3\nx = 2, y = 3\n(3 rows)\n" in out
+    assert "x = 2, y = 3\n(1 row)\n" in out
+    assert "[watch 1] epoch 3:\n  - (3)\n" in out  # the retraction, seen by the watch
+    assert "stopped watch 1" in out
+    assert "\ntrue\n" in out
+    assert "shared arrangements" in out
+    assert ":watch QUERY" in out
+    assert out.count("rows)") == 1  # input after :quit is not read
+    assert "unknown relation `edg`; did you mean `edge`?" in err
+    assert err.count("error:") == 1
+
+
+def test_repl_continues_after_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    text = ":frobnicate\n.decl e(x: number)\ne(1.\n:insert e (1) (\n:insert e (2)\n?- e(x)\n"
+    code, out, err = _run(["repl"], capsys, stdin=text)
+    assert code == 0
+    assert "unknown command `:frobnicate`" in err
+    assert "not closed" in err
+    assert err.count("error:") == 3
+    assert out.endswith("x = 2\n(1 row)\n")
+
+
+def test_rows_parse_like_datalog_constants() -> None:
+    assert parse_rows('(1, "a b") (-2, "q\\"uote") 3 4.5') == [
+        (1, "a b"),
+        (-2, 'q"uote'),
+        (3,),
+        (4.5,),
+    ]
+
+
+def test_demo_exits_0_and_shows_a_retraction(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = _run(["demo"], capsys)
+    assert (code, err) == (0, "")
+    retraction = out.index("retract follows")
+    assert "   - (" in out[retraction:]
+    assert "epoch" in out and "shared arrangements" in out
+
+
+def test_console_entry_point_prints_the_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "datalog.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0
+    assert done.stdout.strip() == f"deltalog {datalog.__version__}"
