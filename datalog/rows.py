@@ -102,6 +102,9 @@ def _numeric(col: Array, kind: ColumnType, where: str) -> Array:
         for v in col:
             if isinstance(v, str | bytes | bool) or not isinstance(v, int | float | np.number):
                 raise TransactionError(f"{where} needs {kind} values, got {v!r}")
+            # as for float arrays below: only integral floats may enter an integer column
+            if kind != "float" and isinstance(v, float | np.floating) and not float(v).is_integer():
+                raise TransactionError(f"{where} needs {kind} values, got {v!r}")
     elif (col.dtype.kind not in "iuf" or (kind != "float" and col.dtype.kind == "f")) and not (
         len(col) == 0 or (col.dtype.kind == "f" and bool(np.all(np.mod(col, 1) == 0)))
     ):

@@ -94,7 +94,12 @@ class Batch:
     def build(updates: Updates, key_arity: int, description: Description) -> Batch:
         """Arrange `updates` (any order, possibly unconsolidated) by its first columns."""
         times = advance_by(updates.times, description.since)
-        hashes = key_hash(updates.columns[:key_arity])
+        # No key columns (a nullary collection): every row has the one empty key.
+        # `key_hash` cannot know the row count without columns, so count the diffs.
+        if key_arity:
+            hashes = key_hash(updates.columns[:key_arity])
+        else:
+            hashes = np.zeros(len(updates.diffs), dtype=np.int64)
         identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
         sort_cols = [hashes, *updates.columns[1 if identity else 0 :]]
         order = sort_order(sort_cols, times)
