@@ -25,7 +25,7 @@ from differential.batch import Column, Updates
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time
 from differential.trace.batch import Batch, Description, Hashes
-from differential.trace.cursor import seek
+from differential.trace.cursor import query_order, seek
 from differential.trace.spine import Spine, TraceHandle
 
 Owner = npt.NDArray[np.intp]
@@ -50,7 +50,7 @@ class Arranged(Operator):
 
 
 def lookup_batch(batch: Batch, keys: Sequence[Column], hashes: Hashes) -> tuple[Owner, Updates]:
-    m = seek(batch, hashes, keys)
+    m = seek(batch, hashes, keys, query_order(hashes))
     return m.query, Updates(
         tuple(c[m.entry] for c in batch.columns), batch.times[:, m.entry], batch.diffs[m.entry]
     )
