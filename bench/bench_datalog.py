@@ -1,0 +1,127 @@
+"""Deltalog (through the Datalog API) next to DuckDB on recursive workloads.
+
+Layer: bench — may import anything public from deltalog packages and peers.
+Run: `python -m bench.bench_datalog [--scale 1.0] [--updates 200]`.
+
+Workloads (issue "Datalog language, planner, Python API, CLI and CI"):
+- single-source reachability on a power-law directed graph of 1M edges;
+- full transitive closure of a sparse random DAG whose closure has ~1M pairs;
+- p50/p99 latency of single-edge insertions and deletions after loading a
+  100k-edge graph, with `reach(source, y)` subscribed.
+Answers are cross-checked with DuckDB (a mismatch raises). Times are reported,
+never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from bench.common import peak_rss_mb, percentiles, print_table, timed
+from bench.generators import dag_for_closure, power_law_graph
+from bench.peers.duckdb_peer import EdgeDB
+from datalog.database import Change, Database
+
+REACH = """
+.decl edge(x: number, y: number)
+.decl reach(y: number)
+.decl root(x: number)
+reach(y) :- root(y).
+reach(y) :- reach(x), edge(x, y).
+"""
+
+CLOSURE = """
+.decl edge(x: number, y: number)
+.decl tc(x: number, y: number)
+tc(x, y) :- edge(x, y).
+tc(x, z) :- tc(x, y), edge(y, z).
+"""
+
+
+def _load(program: str, src: np.ndarray, dst: np.ndarray) -> Database:
+    db = Database()
+    db.define(program)
+    with db.transaction() as tx:
+        tx.insert("edge", [src, dst])
+    return db
+
+
+def reachability(src: np.ndarray, dst: np.ndarray) -> list[object]:
+    source = int(np.argmax(np.bincount(src)))
+    db, load = timed(lambda: _load(REACH, src, dst))
+    with db.transaction() as tx:
+        tx.insert("root", [(source,)])
+    rows, seconds = timed(lambda: db.query("reach(y)"))
+    with EdgeDB(src, dst) as duck:
+        expected, duck_seconds = duck.reachability(source)
+    if len(rows) != len(expected):
+        raise AssertionError(f"reach: deltalog {len(rows)} rows, duckdb {len(expected)}")
+    return ["reach power-law", src.size, len(rows), load, seconds, duck_seconds]
+
+
+def closure(src: np.ndarray, dst: np.ndarray) -> list[object]:
+    db, load = timed(lambda: _load(CLOSURE, src, dst))
+    rows, seconds = timed(lambda: db.query("tc(x, y)"))
+    with EdgeDB(src, dst) as duck:
+        expected, duck_seconds = duck.transitive_closure()
+    if len(rows) != expected:
+        raise AssertionError(f"tc: deltalog {len(rows)} pairs, duckdb {expected}")
+    return ["tc random DAG", src.size, len(rows), load, seconds, duck_seconds]
+
+
+def latencies(src: np.ndarray, dst: np.ndarray, updates: int, seed: int) -> list[list[object]]:
+    """Single-edge insert/delete latency with a live `reach` subscription."""
+    db = _load(REACH, src, dst)
+    source = int(np.argmax(np.bincount(src)))
+    with db.transaction() as tx:
+        tx.insert("root", [(source,)])
+    changes: list[Change] = []
+    db.subscribe("reach(y)", changes.append)
+    rng = np.random.default_rng(seed)
+    n = int(max(src.max(), dst.max())) + 1
+    inserted: list[tuple[int, int]] = []
+    ins, dels = [], []
+    for _ in range(updates):
+        edge = (int(rng.integers(n)), int(rng.integers(n)))
+        t0 = time.perf_counter()
+        db.insert("edge", [edge])
+        ins.append(time.perf_counter() - t0)
+        inserted.append(edge)
+    picks = rng.choice(src.size, size=updates, replace=False)
+    for i in picks:
+        t0 = time.perf_counter()
+        db.retract("edge", [(int(src[i]), int(dst[i]))])
+        dels.append(time.perf_counter() - t0)
+    rows = []
+    for name, samples in (("insert edge", ins), ("delete edge", dels)):
+        p = percentiles(np.array(samples) * 1000)
+        rows.append([name, src.size, updates, p["p50"], p["p99"], p["max"]])
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Deltalog vs DuckDB on recursion")
+    parser.add_argument("--scale", type=float, default=1.0, help="1.0 = 1M edges / 1M pairs")
+    parser.add_argument("--updates", type=int, default=200)
+    args = parser.parse_args(argv)
+    edges = max(1_000, round(1_000_000 * args.scale))
+    graph = power_law_graph(edges, seed=0)
+    dag = dag_for_closure(max(10_000, round(1_000_000 * args.scale)), seed=0)
+    print("## Initial evaluation (seconds)\n")
+    rows = [reachability(*graph), closure(*dag)]
+    for row in rows:
+        row.append(float(row[4]) / float(row[5]))  # type: ignore[arg-type]
+    print_table(rows, ["workload", "edges", "answer", "load s", "deltalog s", "duckdb s", "ratio"])
+    print("\n## Single-edge updates (milliseconds)\n")
+    small = power_law_graph(max(1_000, edges // 10), seed=1)
+    lat = latencies(*small, args.updates, seed=2)
+    print_table(lat, ["update", "edges", "count", "p50 ms", "p99 ms", "max ms"])
+    print(f"\npeak RSS: {peak_rss_mb():,.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
