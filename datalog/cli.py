@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -30,7 +31,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv` (default `sys.argv[1:]`); returns the exit status."""
     args = _parser().parse_args(argv)
     command: Callable[[argparse.Namespace], int] = args.command
-    return command(args)
+    try:
+        return command(args)
+    except BrokenPipeError:  # `deltalog run ... -D - | head`: stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:
