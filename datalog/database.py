@@ -28,6 +28,7 @@ from datalog.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, QueryPlan
+from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_query
 from datalog.rows import to_columns, to_rows
 from datalog.symbols import SymbolTable
@@ -72,6 +73,11 @@ class LiveQuery:
     types: tuple[ColumnType, ...]
     state: Spine
     subscribers: list[Subscription] = field(default_factory=list)
+    join_plan: JoinPlan = "auto"
+
+    @property
+    def query_text(self) -> str:
+        return self.key.split(" [plan=")[0]
 
 
 class Database:
@@ -116,7 +122,7 @@ class Database:
         """Rebuild live queries that read relations the new rules define."""
         heads = {r.head.name for r in parsed.rules if r.body}
         for live in list(self.live.values()):
-            if heads & self._reads(live.key):
+            if heads & self._reads(live.query_text):
                 self._rebuild(live)
 
     def _reads(self, query_text: str) -> set[str]:
@@ -152,28 +158,32 @@ class Database:
 
     # -- queries -----------------------------------------------------------------
 
-    def query(self, text: str) -> list[tuple[Any, ...]]:
-        """The current answer of a query, e.g. `reach(1, y)`: a list of rows."""
+    def query(self, text: str, plan: JoinPlan = "auto") -> list[tuple[Any, ...]]:
+        """The current answer of a query, e.g. `reach(1, y)`: a list of rows.
+
+        `plan` picks the join strategy: `auto` (delta queries with worst-case
+        optimal joins for bodies of three or more atoms), `wcoj` or `binary`.
+        """
         with self.lock:
-            key, checked = self._check_query(text)
+            key, checked = self._check_query(text, plan)
             live = self.live.get(key)
             if live is not None:
                 return self._snapshot_rows(live)
-            plan = Planner(self.engine, self.checked, self.symbols).build(checked, key)
+            plan_ = Planner(self.engine, self.checked, self.symbols, plan).build(checked, key)
             collected: list[Updates] = []
-            plan.output.listeners.append(lambda u, _e: collected.append(u))
-            self.engine.start(plan.dataflow)
-            self.engine.drop(plan.dataflow)
+            plan_.output.listeners.append(lambda u, _e: collected.append(u))
+            self.engine.start(plan_.dataflow)
+            self.engine.drop(plan_.dataflow)
             updates = collected[0] if collected else None
             if updates is None:
                 return []
             return to_rows(updates.columns, checked.answer_types, self.symbols, len(updates))
 
-    def subscribe(self, text: str, callback: Callback) -> Subscription:
+    def subscribe(self, text: str, callback: Callback, plan: JoinPlan = "auto") -> Subscription:
         """Call `callback` with the current answer, then with every epoch's changes."""
         with self.lock:
-            key, checked = self._check_query(text)
-            live = self.live.get(key) or self._start_live(key, checked)
+            key, checked = self._check_query(text, plan)
+            live = self.live.get(key) or self._start_live(key, checked, plan)
             sub = Subscription(key, checked.answer_vars, callback, live)
             live.subscribers.append(sub)
             state = live.state.accumulate(None)
@@ -192,15 +202,15 @@ class Database:
                 self.engine.drop(live.plan.dataflow)
                 del self.live[live.key]
 
-    def explain(self, text: str) -> str:
+    def explain(self, text: str, plan: JoinPlan = "auto") -> str:
         """The strata, per-rule plans and shared arrangements a query would use."""
         with self.lock:
-            key, checked = self._check_query(text)
-            plan = Planner(self.engine, self.checked, self.symbols).build(checked, key)
-            self.engine.drop(plan.dataflow)
+            key, checked = self._check_query(text, plan)
+            built = Planner(self.engine, self.checked, self.symbols, plan).build(checked, key)
+            self.engine.drop(built.dataflow)
             lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
-            lines += [f"  {n}" for n in plan.notes]
-            lines.append("shared arrangements: " + (", ".join(plan.shared) or "none"))
+            lines += [f"  {n}" for n in built.notes]
+            lines.append("shared arrangements: " + (", ".join(built.shared) or "none"))
             return "\n".join(lines)
 
     def stats(self) -> dict[str, object]:
@@ -214,15 +224,18 @@ class Database:
 
     # -- internals ---------------------------------------------------------------
 
-    def _check_query(self, text: str) -> tuple[str, Any]:
+    def _check_query(self, text: str, plan: JoinPlan = "auto") -> tuple[str, Any]:
+        """The query checked, and its key: normalized text (and plan, unless `auto`)."""
         parsed: Query = parse_query(text)
         checked = check_query(parsed, self.checked.schema)
-        return format_query(replace(parsed, source="")), checked
+        key = format_query(replace(parsed, source=""))
+        return (key if plan == "auto" else f"{key} [plan={plan}]"), checked
 
-    def _start_live(self, key: str, checked: Any) -> LiveQuery:
-        plan = Planner(self.engine, self.checked, self.symbols).build(checked, key)
+    def _start_live(self, key: str, checked: Any, join_plan: JoinPlan) -> LiveQuery:
+        plan = Planner(self.engine, self.checked, self.symbols, join_plan).build(checked, key)
         dtypes = [np.dtype(_dtype(t)) for t in checked.answer_types]
         live = LiveQuery(key, plan, checked.answer_types, Spine(len(dtypes), dtypes, 1))
+        live.join_plan = join_plan
         plan.output.listeners.append(lambda u, e: self._deliver(live, u, e))
         self.live[key] = live
         self.engine.start(plan.dataflow)
@@ -232,8 +245,10 @@ class Database:
         """Replace a live query's dataflow (its rules changed); deliver the difference."""
         old = live.state.accumulate(None)
         self.engine.drop(live.plan.dataflow)
-        _, checked = self._check_query(live.key)
-        plan = Planner(self.engine, self.checked, self.symbols).build(checked, live.key)
+        _, checked = self._check_query(live.query_text)
+        plan = Planner(self.engine, self.checked, self.symbols, live.join_plan).build(
+            checked, live.key
+        )
         captured: list[Updates] = []
         plan.output.listeners.append(lambda u, _e: captured.append(u))
         self.engine.start(plan.dataflow)

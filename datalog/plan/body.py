@@ -26,6 +26,7 @@ from datalog.passes.term_types import resolve_type
 from datalog.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
 from datalog.plan.sources import Sources
+from datalog.plan.wcoj import JoinPlan, delta_query
 from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.dataflow import Stream
@@ -56,7 +57,9 @@ class BodyCompiler:
         symbols: SymbolTable,
         notes: list[str],
         fresh: counter | None = None,
+        join_plan: JoinPlan = "auto",
     ) -> None:
+        self.join_plan = join_plan
         self.sources = sources
         self.types: dict[str, ColumnType] = dict(types)
         self.symbols = symbols
@@ -73,6 +76,8 @@ class BodyCompiler:
         pending: list[Literal] = list(literals)
         waiting: list[Aggregation] = list(aggregations)
         binding = start
+        if binding is None and self.join_plan != "binary":
+            binding = delta_query(self, pending)
         if binding is None and not any(isinstance(x, Atom) for x in pending):
             binding = self.unit()
         while True:

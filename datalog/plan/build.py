@@ -24,6 +24,7 @@ from datalog.checks import CheckedProgram, CheckedQuery, dependencies
 from datalog.passes.variables import nodes
 from datalog.plan.body import Binding, BodyCompiler
 from datalog.plan.sources import Sources
+from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_body, format_rule
 from datalog.strata import Stratum
 from datalog.symbols import SymbolTable
@@ -47,7 +48,14 @@ class QueryPlan:
 class Planner:
     """Builds the dataflow for one query over one checked program."""
 
-    def __init__(self, engine: Engine, program: CheckedProgram, symbols: SymbolTable) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        program: CheckedProgram,
+        symbols: SymbolTable,
+        join_plan: JoinPlan = "auto",
+    ) -> None:
+        self.join_plan: JoinPlan = join_plan
         self.engine = engine
         self.program = program
         self.symbols = symbols
@@ -64,7 +72,9 @@ class Planner:
         answers = []
         for body, types in zip(query.bodies, query.variable_types, strict=True):
             self.notes.append(f"query body: {_show(body)}")
-            compiler = BodyCompiler(root, types, self.symbols, self.notes, self.fresh)
+            compiler = BodyCompiler(
+                root, types, self.symbols, self.notes, self.fresh, self.join_plan
+            )
             binding = compiler.compile(body)
             picked = Binding(
                 project(binding.stream, [binding.index(v) for v in query.answer_vars]),
@@ -105,7 +115,12 @@ class Planner:
                 continue
             self.notes.append(f"rule {format_rule(rule)}")
             compiler = BodyCompiler(
-                sources, self.program.types_of(rule), self.symbols, self.notes, self.fresh
+                sources,
+                self.program.types_of(rule),
+                self.symbols,
+                self.notes,
+                self.fresh,
+                self.join_plan,
             )
             binding = compiler.compile(rule.body, rule.head.args)
             parts.append(compiler.head(binding, rule.head.args, kinds))

@@ -86,6 +86,11 @@ class Sources:
         self.inputs[relation] = found
         return found
 
+    def size(self, relation: str) -> int:
+        """Tuples in `relation`'s input now: a live statistic for join ordering."""
+        found = self.dataflow.engine.inputs.get(relation)
+        return len(found.presence) if found is not None else 0
+
     def is_base(self, relation: str) -> bool:
         """Read straight from the engine's input (no rules computing it here or above)."""
         if relation in self.derived:

@@ -25,7 +25,7 @@ from differential.batch import Column, Updates
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time
 from differential.trace.batch import Batch, Description, Hashes
-from differential.trace.cursor import query_order, seek
+from differential.trace.cursor import count_per_key, query_order, seek
 from differential.trace.spine import Spine, TraceHandle
 
 Owner = npt.NDArray[np.intp]
@@ -45,6 +45,10 @@ class Arranged(Operator):
     ) -> tuple[Owner, Updates]:
         raise NotImplementedError
 
+    def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
+        """Entries per query key (an upper bound for mixed hashes), as `lookup` sees them."""
+        raise NotImplementedError
+
     def empty(self) -> Updates:
         return Updates.empty(len(self.dtypes), self.scope.depth, self.dtypes)
 
@@ -54,6 +58,14 @@ def lookup_batch(batch: Batch, keys: Sequence[Column], hashes: Hashes) -> tuple[
     return m.query, Updates(
         tuple(c[m.entry] for c in batch.columns), batch.times[:, m.entry], batch.diffs[m.entry]
     )
+
+
+def count_in(batches: Sequence[Batch], hashes: Hashes) -> Owner:
+    """Sum over `batches` of each query key's number of entries."""
+    total = np.zeros(len(hashes), dtype=np.intp)
+    for batch in batches:
+        total += count_per_key(batch, hashes)
+    return total
 
 
 def combine(parts: list[tuple[Owner, Updates]], empty: Updates) -> tuple[Owner, Updates]:
@@ -120,6 +132,13 @@ class ArrangeOp(Arranged):
         if pending is not None and (include_delta or self.pending_time != time):
             parts.append(lookup_batch(pending, keys, hashes))
         return combine(parts, self.empty())
+
+    def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
+        batches = list(self.spine.batches)
+        pending = self.pending_batch
+        if pending is not None and (include_delta or self.pending_time != time):
+            batches.append(pending)
+        return count_in(batches, hashes)
 
     def advance(self, epoch: int) -> None:
         self._seal()
@@ -236,6 +255,15 @@ class ImportOp(Arranged):
             parts.append(lookup_batch(pending, keys, hashes))
         return combine(parts, self.empty())
 
+    def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
+        if self.snapshot is not None:
+            return count_in([self.snapshot] if include_delta else [], hashes)
+        batches = list(self.shared.spine.batches)
+        pending = self.shared.pending
+        if pending is not None and (include_delta or self.shared.pending_epoch != time[0]):
+            batches.append(pending)
+        return count_in(batches, hashes)
+
     def advance(self, epoch: int) -> None:
         self.snapshot = None
         self.handle.set_frontier(Antichain([(epoch - self.shared.retain,)]))
@@ -282,6 +310,9 @@ class EnterArranged(Arranged):
         include = include_delta or time[-1] != 0
         owner, ups = self.outer.lookup(keys, hashes, time[:-1], include)
         return owner, _lift(ups)
+
+    def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
+        return self.outer.count(hashes, time[:-1], include_delta or time[-1] != 0)
 
     def describe(self) -> str:
         return f"enter({self.outer.describe()})"
