@@ -129,13 +129,17 @@ def pack(columns: Sequence[Column]) -> tuple[npt.NDArray[np.int64], list[tuple[i
     for col, (lo, width) in zip(columns, specs, strict=True):
         if width:
             key <<= width
-            wide = (
-                col.astype(np.int64) - lo
-                if col.dtype.kind == "i"
-                else col.astype(np.uint64) - np.uint64(lo)
-            )
-            key |= wide.astype(np.int64)
+            key |= _offset(col, lo)
     return key, specs
+
+
+def _offset(col: Column, lo: int) -> npt.NDArray[np.int64]:
+    """`col - lo` as int64 (it fits: `pack` checked the range)."""
+    if col.dtype == np.int64:
+        return col - lo  # type: ignore[return-value]
+    if col.dtype.kind == "i":
+        return col.astype(np.int64) - lo
+    return (col.astype(np.uint64) - np.uint64(lo)).astype(np.int64)
 
 
 def unpack(
@@ -143,12 +147,16 @@ def unpack(
 ) -> list[Column]:
     """The columns that `pack` packed into `key` (in any row order)."""
     out: list[Column] = []
-    rest = key.copy()
+    shift = 0
     for (lo, width), dtype in zip(reversed(specs), reversed(list(dtypes)), strict=True):
-        part = rest & ((1 << width) - 1) if width else np.zeros(len(key), dtype=np.int64)
-        out.append((part + lo).astype(dtype))
         if width:
-            rest >>= width
+            part = (key >> shift) & ((1 << width) - 1) if shift else key & ((1 << width) - 1)
+            if lo:
+                part += lo
+            shift += width
+        else:
+            part = np.full(len(key), lo, dtype=np.int64)
+        out.append(part if dtype == np.int64 else part.astype(dtype))
     return out[::-1]
 
 

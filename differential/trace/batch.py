@@ -107,12 +107,14 @@ class Batch:
         else:
             hashes = np.zeros(len(updates.diffs), dtype=np.int64)
         identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
-        sort_cols = [hashes, *updates.columns[1 if identity else 0 :]]
-        order = sort_order(sort_cols, times)
-        sort_cols = [c[order] for c in sort_cols]
+        # Sort by (hash, values, time): a key's entries are contiguous unless two
+        # keys share a hash, and then they still consolidate correctly, because
+        # runs compare every column.
+        order = sort_order([hashes, *updates.columns[key_arity:]], times)
+        runs = [hashes[order], *(c[order] for c in updates.columns[1 if identity else 0 :])]
         times = times[:, order]
         diffs = updates.diffs[order]
-        starts = np.flatnonzero(run_starts(sort_cols, times))
+        starts = np.flatnonzero(run_starts(runs, times))
         if len(starts) < len(diffs):
             diffs = np.add.reduceat(diffs, starts)
             order = order[starts]
