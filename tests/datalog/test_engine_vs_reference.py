@@ -1,18 +1,22 @@
 """The engine against the reference evaluator, after every commit (DESIGN §10).
 
 For a random valid program and a random stream of transactions over its base
-relations, every derived relation's full query and one query with a constant
-are subscribed before the first commit. After each commit, each subscription's
-accumulated changes (its snapshot plus every diff since) must equal
-`reference.answer` on a from-scratch reference evaluation of the current base
-facts, no row's count may leave {0, 1}, and `Database.query` must agree, both
-through the live dataflow and through a one-shot dataflow (the same query with
-renamed variables, which no subscription shares).
+relations (and sometimes facts inserted into one derived relation), every
+derived relation's full query and one query with a constant are subscribed
+before the first commit. After each commit, each subscription's accumulated
+changes (its snapshot plus every diff since) must equal `reference.answer` on
+a from-scratch reference evaluation of the current facts, no row's count may
+leave {0, 1}, and `Database.query` must agree, both through the live dataflow
+and through a one-shot dataflow (the same query with renamed variables, which
+no subscription shares). The join plan (`auto`, `wcoj` delta queries or
+`binary` joins) is drawn separately for the subscriptions and the one-shot
+queries, so the plans are also compared with each other.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import HealthCheck, given, note, settings
@@ -22,9 +26,12 @@ from datalog import reference
 from datalog.checks import CheckedProgram, CheckedQuery, check_program, check_query
 from datalog.database import Change, Database
 from datalog.parser import parse_program, parse_query
+from datalog.plan.wcoj import JoinPlan
 from tests.datalog.programs import (
+    BASE,
     Generated,
     Row,
+    Types,
     apply,
     constant_query,
     format_stream,
@@ -55,9 +62,20 @@ class Accumulated:
         return {row for row, n in self.counts.items() if n}
 
 
+PLANS: st.SearchStrategy[JoinPlan] = st.sampled_from(("auto", "wcoj", "binary"))
+
+
 def renamed(query: str) -> str:
     """The same query with its variables renamed: a different live key, the same answer."""
     return query.replace("x", "y")
+
+
+@dataclass(frozen=True)
+class Plans:
+    """The join plan of the subscriptions, and of the one-shot queries (often another)."""
+
+    live: JoinPlan
+    once: JoinPlan
 
 
 def check_all(
@@ -66,14 +84,16 @@ def check_all(
     queries: dict[str, CheckedQuery],
     subs: dict[str, Accumulated],
     facts: dict[str, set[Row]],
+    plans: Plans,
     when: str,
 ) -> None:
     relations = reference.evaluate(checked, facts)
     for text, query in queries.items():
         expected = reference.answer(query, relations)
         assert subs[text].rows() == expected, f"{when}: subscription `{text}`"
-        assert set(db.query(text)) == expected, f"{when}: query `{text}`"
-        assert set(db.query(renamed(text))) == expected, f"{when}: one-shot `{renamed(text)}`"
+        assert set(db.query(text, plans.live)) == expected, f"{when}: query `{text}`"
+        once = renamed(text)
+        assert set(db.query(once, plans.once)) == expected, f"{when}: one-shot `{once}`"
 
 
 def queries_of(generated: Generated, data: st.DataObject) -> list[str]:
@@ -82,8 +102,18 @@ def queries_of(generated: Generated, data: st.DataObject) -> list[str]:
     return list(dict.fromkeys([*found, constant]))
 
 
+def writable(generated: Generated, data: st.DataObject) -> dict[str, Types]:
+    """The base relations and, sometimes, a derived one: facts may be inserted into it too."""
+    out = dict(BASE)
+    candidates = [r for r in generated.derived if generated.relations[r]]  # not nullary
+    if candidates and data.draw(st.integers(0, 3), label="write derived?") == 0:
+        chosen = data.draw(st.sampled_from(candidates), label="derived written")
+        out[chosen] = generated.relations[chosen]
+    return out
+
+
 @settings(
-    max_examples=40,
+    max_examples=100,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(st.data())
@@ -91,8 +121,9 @@ def test_subscriptions_and_queries_equal_the_reference_after_every_commit(
     data: st.DataObject,
 ) -> None:
     generated = data.draw(programs(), label="program")
-    stream = data.draw(streams(), label="stream")
+    stream = data.draw(streams(writable(generated, data)), label="stream")
     queries = queries_of(generated, data)
+    plans = Plans(data.draw(PLANS, label="live plan"), data.draw(PLANS, label="one-shot plan"))
     note(f"program:\n{generated.text}")
     note(f"stream:\n{format_stream(stream)}")
     note(f"queries: {queries}")
@@ -103,12 +134,12 @@ def test_subscriptions_and_queries_equal_the_reference_after_every_commit(
     db.define(generated.text)
     subs = {q: Accumulated(q) for q in queries}
     for q, acc in subs.items():
-        db.subscribe(q, acc)
+        db.subscribe(q, acc, plans.live)
     facts: dict[str, set[Row]] = {}
-    check_all(db, checked, checked_queries, subs, facts, "before any commit")
+    check_all(db, checked, checked_queries, subs, facts, plans, "before any commit")
     for n, tx in enumerate(stream):
         with db.transaction() as t:
             for op, relation, row in tx:
                 (t.insert if op == "insert" else t.retract)(relation, [row])
         apply(facts, tx)
-        check_all(db, checked, checked_queries, subs, facts, f"after transaction {n}")
+        check_all(db, checked, checked_queries, subs, facts, plans, f"after transaction {n}")
