@@ -84,7 +84,7 @@ def show(generated: Generated, stream: list[Transaction]) -> None:
 # --- batching, insert-then-retract, late subscription ------------------------------
 
 
-@settings(max_examples=15, suppress_health_check=SLOW_DRAWS)
+@settings(max_examples=30, suppress_health_check=SLOW_DRAWS)
 @given(programs(max_groups=2), streams())
 def test_one_big_transaction_equals_one_change_per_transaction(
     generated: Generated, stream: list[Transaction]
@@ -104,7 +104,7 @@ def test_one_big_transaction_equals_one_change_per_transaction(
     assert {q: acc.rows() for q, acc in subs.items()} == expected
 
 
-@settings(max_examples=15, suppress_health_check=SLOW_DRAWS)
+@settings(max_examples=30, suppress_health_check=SLOW_DRAWS)
 @given(programs(max_groups=2), streams(), st.data())
 def test_inserting_then_retracting_is_a_no_op(
     generated: Generated, stream: list[Transaction], data: st.DataObject
@@ -139,7 +139,7 @@ def test_inserting_then_retracting_is_a_no_op(
         assert all(not c.rows for c in acc.changes[mark[q] :]), f"`{q}` saw a change"
 
 
-@settings(max_examples=15, suppress_health_check=SLOW_DRAWS)
+@settings(max_examples=30, suppress_health_check=SLOW_DRAWS)
 @given(programs(max_groups=2), streams(), st.integers(0, 6))
 def test_a_late_subscription_equals_an_early_maintained_one(
     generated: Generated, stream: list[Transaction], late_at: int
@@ -327,3 +327,21 @@ def test_a_rejected_definition_changes_nothing(
     assert len(acc.changes) == heard
     db.define(".decl q(x: number)\nq(x) :- reach(x, 3).")  # a good one still works
     assert set(db.query("q(x)")) == {(1,), (2,)}
+
+
+# --- known gaps --------------------------------------------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="nullary facts are dropped: Transaction counts rows by their first column, "
+    "and Input._set_diffs cannot sort zero columns",
+)
+def test_nullary_facts_can_be_inserted_and_retracted() -> None:
+    db = Database()
+    db.define(".decl flag()\n.decl seen()\nseen().")
+    assert db.query("seen()") == [()]
+    db.insert("flag", [()])
+    assert db.query("flag()") == [()]
+    db.retract("flag", [()])
+    assert db.query("flag()") == []
