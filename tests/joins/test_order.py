@@ -1,0 +1,156 @@
+"""Variable orders for delta-query pipelines (joins/order.py).
+
+An order is suitable when every next variable is constrained by a binary
+binding (other than the source) whose other variable is already bound; there
+is none exactly when some variable is unreachable from the source's variables
+through binary bindings. Among candidates, the order prefers the variable
+constrained by more bindings, then the one whose smallest constraining
+relation is smallest, then body order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from joins.order import constraining, variable_order
+
+Patterns = list[tuple[str, ...]]
+
+TRIANGLE: Patterns = [("a", "b"), ("b", "c"), ("a", "c")]
+
+
+def test_triangle_pipelines_bind_the_third_variable() -> None:
+    sizes = [10, 10, 10]
+    assert variable_order(TRIANGLE, 0, sizes) == ["c"]
+    assert variable_order(TRIANGLE, 1, sizes) == ["a"]
+    assert variable_order(TRIANGLE, 2, sizes) == ["b"]
+
+
+def test_a_path_is_extended_outwards_from_the_source() -> None:
+    path: Patterns = [("a", "b"), ("b", "c"), ("c", "d")]
+    assert variable_order(path, 0, [1, 1, 1]) == ["c", "d"]
+    assert variable_order(path, 2, [1, 1, 1]) == ["b", "a"]
+    # From the middle, both ends are candidates: body order breaks the tie.
+    assert variable_order(path, 1, [1, 1, 1]) == ["a", "d"]
+
+
+def test_source_conflicts_leave_nothing_to_bind() -> None:
+    assert variable_order([("a", "b"), ("b", "a")], 0, [5, 5]) == []
+    assert variable_order([("a", "b"), ("a", "b"), ("a",)], 2, [5, 5, 1]) == ["b"]
+
+
+def test_disconnected_bindings_have_no_order() -> None:
+    assert variable_order([("a", "b"), ("c", "d")], 0, [1, 1]) is None
+    # A unary binding never binds a variable on its own.
+    assert variable_order([("a", "b"), ("c",)], 0, [1, 1]) is None
+    assert variable_order([("c",), ("a", "b")], 0, [1, 1]) is None
+
+
+def test_a_unary_source_extends_through_binary_bindings() -> None:
+    assert variable_order([("a",), ("a", "b"), ("b", "c")], 0, [1, 1, 1]) == ["b", "c"]
+
+
+def test_the_source_binding_never_constrains_its_own_pipeline() -> None:
+    # From (b, a) only the source mentions a and b together; c is bound via (b, c).
+    assert variable_order([("b", "c"), ("a", "b")], 1, [1, 1]) == ["c"]
+
+
+def test_more_constraining_bindings_win_over_smaller_relations() -> None:
+    # c is constrained by two bindings (a, c) and (b, c); d by one tiny one.
+    patterns: Patterns = [("a", "b"), ("b", "d"), ("a", "c"), ("b", "c")]
+    assert variable_order(patterns, 0, [100, 1, 100, 100]) == ["c", "d"]
+
+
+def test_among_equally_constrained_variables_the_smaller_relation_wins() -> None:
+    star: Patterns = [("a", "b"), ("a", "c"), ("a", "d")]
+    assert variable_order(star, 0, [9, 100, 5]) == ["d", "c"]
+    assert variable_order(star, 0, [9, 5, 100]) == ["c", "d"]
+    # Ties on count and size fall back to body order.
+    assert variable_order(star, 0, [9, 7, 7]) == ["c", "d"]
+
+
+def test_the_smallest_constraining_relation_decides_the_size() -> None:
+    # x is constrained by (a, x) size 50 and (b, x) size 2; y by (a, y), (b, y) both 10.
+    patterns: Patterns = [("a", "b"), ("a", "y"), ("b", "y"), ("a", "x"), ("b", "x")]
+    assert variable_order(patterns, 0, [1, 10, 10, 50, 2]) == ["x", "y"]
+
+
+def test_constraining_lists_binary_bindings_whose_other_side_is_bound() -> None:
+    patterns: Patterns = [("a", "b"), ("b", "c"), ("c",), ("a", "c"), ("c", "d")]
+    assert constraining(patterns, "c", {"a", "b"}) == [1, 3]
+    assert constraining(patterns, "c", {"a"}) == [3]
+    assert constraining(patterns, "d", {"a", "b"}) == []
+
+
+# -- properties over random binding sets ---------------------------------------------
+
+VARS = "abcdef"
+
+
+@st.composite
+def binding_sets(draw: st.DrawFn) -> tuple[Patterns, int, list[int]]:
+    binary = st.tuples(st.sampled_from(VARS), st.sampled_from(VARS)).filter(lambda p: p[0] != p[1])
+    unary = st.tuples(st.sampled_from(VARS))
+    patterns: Patterns = draw(st.lists(st.one_of(binary, binary, unary), min_size=1, max_size=7))
+    source = draw(st.integers(0, len(patterns) - 1))
+    sizes = draw(st.lists(st.integers(0, 50), min_size=len(patterns), max_size=len(patterns)))
+    return patterns, source, sizes
+
+
+def reachable(patterns: Sequence[tuple[str, ...]], source: int) -> set[str]:
+    seen = set(patterns[source])
+    changed = True
+    while changed:
+        changed = False
+        for p in patterns:
+            if len(p) == 2 and (p[0] in seen) != (p[1] in seen):
+                seen.update(p)
+                changed = True
+    return seen
+
+
+@given(binding_sets())
+def test_orders_are_suitable_and_exist_exactly_when_bindings_connect(
+    case: tuple[Patterns, int, list[int]],
+) -> None:
+    patterns, source, sizes = case
+    order = variable_order(patterns, source, sizes)
+    every = {v for p in patterns for v in p}
+    if not every <= reachable(patterns, source):
+        assert order is None
+        return
+    assert order is not None
+    assert sorted(order) == sorted(every - set(patterns[source]))
+    bound = set(patterns[source])
+    for var in order:
+        binders = [j for j in constraining(patterns, var, bound) if j != source]
+        assert binders, f"{var} is bound by no binding after {sorted(bound)}"
+        bound.add(var)
+
+
+@given(binding_sets())
+def test_each_step_takes_a_most_constrained_then_smallest_candidate(
+    case: tuple[Patterns, int, list[int]],
+) -> None:
+    patterns, source, sizes = case
+    order = variable_order(patterns, source, sizes)
+    if order is None:
+        return
+    bound = set(patterns[source])
+    for var in order:
+
+        def score(v: str, bound: set[str] = bound) -> tuple[int, int]:
+            binders = [j for j in constraining(patterns, v, bound) if j != source]
+            return (-len(binders), min(sizes[j] for j in binders))
+
+        candidates = {
+            v
+            for p in patterns
+            for v in p
+            if v not in bound and any(j != source for j in constraining(patterns, v, bound))
+        }
+        assert score(var) == min(score(v) for v in candidates)
+        bound.add(var)
