@@ -55,7 +55,9 @@ def power_law_graph(
     if max_degree is None:
         max_degree = max(1, round(1.5 * math.sqrt(2 * n_edges)))
     rng = np.random.default_rng(seed)
-    sample = _PowerLaw(n_nodes, 1.0 / (alpha - 1.0), max_degree / max(1, n_edges))
+    # at most half the mass on the top node, or tiny graphs draw only self loops
+    top_share = min(0.5, max_degree / max(1, n_edges))
+    sample = _PowerLaw(n_nodes, 1.0 / (alpha - 1.0), top_share)
     relabel = rng.permutation(n_nodes).astype(np.int64)
 
     def draw(count: int) -> Edges:

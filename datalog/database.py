@@ -14,6 +14,7 @@ entry point takes the database's lock.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -53,6 +54,7 @@ class Change:
 
 
 Callback = Callable[[Change], None]
+_log = logging.getLogger("deltalog")
 
 
 @dataclass(eq=False)
@@ -62,6 +64,7 @@ class Subscription:
     callback: Callback
     live: LiveQuery | None = None
     active: bool = True
+    errors: list[Exception] = field(default_factory=list)
 
 
 @dataclass(eq=False)
@@ -267,11 +270,23 @@ class Database:
         rows = to_rows(updates.columns, live.types, self.symbols, len(updates))
         change = Change(rows, updates.diffs.tolist(), epoch)
         for sub in list(live.subscribers):
-            sub.callback(change)
+            _notify(sub, change)
 
     def _snapshot_rows(self, live: LiveQuery) -> list[tuple[Any, ...]]:
         state = live.state.accumulate(None)
         return to_rows(state.columns, live.types, self.symbols, len(state))
+
+
+def _notify(sub: Subscription, change: Change) -> None:
+    """Call a subscriber; its exception is logged and kept, never raised into a commit.
+
+    The commit has already happened: other subscribers must still hear of it.
+    """
+    try:
+        sub.callback(change)
+    except Exception as exc:  # a subscriber's bug must not undo or hide an epoch
+        sub.errors.append(exc)
+        _log.exception("subscriber of %s failed at epoch %d", sub.query, change.epoch)
 
 
 class Transaction:

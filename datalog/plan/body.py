@@ -60,6 +60,7 @@ class BodyCompiler:
         join_plan: JoinPlan = "auto",
     ) -> None:
         self.join_plan = join_plan
+        self.aggregate_results: set[str] = set()
         self.sources = sources
         self.types: dict[str, ColumnType] = dict(types)
         self.symbols = symbols
@@ -75,6 +76,8 @@ class BodyCompiler:
         literals, aggregations = lift_aggregates(body, groups, self)
         pending: list[Literal] = list(literals)
         waiting: list[Aggregation] = list(aggregations)
+        # an aggregate's result is computed by its aggregation, never bound by `=`
+        self.aggregate_results |= {a.result for a in aggregations}
         binding = start
         if binding is None and self.join_plan != "binary":
             binding = delta_query(self, pending)
@@ -223,7 +226,12 @@ class BodyCompiler:
             (cmp.left, cmp.right, right_vars),
             (cmp.right, cmp.left, left_vars),
         ):
-            if isinstance(target, Var) and target.name not in bound and expr_vars <= bound:
+            if (
+                isinstance(target, Var)
+                and target.name not in bound
+                and target.name not in self.aggregate_results
+                and expr_vars <= bound
+            ):
                 return self.bind(binding, target.name, expr)
         return None
 

@@ -19,7 +19,7 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.ast import Atom, Literal
+from datalog.ast import Atom, Const, Literal, Var
 from datalog.checks import CheckedProgram, CheckedQuery, dependencies
 from datalog.passes.variables import nodes
 from datalog.plan.body import Binding, BodyCompiler
@@ -81,10 +81,25 @@ class Planner:
                 query.answer_vars,
             )
             answers.append(picked)
-        union = Binding(concat([a.stream for a in answers]), query.answer_vars)
-        result = BodyCompiler(root, {}, self.symbols, [], self.fresh).distinct(union)
+        if len(answers) == 1 and self._is_set_scan(query.bodies[0]):
+            result = answers[0]  # already a set: distinct would only cost an arrangement
+        else:
+            union = Binding(concat([a.stream for a in answers]), query.answer_vars)
+            result = BodyCompiler(root, {}, self.symbols, [], self.fresh).distinct(union)
         output = dataflow.capture(result.stream, name)
         return QueryPlan(dataflow, output, query.answer_vars, self.notes, root.shared)
+
+    def _is_set_scan(self, body: tuple[Literal, ...]) -> bool:
+        """One atom of a set relation whose arguments are variables or constants.
+
+        Its answer is a filter and a permutation of a set (constant columns
+        dropped), so it is already a set.
+        """
+        if len(body) != 1 or not isinstance(body[0], Atom):
+            return False
+        atom = body[0]
+        simple = all(isinstance(a, Var | Const) for a in atom.args)
+        return simple and self.program.schema[atom.name].semantics != "multiset"
 
     def _stratum(self, root: Sources, stratum: Stratum) -> None:
         relations = sorted(stratum.relations)
