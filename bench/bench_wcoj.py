@@ -1,0 +1,353 @@
+"""Delta queries with worst-case optimal joins (wcoj) next to binary join plans and DuckDB.
+
+Layer: bench — may import anything public from deltalog packages and peers.
+Run: `python -m bench.bench_wcoj [--edges 100000] [--snap PATH ...] [--persons 100000]`.
+
+(a) Triangles `e(a,b), e(b,c), e(a,c)` on a skewed power-law graph: the initial
+    count with wcoj next to DuckDB, then each of the 6 clause orders of the body
+    under wcoj and under binary joins. Every run forks a child (the loaded
+    database is shared copy-on-write) with a timeout and an address-space cap,
+    so a blown-up binary order reports "timeout" or "oom" instead of stalling.
+    Counts are cross-checked with DuckDB (a mismatch raises).
+(b) Streaming triangles on SNAP graphs: out-edges are inserted in node order,
+    1 or 100 nodes per round, with the triangle query subscribed; per-round
+    latency (p50/p99/max) for wcoj and the best and worst binary orders.
+(c) A 7-way star join over one-to-one person attributes: arranged tuples each
+    dataflow holds, and the latency of inserting batches of 1000 new persons.
+Times are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import re
+import resource
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from itertools import permutations
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bench.common import peak_rss_mb, percentiles, print_table, timed
+from bench.generators import power_law_graph, read_snap
+from bench.peers.duckdb_peer import EdgeDB
+from datalog.checks import check_query
+from datalog.database import Change, Database
+from datalog.parser import parse_query
+from datalog.plan.build import Planner
+from datalog.plan.wcoj import JoinPlan
+
+EDGES = ".decl e(a: number, b: number)\n"
+TRIANGLE_ATOMS = ("e(a, b)", "e(b, c)", "e(a, c)")
+ORDERS = [", ".join(p) for p in permutations(TRIANGLE_ATOMS)]
+SNAP_DIR = Path("/work/shared/data/snap")
+DEFAULT_SNAP = [SNAP_DIR / "CA-GrQc.txt", SNAP_DIR / "p2p-Gnutella08.txt"]
+MEMORY_CAP = 8 << 30  # bytes of address space a forked run may map
+
+
+# -- running a query to a count ----------------------------------------------------
+
+
+def count_answer(db: Database, text: str, plan: JoinPlan) -> int:
+    """Rows in the answer of `text`, as `Database.query` computes it (no Python rows)."""
+    checked = check_query(parse_query(text), db.checked.schema)
+    built = Planner(db.engine, db.checked, db.symbols, plan).build(checked, f"{text} [{plan}]")
+    total = 0
+
+    def add(updates: Any, _epoch: int) -> None:
+        nonlocal total
+        total += int(updates.diffs.sum())
+
+    built.output.listeners.append(add)
+    db.engine.start(built.dataflow)
+    db.engine.drop(built.dataflow)
+    return total
+
+
+def _child(conn: Connection, job: Callable[[], object]) -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+    try:
+        result, seconds = timed(job)
+        conn.send(("ok", result, seconds))
+    except MemoryError:
+        conn.send(("oom", None, 0.0))
+
+
+def forked(job: Callable[[], object], timeout: float) -> tuple[str, object, float]:
+    """Run `job` in a forked child: ("ok", result, seconds), or "timeout"/"oom"/"crash"."""
+    ctx = mp.get_context("fork")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(child, job))
+    proc.start()
+    child.close()
+    outcome: tuple[str, object, float] = ("timeout", None, timeout)
+    if parent.poll(timeout):
+        try:
+            outcome = parent.recv()
+        except EOFError:
+            outcome = ("crash", None, 0.0)
+    if proc.is_alive():
+        proc.kill()
+    proc.join()
+    return outcome
+
+
+def _cell(outcome: tuple[str, object, float]) -> object:
+    status, _, seconds = outcome
+    return seconds if status == "ok" else status
+
+
+def _checked(outcome: tuple[str, object, float], expected: int, what: str) -> None:
+    if outcome[0] == "ok" and outcome[1] != expected:
+        raise AssertionError(f"{what}: {outcome[1]} triangles, DuckDB says {expected}")
+
+
+# -- (a) static triangles ----------------------------------------------------------
+
+
+def static_triangles(n_edges: int, timeout: float) -> None:
+    src, dst = power_law_graph(n_edges, seed=1)
+    out_deg, in_deg = np.bincount(src), np.bincount(dst)
+    print(
+        f"### (a) triangles, power-law graph: {n_edges:,} edges, "
+        f"max out-degree {out_deg.max():,}, max in-degree {in_deg.max():,}\n"
+    )
+    with EdgeDB(src, dst) as duck:
+        expected, duck_seconds = duck.triangles()
+    with EdgeDB(src, dst, threads=1) as duck1:
+        expected1, duck1_seconds = duck1.triangles()
+    assert expected == expected1
+    db = Database()
+    db.define(EDGES)
+    _, load = timed(lambda: db.insert("e", [src, dst]))
+    query = ORDERS[0]
+    wcoj = forked(lambda: count_answer(db, query, "wcoj"), timeout)
+    _checked(wcoj, expected, "wcoj")
+    print_table(
+        [
+            ["deltalog load (insert e)", load, ""],
+            ["deltalog wcoj (delta query)", _cell(wcoj), _ratio(wcoj, duck_seconds)],
+            ["duckdb (all threads)", duck_seconds, 1.0],
+            ["duckdb (1 thread)", duck1_seconds, _ratio(wcoj, duck1_seconds)],
+        ],
+        ["initial triangle count", "seconds", "x duckdb"],
+    )
+    print(f"triangles: {expected:,}\n")
+    rows = []
+    times: dict[str, list[float]] = {"wcoj": [], "binary": []}
+    for order in ORDERS:
+        row: list[object] = [order]
+        for plan in ("wcoj", "binary"):
+            outcome = forked(partial(count_answer, db, order, plan), timeout)
+            _checked(outcome, expected, f"{plan} {order}")
+            row.append(_cell(outcome))
+            times[plan].append(outcome[2] if outcome[0] == "ok" else float("inf"))
+        rows.append(row)
+    print_table(rows, ["body order", "wcoj s", "binary s"])
+    for plan, values in times.items():
+        print(f"{plan}: spread (slowest / fastest order) = {max(values) / min(values):.3g}x")
+    print()
+
+
+def _ratio(outcome: tuple[str, object, float], base: float) -> object:
+    return outcome[2] / base if outcome[0] == "ok" else ""
+
+
+# -- (b) streaming triangles -------------------------------------------------------
+
+
+def node_rounds(src: np.ndarray, dst: np.ndarray, nodes_per_round: int) -> list[np.ndarray]:
+    """Edge indices grouped by source node, in node order, `nodes_per_round` nodes a round."""
+    order = np.argsort(src, kind="stable")
+    _, starts = np.unique(src[order], return_index=True)
+    cuts = starts[nodes_per_round::nodes_per_round]
+    return [part for part in np.split(order, cuts) if len(part)]
+
+
+def read_edges(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """`read_snap`, or a whitespace-tolerant parse when a file mixes delimiters.
+
+    (CA-GrQc.txt has one space-separated line among tab-separated ones, which
+    pyarrow's CSV reader, given one delimiter, rejects.)
+    """
+    import pyarrow as pa
+
+    try:
+        return read_snap(path)
+    except pa.ArrowInvalid:
+        lines = path.read_text().splitlines()
+        pairs = [line.split() for line in lines if line.strip() and not line.startswith("#")]
+        edges = np.array(pairs, dtype=np.int64).reshape(-1, 2)
+        return np.ascontiguousarray(edges[:, 0]), np.ascontiguousarray(edges[:, 1])
+
+
+def stream_latencies(
+    src: np.ndarray, dst: np.ndarray, rounds: Sequence[np.ndarray], query: str, plan: JoinPlan
+) -> tuple[list[float], int]:
+    db = Database()
+    db.define(EDGES)
+    found = 0
+
+    def on_change(change: Change) -> None:
+        nonlocal found
+        found += sum(change.diffs)
+
+    db.subscribe(query, on_change, plan=plan)
+    latencies = []
+    for part in rounds:
+        start = time.perf_counter()
+        db.insert("e", [src[part], dst[part]])
+        latencies.append(time.perf_counter() - start)
+    return latencies, found
+
+
+def binary_extremes(src: np.ndarray, dst: np.ndarray) -> tuple[str, str]:
+    """The body orders whose first binary join is smallest and largest on this graph.
+
+    The planner joins the first atom with the next one sharing a variable; the
+    2-paths it arranges number sum(in*out) on b, sum(out^2) on a, sum(in^2) on c.
+    """
+    size = max(int(src.max()), int(dst.max())) + 1
+    out_deg = np.bincount(src, minlength=size).astype(np.float64)
+    in_deg = np.bincount(dst, minlength=size).astype(np.float64)
+    on = {"a": float(out_deg @ out_deg), "b": float(in_deg @ out_deg), "c": float(in_deg @ in_deg)}
+
+    def first_join(order: str) -> float:
+        first, second = (set(pair) for pair in re.findall(r"\((\w), (\w)\)", order)[:2])
+        return on[(first & second).pop()]
+
+    ranked = sorted(ORDERS, key=first_join)
+    return ranked[0], ranked[-1]
+
+
+def streaming(paths: Sequence[Path], round_sizes: Sequence[int], timeout: float) -> None:
+    print("### (b) streaming triangles: out-edges inserted in node order\n")
+    rows = []
+    for path in paths:
+        src, dst = read_edges(path)
+        with EdgeDB(src, dst) as duck:
+            expected, _ = duck.triangles()
+        best, worst = binary_extremes(src, dst)
+        variants: list[tuple[str, str, JoinPlan]] = [
+            ("wcoj", ORDERS[0], "wcoj"),
+            (f"binary best: {best}", best, "binary"),
+            (f"binary worst: {worst}", worst, "binary"),
+        ]
+        for size in round_sizes:
+            rounds = node_rounds(src, dst, size)
+            for label, query, plan in variants:
+                job = partial(stream_latencies, src, dst, rounds, query, plan)
+                outcome = forked(job, timeout)
+                if outcome[0] != "ok":
+                    rows.append([path.name, size, len(rounds), label, outcome[0], "", "", ""])
+                    continue
+                latencies: list[float] = outcome[1][0]  # type: ignore[index]
+                found: int = outcome[1][1]  # type: ignore[index]
+                if found != expected:
+                    raise AssertionError(f"{label} on {path.name}: {found} vs DuckDB {expected}")
+                pct = percentiles(np.asarray(latencies) * 1e3)
+                rows.append(
+                    [
+                        path.name,
+                        size,
+                        len(rounds),
+                        label,
+                        pct["p50"],
+                        pct["p99"],
+                        pct["max"],
+                        sum(latencies),
+                    ]
+                )
+        print(f"{path.name}: {len(src):,} edges, {expected:,} triangles")
+    print()
+    print_table(
+        rows,
+        ["graph", "nodes/round", "rounds", "plan", "p50 ms", "p99 ms", "max ms", "total s"],
+    )
+
+
+# -- (c) star join -----------------------------------------------------------------
+
+ATTRIBUTES = ["name", "age", "city", "email", "phone", "job", "team"]
+STAR_PROGRAM = "".join(f".decl {a}(p: number, v: number)\n" for a in ATTRIBUTES)
+STAR_QUERY = ", ".join(f"{a}(p, a{i})" for i, a in enumerate(ATTRIBUTES, 1))
+
+
+def load_persons(db: Database, first: int, count: int) -> None:
+    persons = np.arange(first, first + count, dtype=np.int64)
+    with db.transaction() as tx:
+        for i, attr in enumerate(ATTRIBUTES):
+            tx.insert(attr, [persons, persons * 7 + i])
+
+
+def star(persons: int, batches: int, batch: int) -> None:
+    print(f"### (c) 7-way star join on one-to-one attributes: {persons:,} persons\n")
+    rows = []
+    for plan in ("wcoj", "binary"):
+        db = Database()
+        db.define(STAR_PROGRAM)
+        load_persons(db, 0, persons)
+        seen = 0
+
+        def on_change(change: Change) -> None:
+            nonlocal seen
+            seen += sum(change.diffs)
+
+        _, initial = timed(partial(db.subscribe, STAR_QUERY, on_change, plan))
+        dataflow = db.engine.dataflows[-1]
+        held = dataflow.arrangements()
+        latencies: list[float] = []
+        for k in range(batches):
+            _, seconds = timed(partial(load_persons, db, persons + k * batch, batch))
+            latencies.append(seconds * 1e3)
+        if seen != persons + batches * batch:
+            raise AssertionError(f"{plan}: {seen} star rows, expected {persons + batches * batch}")
+        pct = percentiles(latencies)
+        tuples = sum(t for _, t, _ in held)
+        ops = "; ".join(f"{op}: {t:,}" for op, t, _ in held)
+        rows.append([plan, initial, tuples, len(held), pct["p50"], pct["p99"], ops])
+    print_table(
+        rows,
+        [
+            "plan",
+            "subscribe s",
+            "arranged tuples",
+            "arrangements",
+            f"p50 ms / {batch}",
+            f"p99 ms / {batch}",
+            "held by",
+        ],
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--edges", type=int, default=100_000)
+    parser.add_argument("--snap", type=Path, nargs="*", default=DEFAULT_SNAP)
+    parser.add_argument("--rounds", type=int, nargs="*", default=[1, 100], help="nodes per round")
+    parser.add_argument("--persons", type=int, default=100_000)
+    parser.add_argument("--batches", type=int, default=30)
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per forked run")
+    parser.add_argument("--skip", nargs="*", default=[], choices=["a", "b", "c"])
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    if "a" not in args.skip:
+        static_triangles(args.edges, args.timeout)
+    if "b" not in args.skip:
+        streaming(args.snap, args.rounds, args.timeout * 3)
+    if "c" not in args.skip:
+        star(args.persons, args.batches, 1000)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(
+        f"peak RSS: this process {peak_rss_mb():,.0f} MiB, largest forked run "
+        f"{children:,.0f} MiB; total {time.perf_counter() - start:,.0f} s"
+    )
+
+
+if __name__ == "__main__":
+    main()
