@@ -15,6 +15,7 @@ entry point takes the database's lock.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ import numpy as np
 
 from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
+from datalog.durability import Log
 from datalog.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
@@ -86,7 +88,14 @@ class LiveQuery:
 class Database:
     """An in-memory incremental Datalog database."""
 
-    def __init__(self) -> None:
+    def __init__(self, path: str | os.PathLike[str] | None = None, sync: bool = True) -> None:
+        """An empty database in memory, or the durable one at directory `path`.
+
+        With a path, every definition and committed transaction is appended to
+        `path/log.jsonl` (fsynced unless `sync=False`) and replayed on opening.
+        """
+        self.log: Log | None = None
+        self._quiet = 0  # >0 while replaying or committing a define's facts: no log
         self.engine = Engine()
         self.symbols = SymbolTable()
         self.program = Program()
@@ -95,6 +104,14 @@ class Database:
         self.lock = threading.RLock()
         self.engine.create_input(UNIT, [np.dtype(np.int64)])
         self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
+        if path is not None:
+            log = Log(path, sync)
+            self._quiet += 1
+            try:
+                log.replay(self)
+            finally:
+                self._quiet -= 1
+            self.log = log
 
     # -- program -----------------------------------------------------------------
 
@@ -116,9 +133,15 @@ class Database:
                 if info.name not in self.engine.inputs:
                     dtypes = [np.dtype(_dtype(t)) for t in info.types]
                     self.engine.create_input(info.name, dtypes, info.semantics)
-            with self.transaction() as tx:
-                for fact in facts:
-                    tx.insert(fact.head.name, [tuple(a.value for a in fact.head.args)])  # type: ignore[union-attr]
+            self._quiet += 1
+            try:
+                with self.transaction() as tx:
+                    for fact in facts:
+                        tx.insert(fact.head.name, [tuple(a.value for a in fact.head.args)])  # type: ignore[union-attr]
+            finally:
+                self._quiet -= 1
+            if self.log is not None and not self._quiet:
+                self.log.write_define(text)
             self._refresh_live(parsed)
 
     def _refresh_live(self, parsed: Program) -> None:
@@ -262,6 +285,25 @@ class Database:
         change = consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
         self._deliver(live, change, epoch)
 
+    def _logged(self, epoch: int, parts: list[tuple[str, tuple[np.ndarray, ...], bool]]) -> None:
+        """Append a committed transaction to the log (values as JSON, symbols as text)."""
+        if self.log is None or self._quiet:
+            return
+        changes = []
+        for relation, cols, inserting in parts:
+            kinds = self.checked.schema.types(relation)
+            decoded = [
+                self.symbols.strings(c).tolist() if k == "symbol" else c.tolist()
+                for c, k in zip(cols, kinds, strict=True)
+            ]
+            changes.append((relation, inserting, decoded))
+        self.log.write_commit(epoch, changes)
+
+    def close(self) -> None:
+        """Close the log file (a durable database stays usable in memory)."""
+        if self.log is not None:
+            self.log.close()
+
     def _deliver(self, live: LiveQuery, updates: Updates, epoch: int) -> None:
         if len(updates) == 0:
             return
@@ -321,7 +363,9 @@ class Transaction:
         for relation, cols, inserting in self.parts:
             grouped.setdefault(relation, []).append((cols, inserting))
         requests = {rel: _requests(parts) for rel, parts in grouped.items()}
-        return self.db.engine.commit(requests)
+        epoch = self.db.engine.commit(requests)
+        self.db._logged(epoch, self.parts)
+        return epoch
 
 
 def _requests(parts: list[tuple[tuple[np.ndarray, ...], bool]]) -> Requests:
