@@ -7,6 +7,7 @@ inside the commands so `deltalog --version` starts at once.
     deltalog run PROGRAM.dl [-F FACTS_DIR] [-D OUTPUT_DIR]   # like `souffle -F -D`
     deltalog repl                                           # interactive session
     deltalog demo                                           # the built-in example
+    deltalog serve [--host H] [--port P] [--token T]       # the WebSocket server
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ EXAMPLES = Path(__file__).with_name("examples")
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv` (default `sys.argv[1:]`); returns the exit status."""
-    args = _parser().parse_args(argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["serve"]:  # its options belong to the server package
+        return run_serve(arguments[1:])
+    args = _parser().parse_args(arguments)
     command: Callable[[argparse.Namespace], int] = args.command
     try:
         return command(args)
@@ -60,6 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     repl.set_defaults(command=run_repl)
     demo = commands.add_parser("demo", help="run the built-in social-graph example")
     demo.set_defaults(command=run_demo)
+    commands.add_parser("serve", help="serve a database over WebSocket (serve --help)")
     return parser
 
 
@@ -202,6 +207,27 @@ def run_demo(args: argparse.Namespace) -> int:
 
     demo(EXAMPLES)
     return 0
+
+
+# --- serve -----------------------------------------------------------------------------------
+
+
+def run_serve(argv: Sequence[str]) -> int:
+    """`deltalog serve ...`: hand over to the server package, found by name at run time.
+
+    `datalog` never imports `server` (the layers point down); the server package
+    registers nothing here, it is only looked up when asked for
+    (docs/adr/0006-server-entry-point.md).
+    """
+    import importlib
+
+    try:
+        entry = importlib.import_module("server.main")
+    except ImportError as exc:
+        print(f"error: the server is not available: {exc}", file=sys.stderr)
+        return 1
+    status: int = entry.main(argv)
+    return status
 
 
 if __name__ == "__main__":

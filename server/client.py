@@ -1,0 +1,227 @@
+"""A small asyncio client for the Deltalog server (docs/protocol.md).
+
+Layer: server — needs only `websockets`; it does not load the engine.
+
+    client = await Client.connect("ws://127.0.0.1:6262", token=None)
+    await client.define(".decl edge(x: number, y: number)")
+    epoch = await client.transact(inserts={"edge": [(1, 2)]})
+    rows = await client.query("edge(x, y)")
+    sub = await client.subscribe("edge(1, y)")
+    async for change in sub:       # the snapshot first, then one Change per delivery
+        ...
+    await client.close()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+Rows = Mapping[str, Iterable[Iterable[Any]]]
+
+
+class ServerError(Exception):
+    """An error reply: `category` is incorrect, not_found, conflict, unsupported or fault."""
+
+    def __init__(self, detail: Mapping[str, Any]) -> None:
+        self.detail = dict(detail)
+        self.category: str = str(detail.get("category", "fault"))
+        self.message: str = str(detail.get("message", ""))
+        self.line: int | None = detail.get("line")
+        self.column: int | None = detail.get("column")
+        where = f" (line {self.line}, column {self.column})" if self.line else ""
+        super().__init__(f"{self.category}: {self.message}{where}")
+
+
+@dataclass(frozen=True)
+class Change:
+    """Rows with diffs (+1 in, -1 out) as of `epoch`; a snapshot replaces the whole answer."""
+
+    rows: list[tuple[Any, ...]]
+    diffs: list[int]
+    epoch: int
+    snapshot: bool = False
+
+
+_END = object()
+
+
+class Subscription:
+    """An async iterator of one subscription's `Change`s: the snapshot, then changes."""
+
+    def __init__(self, client: Client, first: Mapping[str, Any]) -> None:
+        self.client = client
+        self.number: int = first["subscription"]
+        self.columns: list[str] = first["columns"]
+        self.instance: str = first["instance"]
+        self.epoch: int = first["epoch"]  # of the last change handed out
+        self.resumed: bool | None = first.get("resumed")
+        self.reason: str | None = first.get("reason")
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.text, self.plan = "", "auto"
+        self.granularity: Mapping[str, float] | None = None
+        rows = [tuple(r) for r in first["rows"]]
+        diffs = first.get("diffs", [1] * len(rows))
+        self.queue.put_nowait(Change(rows, diffs, self.epoch, first["type"] == "snapshot"))
+
+    def __aiter__(self) -> Subscription:
+        return self
+
+    async def __anext__(self) -> Change:
+        item = await self.queue.get()
+        if item is _END:
+            self.queue.put_nowait(_END)
+            raise StopAsyncIteration
+        if isinstance(item, Exception):
+            self.queue.put_nowait(item)
+            raise item
+        self.epoch = item.epoch
+        return item
+
+    async def next(self, timeout: float | None = None) -> Change:
+        """The next change (waits at most `timeout` seconds)."""
+        return await asyncio.wait_for(self.__anext__(), timeout)
+
+    async def unsubscribe(self) -> None:
+        await self.client.request("unsubscribe", subscription=self.number)
+        self.client.subscriptions.pop(self.number, None)
+        self.queue.put_nowait(_END)
+
+
+class Client:
+    """One WebSocket connection; requests may be issued concurrently."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.next_id = 0
+        self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self.subscriptions: dict[int, Subscription] = {}
+        self.failure: Exception | None = None
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    @classmethod
+    async def connect(cls, url: str, token: str | None = None, **options: Any) -> Client:
+        """Connect (and authenticate, if a token is given). `options` go to websockets."""
+        ws = await connect(url, max_size=options.pop("max_size", 16 * 1024 * 1024), **options)
+        client = cls(ws)
+        if token is not None:
+            await client.request("auth", token=token)
+        return client
+
+    async def request(self, kind: str, **fields: Any) -> dict[str, Any]:
+        """Send one request and wait for its reply; an error reply raises `ServerError`."""
+        if self.failure is not None:
+            raise self.failure
+        self.next_id += 1
+        request_id = self.next_id
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self.waiting[request_id] = future
+        await self.ws.send(json.dumps({"type": kind, "id": request_id, **fields}))
+        return await future
+
+    async def define(self, text: str) -> int:
+        return int((await self.request("define", text=text))["epoch"])
+
+    async def transact(self, inserts: Rows | None = None, retracts: Rows | None = None) -> int:
+        """Insert and retract rows as one atomic epoch; returns that epoch."""
+        reply = await self.request(
+            "transact", inserts=_rows(inserts or {}), retracts=_rows(retracts or {})
+        )
+        return int(reply["epoch"])
+
+    async def query(self, text: str, plan: str = "auto") -> list[tuple[Any, ...]]:
+        reply = await self.request("query", text=text, plan=plan)
+        return [tuple(r) for r in reply["rows"]]
+
+    async def subscribe(
+        self,
+        text: str,
+        granularity: Mapping[str, float] | None = None,
+        resume_from: int | None = None,
+        instance: str | None = None,
+        plan: str = "auto",
+    ) -> Subscription:
+        """Subscribe; with `resume_from` (and its `instance`) get only the newer changes."""
+        fields: dict[str, Any] = {"text": text, "plan": plan}
+        if granularity is not None:
+            fields["granularity"] = dict(granularity)
+        if resume_from is not None:
+            fields.update(resume_from=resume_from, instance=instance)
+        reply = await self.request("subscribe", **fields)
+        sub = self.subscriptions[reply["subscription"]]
+        sub.text, sub.plan, sub.granularity = text, plan, granularity
+        return sub
+
+    async def resume(self, old: Subscription) -> Subscription:
+        """Subscribe again to `old`'s query from where `old` stopped (e.g. after a reconnect).
+
+        The first change is either the consolidated changes since `old.epoch`
+        (`resumed` is True) or, if the server no longer has them, a fresh snapshot.
+        """
+        return await self.subscribe(
+            old.text, old.granularity, resume_from=old.epoch, instance=old.instance, plan=old.plan
+        )
+
+    async def explain(self, text: str, plan: str = "auto") -> str:
+        return str((await self.request("explain", text=text, plan=plan))["text"])
+
+    async def stats(self) -> dict[str, Any]:
+        return dict((await self.request("stats"))["stats"])
+
+    async def ping(self) -> int:
+        return int((await self.request("ping"))["epoch"])
+
+    async def close(self) -> None:
+        await self.ws.close()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.reader
+
+    # --- reading -------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        failure: Exception = ServerError({"category": "fault", "message": "connection closed"})
+        try:
+            async for frame in self.ws:
+                self._dispatch(json.loads(frame))
+        except ConnectionClosed:
+            pass
+        finally:
+            self.failure = self.failure or failure
+            for future in self.waiting.values():
+                if not future.done():
+                    future.set_exception(self.failure)
+            self.waiting.clear()
+            for sub in self.subscriptions.values():
+                sub.queue.put_nowait(_END if self.failure is failure else self.failure)
+
+    def _dispatch(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "change":
+            sub = self.subscriptions.get(message["subscription"])
+            if sub is not None:
+                rows = [tuple(r) for r in message["rows"]]
+                sub.queue.put_nowait(Change(rows, message["diffs"], message["epoch"]))
+            return
+        if kind in ("snapshot", "resumed"):  # register before any change can arrive
+            sub = Subscription(self, message)
+            self.subscriptions[sub.number] = sub
+        future = self.waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
+        if kind == "error":
+            error = ServerError(message["error"])
+            if future is None:  # not an answer: the server is dropping us
+                self.failure = error
+            elif not future.done():
+                future.set_exception(error)
+        elif future is not None and not future.done():
+            future.set_result(message)
+
+
+def _rows(rows: Rows) -> dict[str, list[list[Any]]]:
+    return {relation: [list(row) for row in items] for relation, items in rows.items()}

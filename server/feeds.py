@@ -1,0 +1,179 @@
+"""Feeds: one shared live query per distinct query, its answer and recent history.
+
+Layer: server — may import only the public API of datalog.
+
+A `Feed` holds one `Database` subscription however many clients watch the query
+(the database shares the dataflow too). It keeps the current answer as a multiset
+and a bounded history of the changes of recent epochs, so a client that reconnects
+with the epoch it last saw can be sent exactly what changed since. Each client's
+`Watch` on a feed applies its granularity: it forwards changes at once, or
+consolidates them and delivers at most every N epochs or S seconds.
+
+Everything here runs on the engine thread (see server/transport.py): feeds are
+fed from inside `Database.commit` and only build messages for the host to send.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from server.protocol import Granularity
+
+if TYPE_CHECKING:
+    from datalog import Change, Subscription
+
+Row = tuple[Any, ...]
+
+
+class Outbox(Protocol):
+    """Where a watch sends its messages, and how it asks for a later flush."""
+
+    def send(self, message: dict[str, Any]) -> None: ...
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None: ...
+
+    def epoch(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class HistoryLimits:
+    """How much recent history a feed keeps for resuming clients."""
+
+    epochs: int = 1000  # changed epochs kept
+    rows: int = 1_000_000  # changed rows kept, over all those epochs
+    linger: float = 60.0  # seconds a feed outlives its last watcher
+
+
+@dataclass
+class Entry:
+    epoch: int
+    rows: list[Row]
+    diffs: list[int]
+
+
+@dataclass(eq=False)
+class Feed:
+    """A live query's answer at the latest epoch and the changes of recent epochs.
+
+    Invariant: `history` holds every change of the answer in epochs
+    (`horizon`, current epoch], in epoch order; older changes are forgotten.
+    """
+
+    key: str
+    limits: HistoryLimits
+    columns: tuple[str, ...] = ()
+    answer: Counter[Row] = field(default_factory=Counter)
+    history: deque[Entry] = field(default_factory=deque)
+    history_rows: int = 0
+    horizon: int = 0
+    watches: list[Watch] = field(default_factory=list)
+    subscription: Subscription | None = None
+    idle: int = 0  # bumped whenever the feed gains or loses its last watcher
+
+    def on_change(self, change: Change) -> None:
+        """The database's callback: the snapshot first, then one call per changed epoch."""
+        rows = [tuple(r) for r in change.rows]
+        _accumulate(self.answer, rows, change.diffs)
+        if change.snapshot:
+            self.horizon = change.epoch
+            return
+        self.history.append(Entry(change.epoch, rows, list(change.diffs)))
+        self.history_rows += len(rows)
+        self._compact()
+        for watch in list(self.watches):
+            watch.offer(change.epoch, rows, change.diffs)
+
+    def _compact(self) -> None:
+        limits = self.limits
+        while self.history and (
+            len(self.history) > limits.epochs or self.history_rows > limits.rows
+        ):
+            dropped = self.history.popleft()
+            self.history_rows -= len(dropped.rows)
+            self.horizon = dropped.epoch
+
+    def snapshot(self) -> list[Row]:
+        return sorted(_rows_of(self.answer), key=_sort_key)
+
+    def since(self, epoch: int) -> tuple[list[Row], list[int]] | None:
+        """The consolidated changes after `epoch`, or None if history no longer reaches it."""
+        if epoch < self.horizon:
+            return None
+        total: Counter[Row] = Counter()
+        for entry in self.history:
+            if entry.epoch > epoch:
+                _accumulate(total, entry.rows, entry.diffs)
+        return _consolidated(total)
+
+
+@dataclass(eq=False)
+class Watch:
+    """One client's subscription to a feed, delivering with its granularity."""
+
+    number: int
+    feed: Feed
+    outbox: Outbox
+    granularity: Granularity
+    delivered: int  # the epoch the client's view is at
+    buffer: Counter[Row] = field(default_factory=Counter)
+    flushed_at: float = field(default_factory=time.monotonic)
+    timer: bool = False
+    active: bool = True
+
+    def offer(self, epoch: int, rows: list[Row], diffs: list[int]) -> None:
+        if self.granularity.immediate:
+            self._send(epoch, rows, diffs)
+            return
+        _accumulate(self.buffer, rows, diffs)
+        if self.granularity.seconds > 0 and not self.timer:
+            self.timer = True
+            due = self.flushed_at + self.granularity.seconds - time.monotonic()
+            self.outbox.call_later(max(0.0, due), self._on_timer)
+
+    def tick(self, epoch: int) -> None:
+        """After a commit: deliver an epoch-granular buffer once N epochs have passed."""
+        if self.granularity.epochs > 1 and epoch >= self.delivered + self.granularity.epochs:
+            self.flush(epoch)
+
+    def _on_timer(self) -> None:
+        self.timer = False
+        if self.active:
+            self.flush(self.outbox.epoch())
+
+    def flush(self, epoch: int) -> None:
+        """Deliver the buffered changes, consolidated, as of `epoch`."""
+        self.flushed_at = time.monotonic()
+        if not self.buffer:
+            return
+        rows, diffs = _consolidated(self.buffer)
+        self.buffer.clear()
+        if rows:
+            self._send(epoch, rows, diffs)
+
+    def _send(self, epoch: int, rows: Iterable[Row], diffs: Iterable[int]) -> None:
+        self.delivered = epoch
+        message = {"subscription": self.number, "epoch": epoch}
+        self.outbox.send({"type": "change", **message, "rows": list(rows), "diffs": list(diffs)})
+
+
+def _accumulate(total: Counter[Row], rows: list[Row], diffs: Iterable[int]) -> None:
+    for row, diff in zip(rows, diffs, strict=True):
+        total[row] += diff
+
+
+def _consolidated(total: Counter[Row]) -> tuple[list[Row], list[int]]:
+    pairs = sorted(((r, d) for r, d in total.items() if d != 0), key=lambda p: _sort_key(p[0]))
+    return [r for r, _ in pairs], [d for _, d in pairs]
+
+
+def _rows_of(answer: Counter[Row]) -> list[Row]:
+    return [row for row, count in answer.items() for _ in range(max(count, 0))]
+
+
+def _sort_key(row: Row) -> tuple[tuple[int, Any], ...]:
+    """Order rows of mixed numbers and strings without comparing a str with an int."""
+    return tuple((1, v) if isinstance(v, str) else (0, v) for v in row)

@@ -1,0 +1,81 @@
+"""`deltalog serve`: serve one in-memory database over WebSocket.
+
+Layer: server — may import only the public API of datalog. `datalog.cli` reaches
+this module by name at run time (docs/adr/0006-server-entry-point.md), so the
+core never imports the server.
+
+    deltalog serve [--host 127.0.0.1] [--port 6262] [--token TOKEN] [--program FILE.dl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from server.transport import DeltalogServer
+
+
+def parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="deltalog serve",
+        description="Serve an in-memory Deltalog database over WebSocket (docs/protocol.md).",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=6262, help="port (default 6262; 0 = any)")
+    parser.add_argument(
+        "--token",
+        default=os.environ.get("DELTALOG_TOKEN"),
+        help="clients must first send {type: auth, token} (default: $DELTALOG_TOKEN, or none)",
+    )
+    parser.add_argument("--program", type=Path, help="a Datalog program to define at start")
+    parser.add_argument("--history", type=int, default=1000, help="changed epochs kept per query")
+    parser.add_argument("--outbox", type=int, default=1000, help="queued messages per client")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the server until SIGINT/SIGTERM; returns the exit status."""
+    args = parser().parse_args(argv)
+    try:
+        import websockets  # noqa: F401
+    except ImportError:
+        print("error: the server needs websockets: pip install 'deltalog[server]'", file=sys.stderr)
+        return 1
+    from datalog import Database, DatalogError
+    from server.feeds import HistoryLimits
+    from server.transport import DeltalogServer, Limits
+
+    db = Database()
+    if args.program is not None:
+        try:
+            db.define(args.program.read_text(encoding="utf-8"))
+        except (OSError, DatalogError) as error:
+            message = error.format() if isinstance(error, DatalogError) else str(error)
+            print(message, file=sys.stderr)
+            return 1
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    server = DeltalogServer(
+        db, args.host, args.port, args.token,
+        HistoryLimits(epochs=args.history), Limits(outbox=args.outbox),
+    )  # fmt: skip
+    return asyncio.run(_serve(server))
+
+
+async def _serve(server: DeltalogServer) -> int:
+    await server.start()
+    auth = "token required" if server.hub.token else "no authentication"
+    print(f"deltalog serving on {server.url} ({auth}); Ctrl-C stops", file=sys.stderr, flush=True)
+    await server.stop_on_signal()
+    print("deltalog server stopped", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

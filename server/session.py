@@ -1,0 +1,269 @@
+"""Sessions and dispatch: what each request does to the database and who hears of it.
+
+Layer: server — may import only the public API of datalog.
+
+`Hub` is the protocol core, free of any network code: the transport hands it
+each text frame of a connection's `Session` and gives it a `Host` to send
+messages, close connections and schedule timers through. Every `Hub` method runs
+on one thread, the engine thread, so the hub, its feeds and the database are
+never used concurrently and every message a commit causes is sent, in order,
+before the reply that reports the commit.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from datalog import Database, DatalogError
+from server.feeds import Feed, HistoryLimits, Watch
+from server.protocol import ProtocolError, Request, encode, error_reply, parse_request, reply
+
+_log = logging.getLogger("deltalog.server")
+
+
+class Host(Protocol):
+    """What the transport provides to the hub (each call is safe from the engine thread)."""
+
+    def send(self, session: Session, text: str) -> None: ...
+
+    def close(self, session: Session, code: int, reason: str) -> None: ...
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None: ...
+
+
+@dataclass(eq=False)
+class Session:
+    """One client connection's protocol state."""
+
+    number: int
+    authenticated: bool
+    watches: dict[int, Watch] = field(default_factory=dict)
+    next_watch: int = 1
+    closed: bool = False
+
+
+class SessionOutbox:
+    """A `feeds.Outbox` bound to one session."""
+
+    def __init__(self, hub: Hub, session: Session) -> None:
+        self.hub, self.session = hub, session
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.hub.send(self.session, message)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        self.hub.host.call_later(delay, callback)
+
+    def epoch(self) -> int:
+        return self.hub.db.epoch
+
+
+class Hub:
+    """Dispatches requests to one `Database` and fans its changes out to sessions."""
+
+    def __init__(
+        self,
+        db: Database,
+        host: Host,
+        token: str | None = None,
+        limits: HistoryLimits | None = None,
+    ) -> None:
+        self.db, self.host, self.token = db, host, token
+        self.limits = limits or HistoryLimits()
+        self.instance = uuid.uuid4().hex  # tells a resuming client whether we restarted
+        self.feeds: dict[str, Feed] = {}
+        self.aliases: dict[tuple[str, str], str] = {}  # (text, plan) -> feed key
+        self.sessions: dict[int, Session] = {}
+        self.opened = 0
+
+    # --- sessions ------------------------------------------------------------------------
+
+    def open(self) -> Session:
+        self.opened += 1
+        session = Session(self.opened, authenticated=self.token is None)
+        self.sessions[session.number] = session
+        return session
+
+    def close(self, session: Session) -> None:
+        """The connection is gone: drop its watches (feeds linger for resumes)."""
+        session.closed = True
+        self.sessions.pop(session.number, None)
+        for watch in list(session.watches.values()):
+            self._unwatch(session, watch)
+
+    def send(self, session: Session, message: dict[str, Any]) -> None:
+        if not session.closed:
+            self.host.send(session, encode(message))
+
+    # --- dispatch ------------------------------------------------------------------------
+
+    def handle(self, session: Session, frame: str | bytes) -> None:
+        """Act on one frame; any failure becomes an error reply and changes nothing."""
+        request_id = None
+        try:
+            request = parse_request(frame)
+            request_id = request.id
+            if not session.authenticated and request.type != "auth":
+                self._refuse(session, request_id, "authentication required: send auth first")
+                return
+            handler = getattr(self, f"_on_{request.type}")
+            answer: dict[str, Any] | None = handler(session, request)
+            if answer is not None:
+                self.send(session, answer)
+        except (ProtocolError, DatalogError) as error:
+            self.send(session, error_reply(error, request_id))
+        except Exception as error:  # a bug must cost one reply, not the server
+            _log.exception("request failed: %.200r", frame)
+            self.send(session, error_reply(error, request_id))
+
+    def _refuse(self, session: Session, request_id: Any, message: str) -> None:
+        self.send(session, error_reply(ProtocolError(message), request_id))
+        self.host.close(session, 1008, "authentication failed")
+
+    def _on_auth(self, session: Session, request: Request) -> dict[str, Any] | None:
+        token = request.fields["token"]
+        if self.token is not None and not hmac.compare_digest(
+            token.encode("utf-8", "surrogatepass"), self.token.encode("utf-8", "surrogatepass")
+        ):
+            self._refuse(session, request.id, "wrong token")
+            return None
+        session.authenticated = True
+        return reply(request, "authenticated", instance=self.instance)
+
+    def _on_ping(self, session: Session, request: Request) -> dict[str, Any]:
+        return reply(request, "pong", epoch=self.db.epoch)
+
+    def _on_define(self, session: Session, request: Request) -> dict[str, Any]:
+        self.db.define(request.fields["text"])
+        return reply(request, "defined", epoch=self._ticked())
+
+    def _on_transact(self, session: Session, request: Request) -> dict[str, Any]:
+        inserts, retracts = request.fields["inserts"], request.fields["retracts"]
+        with self.db.transaction() as tx:  # an error discards the whole transaction
+            for relation, rows in inserts.items():
+                tx.insert(relation, rows)
+            for relation, rows in retracts.items():
+                tx.retract(relation, rows)
+        return reply(request, "transacted", epoch=self._ticked())
+
+    def _ticked(self) -> int:
+        """After a commit: let epoch-granular watches deliver; the current epoch."""
+        epoch = self.db.epoch
+        for feed in self.feeds.values():
+            for watch in feed.watches:
+                watch.tick(epoch)
+        return epoch
+
+    def _on_query(self, session: Session, request: Request) -> dict[str, Any]:
+        rows = self.db.query(request.fields["text"], plan=request.fields["plan"])
+        return reply(request, "rows", rows=rows, epoch=self.db.epoch)
+
+    def _on_explain(self, session: Session, request: Request) -> dict[str, Any]:
+        text = self.db.explain(request.fields["text"], plan=request.fields["plan"])
+        return reply(request, "explanation", text=text)
+
+    def _on_stats(self, session: Session, request: Request) -> dict[str, Any]:
+        feeds = {
+            key: {"watchers": len(f.watches), "history_epochs": len(f.history),
+                  "horizon": f.horizon}
+            for key, f in self.feeds.items()
+        }  # fmt: skip
+        server = {"instance": self.instance, "sessions": len(self.sessions), "feeds": feeds}
+        return reply(request, "stats", stats={**self.db.stats(), "server": server})
+
+    # --- subscriptions -------------------------------------------------------------------
+
+    def _on_subscribe(self, session: Session, request: Request) -> dict[str, Any]:
+        fields = request.fields
+        feed = self._feed(fields["text"], fields["plan"])
+        epoch = self.db.epoch
+        number = session.next_watch
+        session.next_watch += 1
+        watch = Watch(number, feed, SessionOutbox(self, session), fields["granularity"], epoch)
+        answer = self._first_message(request, feed, number, epoch)
+        feed.watches.append(watch)
+        feed.idle += 1
+        session.watches[number] = watch
+        return answer
+
+    def _first_message(
+        self, request: Request, feed: Feed, number: int, epoch: int
+    ) -> dict[str, Any]:
+        """The changes since `resume_from` if history reaches back that far, else a snapshot."""
+        base = {"subscription": number, "epoch": epoch, "columns": list(feed.columns),
+                "instance": self.instance}  # fmt: skip
+        resume_from, instance = request.fields["resume_from"], request.fields["instance"]
+        if resume_from is None:
+            return reply(request, "snapshot", **base, rows=feed.snapshot())
+        reason = None
+        if instance is not None and instance != self.instance:
+            reason = "server restarted"
+        elif resume_from > epoch:
+            reason = "epoch is ahead of the server"
+        changes = feed.since(resume_from) if reason is None else None
+        if changes is None:
+            reason = reason or "history compacted"
+            return reply(request, "snapshot", **base, rows=feed.snapshot(), resumed=False,
+                         reason=reason)  # fmt: skip
+        rows, diffs = changes
+        return reply(request, "resumed", **base, since=resume_from, rows=rows, diffs=diffs,
+                     resumed=True)  # fmt: skip
+
+    def _feed(self, text: str, plan: str) -> Feed:
+        """The feed of a query, started (one database subscription) on first use."""
+        key = self.aliases.get((text, plan))
+        if key is not None and key in self.feeds:
+            return self.feeds[key]
+        feed = Feed(key="", limits=self.limits)
+        subscription = self.db.subscribe(text, feed.on_change, plan=plan)  # type: ignore[arg-type]
+        key = subscription.query
+        existing = self.feeds.get(key)
+        if existing is not None:  # the same query written differently
+            self.db.unsubscribe(subscription)
+            feed = existing
+        else:
+            feed.key, feed.subscription = key, subscription
+            feed.columns = tuple(subscription.columns)
+            self.feeds[key] = feed
+        if len(self.aliases) > 10_000:
+            self.aliases.clear()
+        self.aliases[(text, plan)] = key
+        return feed
+
+    def _on_unsubscribe(self, session: Session, request: Request) -> dict[str, Any]:
+        number = request.fields["subscription"]
+        watch = session.watches.get(number)
+        if watch is None:
+            raise ProtocolError(f"no subscription {number} on this connection", "not_found")
+        self._unwatch(session, watch)
+        return reply(request, "unsubscribed", subscription=number)
+
+    def _unwatch(self, session: Session, watch: Watch) -> None:
+        watch.active = False
+        session.watches.pop(watch.number, None)
+        feed = watch.feed
+        if watch in feed.watches:
+            feed.watches.remove(watch)
+        if not feed.watches:
+            feed.idle += 1
+            idle = feed.idle
+            self.host.call_later(self.limits.linger, lambda: self._retire(feed, idle))
+
+    def _retire(self, feed: Feed, idle: int) -> None:
+        """Stop a feed nobody has watched since it went idle (its history goes with it)."""
+        if feed.watches or feed.idle != idle or self.feeds.get(feed.key) is not feed:
+            return
+        del self.feeds[feed.key]
+        if feed.subscription is not None:
+            self.db.unsubscribe(feed.subscription)
+
+    def shutdown(self) -> None:
+        for session in list(self.sessions.values()):
+            self.close(session)
+        for feed in list(self.feeds.values()):
+            self._retire(feed, feed.idle)

@@ -1,0 +1,250 @@
+"""The WebSocket transport: connections, bounded outboxes and the engine thread.
+
+Layer: server — may import only the public API of datalog.
+
+Threads. The asyncio event loop only moves bytes; every `Hub` call (so every
+`Database` call, and the subscription callbacks that run inside commits) runs on
+one worker thread, the engine thread. A long query therefore never stalls other
+clients' sockets, and the hub never needs a lock of its own. Messages the engine
+thread produces are collected per job and handed to the loop in one
+`call_soon_threadsafe`, in the order they were produced.
+
+Back-pressure. A connection's requests are handled one at a time (the next frame
+is read once the previous one is done), so a flooding client waits on its own
+TCP window. Outgoing messages wait in a bounded per-connection outbox; a client
+that lets it overflow is sent a final error and dropped, and the engine never
+waits for any socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from websockets.asyncio.server import Server as WsServer
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
+
+from datalog import Database
+from server.feeds import HistoryLimits
+from server.protocol import encode
+from server.session import Hub, Session
+
+_log = logging.getLogger("deltalog.server")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Transport limits (see docs/protocol.md)."""
+
+    outbox: int = 1000  # queued outgoing messages per connection before it is dropped
+    max_frame: int = 16 * 1024 * 1024  # bytes of one incoming frame
+    auth_timeout: float = 10.0  # seconds to authenticate before the connection is closed
+    abort_after: float = 2.0  # seconds a dropped client gets to take its final error
+
+
+@dataclass(frozen=True)
+class _Close:
+    code: int
+    reason: str
+
+
+class Connection:
+    """One socket's bounded outbox and the task that writes it."""
+
+    def __init__(self, ws: ServerConnection, session: Session, limits: Limits) -> None:
+        self.ws, self.session, self.limits = ws, session, limits
+        self.queue: deque[str | _Close] = deque()
+        self.ready = asyncio.Event()
+        self.closing = False
+        self.writer = asyncio.get_running_loop().create_task(self._write())
+
+    def push(self, item: str | _Close) -> None:
+        if self.closing:
+            return
+        if isinstance(item, _Close):
+            self._finish(item)
+        elif len(self.queue) >= self.limits.outbox:
+            self._overflow()
+        else:
+            self.queue.append(item)
+            self.ready.set()
+
+    def _overflow(self) -> None:
+        """Too slow: replace the backlog by one error, close, and abort if even that stalls."""
+        self.queue.clear()
+        message = f"too slow, disconnecting: more than {self.limits.outbox} messages queued"
+        error = {"type": "error", "id": None, "error": {"category": "fault", "message": message}}
+        self.queue.append(encode(error))
+        self._finish(_Close(1008, "too slow"))
+
+    def _finish(self, close: _Close) -> None:
+        self.queue.append(close)
+        self.closing = True
+        self.ready.set()
+        loop = asyncio.get_running_loop()
+        loop.call_later(self.limits.abort_after + 1.0, self._abort)
+
+    def _abort(self) -> None:
+        transport = getattr(self.ws, "transport", None)
+        if transport is not None and not transport.is_closing():
+            transport.abort()
+
+    async def _write(self) -> None:
+        with contextlib.suppress(ConnectionClosed):
+            while True:
+                await self.ready.wait()
+                while self.queue:
+                    item = self.queue.popleft()
+                    if isinstance(item, _Close):
+                        await asyncio.wait_for(
+                            self.ws.close(item.code, item.reason), self.limits.abort_after
+                        )
+                        return
+                    await self.ws.send(item)
+                self.ready.clear()
+
+
+class DeltalogServer:
+    """A `Database` served over WebSocket; `await start()`, then `await stop()`."""
+
+    def __init__(
+        self,
+        db: Database | None = None,
+        host: str = "127.0.0.1",
+        port: int = 6262,
+        token: str | None = None,
+        history: HistoryLimits | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self.db = db if db is not None else Database()
+        self.address = (host, port)
+        self.limits = limits or Limits()
+        self.engine = ThreadPoolExecutor(max_workers=1, thread_name_prefix="deltalog-engine")
+        self.hub = Hub(self.db, self, token, history)
+        self.connections: dict[int, Connection] = {}
+        self.pending: list[tuple[Callable[..., None], tuple[Any, ...]]] = []  # engine thread
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.ws_server: WsServer | None = None
+
+    @property
+    def port(self) -> int:
+        assert self.ws_server is not None, "the server is not started"
+        return int(self.ws_server.sockets[0].getsockname()[1])
+
+    @property
+    def url(self) -> str:
+        return f"ws://{self.address[0]}:{self.port}"
+
+    async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        host, port = self.address
+        self.ws_server = await serve(
+            self._serve, host, port, max_size=self.limits.max_frame, compression=None
+        )
+
+    async def stop(self) -> None:
+        """Close every connection (1001, going away), then stop the engine thread."""
+        if self.ws_server is not None:
+            self.ws_server.close()
+            await self.ws_server.wait_closed()
+        await self.run(self.hub.shutdown)
+        self.engine.shutdown(wait=True)
+
+    async def stop_on_signal(self) -> None:
+        """Serve (once started) until SIGINT or SIGTERM, then shut down gracefully."""
+        stopping = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stopping.set)
+        try:
+            await stopping.wait()
+        finally:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.remove_signal_handler(sig)
+            await self.stop()
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run `fn(*args)` on the engine thread, then deliver what it sent."""
+        assert self.loop is not None
+        return await self.loop.run_in_executor(self.engine, self._job, fn, args)
+
+    # --- engine thread -------------------------------------------------------------------
+
+    def _job(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        try:
+            return fn(*args)
+        finally:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self.pending and self.loop is not None:
+            batch, self.pending = self.pending, []
+            with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
+                self.loop.call_soon_threadsafe(_run_all, batch)
+
+    # Host, for the hub: called on the engine thread.
+    def send(self, session: Session, text: str) -> None:
+        self.pending.append((self._push, (session.number, text)))
+
+    def close(self, session: Session, code: int, reason: str) -> None:
+        self.pending.append((self._push, (session.number, _Close(code, reason))))
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        self.pending.append((self._later, (delay, callback)))
+
+    # --- event loop ----------------------------------------------------------------------
+
+    def _push(self, number: int, item: str | _Close) -> None:
+        connection = self.connections.get(number)
+        if connection is not None:
+            connection.push(item)
+
+    def _later(self, delay: float, callback: Callable[[], None]) -> None:
+        assert self.loop is not None
+        self.loop.call_later(delay, self._submit, callback)
+
+    def _submit(self, callback: Callable[[], None]) -> None:
+        with contextlib.suppress(RuntimeError):  # shutting down: timers no longer matter
+            self.engine.submit(self._job, callback, ())
+
+    async def _serve(self, ws: ServerConnection) -> None:
+        session: Session = await self.run(self.hub.open)
+        connection = Connection(ws, session, self.limits)
+        self.connections[session.number] = connection
+        assert self.loop is not None
+        if not session.authenticated:
+            self.loop.call_later(self.limits.auth_timeout, self._check_auth, connection)
+        try:
+            async for frame in ws:
+                if connection.closing:
+                    break
+                await self.run(self.hub.handle, session, frame)
+        except ConnectionClosed:
+            pass
+        finally:
+            await self.run(self.hub.close, session)
+            self.connections.pop(session.number, None)
+            if not connection.closing:
+                connection.writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError, ConnectionClosed):
+                await connection.writer
+
+    def _check_auth(self, connection: Connection) -> None:
+        if not connection.session.authenticated and not connection.closing:
+            connection.push(_Close(1008, "authentication timed out"))
+
+
+def _run_all(batch: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
+    for fn, args in batch:
+        try:
+            fn(*args)
+        except Exception:  # one broken connection must not starve the others
+            _log.exception("delivering a message failed")
