@@ -29,7 +29,7 @@ from functools import partial
 from itertools import permutations
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -47,6 +47,7 @@ TRIANGLE_ATOMS = ("e(a, b)", "e(b, c)", "e(a, c)")
 ORDERS = [", ".join(p) for p in permutations(TRIANGLE_ATOMS)]
 SNAP_DIR = Path("/work/shared/data/snap")
 DEFAULT_SNAP = [SNAP_DIR / "CA-GrQc.txt", SNAP_DIR / "p2p-Gnutella08.txt"]
+T = TypeVar("T")
 MEMORY_CAP = 8 << 30  # bytes of address space a forked run may map
 
 
@@ -69,40 +70,56 @@ def count_answer(db: Database, text: str, plan: JoinPlan) -> int:
     return total
 
 
+def cpu_seconds() -> float:
+    """User + system CPU seconds of this process so far (all its threads)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed_cpu(job: Callable[[], T]) -> tuple[T, float, float]:
+    """`job()`, its wall-clock seconds and its CPU seconds (robust to a busy host)."""
+    cpu = cpu_seconds()
+    result, wall = timed(job)
+    return result, wall, cpu_seconds() - cpu
+
+
+Outcome = tuple[str, Any, float, float]  # status, result, wall s, cpu s
+
+
 def _child(conn: Connection, job: Callable[[], object]) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
     try:
-        result, seconds = timed(job)
-        conn.send(("ok", result, seconds))
+        result, wall, cpu = timed_cpu(job)
+        conn.send(("ok", result, wall, cpu))
     except MemoryError:
-        conn.send(("oom", None, 0.0))
+        conn.send(("oom", None, 0.0, 0.0))
 
 
-def forked(job: Callable[[], object], timeout: float) -> tuple[str, object, float]:
-    """Run `job` in a forked child: ("ok", result, seconds), or "timeout"/"oom"/"crash"."""
+def forked(job: Callable[[], object], timeout: float) -> Outcome:
+    """Run `job` in a forked child: ("ok", result, wall, cpu), or "timeout"/"oom"/"crash"."""
     ctx = mp.get_context("fork")
     parent, child = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(child, job))
     proc.start()
     child.close()
-    outcome: tuple[str, object, float] = ("timeout", None, timeout)
+    outcome: Outcome = ("timeout", None, timeout, timeout)
     if parent.poll(timeout):
         try:
             outcome = parent.recv()
         except EOFError:
-            outcome = ("crash", None, 0.0)
+            outcome = ("crash", None, 0.0, 0.0)
     if proc.is_alive():
         proc.kill()
     proc.join()
     return outcome
 
 
-def _cell(outcome: tuple[str, object, float]) -> object:
-    status, _, seconds = outcome
-    return seconds if status == "ok" else status
+def _cell(outcome: Outcome, cpu: bool = False) -> object:
+    status, _, wall, cpu_s = outcome
+    return (cpu_s if cpu else wall) if status == "ok" else status
 
 
-def _checked(outcome: tuple[str, object, float], expected: int, what: str) -> None:
+def _checked(outcome: Outcome, expected: int, what: str) -> None:
     if outcome[0] == "ok" and outcome[1] != expected:
         raise AssertionError(f"{what}: {outcome[1]} triangles, DuckDB says {expected}")
 
@@ -110,52 +127,67 @@ def _checked(outcome: tuple[str, object, float], expected: int, what: str) -> No
 # -- (a) static triangles ----------------------------------------------------------
 
 
-def static_triangles(n_edges: int, timeout: float) -> None:
-    src, dst = power_law_graph(n_edges, seed=1)
+def skewed_graph(n_edges: int, orient: str) -> tuple[np.ndarray, np.ndarray]:
+    """A power-law graph; with `orient="degree"` every edge points to its higher-degree end.
+
+    Chung-Lu draws correlate in- and out-degree, so every clause order joins
+    about as many 2-paths first. Orienting the undirected graph towards hubs
+    (followers -> celebrities) leaves out-degrees small and in-degrees skewed:
+    joining two in-edges first (on c) then explodes, joining on a does not.
+    """
+    if orient == "none":
+        return power_law_graph(n_edges, seed=1)
+    src, dst = power_law_graph(n_edges, seed=1, directed=False)
+    degree = np.bincount(np.concatenate([src, dst]))
+    flip = (degree[src] > degree[dst]) | ((degree[src] == degree[dst]) & (src > dst))
+    return np.where(flip, dst, src), np.where(flip, src, dst)
+
+
+def static_triangles(n_edges: int, orient: str, timeout: float) -> None:
+    src, dst = skewed_graph(n_edges, orient)
     out_deg, in_deg = np.bincount(src), np.bincount(dst)
+    kind = "edges towards hubs" if orient == "degree" else "Chung-Lu, directed"
     print(
-        f"### (a) triangles, power-law graph: {n_edges:,} edges, "
+        f"### (a) triangles, power-law graph ({kind}): {n_edges:,} edges, "
         f"max out-degree {out_deg.max():,}, max in-degree {in_deg.max():,}\n"
     )
     with EdgeDB(src, dst) as duck:
-        expected, duck_seconds = duck.triangles()
+        (expected, _), duck_wall, duck_cpu = timed_cpu(duck.triangles)
     with EdgeDB(src, dst, threads=1) as duck1:
-        expected1, duck1_seconds = duck1.triangles()
+        (expected1, _), duck1_wall, duck1_cpu = timed_cpu(duck1.triangles)
     assert expected == expected1
     db = Database()
     db.define(EDGES)
     _, load = timed(lambda: db.insert("e", [src, dst]))
-    query = ORDERS[0]
-    wcoj = forked(lambda: count_answer(db, query, "wcoj"), timeout)
+    wcoj = forked(partial(count_answer, db, ORDERS[0], "wcoj"), timeout)
     _checked(wcoj, expected, "wcoj")
+    ratio = wcoj[3] / duck1_cpu if wcoj[0] == "ok" else ""
     print_table(
         [
-            ["deltalog load (insert e)", load, ""],
-            ["deltalog wcoj (delta query)", _cell(wcoj), _ratio(wcoj, duck_seconds)],
-            ["duckdb (all threads)", duck_seconds, 1.0],
-            ["duckdb (1 thread)", duck1_seconds, _ratio(wcoj, duck1_seconds)],
+            ["deltalog load (insert e)", load, "", ""],
+            ["deltalog wcoj (delta query)", _cell(wcoj), _cell(wcoj, cpu=True), ratio],
+            ["duckdb (all threads)", duck_wall, duck_cpu, duck_cpu / duck1_cpu],
+            ["duckdb (1 thread)", duck1_wall, duck1_cpu, 1.0],
         ],
-        ["initial triangle count", "seconds", "x duckdb"],
+        ["initial triangle count", "wall s", "cpu s", "cpu / duckdb 1-thread cpu"],
     )
     print(f"triangles: {expected:,}\n")
     rows = []
-    times: dict[str, list[float]] = {"wcoj": [], "binary": []}
+    cpu: dict[str, list[float]] = {"wcoj": [], "binary": []}
     for order in ORDERS:
         row: list[object] = [order]
         for plan in ("wcoj", "binary"):
             outcome = forked(partial(count_answer, db, order, plan), timeout)
             _checked(outcome, expected, f"{plan} {order}")
-            row.append(_cell(outcome))
-            times[plan].append(outcome[2] if outcome[0] == "ok" else float("inf"))
+            row += [_cell(outcome), _cell(outcome, cpu=True)]
+            cpu[plan].append(outcome[3] if outcome[0] == "ok" else float("inf"))
         rows.append(row)
-    print_table(rows, ["body order", "wcoj s", "binary s"])
-    for plan, values in times.items():
-        print(f"{plan}: spread (slowest / fastest order) = {max(values) / min(values):.3g}x")
+    print_table(rows, ["body order", "wcoj wall s", "wcoj cpu s", "binary wall s", "binary cpu s"])
+    for plan, values in cpu.items():
+        print(
+            f"{plan}: spread of cpu s (slowest / fastest order) = {max(values) / min(values):.3g}x"
+        )
     print()
-
-
-def _ratio(outcome: tuple[str, object, float], base: float) -> object:
-    return outcome[2] / base if outcome[0] == "ok" else ""
 
 
 # -- (b) streaming triangles -------------------------------------------------------
@@ -188,7 +220,8 @@ def read_edges(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def stream_latencies(
     src: np.ndarray, dst: np.ndarray, rounds: Sequence[np.ndarray], query: str, plan: JoinPlan
-) -> tuple[list[float], int]:
+) -> tuple[list[float], list[float], int]:
+    """Wall and CPU seconds of each round's commit, and the triangles seen in the end."""
     db = Database()
     db.define(EDGES)
     found = 0
@@ -198,12 +231,13 @@ def stream_latencies(
         found += sum(change.diffs)
 
     db.subscribe(query, on_change, plan=plan)
-    latencies = []
+    latencies, cpu = [], []
     for part in rounds:
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         db.insert("e", [src[part], dst[part]])
         latencies.append(time.perf_counter() - start)
-    return latencies, found
+        cpu.append(time.process_time() - start_cpu)
+    return latencies, cpu, found
 
 
 def binary_extremes(src: np.ndarray, dst: np.ndarray) -> tuple[str, str]:
@@ -244,30 +278,23 @@ def streaming(paths: Sequence[Path], round_sizes: Sequence[int], timeout: float)
                 job = partial(stream_latencies, src, dst, rounds, query, plan)
                 outcome = forked(job, timeout)
                 if outcome[0] != "ok":
-                    rows.append([path.name, size, len(rounds), label, outcome[0], "", "", ""])
+                    rows.append([path.name, size, len(rounds), label, outcome[0], *[""] * 5])
                     continue
-                latencies: list[float] = outcome[1][0]  # type: ignore[index]
-                found: int = outcome[1][1]  # type: ignore[index]
+                latencies, cpu_latencies, found = outcome[1]
                 if found != expected:
                     raise AssertionError(f"{label} on {path.name}: {found} vs DuckDB {expected}")
                 pct = percentiles(np.asarray(latencies) * 1e3)
+                pct_cpu = percentiles(np.asarray(cpu_latencies) * 1e3)
                 rows.append(
-                    [
-                        path.name,
-                        size,
-                        len(rounds),
-                        label,
-                        pct["p50"],
-                        pct["p99"],
-                        pct["max"],
-                        sum(latencies),
-                    ]
+                    [path.name, size, len(rounds), label, pct["p50"], pct["p99"], pct["max"]]
+                    + [pct_cpu["p50"], pct_cpu["p99"], sum(latencies)]  # noqa: RUF005
                 )
         print(f"{path.name}: {len(src):,} edges, {expected:,} triangles")
     print()
     print_table(
         rows,
-        ["graph", "nodes/round", "rounds", "plan", "p50 ms", "p99 ms", "max ms", "total s"],
+        ["graph", "nodes/round", "rounds", "plan", "p50 ms", "p99 ms", "max ms"]
+        + ["p50 cpu ms", "p99 cpu ms", "total s"],  # noqa: RUF005
     )
 
 
@@ -328,6 +355,9 @@ def star(persons: int, batches: int, batch: int) -> None:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--edges", type=int, default=100_000)
+    parser.add_argument(
+        "--orient", nargs="*", default=["degree", "none"], choices=["degree", "none"]
+    )
     parser.add_argument("--snap", type=Path, nargs="*", default=DEFAULT_SNAP)
     parser.add_argument("--rounds", type=int, nargs="*", default=[1, 100], help="nodes per round")
     parser.add_argument("--persons", type=int, default=100_000)
@@ -337,7 +367,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     start = time.perf_counter()
     if "a" not in args.skip:
-        static_triangles(args.edges, args.timeout)
+        for orient in args.orient:
+            static_triangles(args.edges, orient, args.timeout)
     if "b" not in args.skip:
         streaming(args.snap, args.rounds, args.timeout * 3)
     if "c" not in args.skip:
