@@ -285,17 +285,14 @@ def streaming(paths: Sequence[Path], round_sizes: Sequence[int], timeout: float)
                     raise AssertionError(f"{label} on {path.name}: {found} vs DuckDB {expected}")
                 pct = percentiles(np.asarray(latencies) * 1e3)
                 pct_cpu = percentiles(np.asarray(cpu_latencies) * 1e3)
-                rows.append(
-                    [path.name, size, len(rounds), label, pct["p50"], pct["p99"], pct["max"]]
-                    + [pct_cpu["p50"], pct_cpu["p99"], sum(latencies)]  # noqa: RUF005
-                )
+                wall = [pct["p50"], pct["p99"], pct["max"]]
+                cpu = [pct_cpu["p50"], pct_cpu["p99"]]
+                rows.append([path.name, size, len(rounds), label, *wall, *cpu, sum(latencies)])
         print(f"{path.name}: {len(src):,} edges, {expected:,} triangles")
     print()
-    print_table(
-        rows,
-        ["graph", "nodes/round", "rounds", "plan", "p50 ms", "p99 ms", "max ms"]
-        + ["p50 cpu ms", "p99 cpu ms", "total s"],  # noqa: RUF005
-    )
+    headers = ["graph", "nodes/round", "rounds", "plan", "p50 ms", "p99 ms", "max ms"]
+    headers += ["p50 cpu ms", "p99 cpu ms", "total s"]
+    print_table(rows, headers)
 
 
 # -- (c) star join -----------------------------------------------------------------
