@@ -16,12 +16,15 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from datalog.ast import Atom, Comparison, Var
+from datalog.ast import Atom, Comparison, Const, Var, Wildcard
 from datalog.ast import Literal as BodyLiteral
 from datalog.expressions import evaluate_comparison
 from datalog.passes.variables import term_variables
-from joins.delta_query import DeltaQueryOp, Pattern, plan_pipeline
+from differential.operators.arrange import ArrangeOp
+from differential.operators.linear import project
+from joins.delta_query import DeltaQueryOp, Pattern
 from joins.extenders import PredicateExtender, Prefixes
+from joins.order import variable_order
 
 if TYPE_CHECKING:
     from datalog.plan.body import Binding, BodyCompiler
@@ -30,21 +33,30 @@ JoinPlan = Literal["auto", "wcoj", "binary"]
 
 
 def _eligible(lit: BodyLiteral) -> bool:
-    if not isinstance(lit, Atom) or not 1 <= len(lit.args) <= 2:
+    """A positive atom over one or two distinct variables (constants, `_` allowed)."""
+    if not isinstance(lit, Atom):
         return False
-    names = [a.name for a in lit.args if isinstance(a, Var)]
-    return len(names) == len(lit.args) and len(set(names)) == len(names)
+    if not all(isinstance(a, Var | Const | Wildcard) for a in lit.args):
+        return False
+    return 1 <= len({a.name for a in lit.args if isinstance(a, Var)}) <= 2
+
+
+def _variables(atom: Atom) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(a.name for a in atom.args if isinstance(a, Var)))
 
 
 def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
     """Replace the qualifying atoms of `pending` by one delta query; None if none qualify."""
     from datalog.plan.body import Binding
 
-    atoms = [lit for lit in pending if _eligible(lit)]
+    atoms = [lit for lit in pending if isinstance(lit, Atom) and _eligible(lit)]
     needed = 2 if c.join_plan == "wcoj" else 3
-    if len(atoms) < needed or not any(len(a.args) == 2 for a in atoms):  # type: ignore[union-attr]
+    var_lists = [_variables(a) for a in atoms]
+    if len(atoms) < needed or not any(len(v) == 2 for v in var_lists):
         return None
-    patterns = [_pattern(c, a) for a in atoms]  # type: ignore[arg-type]
+    if any(variable_order(var_lists, i, [0] * len(atoms)) is None for i in range(len(atoms))):
+        return None  # not connected through binary bindings: join-at-a-time instead
+    patterns = [_pattern(c, a) for a in atoms]
     bound = {v for p in patterns for v in p.vars}
     comparisons = [
         lit
@@ -52,14 +64,10 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
         if isinstance(lit, Comparison) and {v.name for v in _vars(lit)} <= bound
     ]
     predicates = [_predicate(c, cmp) for cmp in comparisons]
-    try:
-        for i in range(len(patterns)):
-            plan_pipeline(patterns, predicates, i)
-    except ValueError:
-        return None
     out_vars = tuple(dict.fromkeys(v for p in patterns for v in p.vars))
     op = DeltaQueryOp(c.sources.scope, patterns, predicates, out_vars)
-    for lit in (*atoms, *comparisons):
+    used: list[BodyLiteral] = [*atoms, *comparisons]
+    for lit in used:
         pending.remove(lit)
     c.notes.append(f"delta query (worst-case optimal) over {op.describe()[12:-1]}")
     c.notes.extend(f"  {line}" for line in op.explain())
@@ -71,19 +79,33 @@ def _vars(cmp: Comparison) -> list[Var]:
 
 
 def _pattern(c: BodyCompiler, atom: Atom) -> Pattern:
-    names = tuple(a.name for a in atom.args if isinstance(a, Var))
+    """The binding's arrangements: shared ones for a plain atom of a relation,
+    private ones over the filtered projection when the atom has constants,
+    wildcards or a repeated variable (so `e(a, 3)` or `e(a, a)` is a unary binding)."""
+    from datalog.plan.body import AtomView
+
+    names = _variables(atom)
     src = c.sources
+    size = src.size(atom.name)
+    plain = len(names) == len(atom.args)
+    if not plain:
+        view = AtomView.of(atom, c)
+        stream = project(view.stream(), view.positions)
+        by_both = ArrangeOp(stream, len(names))
+        if len(names) == 1:
+            return Pattern(atom.name, names, by_both, size=size)
+        by_first = ArrangeOp(stream, 1)
+        by_second = ArrangeOp(project(stream, [1, 0]), 1)
+        return Pattern(atom.name, names, by_both, by_first, by_second, size)
     if len(names) == 1:
-        return Pattern(
-            atom.name, names, src.arrangement(atom.name, [0], 1), size=src.size(atom.name)
-        )
+        return Pattern(atom.name, names, src.arrangement(atom.name, [0], 1), size=size)
     return Pattern(
         atom.name,
         names,
         src.arrangement(atom.name, [0, 1], 2),
         src.arrangement(atom.name, [0, 1], 1),
         src.arrangement(atom.name, [1, 0], 1),
-        src.size(atom.name),
+        size,
     )
 
 
