@@ -104,6 +104,7 @@ class Client:
         self.waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
         self.subscriptions: dict[int, Subscription] = {}
         self.failure: Exception | None = None
+        self.notices: list[ServerError] = []  # errors that answer no request
         self.reader = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
@@ -193,6 +194,8 @@ class Client:
         except ConnectionClosed:
             pass
         finally:
+            if self.ws.close_code not in (1000, 1001) and self.notices:
+                failure = self.notices[-1]  # why the server closed the connection
             self.failure = self.failure or failure
             for future in self.waiting.values():
                 if not future.done():
@@ -215,8 +218,8 @@ class Client:
         future = self.waiting.pop(message.get("id"), None)  # type: ignore[arg-type]
         if kind == "error":
             error = ServerError(message["error"])
-            if future is None:  # not an answer: the server is dropping us
-                self.failure = error
+            if future is None:  # about no request of ours (or the server dropping us)
+                self.notices.append(error)
             elif not future.done():
                 future.set_exception(error)
         elif future is not None and not future.done():

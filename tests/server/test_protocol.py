@@ -1,0 +1,182 @@
+"""The protocol core without a network: request validation and the hub's dispatch."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from datalog import Database
+from server.feeds import HistoryLimits
+from server.protocol import ProtocolError, parse_request
+from server.session import Hub, Session
+from tests.server.helpers import GRAPH
+
+pytestmark = pytest.mark.server
+
+
+@pytest.mark.parametrize(
+    ("frame", "category", "fragment"),
+    [
+        ("{not json", "incorrect", "malformed JSON"),
+        ("[1, 2]", "incorrect", "JSON object"),
+        (b"{}", "incorrect", "binary"),
+        ('{"type": "frobnicate", "id": 1}', "unsupported", "unknown request type"),
+        ('{"id": 1}', "unsupported", "unknown request type"),
+        ('{"type": "define", "id": 1}', "incorrect", "`text`"),
+        ('{"type": "transact", "inserts": {"edge": [1, 2]}}', "incorrect", "list of rows"),
+        ('{"type": "transact", "inserts": {"edge": [[null, 2]]}}', "incorrect", "number or"),
+        ('{"type": "transact", "inserts": [[1, 2]]}', "incorrect", "object of relation"),
+        ('{"type": "query", "text": "e(x)", "plan": "fast"}', "incorrect", "`plan`"),
+        ('{"type": "subscribe", "text": "e(x)", "granularity": {"epochs": 0}}', "incorrect", ""),
+        ('{"type": "subscribe", "text": "e(x)", "granularity": {"seconds": -1}}', "incorrect", ""),
+        ('{"type": "subscribe", "text": "e(x)", "resume_from": "3"}', "incorrect", "resume"),
+        ('{"type": "unsubscribe", "id": 2}', "incorrect", "`subscription`"),
+        ('{"type": "ping", "id": [1]}', "incorrect", "`id`"),
+        ("[" * 100_000, "incorrect", "malformed JSON"),
+    ],
+)
+def test_bad_requests_are_rejected_with_a_category(
+    frame: str | bytes, category: str, fragment: str
+) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        parse_request(frame)
+    assert caught.value.category == category
+    assert fragment in caught.value.message
+
+
+def test_the_request_id_survives_a_bad_payload() -> None:
+    with pytest.raises(ProtocolError) as caught:
+        parse_request('{"type": "define", "id": "abc", "text": 5}')
+    assert caught.value.request_id == "abc"
+
+
+class FakeHost:
+    """Collects what the hub sends; timers run when the test says so."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, dict[str, Any]]] = []
+        self.closed: list[tuple[int, int]] = []
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+
+    def send(self, session: Session, text: str) -> None:
+        self.sent.append((session.number, json.loads(text)))
+
+    def close(self, session: Session, code: int, reason: str) -> None:
+        self.closed.append((session.number, code))
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        self.timers.append((delay, callback))
+
+    def fire(self) -> None:
+        timers, self.timers = self.timers, []
+        for _, callback in timers:
+            callback()
+
+    def take(self) -> list[dict[str, Any]]:
+        sent, self.sent = self.sent, []
+        return [message for _, message in sent]
+
+
+def _hub(**options: Any) -> tuple[Hub, FakeHost, Session]:
+    host = FakeHost()
+    hub = Hub(Database(), host, **options)
+    session = hub.open()
+    hub.handle(session, json.dumps({"type": "define", "id": 0, "text": GRAPH}))
+    host.take()
+    return hub, host, session
+
+
+def _send(hub: Hub, session: Session, **request: Any) -> None:
+    hub.handle(session, json.dumps(request))
+
+
+def test_a_commit_reaches_subscribers_before_its_reply() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="subscribe", id=1, text="reach(1, y)")
+    _send(hub, session, type="transact", id=2, inserts={"edge": [[1, 2], [2, 3]]})
+    snapshot, change, reply = host.take()
+    assert (snapshot["type"], snapshot["id"], snapshot["rows"]) == ("snapshot", 1, [])
+    assert change == {"type": "change", "subscription": 1, "epoch": reply["epoch"],
+                      "rows": [[2], [3]], "diffs": [1, 1]}  # fmt: skip
+    assert (reply["type"], reply["id"]) == ("transacted", 2)
+
+
+def test_a_rejected_transaction_changes_nothing_and_reports_where() -> None:
+    hub, host, session = _hub()
+    epoch = hub.db.epoch
+    _send(hub, session, type="transact", id=1, inserts={"edge": [[1, 2]], "edg": [[1]]})
+    _send(hub, session, type="transact", id=2, inserts={"edge": [[1, 2], [3]]})
+    _send(hub, session, type="query", id=3, text="reach(x, y), edg(y)")
+    unknown, arity, bad_query = host.take()
+    assert unknown["error"]["category"] == "not_found" and "did you mean" in str(unknown)
+    assert arity["error"]["category"] == "incorrect" and arity["id"] == 2
+    assert (bad_query["error"]["line"], bad_query["error"]["column"]) == (1, 14)
+    assert hub.db.epoch == epoch and hub.db.query("edge(x, y)") == []
+
+
+def test_subscriptions_to_the_same_query_share_one_feed() -> None:
+    hub, host, session = _hub()
+    other = hub.open()
+    _send(hub, session, type="subscribe", id=1, text="reach(1, y)")
+    _send(hub, other, type="subscribe", id=1, text="reach(1,   y).")
+    assert len(hub.feeds) == 1 and len(hub.db.stats()["queries"]) == 1  # type: ignore[arg-type]
+    hub.close(session)
+    hub.close(other)
+    assert len(hub.feeds) == 1  # lingers for resumes
+    host.fire()
+    assert hub.feeds == {} and hub.db.stats()["queries"] == {}
+
+
+def test_epoch_granularity_consolidates_and_waits_for_n_epochs() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="subscribe", id=1, text="edge(x, y)", granularity={"epochs": 3})
+    start = host.take()[0]["epoch"]
+    _send(hub, session, type="transact", id=2, inserts={"edge": [[1, 2]]})
+    _send(
+        hub, session, type="transact", id=3, retracts={"edge": [[1, 2]]}, inserts={"edge": [[5, 6]]}
+    )
+    assert [m["type"] for m in host.take()] == ["transacted", "transacted"]
+    _send(hub, session, type="transact", id=4, inserts={"edge": [[7, 8]]})
+    change, _ = host.take()
+    assert change["epoch"] == start + 3
+    assert (change["rows"], change["diffs"]) == ([[5, 6], [7, 8]], [1, 1])
+
+
+def test_resume_sends_exactly_the_changes_after_the_epoch_or_a_snapshot() -> None:
+    hub, host, session = _hub(limits=HistoryLimits(epochs=3))
+    _send(hub, session, type="subscribe", id=1, text="edge(x, y)")
+    seen = host.take()[0]["epoch"]
+    for i in range(2):
+        _send(hub, session, type="transact", id=2, inserts={"edge": [[i, i]]})
+    _send(hub, session, type="transact", id=3, retracts={"edge": [[0, 0]]})
+    host.take()
+    hub.close(session)
+    again = hub.open()
+    _send(hub, again, type="subscribe", id=4, text="edge(x, y)", resume_from=seen + 1,
+          instance=hub.instance)  # fmt: skip
+    (resumed,) = host.take()
+    assert resumed["type"] == "resumed" and resumed["resumed"] is True
+    assert (resumed["rows"], resumed["diffs"]) == ([[0, 0], [1, 1]], [-1, 1])
+    _send(hub, again, type="subscribe", id=5, text="edge(x, y)", resume_from=seen - 1)
+    _send(hub, again, type="subscribe", id=6, text="edge(x, y)", resume_from=seen,
+          instance="elsewhere")  # fmt: skip
+    compacted, restarted = host.take()
+    assert (compacted["type"], compacted["resumed"]) == ("snapshot", False)
+    assert compacted["reason"] == "history compacted" and compacted["rows"] == [[1, 1]]
+    assert restarted["reason"] == "server restarted"
+
+
+def test_without_the_token_nothing_is_served() -> None:
+    host = FakeHost()
+    hub = Hub(Database(), host, token="s3cret")
+    session = hub.open()
+    _send(hub, session, type="ping", id=1)
+    assert host.take()[0]["error"]["message"].startswith("authentication required")
+    assert host.closed == [(session.number, 1008)]
+    good = hub.open()
+    _send(hub, good, type="auth", id=1, token="s3cret")
+    _send(hub, good, type="ping", id=2)
+    assert [m["type"] for m in host.take()] == ["authenticated", "pong"]

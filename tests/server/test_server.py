@@ -1,0 +1,301 @@
+"""A real server on loopback: many clients, resume, granularity, auth, slow clients."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed
+
+from server.client import Client, ServerError, Subscription
+from server.feeds import HistoryLimits
+from server.transport import DeltalogServer, Limits
+from tests.server.helpers import GRAPH, History, View, closure, run
+
+pytestmark = pytest.mark.server
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _drain(sub: Subscription, view: View) -> None:
+    """Apply every change already delivered (the caller pinged first)."""
+    while not sub.queue.empty():
+        view.apply(await sub.next(1))
+
+
+def test_errors_are_replied_and_the_connection_goes_on() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(GRAPH)
+        with pytest.raises(ServerError) as caught:
+            await client.define("reach(x, y) :- edge(x, y), edg(y, z).")
+        assert (caught.value.category, caught.value.line, caught.value.column) == (
+            "not_found", 1, 28)  # fmt: skip
+        with pytest.raises(ServerError, match="unsupported"):
+            await client.request("frobnicate")
+        await client.ws.send("{oops")
+        await client.ws.send(b"\x00binary")
+        assert await client.transact(inserts={"edge": [(1, 2)]}) > 0
+        assert await client.query("reach(1, y)") == [(2,)]
+        assert "shared arrangements" in await client.explain("reach(1, y)")
+        assert (await client.stats())["server"]["sessions"] == 1
+        await client.close()
+
+    run(scenario)
+
+
+def test_concurrent_clients_see_exactly_the_answer_at_every_epoch() -> None:
+    queries = {"reach(x, y)": lambda e: closure(e), "reach(1, y)": lambda e: {
+        (y,) for x, y in closure(e) if x == 1}}  # fmt: skip
+    history = History()
+
+    async def writer(server: DeltalogServer, seed: int) -> tuple[Client, Subscription, View]:
+        rng = random.Random(seed)
+        client = await Client.connect(server.url)
+        sub = await client.subscribe(rng.choice(list(queries)))
+        view = View()
+        for _ in range(rng.randint(4, 10)):
+            inserts = {(rng.randrange(8), rng.randrange(8)) for _ in range(rng.randint(1, 3))}
+            retracts = {(rng.randrange(8), rng.randrange(8)) for _ in range(2)} - inserts
+            epoch = await client.transact({"edge": inserts}, {"edge": retracts})
+            history.record(epoch, inserts, retracts)
+            await _drain(sub, view)
+            assert view.epoch <= epoch
+        if rng.random() < 0.3:  # leave early, without unsubscribing
+            await client.close()
+        return client, sub, view
+
+    async def scenario(server: DeltalogServer) -> None:
+        setup = await Client.connect(server.url)
+        await setup.define(GRAPH)
+        texts = [q for q in queries for _ in range(3)]
+        watchers = [await setup.subscribe(q) for q in texts]
+        writers = await asyncio.gather(*(writer(server, seed) for seed in range(16)))
+        await setup.ping()
+        final = server.db.epoch
+        for sub, text in zip(watchers, texts, strict=True):
+            view = View()
+            while not sub.queue.empty():
+                change = await sub.next(1)
+                view.apply(change)
+                assert view.answer == queries[text](history.edges_at(change.epoch)), change
+        assert history.edges_at(final) == set(server.db.query("edge(x, y)"))
+        for client, sub, view in writers:
+            if client.failure is not None:  # it left early
+                continue
+            await client.ping()
+            await _drain(sub, view)
+            assert view.answer == queries[sub.text](history.edges_at(final))
+            assert view.answer == set(server.db.query(sub.text))
+            await client.close()
+        assert (await setup.stats())["server"]["sessions"] == 1
+        await setup.close()
+
+    run(scenario)
+
+
+def test_a_reconnecting_client_resumes_from_its_last_epoch() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(GRAPH)
+        sub = await client.subscribe("reach(1, y)")
+        view = View()
+        view.apply(await sub.next(1))
+        await client.transact({"edge": [(1, 2)]})
+        view.apply(await sub.next(1))
+        await client.close()
+        other = await Client.connect(server.url)
+        await other.transact({"edge": [(2, 3), (3, 4)]})
+        await other.transact(retracts={"edge": [(1, 2)]}, inserts={"edge": [(1, 3)]})
+        again = await Client.connect(server.url)
+        resumed = await again.resume(sub)
+        change = await resumed.next(1)
+        assert resumed.resumed and not change.snapshot
+        assert sorted(zip(change.rows, change.diffs, strict=True)) == [
+            ((2,), -1),
+            ((3,), 1),
+            ((4,), 1),
+        ]
+        view.apply(change)
+        assert view.answer == set(await again.query("reach(1, y)"))
+        for _ in range(5):  # more epochs than the history keeps
+            await other.transact({"edge": [(1, 9)]})
+            await other.transact(retracts={"edge": [(1, 9)]})
+        late = await again.subscribe("reach(1, y)", resume_from=view.epoch,
+                                     instance=resumed.instance)  # fmt: skip
+        snapshot = await late.next(1)
+        assert snapshot.snapshot and late.resumed is False and late.reason == "history compacted"
+        assert set(snapshot.rows) == view.answer
+        for c in (other, again):
+            await c.close()
+
+    run(scenario, history=HistoryLimits(epochs=4, linger=5.0))
+
+
+def test_granularity_delivers_consolidated_changes_at_most_every_n_epochs_or_s_seconds() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(GRAPH)
+        by_epochs = await client.subscribe("edge(x, y)", granularity={"epochs": 4})
+        by_time = await client.subscribe("edge(x, y)", granularity={"seconds": 0.3})
+        history = History()
+        started = time.monotonic()
+        for i in range(12):
+            epoch = await client.transact({"edge": [(i, i)]}, {"edge": [(i - 1, i - 1)]})
+            history.record(epoch, [(i, i)], [(i - 1, i - 1)])
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.4)
+        await client.ping()
+        for sub, gap in ((by_epochs, 4), (by_time, 0)):
+            view, epochs, times = View(), [], []
+            while not sub.queue.empty():
+                change = await sub.next(1)
+                view.apply(change)
+                epochs.append(change.epoch)
+                times.append(time.monotonic())
+                assert view.answer == history.edges_at(change.epoch)
+                assert len(change.rows) <= 2  # consolidated: one in, one out at most
+            assert all(b - a >= gap for a, b in itertools.pairwise(epochs))
+            assert len(epochs) >= 3
+        assert 1 + (time.monotonic() - started) / 0.3 >= len(epochs) - 1
+        await client.close()
+
+    run(scenario)
+
+
+def test_with_a_token_nothing_is_served_before_auth() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        async with connect(server.url) as ws:
+            await ws.send(json.dumps({"type": "query", "id": 1, "text": "edge(x, y)"}))
+            reply = json.loads(await ws.recv())
+            assert reply["error"]["message"].startswith("authentication required")
+            with pytest.raises(ConnectionClosed):
+                await ws.recv()
+            assert ws.close_code == 1008
+        with pytest.raises(ServerError, match="wrong token"):
+            await Client.connect(server.url, token="guess")
+        async with connect(server.url) as idle:  # says nothing: closed after the timeout
+            with pytest.raises(ConnectionClosed):
+                await asyncio.wait_for(idle.recv(), 5)
+        client = await Client.connect(server.url, token="s3cret")
+        assert await client.ping() >= 0
+        await client.close()
+
+    run(scenario, token="s3cret", limits=Limits(auth_timeout=0.5))
+
+
+def _garbage(rng: random.Random) -> str | bytes:
+    kinds = ["define", "transact", "query", "subscribe", "unsubscribe", "explain", "stats",
+             "ping", "auth", "nope", 7, None]  # fmt: skip
+    values = [None, True, -1, 2**70, 1.5, "x", [], {}, [[1]], [["a", "b"]], {"edge": [[1]]},
+              {"edge": [["a", 1]]}, {"edge": 5}, {"nope": [[1, 2]]}, "edge(x, y", "reach(x)",
+              ".decl", "reach(1, y) :- edg(1, y).", {"epochs": "2"}, "\udcff"]  # fmt: skip
+    roll = rng.random()
+    if roll < 0.15:
+        return bytes(rng.randrange(256) for _ in range(rng.randrange(40)))
+    if roll < 0.3:
+        return "".join(chr(rng.randrange(32, 0x2FF)) for _ in range(rng.randrange(60)))
+    message = {"type": rng.choice(kinds), "id": rng.choice([1, "a", None, [2]])}
+    for field in rng.sample(["text", "inserts", "retracts", "plan", "granularity",
+                             "resume_from", "subscription", "token"], 3):  # fmt: skip
+        message[field] = rng.choice(values)
+    text = json.dumps(message)
+    return text[: rng.randrange(len(text) + 1)] if roll > 0.9 else text
+
+
+def test_fuzzed_messages_are_answered_and_lose_no_data() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        keeper = await Client.connect(server.url)
+        await keeper.define(GRAPH)
+        await keeper.transact({"edge": [(1, 2), (2, 3)]})
+        sub = await keeper.subscribe("reach(x, y)")
+        before = sorted(await keeper.query("reach(x, y)"))
+        rng = random.Random(6262)
+        deadline = time.monotonic() + 20
+
+        async def fuzz(n: int) -> None:
+            async with connect(server.url, max_size=None) as ws:
+                for _ in range(n):
+                    await ws.send(_garbage(rng))
+                    if time.monotonic() > deadline:
+                        break
+                await ws.send(json.dumps({"type": "ping", "id": "last"}))
+                while json.loads(await ws.recv()).get("id") != "last":
+                    pass
+
+        await asyncio.gather(*(fuzz(750) for _ in range(4)))
+        await keeper.ping()
+        assert sorted(await keeper.query("reach(x, y)")) == before
+        assert (await sub.next(1)).snapshot and sub.queue.empty()
+        await keeper.transact({"edge": [(3, 4)]})
+        change = await sub.next(2)
+        assert sorted(change.rows) == [(1, 4), (2, 4), (3, 4)]
+        await keeper.close()
+
+    run(scenario, timeout=45)
+
+
+def test_a_slow_client_is_dropped_without_stalling_anyone() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        fast = await Client.connect(server.url)
+        await fast.define(".decl big(i: number, pad: symbol)")
+        fast_sub = await fast.subscribe("big(i, pad)")
+        slow = await connect(server.url, max_queue=1)  # never reads after subscribing
+        await slow.send(json.dumps({"type": "subscribe", "id": 1, "text": "big(i, pad)"}))
+        await asyncio.sleep(0.1)
+        pad = "x" * 2000
+        started = time.monotonic()
+        for epoch in range(300):
+            rows = [(epoch * 50 + k, pad) for k in range(50)]
+            await fast.transact({"big": rows})
+        assert time.monotonic() - started < 20
+        await fast.ping()
+        received = 0
+        while not fast_sub.queue.empty():
+            received += len((await fast_sub.next(1)).rows)
+        assert received == 300 * 50
+        assert (await fast.stats())["server"]["sessions"] == 1  # the slow one is gone
+        with pytest.raises(ConnectionClosed):
+            while True:
+                await asyncio.wait_for(slow.recv(), 5)
+        await fast.close()
+
+    run(scenario, limits=Limits(outbox=20, abort_after=0.5))
+
+
+def test_deltalog_serve_stops_gracefully_on_sigterm() -> None:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "datalog.cli", "serve", "--port", "0"],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        while "deltalog serving on" not in line:
+            line = process.stderr.readline()
+        url = line.split(" on ")[1].split(" ")[0]
+
+        async def talk() -> None:
+            client = await Client.connect(url)
+            assert await client.ping() >= 0
+            process.send_signal(signal.SIGTERM)
+            await asyncio.wait_for(client.reader, 10)
+            assert client.ws.close_code == 1001
+
+        asyncio.run(talk())
+        assert process.wait(10) == 0
+    finally:
+        process.kill()
+        process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
