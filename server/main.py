@@ -1,10 +1,10 @@
-"""`deltalog serve`: serve one in-memory database over WebSocket.
+"""`deltalog serve`: serve one database over WebSocket.
 
 Layer: server — may import only the public API of datalog. `datalog.cli` reaches
 this module by name at run time (docs/adr/0006-server-entry-point.md), so the
 core never imports the server.
 
-    deltalog serve [--host 127.0.0.1] [--port 6262] [--token TOKEN] [--program FILE.dl]
+    deltalog serve [--host 127.0.0.1] [--port 6262] [--token TOKEN] [--db DIR] [--program F.dl]
 """
 
 from __future__ import annotations
@@ -34,7 +34,12 @@ def parser() -> argparse.ArgumentParser:
         default=os.environ.get("DELTALOG_TOKEN"),
         help="clients must first send {type: auth, token} (default: $DELTALOG_TOKEN, or none)",
     )
-    parser.add_argument("--program", type=Path, help="a Datalog program to define at start")
+    parser.add_argument(
+        "--db", type=Path, help="a durable database directory (default: in memory only)"
+    )
+    parser.add_argument(
+        "--program", type=Path, help="a Datalog program to define at start (if not yet defined)"
+    )
     parser.add_argument("--history", type=int, default=1000, help="changed epochs kept per query")
     parser.add_argument("--outbox", type=int, default=1000, help="queued messages per client")
     return parser
@@ -52,14 +57,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from server.feeds import HistoryLimits
     from server.transport import DeltalogServer, Limits
 
-    db = Database()
-    if args.program is not None:
-        try:
+    try:
+        db = Database(args.db) if args.db is not None else Database()
+        if args.program is not None and not db.program.decls:
             db.define(args.program.read_text(encoding="utf-8"))
-        except (OSError, DatalogError) as error:
-            message = error.format() if isinstance(error, DatalogError) else str(error)
-            print(message, file=sys.stderr)
-            return 1
+    except (OSError, DatalogError) as error:
+        message = error.format() if isinstance(error, DatalogError) else str(error)
+        print(message, file=sys.stderr)
+        return 1
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     server = DeltalogServer(
         db, args.host, args.port, args.token,
