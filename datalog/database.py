@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -131,7 +131,8 @@ class Database:
             self.program, self.checked = merged, checked
             for info in checked.schema.relations.values():
                 if info.name not in self.engine.inputs:
-                    dtypes = [np.dtype(_dtype(t)) for t in info.types]
+                    # a nullary relation is stored with one constant column
+                    dtypes = [np.dtype(_dtype(t)) for t in info.types] or [np.dtype(np.int64)]
                     self.engine.create_input(info.name, dtypes, info.semantics)
             self._quiet += 1
             try:
@@ -289,9 +290,12 @@ class Database:
         """Append a committed transaction to the log (values as JSON, symbols as text)."""
         if self.log is None or self._quiet:
             return
-        changes = []
+        changes: list[tuple[str, bool, list[list[Any]]]] = []
         for relation, cols, inserting in parts:
             kinds = self.checked.schema.types(relation)
+            if not kinds:  # nullary: log the rows themselves
+                changes.append((relation, inserting, [[] for _ in cols[0]]))
+                continue
             decoded = [
                 self.symbols.strings(c).tolist() if k == "symbol" else c.tolist()
                 for c, k in zip(cols, kinds, strict=True)
@@ -352,6 +356,8 @@ class Transaction:
         if info is None or relation == UNIT:
             names = self.db.checked.schema.names()
             raise UnknownNameError(f"unknown relation `{relation}`{did_you_mean(relation, names)}")
+        if info.arity == 0:
+            return (np.zeros(_nullary_rows(relation, rows), dtype=np.int64),)
         return to_columns(info, rows, self.db.symbols)
 
     def commit(self) -> int:
@@ -366,6 +372,16 @@ class Transaction:
         epoch = self.db.engine.commit(requests)
         self.db._logged(epoch, self.parts)
         return epoch
+
+
+def _nullary_rows(relation: str, rows: object) -> int:
+    """How many (empty) rows of a nullary relation `rows` holds."""
+    if not isinstance(rows, Iterable):
+        raise TransactionError(f"rows for `{relation}` must be iterable")
+    found = list(rows)
+    if any(not isinstance(r, tuple) or r for r in found):
+        raise TransactionError(f"`{relation}` has no columns: its only row is `()`")
+    return len(found)
 
 
 def _requests(parts: list[tuple[tuple[np.ndarray, ...], bool]]) -> Requests:

@@ -30,6 +30,13 @@ _log = logging.getLogger("deltalog")
 LOG_NAME = "log.jsonl"
 
 
+def _rows_or_columns(db: Database, change: dict[str, Any]) -> Any:
+    """A logged change's data: columns, or the `()` rows of a nullary relation."""
+    if db.checked.schema.types(change["relation"]):
+        return [np.asarray(c) for c in change["columns"]]
+    return [tuple(row) for row in change["columns"]]
+
+
 class Log:
     """The log file of a durable database."""
 
@@ -62,7 +69,7 @@ class Log:
                 continue
             with db.transaction() as tx:
                 for change in record["changes"]:
-                    columns = [np.asarray(c) for c in change["columns"]]
+                    columns = _rows_or_columns(db, change)
                     if change["insert"]:
                         tx.insert(change["relation"], columns)
                     else:

@@ -21,6 +21,7 @@ import numpy as np
 
 from datalog.ast import Atom, Const, Literal, Var
 from datalog.checks import CheckedProgram, CheckedQuery, dependencies
+from datalog.expressions import DTYPES
 from datalog.passes.variables import nodes
 from datalog.plan.body import Binding, BodyCompiler
 from datalog.plan.sources import Sources
@@ -123,8 +124,10 @@ class Planner:
 
     def _relation(self, sources: Sources, rel: str, stratum: Stratum) -> Stream:
         """The distinct union of `rel`'s inserted facts and its rules' heads."""
-        parts = [sources.input_collection(rel)]
         kinds = self.program.schema.types(rel)
+        inserted = sources.input_collection(rel)
+        # a nullary relation's input has one constant column; the relation has none
+        parts = [inserted if kinds else project(inserted, [])]
         for rule in stratum.rules:
             if rule.head.name != rel:
                 continue
@@ -143,7 +146,8 @@ class Planner:
         return BodyCompiler(sources, {}, self.symbols, [], self.fresh).distinct(union).stream
 
     def _dtypes(self, rel: str) -> Sequence[np.dtype]:
-        return self.engine.inputs[rel].dtypes
+        """The relation's column types (none for a nullary relation)."""
+        return [np.dtype(DTYPES[t]) for t in self.program.schema.types(rel)]
 
 
 def _relations_read(query: CheckedQuery) -> set[str]:

@@ -332,11 +332,6 @@ def test_a_rejected_definition_changes_nothing(
 # --- known gaps --------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="nullary facts are dropped: Transaction counts rows by their first column, "
-    "and Input._set_diffs cannot sort zero columns",
-)
 def test_nullary_facts_can_be_inserted_and_retracted() -> None:
     db = Database()
     db.define(".decl flag()\n.decl seen()\nseen().")
