@@ -1,0 +1,194 @@
+"""Evaluate a checked program on Spark DataFrames, stratum by stratum.
+
+Layer: datalog (Spark back end). Imports the checker's results, the reference
+evaluator's scalar helpers (for program facts) and `datalog.spark.body`;
+pyspark only inside functions.
+
+The program is the one `check_program` returns, so parsing, checks and
+stratification are shared with the embedded engine. Every relation is a
+DataFrame with positional columns `c0, c1, ...` of Spark types long (number),
+double (float) and string (symbol), holding a SET of rows.
+
+- A non-recursive stratum: each relation is its base rows united with every
+  rule's distinct head rows, cached so later strata do not recompute it (its
+  plan stays as long as the program, so no checkpoint is needed).
+- A recursive stratum: semi-naive iteration. Round 0 applies every rule to the
+  base rows; afterwards each rule is applied once per positive atom of the
+  stratum, that atom reading the previous round's delta and every other atom
+  the full relation. `new = derived.distinct().subtract(full)` is the next
+  delta (materialized, so its emptiness is checked once); `full` grows by it
+  and its lineage is cut with `localCheckpoint` every `checkpoint_every` rounds.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from datalog.ast import Atom, Rule
+from datalog.checks import CheckedProgram
+from datalog.errors import UnsupportedError
+from datalog.passes.variables import aggregate_groups
+from datalog.reference import Solver
+from datalog.schema import RelationInfo
+from datalog.spark.body import BodySolver
+from datalog.spark.columns import SPARK_TYPES, Names
+from datalog.spark.session import prepare
+from datalog.strata import Stratum
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Relations = dict[str, "DataFrame"]
+
+
+def evaluate(
+    spark: SparkSession,
+    checked: CheckedProgram,
+    inputs: Mapping[str, DataFrame],
+    *,
+    checkpoint_every: int = 4,
+    verbose: bool = False,
+) -> Relations:
+    """Every relation of `checked`: the `inputs` (by position), the program's
+    facts and everything the rules derive."""
+    require_supported(checked)
+    prepare(spark)
+    relations = base_relations(spark, checked, inputs)
+    for stratum in checked.strata:
+        evaluator = StratumEvaluator(spark, checked, relations, checkpoint_every, verbose)
+        relations.update(evaluator.run(stratum))
+    return relations
+
+
+def require_supported(checked: CheckedProgram) -> None:
+    """`UnsupportedError` at the declaration of a relation Spark cannot hold."""
+    for info in checked.schema.relations.values():
+        if "unsigned" in info.types:
+            message = f"`{info.name}`: unsigned columns are not supported on Spark"
+            raise UnsupportedError(message, info.decl.span)
+        if info.arity == 0:
+            raise UnsupportedError(
+                f"`{info.name}`: nullary relations are not supported on Spark", info.decl.span
+            )
+
+
+def spark_schema(info: RelationInfo) -> str:
+    return ", ".join(f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(info.types))
+
+
+def typed(frame: DataFrame, info: RelationInfo) -> DataFrame:
+    """`frame`'s columns, by position, as `c0, c1, ...` of the relation's types."""
+    from pyspark.sql import functions as sf
+
+    if len(frame.columns) != info.arity:
+        raise UnsupportedError(
+            f"`{info.name}` has {info.arity} columns, the DataFrame {len(frame.columns)}"
+        )
+    columns = [
+        sf.col(f"`{name}`").cast(SPARK_TYPES[kind]).alias(f"c{i}")
+        for i, (name, kind) in enumerate(zip(frame.columns, info.types, strict=True))
+    ]
+    return frame.select(*columns)
+
+
+def base_relations(
+    spark: SparkSession, checked: CheckedProgram, inputs: Mapping[str, DataFrame]
+) -> Relations:
+    """The inputs and the program's facts, as distinct typed frames per relation."""
+    rows: dict[str, list[tuple[object, ...]]] = {}
+    for fact in checked.facts:
+        row = Solver({}, checked.schema, {}, {}).head_row(fact.head, {})
+        if row is not None:
+            rows.setdefault(fact.head.name, []).append(row)
+    relations: Relations = {}
+    for name, info in checked.schema.relations.items():
+        frame = spark.createDataFrame(rows.get(name, []), spark_schema(info))
+        if name in inputs:
+            frame = typed(inputs[name], info).unionByName(frame)
+        relations[name] = frame.distinct()
+    unknown = sorted(set(inputs) - set(relations))
+    if unknown:
+        raise UnsupportedError(f"inputs for undeclared relations: {', '.join(unknown)}")
+    return relations
+
+
+class StratumEvaluator:
+    """Computes the relations of one stratum from the (complete) earlier ones."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        checked: CheckedProgram,
+        relations: Relations,
+        checkpoint_every: int,
+        verbose: bool,
+    ) -> None:
+        self.spark, self.checked = spark, checked
+        self.relations = relations
+        self.checkpoint_every = max(1, checkpoint_every)
+        self.verbose = verbose
+
+    def run(self, stratum: Stratum) -> Relations:
+        if not stratum.recursive:
+            derived = self.derive(stratum, self.relations, None)
+            full = {n: self.relations[n].union(derived[n]).distinct() for n in stratum.relations}
+            return {n: f.cache() for n, f in full.items()}
+        return self.iterate(stratum)
+
+    def iterate(self, stratum: Stratum) -> Relations:
+        full = {n: self.relations[n].cache() for n in stratum.relations}
+        delta = self.new_facts(self.derive(stratum, {**self.relations, **full}, None), full)
+        rounds = 0
+        while any(not frame.isEmpty() for frame in delta.values()):
+            rounds += 1
+            for name, frame in delta.items():
+                full[name] = full[name].union(frame)
+                if rounds % self.checkpoint_every == 0:
+                    full[name] = full[name].localCheckpoint()
+            current = {**self.relations, **full}
+            delta = self.new_facts(self.derive(stratum, current, delta), full)
+            if self.verbose:
+                print(f"stratum {sorted(stratum.relations)}: round {rounds}", file=sys.stderr)
+        return full
+
+    def new_facts(self, derived: Relations, full: Relations) -> Relations:
+        """The derived rows not in `full` yet, materialized (the next delta)."""
+        return {n: derived[n].subtract(full[n]).localCheckpoint() for n in full}
+
+    def derive(self, stratum: Stratum, relations: Relations, delta: Relations | None) -> Relations:
+        """Every rule's head rows; with `delta`, only those using some delta row."""
+        found: dict[str, list[DataFrame]] = {n: [] for n in stratum.relations}
+        for rule in stratum.rules:
+            if delta is None:
+                found[rule.head.name].append(self.apply(rule, relations, None, None))
+                continue
+            for atom in recursive_atoms(rule, stratum):
+                frame = self.apply(rule, relations, atom, delta[atom.name])
+                found[rule.head.name].append(frame)
+        return {n: self.union(n, frames) for n, frames in found.items()}
+
+    def apply(
+        self, rule: Rule, relations: Relations, atom: Atom | None, source: DataFrame | None
+    ) -> DataFrame:
+        groups = aggregate_groups(rule.head.args, rule.body)
+        solver = BodySolver(self.spark, relations, self.checked.schema, groups)
+        names = Names(self.checked.types_of(rule))
+        sources = {id(atom): source} if atom is not None and source is not None else {}
+        frame = solver.solve(rule.body, solver.unit, names, sources)
+        return solver.head(rule.head, frame, names)
+
+    def union(self, name: str, frames: list[DataFrame]) -> DataFrame:
+        if not frames:
+            info = self.checked.schema[name]
+            return self.spark.createDataFrame([], spark_schema(info))
+        result = frames[0]
+        for frame in frames[1:]:
+            result = result.union(frame)
+        return result.distinct()
+
+
+def recursive_atoms(rule: Rule, stratum: Stratum) -> list[Atom]:
+    """The positive atoms of `rule` that read a relation of its own stratum."""
+    return [a for a in rule.body if isinstance(a, Atom) and a.name in stratum.relations]
