@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 
-__all__ = ["EdgeDB", "reachability", "transitive_closure", "triangles"]
+from bench.ldbc import Relations
+from bench.peers.base import Peer
+from bench.workloads import PERSON_ATTRS, Params, Workload
+
+__all__ = ["DuckDBPeer", "EdgeDB", "reachability", "transitive_closure", "triangles"]
 
 _REACH = """
 WITH RECURSIVE reach(n) AS (
@@ -127,3 +131,104 @@ def _edge_table(src: np.ndarray, dst: np.ndarray) -> pa.Table:
     if src64.ndim != 1 or src64.shape != dst64.shape:
         raise ValueError(f"src and dst must be 1-D of one length, got {src.shape}, {dst.shape}")
     return pa.table({"src": src64, "dst": dst64})
+
+
+# -- the benchmark suite's adapter (bench.suite) ------------------------------------
+
+
+def _t(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+_SUITE_SQL: dict[str, str] = {
+    "reach": """WITH RECURSIVE reach(n) AS (SELECT CAST({source} AS BIGINT)
+        UNION SELECT e.c1 FROM reach JOIN e ON e.c0 = reach.n) SELECT count(*) FROM reach""",
+    "tc": """WITH RECURSIVE tc(x, y) AS (SELECT c0, c1 FROM e
+        UNION SELECT tc.x, e.c1 FROM tc JOIN e ON e.c0 = tc.y) SELECT count(*) FROM tc""",
+    "triangles": """SELECT count(*) FROM e ab JOIN e bc ON bc.c0 = ab.c1
+        JOIN e ac ON ac.c0 = ab.c0 AND ac.c1 = bc.c1""",
+    "clique4": """SELECT count(*) FROM e ab JOIN e ac ON ac.c0 = ab.c0
+        JOIN e ad ON ad.c0 = ab.c0 JOIN e bc ON bc.c0 = ab.c1 AND bc.c1 = ac.c1
+        JOIN e bd ON bd.c0 = ab.c1 AND bd.c1 = ad.c1
+        JOIN e cd ON cd.c0 = ac.c1 AND cd.c1 = ad.c1""",
+    "star7": "SELECT count(*) FROM "
+    + " JOIN ".join(
+        f"{_t('person.' + a)} {a} USING (c0)" if i else f"{_t('person.' + a)} {a}"
+        for i, a in enumerate(PERSON_ATTRS)
+    ),
+    "bi11": """WITH k AS (SELECT DISTINCT least(c0, c1) a, greatest(c0, c1) b
+            FROM person_knows_person WHERE c0 <> c1),
+        l AS (SELECT DISTINCT p.c0 FROM person_isLocatedIn_place p
+            JOIN place_isPartOf_place c ON p.c1 = c.c0 WHERE c.c1 = {country})
+        SELECT count(*) FROM k ab JOIN k bc ON bc.a = ab.b JOIN k ac ON ac.a = ab.a AND ac.b = bc.b
+        WHERE ab.a IN (SELECT c0 FROM l) AND ab.b IN (SELECT c0 FROM l)
+          AND bc.b IN (SELECT c0 FROM l)""",
+    "bi2": """WITH mt AS (SELECT c0 m, c1 t FROM post_hasTag_tag
+            UNION SELECT c0, c1 FROM comment_hasTag_tag),
+        md AS (SELECT c0 m, c1 d FROM "post.creationDate"
+            UNION SELECT c0, c1 FROM "comment.creationDate")
+        SELECT count(*) FROM (
+            SELECT t, 1 FROM mt JOIN md USING (m) WHERE d >= {d0} AND d < {d1} GROUP BY t
+            UNION ALL
+            SELECT t, 2 FROM mt JOIN md USING (m) WHERE d >= {d1} AND d < {d2} GROUP BY t)""",
+    "is1": """SELECT count(*) FROM (SELECT DISTINCT * FROM "person.firstName" fn
+        JOIN "person.lastName" ln USING (c0) JOIN "person.birthday" bd USING (c0)
+        JOIN "person.locationIP" ip USING (c0) JOIN "person.browserUsed" br USING (c0)
+        JOIN person_isLocatedIn_place city USING (c0) JOIN "person.gender" g USING (c0)
+        JOIN "person.creationDate" cd USING (c0) WHERE c0 = {person})""",
+    "is2": """WITH RECURSIVE root(m, p) AS (
+            SELECT * FROM (SELECT c0, c0 FROM post UNION SELECT c0, c1 FROM comment_replyOf_post)
+            UNION SELECT r.c0, root.p FROM comment_replyOf_comment r JOIN root ON r.c1 = root.m),
+        mc AS (SELECT c0 m, c1 p FROM post_hasCreator_person
+            UNION SELECT c0, c1 FROM comment_hasCreator_person),
+        md AS (SELECT c0 m, c1 d FROM "post.creationDate"
+            UNION SELECT c0, c1 FROM "comment.creationDate")
+        SELECT count(*) FROM (SELECT DISTINCT mc.m, md.d, root.p, a.c1 FROM mc
+            JOIN md ON md.m = mc.m JOIN root ON root.m = mc.m
+            JOIN post_hasCreator_person a ON a.c0 = root.p WHERE mc.p = {person})""",
+    "is3": """WITH ks AS (SELECT c0 a, c1 b, c2 d FROM person_knows_person
+            UNION SELECT c1, c0, c2 FROM person_knows_person)
+        SELECT count(*) FROM (SELECT DISTINCT ks.b, ks.d, fn.c1, ln.c1 FROM ks
+            JOIN "person.firstName" fn ON fn.c0 = ks.b JOIN "person.lastName" ln ON ln.c0 = ks.b
+            WHERE ks.a = {person})""",
+}
+
+
+class DuckDBPeer(Peer):
+    """DuckDB (in memory): each workload is one SQL count; updates re-run the query."""
+
+    name = "duckdb"
+    module = "duckdb"
+    distribution = "duckdb"
+    workloads: ClassVar[frozenset[str]] = frozenset(_SUITE_SQL)
+    incremental = "recompute"
+
+    def __init__(self) -> None:
+        import duckdb
+
+        self._con: Any = duckdb.connect(":memory:")
+        self._con.execute("SET enable_progress_bar = false")
+
+    def load(self, relations: Relations) -> None:
+        for name, table in relations.items():
+            self._con.register("incoming", table)
+            self._con.execute(f"CREATE TABLE {_t(name)} AS SELECT DISTINCT * FROM incoming")
+            self._con.unregister("incoming")
+
+    def run(self, workload: Workload, params: Params) -> int:
+        sql = _SUITE_SQL[workload.name]
+        persons = params.get("persons")
+        if isinstance(persons, list):
+            texts = [sql.format(person=p) for p in persons]
+        else:
+            texts = [sql.format(**params)]
+        return sum(int(self._con.execute(text).fetchall()[0][0]) for text in texts)
+
+    def change(self, relation: str, rows: pa.Table, insert: bool) -> None:
+        self._con.register("delta", rows)
+        if insert:
+            self._con.execute(f"INSERT INTO {_t(relation)} SELECT DISTINCT * FROM delta")
+        else:
+            match = " AND ".join(f"t.{c} = delta.{c}" for c in rows.column_names)
+            self._con.execute(f"DELETE FROM {_t(relation)} t USING delta WHERE {match}")
+        self._con.unregister("delta")

@@ -1,0 +1,99 @@
+"""One measured run of one system, in its own process: `python -m bench.runner SPEC_JSON`.
+
+Layer: bench — may import anything public from deltalog packages and peers.
+SPEC is `{"system", "workload", "dataset", "mode", "updates", "batch"}`. The process
+builds the dataset (seeded, so every system gets the same rows; not timed), loads it
+into the system (timed) and then, by mode:
+- `initial`: answers the workload once (timed);
+- `single` / `batch`: starts watching the answer, then retracts `updates` sampled
+  rows of the workload's stream relation one at a time (or in batches of `batch`),
+  and inserts them back the same way; every change's latency is measured up to the
+  point the new answer size is known. `mid` is the answer after the retractions,
+  `answer` the final one (equal to the initial answer when all is well).
+The last stdout line is `RESULT <json>`; the parent reads peak memory from wait4.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from bench.common import peak_rss_mb, percentiles, timed
+from bench.datasets import build
+from bench.peers.base import Peer, make_peer
+from bench.workloads import WORKLOADS, Params, Workload, params
+
+__all__ = ["execute", "main", "update_groups"]
+
+MARK = "RESULT "
+
+
+def update_groups(table: pa.Table, count: int, batch: int, seed: int = 1) -> list[pa.Table]:
+    """`count` distinct rows of `table`, sampled with `seed`, in groups of `batch`."""
+    count = min(count, table.num_rows)
+    picked = np.sort(np.random.default_rng(seed).choice(table.num_rows, count, replace=False))
+    rows = table.take(pa.array(picked))
+    return [rows.slice(i, batch) for i in range(0, count, batch)]
+
+
+def _stream(peer: Peer, workload: Workload, p: Params, groups: list[pa.Table]) -> dict[str, Any]:
+    assert workload.stream is not None
+    initial, watch_s = timed(lambda: peer.watch(workload, p))
+    latencies: list[float] = []
+    answers: list[int] = []
+    for insert in (False, True):
+        for rows in groups:
+            start = time.perf_counter()
+            size = peer.apply(workload.stream, rows, insert)
+            latencies.append(time.perf_counter() - start)
+        answers.append(size)
+    ms = percentiles(np.array(latencies) * 1000.0)
+    return {
+        "initial": initial,
+        "mid": answers[0],
+        "answer": answers[1],
+        "run_s": watch_s,
+        "updates": len(latencies),
+        "update_rows": sum(g.num_rows for g in groups),
+        "update_s": float(sum(latencies)),
+        **{f"{k}_ms": v for k, v in ms.items()},
+    }
+
+
+def execute(spec: dict[str, Any]) -> dict[str, Any]:
+    """Run `spec` in this process; return the measurements (see the module)."""
+    relations = build(spec["dataset"])
+    workload = WORKLOADS[spec["workload"]]
+    p = params(workload, relations, persons=int(spec.get("persons", 10)))
+    base_mb = peak_rss_mb()
+    peer = make_peer(spec["system"])
+    _, load_s = timed(lambda: peer.load(relations))
+    result: dict[str, Any] = {"base_mb": base_mb, "load_s": load_s}
+    if spec["mode"] == "initial":
+        answer, run_s = timed(lambda: peer.run(workload, p))
+        result.update(answer=answer, run_s=run_s)
+    else:
+        assert workload.stream is not None
+        batch = 1 if spec["mode"] == "single" else int(spec["batch"])
+        count = int(spec["updates"]) * batch
+        groups = update_groups(relations[workload.stream], count, batch)
+        result.update(_stream(peer, workload, p, groups))
+    result["self_peak_mb"] = peak_rss_mb()
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else list(argv)
+    result = execute(json.loads(args[0]))
+    print(MARK + json.dumps(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
