@@ -25,8 +25,8 @@ import numpy as np
 import pyarrow as pa
 
 from bench.common import peak_rss_mb, percentiles, timed
-from bench.datasets import build
-from bench.peers.base import Peer, make_peer
+from bench.datasets import build, size
+from bench.peers.base import Peer, make_peer, peer_class
 from bench.workloads import WORKLOADS, Params, Workload, params
 
 __all__ = ["execute", "main", "update_groups"]
@@ -71,6 +71,9 @@ def execute(spec: dict[str, Any]) -> dict[str, Any]:
     relations = build(spec["dataset"])
     workload = WORKLOADS[spec["workload"]]
     p = params(workload, relations, persons=int(spec.get("persons", 10)))
+    limit = peer_class(spec["system"]).max_facts
+    if limit is not None and size(relations) > limit:
+        return {"skipped": f"skipped: {size(relations):,} facts > its limit {limit:,}"}
     base_mb = peak_rss_mb()
     peer = make_peer(spec["system"])
     _, load_s = timed(lambda: peer.load(relations))

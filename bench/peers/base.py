@@ -46,6 +46,7 @@ class Peer(ABC):
     workloads: ClassVar[frozenset[str]]
     incremental: ClassVar[str] = ""
     requires: ClassVar[str] = ""  # why it may be missing, e.g. "Python >= 3.12"
+    max_facts: ClassVar[int | None] = None  # larger datasets are skipped (slow peers)
 
     @abstractmethod
     def load(self, relations: Relations) -> None:
