@@ -1,0 +1,16 @@
+"""A deliberately wrong peer for the suite's mismatch test: DuckDB's answers plus one.
+
+Layer: bench (tests).
+"""
+
+from __future__ import annotations
+
+from bench.peers.duckdb_peer import DuckDBPeer
+from bench.workloads import Params, Workload
+
+
+class WrongPeer(DuckDBPeer):
+    name = "wrong"
+
+    def run(self, workload: Workload, params: Params) -> int:
+        return super().run(workload, params) + 1
