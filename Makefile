@@ -50,3 +50,8 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 	$(PIP) -e '.[bench]'
 	touch $@
+
+# The side-by-side suite (bench/suite.py): writes docs/benchmarks/; ARGS=--quick for a short run.
+.PHONY: bench
+bench: $(VENV)/.installed-bench
+	$(BIN)/python -m bench.suite $(ARGS)
