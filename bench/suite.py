@@ -42,14 +42,14 @@ QUICK = [
     *((w, "ldbc-sf0.003") for w in ("star7", "bi2", "bi11", "is1", "is2", "is3")),
 ]
 FULL = [
-    ("reach", "powerlaw-100000"),
-    ("reach", "snap:p2p-Gnutella31"),
-    ("tc", "dag-200000"),
-    ("triangles", "powerlaw-u-100000"),
-    ("triangles", "snap-u:CA-HepTh"),
-    ("clique4", "powerlaw-u-30000"),
+    ("reach", "powerlaw-50000"),
+    ("reach", "snap:p2p-Gnutella08"),
+    ("tc", "dag-50000"),
+    ("triangles", "powerlaw-u-50000"),
+    ("triangles", "snap-u:CA-GrQc"),
+    ("clique4", "powerlaw-u-20000"),
     ("clique4", "snap-u:CA-GrQc"),
-    *((w, "ldbc-sf0.03") for w in ("star7", "bi2", "bi11", "is1", "is2", "is3")),
+    *((w, "ldbc-sf0.01") for w in ("star7", "bi2", "bi11", "is1", "is2", "is3")),
     *((w, "ldbc-sample") for w in ("star7", "bi2", "bi11", "is1", "is2", "is3")),
 ]
 MODES = ("initial", "single", "batch")
@@ -217,7 +217,7 @@ def _options(argv: Sequence[str] | None) -> tuple[Options, Path]:
     parser.add_argument("--only", action="append", choices=sorted(WORKLOADS), default=[])
     parser.add_argument("--systems", default=",".join(PEERS), help="comma-separated peers")
     parser.add_argument("--modes", default=",".join(MODES))
-    parser.add_argument("--timeout", type=float, help="seconds per run (30 quick, 90 full)")
+    parser.add_argument("--timeout", type=float, help="seconds per run (30 quick, 60 full)")
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     args = parser.parse_args(argv)
     cases = [c for c in (QUICK if args.quick else FULL) if not args.only or c[0] in args.only]
@@ -225,11 +225,11 @@ def _options(argv: Sequence[str] | None) -> tuple[Options, Path]:
         cases=cases,
         systems=[s for s in args.systems.split(",") if s],
         modes=[m for m in args.modes.split(",") if m],
-        timeout=args.timeout or (30.0 if args.quick else 90.0),
-        updates=10 if args.quick else 50,
+        timeout=args.timeout or (30.0 if args.quick else 60.0),
+        updates=10 if args.quick else 30,
         batches=2,
         batch=100 if args.quick else 1000,
-        recompute_budget=10.0 if args.quick else 45.0,
+        recompute_budget=10.0 if args.quick else 20.0,
     )
     return opts, args.out
 
