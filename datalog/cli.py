@@ -59,6 +59,10 @@ def _parser() -> argparse.ArgumentParser:
         "--progress", action=argparse.BooleanOptionalAction, default=None,
         help="show a progress line for large fact files (default: when stderr is a TTY)",
     )  # fmt: skip
+    run.add_argument(
+        "--engine", choices=("embedded", "spark"), default="embedded",
+        help="evaluate in this process (default) or on Spark (needs pyspark and Java)",
+    )  # fmt: skip
     run.set_defaults(command=run_program)
     repl = commands.add_parser("repl", help="an interactive session (reads stdin)")
     repl.set_defaults(command=run_repl)
@@ -82,6 +86,8 @@ def run_program(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot read {args.program}: {exc.strerror}", file=sys.stderr)
         return 1
+    if args.engine == "spark":
+        return _run_on_spark(text, args)
     try:
         db = Database()
         db.define(text)
@@ -90,6 +96,18 @@ def run_program(args: argparse.Namespace) -> int:
         for directive in db.checked.directives:
             if directive.kind == "printsize":
                 print(f"{directive.relation}\t{_size(db, directive.relation)}")
+    except DatalogError as error:
+        print(error.format(), file=sys.stderr)
+        return 1
+    return 0
+
+
+def _run_on_spark(text: str, args: argparse.Namespace) -> int:
+    from datalog.errors import DatalogError
+    from datalog.spark.run import run
+
+    try:
+        run(text, args.fact_dir, args.output_dir, stdout=sys.stdout)
     except DatalogError as error:
         print(error.format(), file=sys.stderr)
         return 1

@@ -47,6 +47,8 @@ def to_columns(info: RelationInfo, data: object, symbols: SymbolTable) -> tuple[
 def _raw_columns(info: RelationInfo, data: object) -> list[Any]:
     if hasattr(data, "to_arrow") and not hasattr(data, "column"):
         data = data.to_arrow()
+    elif hasattr(data, "toArrow") and hasattr(data, "sparkSession"):  # a Spark (>= 4) DataFrame
+        data = data.toArrow()
     if hasattr(data, "num_columns") and hasattr(data, "column"):
         return [data.column(i).to_numpy(zero_copy_only=False) for i in range(data.num_columns)]
     if isinstance(data, Mapping):

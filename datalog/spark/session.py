@@ -9,6 +9,8 @@ which the evaluator reads as "no value" (the binding is dropped).
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -23,6 +25,7 @@ def local_session(
     """A (shared) local session: no UI, no console progress bars, quiet logs."""
     from pyspark.sql import SparkSession
 
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's pyarrow
     builder = (
         SparkSession.builder.master(master)
         .appName(app)

@@ -1,0 +1,281 @@
+"""Spark as the data pipeline: read CSV, Parquet and the LDBC SNB layout, normalize
+rows into relations, partition them, and stream the partitions into a `Database`.
+
+Layer: datalog (sources). Uses the public API of `datalog` (Database,
+transactions, the schema) and pyarrow; pyspark is imported only inside
+functions, so `import datalog` never loads Spark.
+
+Every frame this module returns has positional columns `c0, c1, ...` typed as
+the relation declares them (number -> long, float -> double, symbol ->
+string). Symbols stay strings: the Database interns them when rows are
+inserted.
+
+LDBC SNB naming (the CSV layout of the Interactive datagen, `|`-separated with
+a header; files `<name>_<i>_<j>.csv` of one name are one relation):
+
+- an entity file `person_*_*.csv` with header `id|firstName|...` becomes one
+  binary attribute per non-id column, `person.firstName(id: number, value)`;
+  the list columns `language` and `email` (`;`-separated) give one fact per
+  element, and empty values give no fact;
+- an edge file `person_knows_person_*_*.csv` (header `Person.id|Person.id|...`)
+  becomes `person_knows_person(src: number, dst: number)`, and each further
+  column an edge attribute `person_knows_person.creationDate(src, dst, value)`;
+- ids and the columns in `NUMBER_COLUMNS` are numbers (the sample's dates are
+  epoch milliseconds), every other column a symbol.
+
+Loading: each relation is hash-partitioned by its first column into N
+partitions (`repartition(N, c0)`; duplicates are dropped inside those
+partitions, as equal rows share their first column), each partition is
+serialized to Arrow IPC on the executors (`mapInArrow`) and fetched one
+partition at a time (`toLocalIterator`), so the driver never holds more than a
+couple of partitions of Arrow data before they are inserted; nothing goes
+through pandas or Python rows.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from datalog.ast import ColumnType
+from datalog.schema import RelationInfo
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from datalog.database import Database
+    from datalog.sources.csv import FactFile
+
+SPARK_TYPES: dict[str, str] = {
+    "number": "long",
+    "unsigned": "decimal(20,0)",
+    "float": "double",
+    "symbol": "string",
+}
+NUMBER_COLUMNS = frozenset(
+    {"creationDate", "birthday", "length", "classYear", "workFrom", "joinDate"}
+)
+LIST_COLUMNS = frozenset({"language", "email"})
+NO_NULL = "\u0001\u0002none"  # Spark reads empty CSV fields as NULL unless told otherwise
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A normalized relation: its frame (`c0, c1, ...`) and its column types."""
+
+    name: str
+    frame: DataFrame
+    types: tuple[ColumnType, ...]
+    columns: tuple[str, ...]
+
+    def declaration(self) -> str:
+        cols = ", ".join(f"{c}: {t}" for c, t in zip(self.columns, self.types, strict=True))
+        return f".decl {self.name}({cols})"
+
+
+# --- reading ------------------------------------------------------------------------
+
+
+def typed(frame: DataFrame, types: Iterable[ColumnType]) -> DataFrame:
+    """`frame`'s columns, by position, cast to `types` and named `c0, c1, ...`."""
+    from pyspark.sql import functions as sf
+
+    kinds = list(types)
+    return frame.select(
+        *[
+            sf.col(f"`{name}`").cast(SPARK_TYPES[kind]).alias(f"c{i}")
+            for i, (name, kind) in enumerate(zip(frame.columns, kinds, strict=True))
+        ]
+    )
+
+
+def read_csv(
+    spark: SparkSession,
+    paths: str | Path | list[str],
+    info: RelationInfo,
+    *,
+    delimiter: str = "\t",
+    header: bool = False,
+) -> DataFrame:
+    """Delimited text without quoting (Soufflé's fact files), typed by `info`.
+
+    A field that is not a value of its column type fails the read (FAILFAST)."""
+    schema = ", ".join(f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(info.types))
+    reader = spark.read.schema(schema).options(
+        sep=delimiter, header=str(header).lower(), quote="", escape="",
+        nullValue=NO_NULL, mode="FAILFAST", multiLine="false",
+    )  # fmt: skip
+    return reader.csv([str(p) for p in paths] if isinstance(paths, list) else str(paths))
+
+
+def read_fact_file(spark: SparkSession, file: FactFile) -> DataFrame:
+    """The file an `.input` directive names, as `datalog.sources.csv` reads it."""
+    return read_csv(
+        spark, str(file.path), file.relation, delimiter=file.delimiter, header=file.headers
+    )
+
+
+def read_parquet(spark: SparkSession, path: str | Path, info: RelationInfo) -> DataFrame:
+    """A Parquet file or directory; its columns by position, cast to `info`'s types."""
+    return typed(spark.read.parquet(str(path)), info.types)
+
+
+# --- LDBC SNB ---------------------------------------------------------------------------
+
+
+def ldbc_files(root: str | Path) -> dict[str, list[Path]]:
+    """Relation base name (`person`, `person_knows_person`) -> its CSV files."""
+    found: dict[str, list[Path]] = {}
+    for path in sorted(Path(root).rglob("*_*_*.csv")):
+        parts = path.stem.split("_")
+        if len(parts) in (3, 5) and parts[-1].isdigit() and parts[-2].isdigit():
+            found.setdefault("_".join(parts[:-2]), []).append(path)
+    return found
+
+
+def ldbc_relations(
+    spark: SparkSession, root: str | Path, files: Iterable[str] | None = None
+) -> dict[str, Relation]:
+    """Every relation and attribute of an LDBC SNB CSV directory (see the module doc),
+    or only those of the file names `files` (`person`, `person_knows_person`)."""
+    relations: dict[str, Relation] = {}
+    wanted = None if files is None else set(files)
+    for name, paths in ldbc_files(root).items():
+        if wanted is not None and name not in wanted:
+            continue
+        header = paths[0].open(encoding="utf-8").readline().rstrip("\n").split("|")
+        raw = spark.read.options(sep="|", header="true", quote="", nullValue="").csv(
+            [str(p) for p in paths]
+        )
+        raw = raw.toDF(*[f"_{i}" for i in range(len(header))])
+        split = _edge_relations if "_" in name else _entity_attributes
+        for relation in split(name, header, raw):
+            relations[relation.name] = relation
+    return relations
+
+
+def _number(column: str) -> bool:
+    return column == "id" or column.endswith(".id") or column in NUMBER_COLUMNS
+
+
+def _value_type(column: str) -> ColumnType:
+    return "number" if _number(column) else "symbol"
+
+
+def _entity_attributes(name: str, header: list[str], raw: DataFrame) -> Iterator[Relation]:
+    from pyspark.sql import functions as sf
+
+    for i, column in enumerate(header[1:], start=1):
+        value = sf.col(f"_{i}")
+        if column in LIST_COLUMNS:
+            value = sf.explode(sf.split(value, ";"))
+        kind = _value_type(column)
+        frame = raw.select(sf.col("_0").alias("c0"), value.alias("c1"))
+        frame = typed(frame.where("c1 IS NOT NULL AND c1 != ''"), ("number", kind))
+        yield Relation(f"{name}.{column}", frame, ("number", kind), ("id", "value"))
+
+
+def _edge_relations(name: str, header: list[str], raw: DataFrame) -> Iterator[Relation]:
+    frame = typed(raw.select("_0", "_1"), ("number", "number"))
+    yield Relation(name, frame, ("number", "number"), ("src", "dst"))
+    for i, column in enumerate(header[2:], start=2):
+        kind = _value_type(column)
+        values = raw.select("_0", "_1", f"_{i}").where(f"_{i} IS NOT NULL AND _{i} != ''")
+        types: tuple[ColumnType, ...] = ("number", "number", kind)
+        yield Relation(f"{name}.{column}", typed(values, types), types, ("src", "dst", "value"))
+
+
+def ldbc_declarations(relations: Mapping[str, Relation]) -> str:
+    """The `.decl` lines for `relations`, to `define` before loading them."""
+    return "\n".join(r.declaration() for r in relations.values()) + "\n"
+
+
+# --- into a Database ------------------------------------------------------------------
+
+
+def partitioned(frame: DataFrame, partitions: int) -> DataFrame:
+    """`frame` without duplicates, hash-partitioned by its first column."""
+    return frame.repartition(partitions, frame.columns[0]).distinct()
+
+
+def arrow_partitions(frame: DataFrame) -> Iterator[tuple[int, pa.Table]]:
+    """`(partition index, rows)` for each partition of `frame`, one at a time."""
+    for row in frame.mapInArrow(_to_ipc, "part long, ipc binary").toLocalIterator(True):
+        yield row.part, pa.ipc.open_stream(row.ipc).read_all()
+
+
+def _to_ipc(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Runs on the executors: each Arrow batch as one IPC stream blob."""
+    import pyarrow
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    part = context.partitionId() if context is not None else 0
+    for batch in batches:
+        sink = pyarrow.BufferOutputStream()
+        with pyarrow.ipc.new_stream(sink, batch.schema) as writer:
+            writer.write_batch(batch)
+        blob = sink.getvalue().to_pybytes()
+        yield pyarrow.RecordBatch.from_pydict({"part": [part], "ipc": [blob]})
+
+
+def load_frames(
+    db: Database,
+    frames: Mapping[str, DataFrame],
+    *,
+    partitions: int = 8,
+    progress: bool | None = None,
+) -> dict[str, int]:
+    """Insert each frame into the declared relation of its name, in ONE transaction.
+
+    Returns the number of distinct rows per relation."""
+    show = sys.stderr.isatty() if progress is None else progress
+    counts: dict[str, int] = {}
+    with db.transaction() as tx:
+        for name, frame in frames.items():
+            db.checked.schema.require(name)
+            report = _progress(name, partitions) if show else _silent
+            for part, table in arrow_partitions(partitioned(frame, partitions)):
+                tx.insert(name, table)
+                counts[name] = counts.get(name, 0) + table.num_rows
+                report(part, counts[name])
+            counts.setdefault(name, 0)
+            if show:
+                print(file=sys.stderr)
+    return counts
+
+
+def load_ldbc(
+    db: Database,
+    spark: SparkSession,
+    root: str | Path,
+    *,
+    files: Iterable[str] | None = None,
+    partitions: int = 8,
+    progress: bool | None = None,
+) -> dict[str, int]:
+    """Declare (unless declared) and load every LDBC relation under `root` (or
+    those of the file names `files`)."""
+    relations = ldbc_relations(spark, root, files)
+    missing = {n: r for n, r in relations.items() if n not in db.checked.schema}
+    if missing:
+        db.define(ldbc_declarations(missing))
+    frames = {n: r.frame for n, r in relations.items()}
+    return load_frames(db, frames, partitions=partitions, progress=progress)
+
+
+def _silent(part: int, rows: int) -> None:
+    pass
+
+
+def _progress(name: str, partitions: int) -> Callable[[int, int], None]:
+    def report(part: int, rows: int) -> None:
+        line = f"\rspark load {name}: partition {part + 1}/{partitions}, {rows:,} rows"
+        print(line, end="", file=sys.stderr, flush=True)
+
+    return report
