@@ -43,7 +43,7 @@ def build(name: str) -> ldbc.Relations:
     """The relations of dataset `name` (see the module docstring)."""
     kind, _, arg = name.partition(":")
     if kind in ("snap", "snap-u"):
-        src, dst = read_snap(SNAP_DIR / f"{arg}.txt")
+        src, dst = _read_edges(SNAP_DIR / f"{arg}.txt")
         return _graph(*(_oriented(src, dst) if kind == "snap-u" else _dedup(src, dst)))
     if name.startswith("powerlaw-u-"):
         return _graph(*power_law_graph(int(name.rsplit("-", 1)[1]), seed=0, directed=False))
@@ -56,6 +56,18 @@ def build(name: str) -> ldbc.Relations:
     if name == "ldbc-sample":
         return ldbc.load(LDBC_DIR)
     raise ValueError(f"unknown dataset {name!r}")
+
+
+def _read_edges(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """`read_snap`, or, for files that mix tabs and spaces (CA-GrQc has a line with a
+    space), a slower whitespace split."""
+    try:
+        return read_snap(path)
+    except pa.ArrowInvalid:
+        lines = path.read_text(encoding="ascii").splitlines()
+        pairs = [ln.split()[:2] for ln in lines if ln.strip() and not ln.startswith("#")]
+        both = np.array(pairs, dtype=np.int64)
+        return both[:, 0].copy(), both[:, 1].copy()
 
 
 def _dedup(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
