@@ -24,6 +24,7 @@ from datalog.checks import CheckedProgram, CheckedQuery, dependencies
 from datalog.expressions import DTYPES
 from datalog.passes.variables import nodes
 from datalog.plan.body import Binding, BodyCompiler
+from datalog.plan.magic import try_specialize
 from datalog.plan.sources import Sources
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_body, format_rule
@@ -55,8 +56,11 @@ class Planner:
         program: CheckedProgram,
         symbols: SymbolTable,
         join_plan: JoinPlan = "auto",
+        specialize: bool = True,
     ) -> None:
         self.join_plan: JoinPlan = join_plan
+        self.specialize = specialize
+        self.inputs: dict[str, str] = {}  # adorned copy -> the relation whose facts it reads
         self.engine = engine
         self.program = program
         self.symbols = symbols
@@ -64,6 +68,11 @@ class Planner:
         self.notes: list[str] = []
 
     def build(self, query: CheckedQuery, name: str) -> QueryPlan:
+        specialized = try_specialize(self.program, query) if self.specialize else None
+        if specialized is not None:
+            self.program, query = specialized.program, specialized.query
+            self.inputs = specialized.inputs
+            self.notes.append("specialized to the query's constants (magic sets)")
         dataflow = self.engine.dataflow(name)
         root = Sources(dataflow, dataflow.root, self.program.schema)
         needed = dependencies(self.program, _relations_read(query))
@@ -125,9 +134,12 @@ class Planner:
     def _relation(self, sources: Sources, rel: str, stratum: Stratum) -> Stream:
         """The distinct union of `rel`'s inserted facts and its rules' heads."""
         kinds = self.program.schema.types(rel)
-        inserted = sources.input_collection(rel)
-        # a nullary relation's input has one constant column; the relation has none
-        parts = [inserted if kinds else project(inserted, [])]
+        parts: list[Stream] = []
+        source = self.inputs.get(rel, rel)
+        if source in self.engine.inputs:  # magic relations have no input
+            inserted = sources.input_collection(source)
+            # a nullary relation's input has one constant column; the relation has none
+            parts.append(inserted if kinds else project(inserted, []))
         for rule in stratum.rules:
             if rule.head.name != rel:
                 continue
