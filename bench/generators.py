@@ -149,20 +149,33 @@ def read_snap(path: str | PathLike[str]) -> Edges:
     Parsing is pyarrow's multithreaded CSV reader; `.gz` files are decompressed on
     the fly. Line ends may be `\\n` or `\\r\\n`.
     """
+    import pyarrow as pa
     from pyarrow import csv
 
     skip, delimiter = _snap_layout(path)
-    table = csv.read_csv(
-        path,
-        read_options=csv.ReadOptions(skip_rows=skip, column_names=["src", "dst"]),
-        parse_options=csv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True),
-        convert_options=csv.ConvertOptions(
-            column_types={"src": "int64", "dst": "int64"}, strings_can_be_null=False
-        ),
-    )
+    try:
+        table = csv.read_csv(
+            path,
+            read_options=csv.ReadOptions(skip_rows=skip, column_names=["src", "dst"]),
+            parse_options=csv.ParseOptions(delimiter=delimiter, ignore_empty_lines=True),
+            convert_options=csv.ConvertOptions(
+                column_types={"src": "int64", "dst": "int64"}, strings_can_be_null=False
+            ),
+        )
+    except pa.ArrowInvalid:  # tabs and spaces mixed (CA-GrQc has such a line)
+        return _read_whitespace(path)
     src = table.column("src").to_numpy()
     dst = table.column("dst").to_numpy()
     return np.ascontiguousarray(src), np.ascontiguousarray(dst)
+
+
+def _read_whitespace(path: str | PathLike[str]) -> Edges:
+    """The slow path of `read_snap`: split on any whitespace, skip `#` lines."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt") as lines:
+        text = "".join(line for line in lines if not line.startswith("#"))
+    pairs = np.array(text.split(), dtype=np.int64).reshape(-1, 2)
+    return np.ascontiguousarray(pairs[:, 0]), np.ascontiguousarray(pairs[:, 1])
 
 
 def _snap_layout(path: str | PathLike[str]) -> tuple[int, str]:

@@ -124,8 +124,10 @@ class DeltaQueryOp(Operator):
 
     def _extend(self, prefixes: Prefixes, stage: Stage, source: int, time: Time) -> Prefixes:
         extenders = [self._collection(j, stage.variable, source) for j in stage.proposers]
-        counts = np.stack([e.count(prefixes, time) for e in extenders])
-        winner = np.argmin(counts, axis=0)
+        if len(extenders) == 1:  # nothing to choose between: skip the counts
+            winner = np.zeros(len(prefixes), dtype=np.intp)
+        else:
+            winner = np.argmin(np.stack([e.count(prefixes, time) for e in extenders]), axis=0)
         parts = []
         for w, proposer in enumerate(extenders):
             rows = np.flatnonzero(winner == w)
