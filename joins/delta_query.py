@@ -105,10 +105,22 @@ class DeltaQueryOp(Operator):
         parts = []
         for pipeline in self.pipelines:
             delta = self.patterns[pipeline.source].by_both.delta(time)
-            if delta is not None:
+            if delta is not None and not self._empty_product(pipeline.source, time):
                 parts.append(self._run(pipeline, delta.updates(), time))
         if parts:
             self.output.send(concat(parts))
+
+    def _empty_product(self, source: int, time: Time) -> bool:
+        """Some other binding, as this pipeline sees it, is empty: nothing to derive.
+
+        (When a dataflow starts, every binding's delta is its whole relation and
+        the bindings after the source are empty: only the last pipeline runs.)
+        """
+        return any(
+            p.by_both.visible(time, j < source) == 0
+            for j, p in enumerate(self.patterns)
+            if j != source
+        )
 
     def _run(self, pipeline: Pipeline, changes: Updates, time: Time) -> Updates:
         prefixes = Prefixes(self.patterns[pipeline.source].vars, changes)

@@ -49,6 +49,10 @@ class Arranged(Operator):
         """Entries per query key (an upper bound for mixed hashes), as `lookup` sees them."""
         raise NotImplementedError
 
+    def visible(self, time: Time, include_delta: bool) -> int:
+        """How many entries `lookup` may see (0: it finds nothing for any key)."""
+        raise NotImplementedError
+
     def empty(self) -> Updates:
         return Updates.empty(len(self.dtypes), self.scope.depth, self.dtypes)
 
@@ -139,6 +143,11 @@ class ArrangeOp(Arranged):
         if pending is not None and (include_delta or self.pending_time != time):
             batches.append(pending)
         return count_in(batches, hashes)
+
+    def visible(self, time: Time, include_delta: bool) -> int:
+        pending = self.pending_batch
+        extra = pending is not None and (include_delta or self.pending_time != time)
+        return len(self.spine) + (len(pending) if extra and pending is not None else 0)
 
     def advance(self, epoch: int) -> None:
         self._seal()
@@ -264,6 +273,13 @@ class ImportOp(Arranged):
             batches.append(pending)
         return count_in(batches, hashes)
 
+    def visible(self, time: Time, include_delta: bool) -> int:
+        if self.snapshot is not None:
+            return len(self.snapshot) if include_delta else 0
+        pending = self.shared.pending
+        extra = pending is not None and (include_delta or self.shared.pending_epoch != time[0])
+        return len(self.shared.spine) + (len(pending) if extra and pending is not None else 0)
+
     def advance(self, epoch: int) -> None:
         self.snapshot = None
         self.handle.set_frontier(Antichain([(epoch - self.shared.retain,)]))
@@ -313,6 +329,9 @@ class EnterArranged(Arranged):
 
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
         return self.outer.count(hashes, time[:-1], include_delta or time[-1] != 0)
+
+    def visible(self, time: Time, include_delta: bool) -> int:
+        return self.outer.visible(time[:-1], include_delta or time[-1] != 0)
 
     def describe(self) -> str:
         return f"enter({self.outer.describe()})"
