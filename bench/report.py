@@ -71,7 +71,7 @@ def _initial(runs: Sequence[Run]) -> str:
             round(r.peak_mb) if r.peak_mb else "",
         ]
         for r in runs
-        if r.mode == "initial"
+        if r.mode == "initial" and not r.status.startswith("unavailable")
     ]
     headers = ["workload", "dataset", "system", "status", "answer", "load s", "query s", "peak MiB"]
     return format_table(rows, headers) if rows else "(none)"
@@ -82,8 +82,8 @@ def _updates(runs: Sequence[Run]) -> str:
     for r in runs:
         if r.mode == "initial":
             continue
-        n, size = r.data.get("updates", ""), r.data.get("update_rows", 0)
-        label = f"{r.mode} ({n} of {size // max(1, int(n or 1) // 2)} rows)" if n else r.mode
+        n, size = int(r.data.get("updates", 0)), int(r.data.get("update_rows", 0))
+        label = f"{r.mode}: {n} changes of {size // max(1, n // 2)} rows" if n else r.mode
         answers = f"{r.data['mid']:,} / {r.data['answer']:,}" if "mid" in r.data else ""
         rows.append(
             [
@@ -111,7 +111,7 @@ def _markdown(
     parts = [
         f"Generated {stamp} by `python -m bench.suite {' '.join(sys.argv[1:])}` "
         f"in {elapsed / 60:.1f} min on {machine()}.",
-        "### Systems\n\n" + _peers(systems),
+        "### Systems\n\n" + _peers(systems) + "\n\nUnavailable systems are left out below.",
         "### Initial evaluation\n\n" + _initial(runs),
         "### Updates: retract sampled rows, then insert them back (latency per change)\n\n"
         + _updates(runs),
