@@ -53,6 +53,13 @@ class Arranged(Operator):
         """How many entries `lookup` may see (0: it finds nothing for any key)."""
         raise NotImplementedError
 
+    def history_before(self, time: Time) -> bool:
+        """Whether every entry (the delta at `time` included) is at a time `<= time`.
+
+        Conservatively False where unknown.
+        """
+        return False
+
     def empty(self) -> Updates:
         return Updates.empty(len(self.dtypes), self.scope.depth, self.dtypes)
 
@@ -143,6 +150,9 @@ class ArrangeOp(Arranged):
         if pending is not None and (include_delta or self.pending_time != time):
             batches.append(pending)
         return count_in(batches, hashes)
+
+    def history_before(self, time: Time) -> bool:
+        return self.spine.all_at_or_before(time) and self.pending_time in (None, time)
 
     def visible(self, time: Time, include_delta: bool) -> int:
         pending = self.pending_batch

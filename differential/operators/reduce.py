@@ -72,6 +72,9 @@ class ReduceOp(Operator):
         return time in self.scheduled or self.source.delta(time) is not None
 
     def step(self, time: Time) -> None:
+        if self.reducer is distinct and self._monotone(time):
+            self._distinct_growing(time)
+            return
         keys = self._keys_at(time)
         if keys is None:
             return
@@ -91,6 +94,39 @@ class ReduceOp(Operator):
         result = Updates(
             (*(k[rows] for k in keys), *change.columns[1:]), change.times, change.diffs
         )
+        self.trace.insert(result, Antichain([time]), Antichain())
+        self.output.send(result)
+
+    def _monotone(self, time: Time) -> bool:
+        """Only insertions at `time`, no history beyond it, nothing scheduled here."""
+        delta = self.source.delta(time)
+        return (
+            delta is not None
+            and len(self.source.dtypes) == self.source.key_arity  # keys only, no values
+            and time not in self.scheduled
+            and bool((delta.diffs > 0).all())
+            and self.source.history_before(time)
+        )
+
+    def _distinct_growing(self, time: Time) -> None:
+        """`distinct` when the input only grows: emit the keys not yet in the output.
+
+        With all input history at times `<= time`, the output accumulated at
+        `time` is already `distinct` of that history (every interesting time
+        up to here was evaluated), and adding positive multiplicities can only
+        make absent keys present. No input history is read.
+        """
+        delta = self.source.delta(time)
+        assert delta is not None
+        cols = delta.columns
+        first = np.flatnonzero(run_starts([delta.hashes, *cols]))
+        keys = tuple(c[first] for c in cols)
+        owner, found = self.trace.lookup(keys, delta.hashes[first])
+        present = np.bincount(owner, weights=found.diffs, minlength=len(first)) > 0
+        fresh = np.flatnonzero(~present)
+        if not len(fresh):
+            return
+        result = Updates.at([k[fresh] for k in keys], time, 1)
         self.trace.insert(result, Antichain([time]), Antichain())
         self.output.send(result)
 

@@ -53,6 +53,8 @@ class Spine:
         self.dtypes = tuple(np.dtype(d) for d in dtypes)
         self.depth = depth
         self.batches: list[Batch] = []
+        # coordinate-wise maximum of every time ever appended (None: nothing yet)
+        self.latest: npt.NDArray[np.int64] | None = None
         self.handles: list[TraceHandle] = []
         self.default_since = Antichain([(0,) * depth])
 
@@ -90,6 +92,8 @@ class Spine:
     def append(self, batch: Batch) -> None:
         """Append an already arranged batch (same key arity) and restore the invariant."""
         if len(batch):
+            top = batch.times.max(axis=1)
+            self.latest = top if self.latest is None else np.maximum(self.latest, top)
             self.batches.append(batch)
             self._maintain()
 
@@ -100,6 +104,10 @@ class Spine:
             merged = merge([older, newer], self.since)
             if len(merged):
                 self.batches.append(merged)
+
+    def all_at_or_before(self, time: Time) -> bool:
+        """Every entry's time is `<= time` (no history a reduce would revisit later)."""
+        return self.latest is None or bool(np.all(self.latest <= np.asarray(time)))
 
     def compact(self) -> None:
         """Merge everything into one batch, compacted to `since` (tests, snapshots)."""
