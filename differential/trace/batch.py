@@ -97,8 +97,14 @@ class Batch:
         return Updates(self.columns, self.times, self.diffs)
 
     @staticmethod
-    def build(updates: Updates, key_arity: int, description: Description) -> Batch:
-        """Arrange `updates` (any order, possibly unconsolidated) by its first columns."""
+    def build(
+        updates: Updates, key_arity: int, description: Description, runs: bool = False
+    ) -> Batch:
+        """Arrange `updates` (any order, possibly unconsolidated) by its first columns.
+
+        `runs`: the updates are a few sorted runs (batches being merged); a
+        stable sort (timsort) then merges them in about linear time.
+        """
         times = advance_by(updates.times, description.since)
         # No key columns (a nullary collection): every row has the one empty key.
         # `key_hash` cannot know the row count without columns, so count the diffs.
@@ -110,7 +116,7 @@ class Batch:
         # Sort by (hash, values, time): a key's entries are contiguous unless two
         # keys share a hash, and then they still consolidate correctly, because
         # runs compare every column.
-        order = sort_order([hashes, *updates.columns[key_arity:]], times)
+        order = sort_order([hashes, *updates.columns[key_arity:]], times, stable=runs)
         runs = [hashes[order], *(c[order] for c in updates.columns[1 if identity else 0 :])]
         times = times[:, order]
         diffs = updates.diffs[order]
@@ -141,4 +147,4 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
         np.concatenate([b.times for b in batches], axis=1),
         np.concatenate([b.diffs for b in batches]),
     )
-    return Batch.build(updates, first.key_arity, description)
+    return Batch.build(updates, first.key_arity, description, runs=True)
