@@ -117,10 +117,10 @@ class Batch:
         # keys share a hash, and then they still consolidate correctly, because
         # runs compare every column.
         order = sort_order([hashes, *updates.columns[key_arity:]], times, stable=runs)
-        runs = [hashes[order], *(c[order] for c in updates.columns[1 if identity else 0 :])]
+        rows = [hashes[order], *(c[order] for c in updates.columns[1 if identity else 0 :])]
         times = times[:, order]
         diffs = updates.diffs[order]
-        starts = np.flatnonzero(run_starts(runs, times))
+        starts = np.flatnonzero(run_starts(rows, times))
         if len(starts) < len(diffs):
             diffs = np.add.reduceat(diffs, starts)
             order = order[starts]
