@@ -103,11 +103,16 @@ def aggregate_groups(terms: Sequence[Term], body: Sequence[Literal]) -> dict[int
     `terms` are the head's arguments (empty for a query), `body` the rule body.
     """
     found = occurrences(terms, body)
-    scopes = {agg for _, scope in found for agg in scope}
+    enclosing: dict[int, tuple[int, ...]] = {}  # aggregate -> the aggregates around it
+    for _, scope in found:
+        for depth, agg in enumerate(scope):
+            enclosing[agg] = scope[:depth]
     groups: dict[int, frozenset[str]] = {}
-    for agg in scopes:
+    for agg, around in enclosing.items():
         inside = {v.name for v, scope in found if agg in scope}
-        outside = {v.name for v, scope in found if agg not in scope}
+        # outside means in a context enclosing the aggregate: the rule itself or an
+        # aggregate around it, never a sibling aggregate (whose variables are its own)
+        outside = {v.name for v, scope in found if scope == around[: len(scope)]}
         groups[agg] = frozenset(inside & outside)
     for aggregate in _all_aggregates(terms, body):
         groups.setdefault(id(aggregate), frozenset())

@@ -239,3 +239,21 @@ def test_base_facts_are_coerced_and_checked() -> None:
         run(source, {"q": [(1,)]})
     with pytest.raises(TransactionError, match="expects a symbol"):
         run(source, {"r": [(1.0, 2)]})
+
+
+def test_sibling_aggregates_keep_their_variables_to_themselves() -> None:
+    """Soufflé scoping: `y` of one aggregate is not the `y` of its sibling."""
+    from datalog.checks import check_program
+    from datalog.database import Database
+    from datalog.parser import parse_program
+
+    text = """
+    .decl edge(x: number, y: number)
+    .decl u(a: number, b: number)
+    u(a, b) :- a = sum y : { edge(_, y) }, b = sum y : { edge(y, _) }.
+    edge(1, 2). edge(2, 3). edge(3, 1). edge(1, 3).
+    """
+    assert evaluate(check_program(parse_program(text)), {})["u"] == {(9, 7)}
+    db = Database()
+    db.define(text)
+    assert db.query("u(a, b)") == [(9, 7)]
