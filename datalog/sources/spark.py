@@ -34,6 +34,7 @@ through pandas or Python rows.
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ import pyarrow as pa
 
 from datalog.ast import ColumnType
 from datalog.schema import RelationInfo
+from datalog.sources.csv import FactFileError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -61,7 +63,6 @@ NUMBER_COLUMNS = frozenset(
     {"creationDate", "birthday", "length", "classYear", "workFrom", "joinDate"}
 )
 LIST_COLUMNS = frozenset({"language", "email"})
-NO_NULL = "\u0001\u0002none"  # Spark reads empty CSV fields as NULL unless told otherwise
 
 
 @dataclass(frozen=True)
@@ -104,13 +105,34 @@ def read_csv(
 ) -> DataFrame:
     """Delimited text without quoting (Soufflé's fact files), typed by `info`.
 
-    A field that is not a value of its column type fails the read (FAILFAST)."""
-    schema = ", ".join(f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(info.types))
-    reader = spark.read.schema(schema).options(
-        sep=delimiter, header=str(header).lower(), quote="", escape="",
-        nullValue=NO_NULL, mode="FAILFAST", multiLine="false",
-    )  # fmt: skip
-    return reader.csv([str(p) for p in paths] if isinstance(paths, list) else str(paths))
+    Lines are split by Spark (`split` on the delimiter, so an empty field is an
+    empty symbol, never NULL); empty lines are skipped; with `header`, lines
+    equal to the first line of the first file are dropped. A line with the
+    wrong number of fields or a value that is not of its column's type raises
+    `FactFileError` (one extra Spark job checks the file)."""
+    from pyspark.sql import functions as sf
+
+    files = [str(p) for p in paths] if isinstance(paths, list) else [str(paths)]
+    lines = spark.read.text(files).where(sf.col("value") != "")
+    if header:
+        first = _first_line(files[0])
+        lines = lines.where(sf.col("value") != first)
+    parts = sf.split(sf.col("value"), re.escape(delimiter), -1)
+    columns = [parts[i].cast(SPARK_TYPES[t]).alias(f"c{i}") for i, t in enumerate(info.types)]
+    frame = lines.select("value", sf.size(parts).alias("n"), *columns)
+    valid = sf.col("n") == info.arity
+    for i in range(info.arity):
+        valid = valid & sf.col(f"c{i}").isNotNull()
+    bad = frame.where(~valid).select("value").first()
+    if bad is not None:
+        message = f"a line of `{info.name}` does not have {info.arity} values of types {info.types}"
+        raise FactFileError(message, files[0], text=bad.value)
+    return frame.drop("value", "n")
+
+
+def _first_line(path: str | Path) -> str:
+    with Path(path).open(encoding="utf-8") as stream:
+        return stream.readline().rstrip("\r\n")
 
 
 def read_fact_file(spark: SparkSession, file: FactFile) -> DataFrame:
@@ -148,7 +170,7 @@ def ldbc_relations(
     for name, paths in ldbc_files(root).items():
         if wanted is not None and name not in wanted:
             continue
-        header = paths[0].open(encoding="utf-8").readline().rstrip("\n").split("|")
+        header = _first_line(paths[0]).split("|")
         raw = spark.read.options(sep="|", header="true", quote="", nullValue="").csv(
             [str(p) for p in paths]
         )

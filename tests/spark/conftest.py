@@ -1,0 +1,44 @@
+"""One local Spark session for the whole test run (`local[2]`, two shuffle
+partitions, no UI), shared by every test in `tests/spark`.
+
+Every test here is marked `spark`; the directory is skipped when pyspark or
+Java is missing. PySpark warns at import time about pandas versions it has not
+been tested with; that warning is not ours, so it is filtered for these tests.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+LDBC = "/work/shared/data/ldbc-snb/vanilla"
+SPARK_WARNINGS = (
+    "ignore:PySpark does not yet fully support pandas:FutureWarning",
+    "ignore::DeprecationWarning:pyspark.*",
+    "ignore::ResourceWarning",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/spark/" in item.nodeid.replace("\\", "/"):
+            for spec in SPARK_WARNINGS:
+                item.add_marker(pytest.mark.filterwarnings(spec))
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    pytest.importorskip("pyspark")
+    if shutil.which("java") is None:
+        pytest.skip("Spark needs Java")
+    from datalog.spark.session import local_session
+
+    session = local_session("local[2]", shuffle_partitions=2, app="deltalog-tests")
+    yield session
+    session.stop()
