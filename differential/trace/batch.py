@@ -98,17 +98,24 @@ class Batch:
 
     @staticmethod
     def build(
-        updates: Updates, key_arity: int, description: Description, runs: bool = False
+        updates: Updates,
+        key_arity: int,
+        description: Description,
+        runs: bool = False,
+        hashes: Hashes | None = None,
     ) -> Batch:
         """Arrange `updates` (any order, possibly unconsolidated) by its first columns.
 
         `runs`: the updates are a few sorted runs (batches being merged); a
-        stable sort (timsort) then merges them in about linear time.
+        stable sort (timsort) then merges them in about linear time. `hashes`:
+        the key hashes, when already known.
         """
         times = advance_by(updates.times, description.since)
         # No key columns (a nullary collection): every row has the one empty key.
         # `key_hash` cannot know the row count without columns, so count the diffs.
-        if key_arity:
+        if hashes is not None:
+            pass
+        elif key_arity:
             hashes = key_hash(updates.columns[:key_arity])
         else:
             hashes = np.zeros(len(updates.diffs), dtype=np.int64)
@@ -147,4 +154,5 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
         np.concatenate([b.times for b in batches], axis=1),
         np.concatenate([b.diffs for b in batches]),
     )
-    return Batch.build(updates, first.key_arity, description, runs=True)
+    hashes = np.concatenate([b.hashes for b in batches])
+    return Batch.build(updates, first.key_arity, description, runs=True, hashes=hashes)
