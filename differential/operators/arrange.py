@@ -16,6 +16,7 @@ an iteration scope (times gain a coordinate, 0).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -31,27 +32,29 @@ from differential.trace.spine import Spine, TraceHandle
 Owner = npt.NDArray[np.intp]
 
 
-class Arranged(Operator):
+class Arranged(Operator, ABC):
     """An arrangement readable by joins and reduces in `scope`."""
 
     key_arity: int
     dtypes: tuple[np.dtype, ...]
 
+    @abstractmethod
     def delta(self, time: Time) -> Batch | None:
-        raise NotImplementedError
+        """The batch of updates at exactly `time`, if any arrived then."""
 
+    @abstractmethod
     def lookup(
         self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
     ) -> tuple[Owner, Updates]:
-        raise NotImplementedError
+        """Entries under the query keys, with (`include_delta`) or without the delta at `time`."""
 
+    @abstractmethod
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
         """Entries per query key (an upper bound for mixed hashes), as `lookup` sees them."""
-        raise NotImplementedError
 
+    @abstractmethod
     def visible(self, time: Time, include_delta: bool) -> int:
         """How many entries `lookup` may see (0: it finds nothing for any key)."""
-        raise NotImplementedError
 
     def history_before(self, time: Time) -> bool:
         """Whether every entry (the delta at `time` included) is at a time `<= time`.
