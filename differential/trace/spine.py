@@ -27,6 +27,8 @@ from differential.time import Antichain, Time, column, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import query_order, seek
 
+_LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
+
 
 class TraceHandle:
     """A reader's claim on a trace: holds compaction back to `frontier`."""
@@ -52,7 +54,8 @@ class Spine:
         self.key_arity = key_arity
         self.dtypes = tuple(np.dtype(d) for d in dtypes)
         self.depth = depth
-        self.batches: list[Batch] = []
+        self._batches: list[Batch] = []
+        self._unmerged = 0  # batches appended since the spine last restored its invariant
         # coordinate-wise maximum of every time ever appended (None: nothing yet)
         self.latest: npt.NDArray[np.int64] | None = None
         self.handles: list[TraceHandle] = []
@@ -94,16 +97,35 @@ class Spine:
         if len(batch):
             top = batch.times.max(axis=1)
             self.latest = top if self.latest is None else np.maximum(self.latest, top)
-            self.batches.append(batch)
+            self._batches.append(batch)
+            self._unmerged += 1
+            if self._unmerged > _LAZY_BATCHES:
+                self._maintain()
+
+    @property
+    def batches(self) -> list[Batch]:
+        """The batches, merged into geometric sizes first.
+
+        Merging is deferred until someone reads the trace (or too many batches
+        wait): an arrangement nobody reads for a while, like the input of a
+        `distinct` whose input only grows, then costs no merges at all.
+        """
+        if self._unmerged:
             self._maintain()
+        return self._batches
 
     def _maintain(self) -> None:
-        while len(self.batches) >= 2 and len(self.batches[-2]) <= 2 * len(self.batches[-1]):
-            newer = self.batches.pop()
-            older = self.batches.pop()
-            merged = merge([older, newer], self.since)
-            if len(merged):
-                self.batches.append(merged)
+        """Merge adjacent batches until each is more than twice the next (newest first)."""
+        self._unmerged = 0
+        batches = self._batches
+        while True:
+            sizes = [len(b) for b in batches]
+            pairs = [i for i in range(len(sizes) - 1) if sizes[i] <= 2 * sizes[i + 1]]
+            if not pairs:
+                return
+            i = pairs[-1]
+            merged = merge(batches[i : i + 2], self.since)
+            batches[i : i + 2] = [merged] if len(merged) else []
 
     def all_at_or_before(self, time: Time) -> bool:
         """Every entry's time is `<= time` (no history a reduce would revisit later)."""
@@ -113,12 +135,12 @@ class Spine:
         """Merge everything into one batch, compacted to `since` (tests, snapshots)."""
         if self.batches:
             merged = merge(self.batches, self.since)
-            self.batches = [merged] if len(merged) else []
+            self._batches = [merged] if len(merged) else []
 
     # -- reading ----------------------------------------------------------------
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self.batches)
+        return sum(len(b) for b in self._batches)
 
     @property
     def batch_count(self) -> int:
