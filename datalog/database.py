@@ -191,20 +191,38 @@ class Database:
         `plan` picks the join strategy: `auto` (delta queries with worst-case
         optimal joins for bodies of three or more atoms), `wcoj` or `binary`.
         """
+        updates, types = self._answer(text, plan)
+        return to_rows(updates.columns, types, self.symbols, len(updates))
+
+    def query_columns(self, text: str, plan: JoinPlan = "auto") -> dict[str, np.ndarray]:
+        """The current answer as numpy columns by answer variable (no Python rows).
+
+        Symbol columns come back as arrays of strings (dtype object).
+        """
+        updates, types = self._answer(text, plan)
+        _, checked = self._check_query(text, plan)
+        return {
+            var: self.symbols.strings(col) if kind == "symbol" else col
+            for var, col, kind in zip(checked.answer_vars, updates.columns, types, strict=True)
+        }
+
+    def _answer(self, text: str, plan: JoinPlan) -> tuple[Updates, tuple[ColumnType, ...]]:
+        """The consolidated answer of a query now, from its live dataflow or a one-shot one."""
         with self.lock:
             key, checked = self._check_query(text, plan)
             live = self.live.get(key)
             if live is not None:
-                return self._snapshot_rows(live)
-            plan_ = Planner(self.engine, self.checked, self.symbols, plan).build(checked, key)
+                return live.state.accumulate(None), live.types
+            built = Planner(self.engine, self.checked, self.symbols, plan).build(checked, key)
             collected: list[Updates] = []
-            plan_.output.listeners.append(lambda u, _e: collected.append(u))
-            self.engine.start(plan_.dataflow)
-            self.engine.drop(plan_.dataflow)
-            updates = collected[0] if collected else None
-            if updates is None:
-                return []
-            return to_rows(updates.columns, checked.answer_types, self.symbols, len(updates))
+            built.output.listeners.append(lambda u, _e: collected.append(u))
+            self.engine.start(built.dataflow)
+            self.engine.drop(built.dataflow)
+            types = checked.answer_types
+            if not collected:
+                dtypes = [np.dtype(_dtype(t)) for t in types]
+                return Updates.empty(len(types), 1, dtypes), types
+            return collected[0], types
 
     def subscribe(self, text: str, callback: Callback, plan: JoinPlan = "auto") -> Subscription:
         """Call `callback` with the current answer, then with every epoch's changes."""
@@ -317,10 +335,6 @@ class Database:
         change = Change(rows, updates.diffs.tolist(), epoch)
         for sub in list(live.subscribers):
             _notify(sub, change)
-
-    def _snapshot_rows(self, live: LiveQuery) -> list[tuple[Any, ...]]:
-        state = live.state.accumulate(None)
-        return to_rows(state.columns, live.types, self.symbols, len(state))
 
 
 def _notify(sub: Subscription, change: Change) -> None:
