@@ -50,6 +50,7 @@ class View:
     def __init__(self) -> None:
         self.rows: Counter[tuple[Any, ...]] = Counter()
         self.epoch = -1
+        self.seen: list[tuple[int, set[tuple[Any, ...]]]] = []  # (epoch, answer) per change
 
     def apply(self, change: Change) -> None:
         if change.snapshot:
