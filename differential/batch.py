@@ -203,9 +203,9 @@ def consolidate(updates: Updates) -> Updates:
     """Sort by (data, time), sum the diffs of equal entries, drop zero diffs."""
     if len(updates) == 0:
         return updates
-    uniform = _uniform_diff(updates.diffs)
+    uniform = uniform_diff(updates.diffs)
     if uniform is not None:
-        fast = _consolidate_packed(updates, uniform)
+        fast = consolidate_packed(updates, uniform)
         if fast is not None:
             return fast
     order = sort_order(updates.columns, updates.times)
@@ -223,12 +223,13 @@ def consolidate(updates: Updates) -> Updates:
     return Updates(tuple(c[keep] for c in cols), times[:, keep], diffs[keep])
 
 
-def _uniform_diff(diffs: Diffs) -> int | None:
+def uniform_diff(diffs: Diffs) -> int | None:
+    """The diff every update carries, or None when they differ (or are zero)."""
     first = int(diffs[0])
     return first if first != 0 and bool((diffs == first).all()) else None
 
 
-def _consolidate_packed(updates: Updates, diff: int) -> Updates | None:
+def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
     """All diffs equal: sort the packed rows themselves and count the runs."""
     keys = [*updates.columns, *(updates.times[i] for i in range(updates.depth))]
     packed = pack(keys)

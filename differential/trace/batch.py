@@ -22,7 +22,14 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, run_starts, sort_order
+from differential.batch import (
+    Column,
+    Updates,
+    consolidate_packed,
+    run_starts,
+    sort_order,
+    uniform_diff,
+)
 from differential.time import Antichain, Times, advance_by
 
 Hashes = npt.NDArray[np.int64]
@@ -120,6 +127,10 @@ class Batch:
         else:
             hashes = np.zeros(len(updates.diffs), dtype=np.int64)
         identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
+        if identity and not runs:
+            fast = _build_packed(updates.with_times(times), description)
+            if fast is not None:
+                return fast
         # Sort by (hash, values, time): a key's entries are contiguous unless two
         # keys share a hash, and then they still consolidate correctly, because
         # runs compare every column.
@@ -142,6 +153,19 @@ class Batch:
             diffs=diffs[keep],
             description=description,
         )
+
+
+def _build_packed(updates: Updates, description: Description) -> Batch | None:
+    """An identity-keyed batch whose rows pack into one int64 and whose diffs agree:
+    sort the packed rows themselves (no permutation, no gathers)."""
+    uniform = uniform_diff(updates.diffs) if len(updates) else None
+    if uniform is None:
+        return None
+    packed = consolidate_packed(updates, uniform)
+    if packed is None:
+        return None
+    hashes = key_hash(packed.columns[:1])
+    return Batch(hashes, packed.columns, 1, packed.times, packed.diffs, description)
 
 
 def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
