@@ -262,7 +262,10 @@ class Database:
         with self.lock:
             stats = self.engine.stats()
             stats["queries"] = {
-                k: {"subscribers": len(v.subscribers), "answer_tuples": len(v.state)}
+                k: {
+                    "subscribers": len(v.subscribers),
+                    "answer_tuples": len(v.state.accumulate(None)),
+                }
                 for k, v in self.live.items()
             }
             return stats

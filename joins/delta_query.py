@@ -185,23 +185,27 @@ class DeltaQueryOp(Operator):
         return CollectionExtender(p.vars[0], p.vars[1], p.by_first, p.by_both, both, j < source)
 
     def describe(self) -> str:
-        return "delta_query(" + ", ".join(f"{p.name}{p.vars}" for p in self.patterns) + ")"
+        return "delta_query(" + ", ".join(self._show(j) for j in range(len(self.patterns))) + ")"
 
     def explain(self) -> list[str]:
         lines = []
         for pipe in self.pipelines:
-            p = self.patterns[pipe.source]
-            steps = [
-                f"{s.variable} by {'|'.join(self._show(j) for j in s.proposers)}"
-                for s in pipe.stages
-            ]
-            lines.append(
-                f"pipeline from d{p.name}{p.vars}: " + (", ".join(steps) or "validate only")
-            )
+            steps = [self._checks(pipe.first)] if self._checks(pipe.first) else []
+            for s in pipe.stages:
+                step = f"{s.variable} by {'|'.join(self._show(j) for j in s.proposers)}"
+                checks = self._checks(s)
+                steps.append(f"{step} ({checks})" if checks else step)
+            lines.append(f"pipeline from d{self._show(pipe.source)}: " + (", ".join(steps) or "-"))
         return lines
 
+    def _checks(self, stage: Stage) -> str:
+        """The validations after a stage: whole bindings, unary bindings, predicates."""
+        parts = [f"check {self._show(j)}" for j in (*stage.complete, *stage.unary)]
+        parts += [f"check {self.predicates[k].text}" for k in stage.predicates]
+        return ", ".join(parts)
+
     def _show(self, j: int) -> str:
-        return f"{self.patterns[j].name}{self.patterns[j].vars}"
+        return f"{self.patterns[j].name}({', '.join(self.patterns[j].vars)})"
 
 
 def plan_pipeline(

@@ -20,6 +20,7 @@ from datalog.ast import Atom, Comparison, Const, Var, Wildcard
 from datalog.ast import Literal as BodyLiteral
 from datalog.expressions import evaluate_comparison
 from datalog.passes.variables import term_variables
+from datalog.pretty import format_literal
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import project
 from joins.delta_query import DeltaQueryOp, Pattern
@@ -117,4 +118,4 @@ def _predicate(c: BodyCompiler, cmp: Comparison) -> PredicateExtender:
         columns = {v: prefixes.column(v) for v in needs}
         return evaluate_comparison(cmp, columns, types, symbols, size=len(prefixes))
 
-    return PredicateExtender(needs, holds, str(cmp))
+    return PredicateExtender(needs, holds, format_literal(cmp))
