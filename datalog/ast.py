@@ -29,7 +29,10 @@ NOWHERE = Span()
 ColumnType: TypeAlias = Lit["number", "unsigned", "float", "symbol"]
 Semantics: TypeAlias = Lit["set", "multiset", "last_write_wins"]
 AggregateFunction: TypeAlias = Lit["count", "sum", "min", "max", "mean"]
-ComparisonOp: TypeAlias = Lit["=", "!=", "<", "<=", ">", ">=", "contains", "match"]
+ComparisonOp: TypeAlias = Lit[
+    "=", "!=", "<", "<=", ">", ">=", "contains", "match", "!contains", "!match"
+]
+BUILTIN_PREDICATES = ("contains", "match", "!contains", "!match")
 ArithmeticOp: TypeAlias = Lit["+", "-", "*", "/", "%", "^", "band", "bor", "bxor", "bshl", "bshr"]
 
 
@@ -122,7 +125,7 @@ class Negation:
 
 @dataclass(frozen=True)
 class Comparison:
-    """`a < b`, `a = b`, ... and the builtin predicates `contains(a, b)`
+    """`a < b`, `a = b`, ... and the builtin predicates `contains(a, b)`, `!contains(a, b)`
     (a is a substring of b) and `match(pattern, s)`."""
 
     op: ComparisonOp

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from datalog import functions
 from datalog.ast import (
+    BUILTIN_PREDICATES,
     Aggregate,
     BinOp,
     Call,
@@ -236,7 +237,7 @@ class _Evaluator:
 
     def comparison(self, comparison: Comparison) -> Mask:
         op = comparison.op
-        if op in ("contains", "match"):
+        if op in BUILTIN_PREDICATES:
             args, ok = self.operands((comparison.left, comparison.right), ("symbol", "symbol"))
             scalar = _scalar_predicate(op, self.symbols)
             values, valid = self.map_unique(args, ok, scalar, None)

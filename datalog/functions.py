@@ -30,6 +30,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -160,6 +161,8 @@ def negate(value: Value, column_type: ColumnType) -> Value:
 
 def compare(op: ComparisonOp, left: Value, right: Value) -> bool:
     """A comparison of two values of the same type (symbols as strings)."""
+    if op.startswith("!"):
+        return not compare(cast(ComparisonOp, op[1:]), left, right)
     if op == "contains":
         return isinstance(left, str) and isinstance(right, str) and left in right
     if op == "match":

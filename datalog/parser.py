@@ -193,6 +193,10 @@ class _Builder(Transformer[Token, Any]):
         op, left, right = children
         return ast.Comparison(cast(ast.ComparisonOp, str(op)), left, right, _span(meta))
 
+    def negated_builtin(self, meta: Meta, children: list[Any]) -> ast.Comparison:
+        op, left, right = children
+        return ast.Comparison(cast(ast.ComparisonOp, f"!{op}"), left, right, _span(meta))
+
     # terms
 
     def binop(self, meta: Meta, children: list[Any]) -> ast.BinOp:

@@ -90,7 +90,7 @@ def format_literal(literal: ast.Literal) -> str:
             return f"{name}({_terms(args)})"
         case ast.Negation(atom):
             return "!" + format_literal(atom)
-        case ast.Comparison(op, left, right) if op in ("contains", "match"):
+        case ast.Comparison(op, left, right) if op in ast.BUILTIN_PREDICATES:
             return f"{op}({format_term(left)}, {format_term(right)})"
         case ast.Comparison(op, left, right):
             return f"{format_term(left)} {op} {format_term(right)}"

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from datalog import functions
 from datalog.ast import (
+    BUILTIN_PREDICATES,
     Aggregate,
     Atom,
     BinOp,
@@ -215,7 +216,7 @@ class Solver:
                 if value is not None:
                     yield {**env, side.name: value}
                 return
-        if op in ("contains", "match"):
+        if op in BUILTIN_PREDICATES:
             shared: ColumnType = "symbol"
         else:
             shared = comparison_type(left, right, self.types)

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from datalog.ast import (
+    BUILTIN_PREDICATES,
     Aggregate,
     Atom,
     BinOp,
@@ -68,7 +69,7 @@ def _propagate_all(ctx: CheckContext, literals: Sequence[Literal], types: Types)
             for arg, column in zip(node.args, info.types, strict=True):
                 _propagate(arg, column, types)
         elif isinstance(node, Comparison):
-            if node.op in ("contains", "match"):
+            if node.op in BUILTIN_PREDICATES:
                 expected: ColumnType | None = "symbol"
             else:
                 expected = fixed_type(node.left, types) or fixed_type(node.right, types)
@@ -116,7 +117,7 @@ class TermChecker:
 
     def check_comparison(self, comparison: Comparison) -> None:
         op, left, right = comparison.op, comparison.left, comparison.right
-        if op in ("contains", "match"):
+        if op in BUILTIN_PREDICATES:
             self.check(left, "symbol", f"left of `{op}`")
             self.check(right, "symbol", f"right of `{op}`")
             return

@@ -29,6 +29,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from datalog.ast import (
+    BUILTIN_PREDICATES,
     Aggregate,
     Atom,
     ColumnType,
@@ -218,7 +219,7 @@ class BodySolver:
                 names.variables[side.name] = target
                 return frame
         shared: ColumnType = (
-            "symbol" if op in ("contains", "match") else (comparison_type(left, right, names.types))
+            "symbol" if op in BUILTIN_PREDICATES else (comparison_type(left, right, names.types))
         )
         condition = compare(op, value(left, names, shared), value(right, names, shared), left)
         return frame.where(condition)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from datalog.ast import Aggregate, BinOp, Call, ColumnType, ComparisonOp, Const, Neg, Term, Var
 from datalog.errors import UnsupportedError
@@ -169,6 +169,8 @@ def compare(op: ComparisonOp, left: Column, right: Column, pattern: Term | None 
     """`left op right`; for `contains(a, b)` a is the part, for `match(p, s)` p the pattern."""
     from pyspark.sql import functions as sf
 
+    if op.startswith("!"):
+        return ~compare(cast(ComparisonOp, op[1:]), left, right, pattern)
     if op == "contains":
         return right.contains(left)
     if op == "match":
