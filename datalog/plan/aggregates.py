@@ -34,6 +34,7 @@ from datalog.ast import (
 )
 from datalog.expressions import DTYPES
 from datalog.passes.term_types import resolve_type
+from datalog.passes.variables import nodes
 from differential.batch import Column, Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Owner
@@ -79,6 +80,8 @@ class Aggregation:
             *(v for v in inner.vars if v not in keys and v != target),
         ]
         projected = Binding(project(inner.stream, [inner.index(v) for v in order]), tuple(order))
+        if self._reads_multiset():  # raw multiplicities: make the assignments a set first
+            projected = c.distinct(projected)
         arranged = c.arrange(projected, keys)[0]
         reducer, out_kind = REDUCERS[self.term.function], np.dtype(DTYPES[kind])
         reduced = ReduceOp(arranged, reducer, [out_kind], self.term.function).output
@@ -91,6 +94,14 @@ class Aggregation:
             return joined
         return Binding(
             concat([joined.stream, _zeros(c, binding, result, keys, out_kind)]), joined.vars
+        )
+
+    def _reads_multiset(self) -> bool:
+        """Whether a positive atom of the body reads a `multiset` input (multiplicities > 1)."""
+        schema = self.compiler.sources.schema
+        return any(
+            isinstance(n, Atom) and schema[n.name].semantics == "multiset"
+            for n in nodes((), self.term.body)
         )
 
     def _target(self, inner: Binding) -> tuple[Binding, str | None]:

@@ -275,3 +275,16 @@ def test_negated_builtin_predicates_parse_and_agree_with_the_engine() -> None:
     db = Database()
     db.define(text)
     assert db.query("r(x)") == [("q",)]
+
+
+def test_aggregates_over_a_multiset_input_see_distinct_assignments() -> None:
+    """A `multiset` input may hold a fact twice; an aggregate still counts it once."""
+    from datalog.database import Database
+
+    db = Database()
+    db.define(
+        ".decl m(x: number) multiset\n.decl c(n: number)\n.decl s(n: number)\n"
+        "c(n) :- n = count : { m(_) }.\ns(n) :- n = sum x : { m(x) }."
+    )
+    db.insert("m", [(1,), (1,), (2,)])
+    assert (db.query("c(n)"), db.query("s(n)")) == ([(2,)], [(3,)])
