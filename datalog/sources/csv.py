@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -308,7 +308,8 @@ def format_value(value: object) -> str:
     return str(value)
 
 
-def write_rows(stream: IO[str], rows: Sequence[tuple[Any, ...]], delimiter: str = "\t") -> None:
+def write_rows(stream: IO[str], rows: Iterable[tuple[Any, ...]], delimiter: str = "\t") -> None:
+    """Rows as delimited text lines, one at a time (so a lazy iterable stays lazy)."""
     for row in rows:
         stream.write(delimiter.join(map(format_value, row)) + "\n")
 
@@ -329,14 +330,15 @@ def write_outputs(
         file = output_file(directive, info, output_dir)
         rows = relation_rows(db, info.name)
         if str(output_dir) == "-" or (directive.option("IO") or "").lower() == "stdout":
-            _print_framed(stdout, file, rows)
+            print_framed(stdout, file, rows)
         else:
-            _write_file(file, rows)
+            write_file(file, rows)
             written.append(file.path)
     return written
 
 
-def _write_file(file: FactFile, rows: Sequence[tuple[Any, ...]]) -> None:
+def write_file(file: FactFile, rows: Iterable[tuple[Any, ...]]) -> None:
+    """A relation's rows into its output file (with a header line if asked)."""
     file.path.parent.mkdir(parents=True, exist_ok=True)
     with file.path.open("w", encoding="utf-8", newline="\n") as stream:
         if file.headers:
@@ -344,7 +346,8 @@ def _write_file(file: FactFile, rows: Sequence[tuple[Any, ...]]) -> None:
         write_rows(stream, rows, file.delimiter)
 
 
-def _print_framed(stream: IO[str], file: FactFile, rows: Sequence[tuple[Any, ...]]) -> None:
+def print_framed(stream: IO[str], file: FactFile, rows: Iterable[tuple[Any, ...]]) -> None:
+    """A relation in Soufflé's framing for `-D -`."""
     stream.write(f"---------------\n{file.relation.name}\n")
     if file.headers:
         stream.write(file.delimiter.join(file.relation.column_names) + "\n")

@@ -19,7 +19,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from datalog.checks import CheckedProgram, check_program
 from datalog.parser import parse_program
-from datalog.sources.csv import FactFile, input_file, output_file, write_rows
+from datalog.sources.csv import FactFile, input_file, output_file, print_framed, write_file
 from datalog.spark.evaluate import evaluate
 
 if TYPE_CHECKING:
@@ -76,30 +76,6 @@ def write_outputs(
         file = output_file(directive, checked.schema.require(directive.relation), output_dir)
         rows = sorted_rows(relations[directive.relation])
         if str(output_dir) == "-" or (directive.option("IO") or "").lower() == "stdout":
-            _print_framed(stdout, file, rows)
+            print_framed(stdout, file, rows)
             continue
-        file.path.parent.mkdir(parents=True, exist_ok=True)
-        with file.path.open("w", encoding="utf-8", newline="\n") as stream:
-            if file.headers:
-                stream.write(file.delimiter.join(file.relation.column_names) + "\n")
-            _write_chunks(stream, rows, file.delimiter)
-
-
-def _write_chunks(stream: IO[str], rows: Iterable[tuple[Any, ...]], delimiter: str) -> None:
-    chunk: list[tuple[Any, ...]] = []
-    for row in rows:
-        chunk.append(row)
-        if len(chunk) >= 65536:
-            write_rows(stream, chunk, delimiter)
-            chunk.clear()
-    write_rows(stream, chunk, delimiter)
-
-
-def _print_framed(stream: IO[str], file: FactFile, rows: Iterable[tuple[Any, ...]]) -> None:
-    """Soufflé's framing for `-D -`, as `datalog.sources.csv` prints it."""
-    stream.write(f"---------------\n{file.relation.name}\n")
-    if file.headers:
-        stream.write(file.delimiter.join(file.relation.column_names) + "\n")
-    stream.write("===============\n")
-    _write_chunks(stream, rows, file.delimiter)
-    stream.write("===============\n")
+        write_file(file, rows)
