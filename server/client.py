@@ -18,11 +18,12 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
+
+from datalog import Change  # the same change a Database subscriber receives
 
 Rows = Mapping[str, Iterable[Iterable[Any]]]
 
@@ -38,16 +39,6 @@ class ServerError(Exception):
         self.column: int | None = detail.get("column")
         where = f" (line {self.line}, column {self.column})" if self.line else ""
         super().__init__(f"{self.category}: {self.message}{where}")
-
-
-@dataclass(frozen=True)
-class Change:
-    """Rows with diffs (+1 in, -1 out) as of `epoch`; a snapshot replaces the whole answer."""
-
-    rows: list[tuple[Any, ...]]
-    diffs: list[int]
-    epoch: int
-    snapshot: bool = False
 
 
 _END = object()
