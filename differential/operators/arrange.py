@@ -26,7 +26,7 @@ from differential.batch import Column, Updates
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time
 from differential.trace.batch import Batch, Description, Hashes
-from differential.trace.cursor import count_per_key, query_order, seek
+from differential.trace.cursor import count_per_key, seek
 from differential.trace.spine import Spine, TraceHandle
 
 Owner = npt.NDArray[np.intp]
@@ -68,7 +68,7 @@ class Arranged(Operator, ABC):
 
 
 def lookup_batch(batch: Batch, keys: Sequence[Column], hashes: Hashes) -> tuple[Owner, Updates]:
-    m = seek(batch, hashes, keys, query_order(hashes))
+    m = seek(batch, hashes, keys)
     return m.query, Updates(
         tuple(c[m.entry] for c in batch.columns), batch.times[:, m.entry], batch.diffs[m.entry]
     )
@@ -364,6 +364,7 @@ def _lift_batch(batch: Batch) -> Batch:
         np.concatenate([batch.times, zeros]),
         batch.diffs,
         batch.description,
+        batch.cache,  # same keys, same index
     )
 
 

@@ -17,7 +17,7 @@ accumulations at times beyond `since` are exact.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -31,6 +31,7 @@ from differential.batch import (
     uniform_diff,
 )
 from differential.time import Antichain, Times, advance_by
+from differential.trace.index import LookupCache
 
 Hashes = npt.NDArray[np.int64]
 
@@ -84,6 +85,7 @@ class Batch:
     times: Times
     diffs: npt.NDArray[np.int64]
     description: Description
+    cache: LookupCache = field(default_factory=LookupCache, repr=False)
 
     def __len__(self) -> int:
         return len(self.diffs)

@@ -2,10 +2,10 @@
 
 Layer: differential (trace).
 
-Where differential-dataflow steps a cursor key by key, we binary-search the
-whole column of query keys with `searchsorted` and expand the matching ranges
-with `repeat`/`cumsum`, so one call does the work of a cursor walk over every
-query key.
+Where differential-dataflow steps a cursor key by key, we find the whole
+column of query keys at once (binary search, or the batch's hash index) and
+expand the matching ranges with `repeat`/`cumsum`, so one call does the work of
+a cursor walk over every query key.
 """
 
 from __future__ import annotations
@@ -45,46 +45,26 @@ def expand_ranges(lo: Index, hi: Index) -> tuple[Index, Index]:
     return owner, positions
 
 
-# Below this many query keys, binary-searching them in their own order is cheap.
-_SORT_QUERIES = 4096
-
-
-def query_order(hashes: Hashes) -> Index | None:
-    """A permutation sorting the query hashes, when there are enough to be worth it.
-
-    `searchsorted` with sorted needles walks the hash column almost sequentially
-    instead of jumping at random, which is several times faster for millions of
-    keys; one order serves every batch of a spine.
-    """
-    if len(hashes) < _SORT_QUERIES:
-        return None
-    return np.argsort(hashes)  # any order of equal needles will do
-
-
-def key_ranges(batch: Batch, hashes: Hashes, order: Index | None = None) -> tuple[Index, Index]:
+def key_ranges(batch: Batch, hashes: Hashes) -> tuple[Index, Index]:
     """`[lo, hi)` of each query hash in the batch's hash column (in query order).
 
-    `order`, if given, sorts `hashes` (see `query_order`); the result is the same.
+    Binary search, or the batch's hash index once it has been asked about
+    enough keys to pay for building one (see `differential.trace.index`).
     """
-    if order is None:
-        lo = np.searchsorted(batch.hashes, hashes, side="left")
-        hi = np.searchsorted(batch.hashes, hashes, side="right")
-        return lo, hi
-    needles = hashes[order]
-    lo, hi = np.empty(len(hashes), dtype=np.intp), np.empty(len(hashes), dtype=np.intp)
-    lo[order] = np.searchsorted(batch.hashes, needles, side="left")
-    hi[order] = np.searchsorted(batch.hashes, needles, side="right")
+    index = batch.cache.index_for(batch.hashes, len(hashes))
+    if index is not None:
+        return index.ranges(hashes)
+    lo = np.searchsorted(batch.hashes, hashes, side="left")
+    hi = np.searchsorted(batch.hashes, hashes, side="right")
     return lo, hi
 
 
-def seek(
-    batch: Batch, hashes: Hashes, keys: Sequence[Column], order: Index | None = None
-) -> Matches:
-    """All (query row, entry) pairs whose keys are equal; `order` as in `key_ranges`."""
+def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
+    """All (query row, entry) pairs whose keys are equal."""
     if len(batch) == 0 or len(hashes) == 0:
         empty = np.empty(0, dtype=np.intp)
         return Matches(empty, empty)
-    lo, hi = key_ranges(batch, hashes, order)
+    lo, hi = key_ranges(batch, hashes)
     query, entry = expand_ranges(lo, hi)
     if not batch.identity_hash and len(query):
         same = np.ones(len(query), dtype=bool)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from differential.batch import Column, Updates, consolidate
 from differential.time import Antichain, Time, column, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
-from differential.trace.cursor import query_order, seek
+from differential.trace.cursor import seek
 
 _LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
 
@@ -153,9 +153,8 @@ class Spine:
         hashes = key_hash(keys) if hashes is None else hashes
         owners: list[npt.NDArray[np.intp]] = []
         parts: list[Updates] = []
-        order = query_order(hashes) if len(self.batches) else None
         for batch in self.batches:
-            m = seek(batch, hashes, keys, order)
+            m = seek(batch, hashes, keys)
             if len(m):
                 owners.append(m.query)
                 parts.append(

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from differential.batch import Updates
 from differential.time import Antichain
-from differential.trace import cursor
+from differential.trace import index
 from differential.trace.batch import key_hash
 from differential.trace.spine import Spine
 from tests.differential.strategies import as_column, time_lists, updates
@@ -71,8 +71,8 @@ def test_lookups_of_many_keys_equal_a_dict_reference(
     for p in parts:
         for row in p.rows():
             by_key[tuple(row[:k])][tuple(row[k:-1])] += row[-1]  # type: ignore[operator]
-    for threshold in (0, 1 << 30):  # with sorted query keys, and in their own order
-        with mock.patch.object(cursor, "_SORT_QUERIES", threshold):
+    for smallest in (0, 1 << 30):  # through hash indexes, and by binary search
+        with mock.patch.object(index, "_MIN_INDEXED", smallest):
             check_lookup(spine, queries, by_key)
 
 
@@ -178,15 +178,16 @@ def test_depth_two_handles_keep_incomparable_frontier_elements() -> None:
 
 
 def test_many_keys_are_found_as_by_a_per_key_scan() -> None:
-    """Enough queries to take the sorted-needles path, over a spine of several batches."""
+    """Enough queries to build hash indexes, over a spine of several batches."""
     rng = np.random.default_rng(7)
     spine = Spine(1, [np.dtype(np.int64), np.dtype(np.int64)], 1)
     for epoch in range(5):
         keys = rng.integers(0, 3_000, size=4_000, dtype=np.int64)
         spine.insert(Updates.at([keys, keys * 10 + epoch], (epoch,)), ZERO, ZERO)
     probe = rng.integers(-10, 6_000, size=20_000, dtype=np.int64)
-    assert len(probe) >= cursor._SORT_QUERIES
-    owner, found = spine.lookup([probe])
+    with mock.patch.object(index, "_MIN_INDEXED", 1_000):
+        owner, found = spine.lookup([probe])
+    assert all(b.cache.index is not None for b in spine.batches)
     assert np.array_equal(found.columns[0], probe[owner])
     entries = spine.updates().columns[0]
     expected = np.bincount(np.searchsorted(np.unique(entries), entries), minlength=3_000)

@@ -1,0 +1,53 @@
+"""The hash index of a batch finds exactly the runs binary search finds."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from differential.trace.index import HashIndex, LookupCache
+
+INT64 = st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1)
+# Values that share their low bits or high bits: the worst case for slot choice.
+CLUSTERED = st.builds(lambda k, s: k << s, st.integers(-1000, 1000), st.sampled_from([0, 20, 50]))
+
+
+@given(
+    st.lists(st.one_of(INT64, CLUSTERED, st.integers(-5, 5)), max_size=300),
+    st.lists(st.one_of(INT64, CLUSTERED, st.integers(-5, 5)), max_size=300),
+)
+def test_ranges_equal_binary_search(entries: list[int], queries: list[int]) -> None:
+    hashes = np.sort(np.array(entries, dtype=np.int64))
+    needles = np.array(queries + entries[:50], dtype=np.int64)
+    lo, hi = HashIndex(hashes).ranges(needles)
+    want_lo = np.searchsorted(hashes, needles, side="left")
+    want_hi = np.searchsorted(hashes, needles, side="right")
+    found = want_hi > want_lo
+    assert np.array_equal(hi > lo, found)
+    assert np.array_equal(lo[found], want_lo[found])
+    assert np.array_equal(hi[found], want_hi[found])
+
+
+def test_many_probes_through_several_chunks() -> None:
+    rng = np.random.default_rng(3)
+    hashes = np.sort(rng.integers(0, 1 << 40, 50_000))
+    needles = np.concatenate([rng.choice(hashes, 300_000), rng.integers(0, 1 << 40, 300_000)])
+    lo, hi = HashIndex(hashes).ranges(needles)
+    want = np.searchsorted(hashes, needles)
+    present = np.isin(needles, hashes)
+    assert np.array_equal(hi > lo, present)
+    assert np.array_equal(lo[present], want[present])
+
+
+def test_a_batch_is_indexed_once_enough_keys_were_asked() -> None:
+    hashes = np.arange(1 << 15, dtype=np.int64)
+    cache = LookupCache()
+    assert cache.index_for(hashes, 100) is None  # a few binary searches are cheaper
+    assert cache.index_for(hashes, len(hashes) // 8) is not None
+    assert cache.index_for(hashes, 1) is cache.index
+
+
+def test_the_free_slot_marker_is_never_indexed() -> None:
+    hashes = np.r_[np.iinfo(np.int64).min, np.arange(1 << 15)].astype(np.int64)
+    assert LookupCache().index_for(hashes, len(hashes)) is None
