@@ -14,6 +14,11 @@ derivation so far. Extending by a variable `v`:
 Each extender contributes its relation's multiplicity exactly once (by
 proposing or by validating) and joins times (`⊔`), so a delta query computes
 the same updates as a chain of binary joins, without intermediate state.
+
+The delta query works on `Proposals` (`proposals` and `check`): candidates
+carry only the prefix row they extend, the proposed value, and the time and
+multiplicity met so far, so proposing and validating many more candidates than
+survive moves three columns rather than whole prefixes.
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates
+from differential.batch import Column, Diffs, Updates
 from differential.operators.arrange import Arranged, Owner
-from differential.time import Time
+from differential.time import Time, Times
 from differential.trace.batch import key_hash
 
 NEVER = np.iinfo(np.intp).max  # the count of an extender that cannot propose
@@ -47,6 +52,39 @@ class Prefixes:
 
     def take(self, rows: Owner | npt.NDArray[np.bool_]) -> Prefixes:
         return Prefixes(self.vars, self.updates.take(rows))
+
+
+@dataclass(frozen=True)
+class Proposals:
+    """Candidate extensions of prefixes, not yet materialized.
+
+    Candidate `i` extends prefix row `owner[i]` by `value[i]`; `times`/`diffs`
+    are the join of the times and the product of the multiplicities of the
+    entries it met so far (None: none yet, the identity). Proposing and
+    validating millions of candidates moves three columns; only the survivors
+    gather the prefix's columns (`extend`).
+    """
+
+    owner: Owner
+    value: Column
+    times: Times | None = None
+    diffs: Diffs | None = None
+
+    def __len__(self) -> int:
+        return len(self.owner)
+
+    def met(self, rows: Owner, found: Updates) -> Proposals:
+        """Candidates `rows` (repeated as matched), having met the `found` entries."""
+        times = found.times if self.times is None else np.maximum(self.times[:, rows], found.times)
+        diffs = found.diffs if self.diffs is None else self.diffs[rows] * found.diffs
+        return Proposals(self.owner[rows], self.value[rows], times, diffs)
+
+    def extend(self, prefixes: Prefixes, var: str) -> Prefixes:
+        """The prefixes extended by `var`: prefix columns, times and diffs gathered now."""
+        mine = prefixes.updates.take(self.owner)
+        times = mine.times if self.times is None else np.maximum(mine.times, self.times)
+        diffs = mine.diffs if self.diffs is None else mine.diffs * self.diffs
+        return Prefixes((*prefixes.vars, var), Updates((*mine.columns, self.value), times, diffs))
 
 
 def _matched(prefixes: Prefixes, owner: Owner, found: Updates) -> Updates:
@@ -75,12 +113,22 @@ class CollectionExtender:
         keys = prefixes.column(self.key)
         return self.by_key.count(key_hash([keys]), time, self.include_delta)
 
-    def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
-        keys = prefixes.column(self.key)
+    def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
+        """Every value under the key of each prefix row in `rows`."""
+        keys = prefixes.column(self.key)[rows]
         owner, found = self.by_key.lookup([keys], key_hash([keys]), time, self.include_delta)
-        joined = _matched(prefixes, owner, found)
-        updates = joined.with_columns((*joined.columns, found.columns[1]))
-        return Prefixes((*prefixes.vars, self.value), updates)
+        return Proposals(rows[owner], found.columns[1], found.times, found.diffs)
+
+    def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+        """The proposals whose `(key, value)` pair is in the relation."""
+        key = prefixes.column(self.key)[proposals.owner]
+        keys = [key, proposals.value] if self.both_order[0] == self.key else [proposals.value, key]
+        owner, found = self.by_both.lookup(keys, key_hash(keys), time, self.include_delta)
+        return proposals.met(owner, found)
+
+    def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
+        rows = np.arange(len(prefixes), dtype=np.intp)
+        return self.proposals(prefixes, rows, time).extend(prefixes, self.value)
 
     def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
         keys = [prefixes.column(v) for v in self.both_order]
@@ -105,6 +153,14 @@ class UnaryExtender:
     def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
         raise AssertionError("a unary extender never wins the count")
 
+    def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
+        raise AssertionError("a unary extender never wins the count")
+
+    def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+        keys = [proposals.value]
+        owner, found = self.arranged.lookup(keys, key_hash(keys), time, self.include_delta)
+        return proposals.met(owner, found)
+
     def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
         keys = [prefixes.column(self.value)]
         owner, found = self.arranged.lookup(keys, key_hash(keys), time, self.include_delta)
@@ -123,9 +179,17 @@ class ConstantExtender:
         return np.ones(len(prefixes), dtype=np.intp)
 
     def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
-        column = np.full(len(prefixes), self.constant, dtype=self.dtype)
-        updates = prefixes.updates.with_columns((*prefixes.updates.columns, column))
-        return Prefixes((*prefixes.vars, self.value), updates)
+        rows = np.arange(len(prefixes), dtype=np.intp)
+        return self.proposals(prefixes, rows, time).extend(prefixes, self.value)
+
+    def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
+        return Proposals(rows, np.full(len(rows), self.constant, dtype=self.dtype))
+
+    def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+        keep = np.flatnonzero(proposals.value == self.constant)
+        times = None if proposals.times is None else proposals.times[:, keep]
+        diffs = None if proposals.diffs is None else proposals.diffs[keep]
+        return Proposals(proposals.owner[keep], proposals.value[keep], times, diffs)
 
     def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
         return prefixes.take(prefixes.column(self.value) == self.constant)

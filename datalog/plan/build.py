@@ -19,7 +19,7 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.ast import Atom, Const, Literal, Var
+from datalog.ast import Atom, Comparison, Const, Literal, Negation, Var
 from datalog.checks import CheckedProgram, CheckedQuery, dependencies
 from datalog.expressions import DTYPES
 from datalog.passes.variables import nodes
@@ -91,7 +91,7 @@ class Planner:
                 query.answer_vars,
             )
             answers.append(picked)
-        if len(answers) == 1 and self._is_set_scan(query.bodies[0]):
+        if len(answers) == 1 and self._is_set_join(query.bodies[0], query.answer_vars):
             result = answers[0]  # already a set: distinct would only cost an arrangement
         else:
             union = Binding(concat([a.stream for a in answers]), query.answer_vars)
@@ -99,17 +99,20 @@ class Planner:
         output = dataflow.capture(result.stream, name)
         return QueryPlan(dataflow, output, query.answer_vars, self.notes, root.shared)
 
-    def _is_set_scan(self, body: tuple[Literal, ...]) -> bool:
-        """One atom of a set relation whose arguments are variables or constants.
+    def _is_set_join(self, body: tuple[Literal, ...], answer: tuple[str, ...]) -> bool:
+        """Atoms of set relations over variables and constants, filtered by
+        negations and comparisons, whose every variable is in the answer.
 
-        Its answer is a filter and a permutation of a set (constant columns
-        dropped), so it is already a set.
+        Each answer row is then one assignment of the body's variables with
+        multiplicity one (a product of ones): already a set, so a distinct
+        would only cost an arrangement of the whole answer.
         """
-        if len(body) != 1 or not isinstance(body[0], Atom):
-            return False
-        atom = body[0]
-        simple = all(isinstance(a, Var | Const) for a in atom.args)
-        return simple and self.program.schema[atom.name].semantics != "multiset"
+        atoms = [lit for lit in body if isinstance(lit, Atom)]
+        filters = all(isinstance(lit, Atom | Negation | Comparison) for lit in body)
+        simple = all(isinstance(a, Var | Const) for atom in atoms for a in atom.args)
+        sets = all(self.program.schema[a.name].semantics != "multiset" for a in atoms)
+        bound = {a.name for atom in atoms for a in atom.args if isinstance(a, Var)}
+        return bool(atoms) and filters and simple and sets and bound <= set(answer)
 
     def _stratum(self, root: Sources, stratum: Stratum) -> None:
         relations = sorted(stratum.relations)

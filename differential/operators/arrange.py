@@ -239,9 +239,8 @@ class ImportOp(Arranged):
         self.start = start
         self.handle = shared.handle(start)
         self.delivered: int = start - 1
-        snapshot = shared.spine.accumulate((start,))
         desc = Description(Antichain([(start,)]), Antichain([(start + 1,)]), Antichain())
-        self.snapshot: Batch | None = Batch.build(snapshot, shared.key_arity, desc)
+        self.snapshot: Batch | None = shared.spine.snapshot((start,), desc)
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         if self.snapshot is not None:

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, consolidate
+from differential.batch import Column, Updates, consolidate, run_starts
 from differential.time import Antichain, Time, column, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import seek
@@ -181,6 +181,26 @@ class Spine:
             upd = upd.take(less_equal(upd.times, np.asarray(as_of).reshape(-1, 1)))
         at = as_of if as_of is not None else (0,) * self.depth
         return consolidate(upd.with_times(column(at, len(upd))))
+
+    def snapshot(self, as_of: Time, description: Description) -> Batch:
+        """The trace accumulated at `as_of` as one batch at time `as_of` (every entry
+        must be at a time `<= as_of`).
+
+        The merged batch already has the snapshot's order: only its times change,
+        unless one (key, value) sits at several times and they must consolidate.
+        Columns and the hash index are shared with the trace, not copied.
+        """
+        since = Antichain([as_of])
+        batches = self.batches
+        if not batches:
+            return Batch.build(self.empty(), self.key_arity, description)
+        whole = batches[0] if len(batches) == 1 else merge(batches, since)
+        at = column(as_of, len(whole))
+        if len(whole) > 1 and not run_starts([whole.hashes, *whole.values])[1:].all():
+            return Batch.build(whole.updates().with_times(at), self.key_arity, description)
+        return Batch(
+            whole.hashes, whole.columns, whole.key_arity, at, whole.diffs, description, whole.cache
+        )
 
     def empty(self) -> Updates:
         return Updates.empty(len(self.dtypes), self.depth, self.dtypes)
