@@ -22,7 +22,7 @@ import pyarrow as pa
 from bench import ldbc, ldbc_gen
 from bench.generators import dag_for_closure, power_law_graph, read_snap
 
-__all__ = ["LDBC_DIR", "SNAP_DIR", "available", "build", "size"]
+__all__ = ["LDBC_DIR", "SNAP_DIR", "available", "build", "scaled", "size"]
 
 SNAP_DIR = Path("/work/shared/data/snap")
 LDBC_DIR = Path("/work/shared/data/ldbc-snb/vanilla")
@@ -88,3 +88,14 @@ def available(name: str) -> str | None:
 def size(relations: ldbc.Relations) -> int:
     """The total number of rows (facts) in `relations`."""
     return sum(table.num_rows for table in relations.values())
+
+
+def scaled(name: str, factor: float) -> str:
+    """The generated dataset `name` with its size multiplied by `factor` (edges, closure
+    pairs or scale factor), or "" for a fixed dataset (SNAP files, the LDBC sample)."""
+    if name.startswith("ldbc-sf"):
+        return f"ldbc-sf{float(name[len('ldbc-sf') :]) * factor:g}"
+    for prefix in ("powerlaw-u-", "powerlaw-", "dag-"):
+        if name.startswith(prefix):
+            return f"{prefix}{round(int(name[len(prefix) :]) * factor)}"
+    return ""

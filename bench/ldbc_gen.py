@@ -3,12 +3,15 @@
 Layer: bench — may import anything public from deltalog packages and peers.
 `generate(scale_factor, seed)` returns the raw tables of the LDBC SNB Interactive CSV
 layout (`person`, `person_knows_person`, `post`, `comment`, their `hasCreator`,
-`hasTag`, `replyOf`, `isLocatedIn` edges, `tag`, `place`, `place_isPartOf_place`),
+`hasTag`, `replyOf`, `isLocatedIn` edges, `tag`, `tagclass`, `tag_hasType_tagclass`,
+`tagclass_isSubclassOf_tagclass`, `place`, `place_isPartOf_place`),
 keyed by file stem, with the LDBC column headers; `write_csv_dir` writes them as
 `static/` and `dynamic/` directories of `|`-separated `<stem>_0_0.csv` files, which
 `bench.ldbc.read_raw` reads back. Sizes follow LDBC's SF1 shape scaled linearly:
-10,000 persons, ~18 knows, ~100 posts and ~200 comments per person. Skew (popular
-names, countries, tags, creators) is drawn from power laws; nothing loops per row.
+10,000 persons, ~18 knows, ~100 posts and ~200 comments per person, 71 tag classes.
+Posts have `content` or, for a third of them (photos), an `imageFile` and empty
+content, as LDBC's do; comments have `content`. Skew (popular names, countries, tags,
+tag classes, creators) is drawn from power laws; nothing loops per row.
 """
 
 from __future__ import annotations
@@ -24,9 +27,12 @@ from bench.generators import power_law_graph
 
 __all__ = ["STATIC", "generate", "write_csv_dir"]
 
-STATIC = ("tag", "place", "place_isPartOf_place")
+STATIC = ("tag", "tagclass", "tag_hasType_tagclass", "tagclass_isSubclassOf_tagclass",
+          "place", "place_isPartOf_place")  # fmt: skip
 FIRST = "Ada Alan Ana Bo Carl Chen Dan Eva Fritz Hans Ivan Jose Kim Lea Li Mia Omar Raj Yang Zoe"
 LAST = "Alonso Bauer Chen Diaz Garcia Ito Khan Kumar Lee Li Martin Muller Nguyen Rossi Silva Wang"
+WORDS = ["yes", "thanks", "great", "no way", "ok", "cool", "About a tag", "I see", "maybe"]
+N_TAGCLASSES = 71
 BROWSERS = ["Firefox", "Chrome", "Internet Explorer", "Safari", "Opera"]
 DAY_MS = 86_400_000
 START_MS = 1_262_304_000_000  # 2010-01-01
@@ -44,6 +50,7 @@ def generate(scale_factor: float = 0.01, seed: int = 0) -> dict[str, pa.Table]:
     n_tags = max(100, min(16_080, round(16_080 * scale_factor**0.5)))
     tags = np.arange(n_tags, dtype=np.int64)
     tables["tag"] = pa.table({"id": tags, "name": _label("Tag", tags)})
+    tables.update(_tagclasses(rng, tags))
     persons = np.arange(n_persons, dtype=np.int64)
     tables["person"] = _persons(rng, persons)
     cities = N_COUNTRIES + _zipf(rng, N_COUNTRIES, n_persons) * CITIES_PER_COUNTRY
@@ -107,6 +114,18 @@ def _persons(rng: np.random.Generator, ids: np.ndarray) -> pa.Table:
     )
 
 
+def _tagclasses(rng: np.random.Generator, tags: np.ndarray) -> dict[str, pa.Table]:
+    """71 tag classes in a tree (class i is a subclass of class i // 2); every tag has
+    one class, drawn from a power law."""
+    classes = np.arange(N_TAGCLASSES, dtype=np.int64)
+    return {
+        "tagclass": pa.table({"id": classes, "name": _label("TagClass", classes)}),
+        "tag_hasType_tagclass": _edge("Tag", "TagClass", tags, _zipf(rng, N_TAGCLASSES, tags.size)),
+        "tagclass_isSubclassOf_tagclass": _edge("TagClass", "TagClass", classes[1:],
+                                                classes[1:] // 2),
+    }  # fmt: skip
+
+
 def _places() -> dict[str, pa.Table]:
     countries = np.arange(N_COUNTRIES, dtype=np.int64)
     cities = np.arange(N_COUNTRIES, N_COUNTRIES * (CITIES_PER_COUNTRY + 1), dtype=np.int64)
@@ -141,15 +160,24 @@ def _messages(
     """`kind` entities (posts or comments), their creators, tags and places."""
     base = POST_BASE if kind == "post" else COMMENT_BASE
     ids = base + np.arange(n, dtype=np.int64)
-    entity = pa.table(
-        {
-            "id": ids,
-            "creationDate": START_MS + SPAN_MS // 2 + rng.integers(0, SPAN_MS // 2, n),
-            "locationIP": _ip(rng, n),
-            "browserUsed": _pick(rng, BROWSERS, n),
-            "length": rng.integers(0, 200, n),
-        }
-    )
+    text = _pick(rng, WORDS, n)
+    columns: dict[str, pa.Array | np.ndarray] = {
+        "id": ids,
+        "creationDate": START_MS + SPAN_MS // 2 + rng.integers(0, SPAN_MS // 2, n),
+        "locationIP": _ip(rng, n),
+        "browserUsed": _pick(rng, BROWSERS, n),
+    }
+    if kind == "post":  # a third are photos: an image file and no content
+        photo = pa.array(rng.random(n) < 1 / 3)
+        image = pc.binary_join_element_wise(
+            "photo", pc.cast(pa.array(ids), pa.string()), ".jpg", ""
+        )
+        columns["imageFile"] = pc.if_else(photo, image, "")
+        columns["content"] = pc.if_else(photo, "", text)
+    else:
+        columns["content"] = text
+    columns["length"] = pc.utf8_length(columns["content"])
+    entity = pa.table(columns)
     creators = _zipf(rng, n_persons, n, exponent=0.8)
     tagged = rng.random(n) < 0.7
     tag_of = _zipf(rng, n_tags, int(tagged.sum()), exponent=1.0)

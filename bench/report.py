@@ -58,6 +58,14 @@ def _num(run: Run, key: str) -> object:
     return "" if value is None else value
 
 
+def _answer(run: Run, size: str = "answer", digest: str = "digest") -> str:
+    """`1,234`, or `100 #4823c5` with the first hex digits of the row digest."""
+    if size not in run.data:
+        return ""
+    text = f"{int(run.data[size]):,}"
+    return f"{text} #{run.data[digest][:6]}" if digest in run.data else text
+
+
 def _initial(runs: Sequence[Run]) -> str:
     rows = [
         [
@@ -65,7 +73,7 @@ def _initial(runs: Sequence[Run]) -> str:
             r.dataset,
             r.system,
             r.status,
-            _num(r, "answer"),
+            _answer(r),
             _num(r, "load_s"),
             _num(r, "run_s"),
             round(r.peak_mb) if r.peak_mb else "",
@@ -84,7 +92,7 @@ def _updates(runs: Sequence[Run]) -> str:
             continue
         n, size = int(r.data.get("updates", 0)), int(r.data.get("update_rows", 0))
         label = f"{r.mode}: {n} changes of {size // max(1, n // 2)} rows" if n else r.mode
-        answers = f"{r.data['mid']:,} / {r.data['answer']:,}" if "mid" in r.data else ""
+        answers = f"{_answer(r, 'mid', 'mid_digest')} / {_answer(r)}" if "mid" in r.data else ""
         rows.append(
             [
                 r.workload,
@@ -119,7 +127,10 @@ def _markdown(
     if problems:
         parts.append("### MISMATCHES\n\n" + "\n".join(f"- {p}" for p in problems))
     else:
-        parts.append("All systems that finished agree on every answer size.")
+        parts.append(
+            "All systems that finished agree on every answer size and, where shown"
+            " (`#` and the first hex digits), on the digest of the answer rows."
+        )
     return "\n\n".join(parts) + "\n"
 
 

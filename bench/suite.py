@@ -1,12 +1,15 @@
 """The benchmark suite: every workload on every system, side by side, cross-checked.
 
 Layer: bench — may import anything public from deltalog packages and peers.
-Run: `python -m bench.suite [--quick] [--only WORKLOAD] [--systems a,b] [--out docs/benchmarks]`
-(or `make bench`). Each (workload, dataset, system, mode) runs in its own process
-(`bench.runner`) with a timeout; its peak memory comes from `os.wait4`, so peaks are
-per system. Answer sizes of all systems that finished are compared (and, for
-incremental runs, the sizes after the retractions and at the end): any mismatch is
-printed loudly and the exit status is 1. Writes `results.md`, `results.json` and PNG
+Run: `python -m bench.suite [--quick] [--scale F] [--only WORKLOAD] [--systems a,b]
+[--out docs/benchmarks]` (or `make bench`). Each (workload, dataset, system, mode) runs
+in its own process (`bench.runner`) with a timeout; its peak memory comes from
+`os.wait4`, so peaks are per system. Answers of all systems that finished are compared
+(sizes, and row digests for workloads with `columns`; for incremental runs also after
+the retractions and at the end): any mismatch is printed loudly and the exit status is
+1. A peer that cannot express a workload says why (`Peer.unsupported`), and the report
+shows it. `--scale F` multiplies the size of every generated dataset by F (and leaves
+out the fixed SNAP and LDBC-sample files). Writes `results.md`, `results.json` and PNG
 plots to `--out` (see `bench.report` and docs/benchmarks.md).
 """
 
@@ -25,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bench.datasets import available
+from bench.datasets import available, scaled
 from bench.peers.base import PEERS, peer_class, unavailable
 from bench.report import write_report
 from bench.runner import MARK
@@ -152,6 +155,11 @@ def _case(opts: Options, workload: str, dataset: str) -> list[Run]:
             runs.append(Run(workload, dataset, name, "initial", f"unavailable: {why}"))
             continue
         cls = peer_class(system)
+        if workload in cls.unsupported:
+            runs.append(
+                Run(workload, dataset, name, "initial", "unsupported: " + cls.unsupported[workload])
+            )
+            continue
         if workload not in cls.workloads:
             continue
         first: Run | None = None
@@ -189,13 +197,19 @@ def check(runs: list[Run]) -> list[str]:
 
     for run in (r for r in runs if r.status == "ok"):
         add(run, "answer", run.mode, run.data["answer"])
+        if "digest" in run.data:
+            add(run, "answer rows", run.mode, run.data["digest"])
         if "mid" in run.data:  # every incremental run also starts from the full answer
             add(run, "answer", f"{run.mode} start", run.data["initial"])
             add(run, f"after the {run.mode} retractions", "", run.data["mid"])
+            if "mid_digest" in run.data:
+                add(run, "answer rows", f"{run.mode} start", run.data["initial_digest"])
+                add(run, f"rows after the {run.mode} retractions", "", run.data["mid_digest"])
     for (workload, dataset, stage), answers in sorted(groups.items()):
         if len(set(answers.values())) > 1:
             found = ", ".join(f"{k}={v}" for k, v in answers.items())
-            problems.append(f"{workload} on {dataset} [{stage}]: answer sizes differ: {found}")
+            what = "row digests" if "rows" in stage else "answer sizes"
+            problems.append(f"{workload} on {dataset} [{stage}]: {what} differ: {found}")
     return problems
 
 
@@ -214,6 +228,9 @@ def run_suite(opts: Options) -> list[Run]:
 def _options(argv: Sequence[str] | None) -> tuple[Options, Path]:
     parser = argparse.ArgumentParser(description="Deltalog next to its peers")
     parser.add_argument("--quick", action="store_true", help="tiny data, a minute or so")
+    parser.add_argument(
+        "--scale", type=float, default=1.0, help="multiply generated dataset sizes by this"
+    )
     parser.add_argument("--only", action="append", choices=sorted(WORKLOADS), default=[])
     parser.add_argument("--systems", default=",".join(PEERS), help="comma-separated peers")
     parser.add_argument("--modes", default=",".join(MODES))
@@ -221,6 +238,8 @@ def _options(argv: Sequence[str] | None) -> tuple[Options, Path]:
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     args = parser.parse_args(argv)
     cases = [c for c in (QUICK if args.quick else FULL) if not args.only or c[0] in args.only]
+    if args.scale != 1.0:
+        cases = [(w, d) for w, d in ((w, scaled(d, args.scale)) for w, d in cases) if d]
     opts = Options(
         cases=cases,
         systems=[s for s in args.systems.split(",") if s],

@@ -2,10 +2,12 @@
 
 Layer: bench — may import anything public from deltalog packages and peers.
 A peer loads relations (pyarrow tables with columns `c0..ck`, see `bench.ldbc`),
-answers a workload with its answer size, and, if it can, keeps that answer up to
-date while rows are retracted and inserted: `incremental` is "native" (it maintains
-the answer), "recompute" (it re-runs the query after each change) or "" (neither).
-Peers import their system lazily, so the registry and `unavailable` cost nothing.
+answers a workload with an `Answer` (its size and, for workloads with `columns`, a
+digest of its rows), and, if it can, keeps that answer up to date while rows are
+retracted and inserted: `incremental` is "native" (it maintains the answer),
+"recompute" (it re-runs the query after each change) or "" (neither). A workload a
+peer cannot express is listed in `unsupported` with the reason, which the report
+shows. Peers import their system lazily, so the registry and `unavailable` cost nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import ClassVar
 
 import pyarrow as pa
 
+from bench.answers import Answer
 from bench.ldbc import Relations
 from bench.workloads import Params, Workload
 
@@ -44,6 +47,7 @@ class Peer(ABC):
     module: ClassVar[str]  # the system's import name
     distribution: ClassVar[str]  # its package name, for the version
     workloads: ClassVar[frozenset[str]]
+    unsupported: ClassVar[dict[str, str]] = {}  # workload -> why this peer cannot run it
     incremental: ClassVar[str] = ""
     requires: ClassVar[str] = ""  # why it may be missing, e.g. "Python >= 3.12"
     max_facts: ClassVar[int | None] = None  # larger datasets are skipped (slow peers)
@@ -53,24 +57,28 @@ class Peer(ABC):
         """Load every relation (set semantics: duplicate rows count once)."""
 
     @abstractmethod
-    def run(self, workload: Workload, params: Params) -> int:
-        """The workload's answer size: distinct rows over all its queries."""
+    def run(self, workload: Workload, params: Params) -> Answer:
+        """The workload's answer: distinct rows over all its queries."""
 
-    def watch(self, workload: Workload, params: Params) -> int:
-        """Start keeping the answer of a one-query workload; return its size."""
+    def watch(self, workload: Workload, params: Params) -> Answer:
+        """Start keeping the answer of a one-query workload; return it."""
         if self.incremental != "recompute":
             raise NotImplementedError(f"{self.name} is not incremental")
         self._watched = (workload, params)
         return self.run(workload, params)
 
-    def apply(self, relation: str, rows: pa.Table, insert: bool) -> int:
-        """Insert (or retract) `rows` of `relation`; return the watched answer's size."""
+    def apply(self, relation: str, rows: pa.Table, insert: bool) -> Answer:
+        """Insert (or retract) `rows` of `relation`; return the watched answer, once the
+        whole effect of the change is known."""
         self.change(relation, rows, insert)
         return self.run(*self._watched)
 
     def change(self, relation: str, rows: pa.Table, insert: bool) -> None:
         """Insert or retract rows, for "recompute" peers."""
         raise NotImplementedError(f"{self.name} cannot change its data")
+
+    def close(self) -> None:  # noqa: B027 - most peers hold nothing to release
+        """Release what the peer holds (threads, connections); called once at the end."""
 
 
 def peer_class(spec: str) -> type[Peer]:

@@ -1,10 +1,13 @@
 """clingo (Potassco's ASP system): its grounder evaluates stratified Datalog bottom-up.
 
 Layer: bench — may import anything public from deltalog packages and peers.
-Relations become facts (`e(1,2).`, names with dots as `person_firstName`) added as
-text at load; a workload is its ASP rules, grounded once, and the answer size is the
-number of ground atoms of its answer predicate. Not incremental here (clingo's
-multi-shot solving could be, with more work).
+Relations (only those the workload reads) become facts (`e(1,2).`, names with dots as
+`place_name`, strings quoted) added as text at load; a workload is its ASP rules,
+grounded once, and the answer size is the number of ground atoms of its answer
+predicate. clingo's integers are 32-bit, so an integer of 2**30 or more (LDBC ids,
+millisecond dates) becomes the pair term `(v >> 30, v & (2**30 - 1))`: clingo orders
+integers before tuples and tuples lexicographically, so comparisons keep their meaning.
+Not incremental here (clingo's multi-shot solving could be, with more work).
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 import numpy as np
+import pyarrow as pa
 
+from bench.answers import Answer
 from bench.ldbc import Relations
 from bench.peers.base import Peer
 from bench.workloads import Params, Workload
 
 __all__ = ["ClingoPeer"]
+
+SMALL = 1 << 30
 
 PROGRAMS = {
     "reach": ("reach(S) :- S = {source}. reach(Y) :- reach(X), e(X, Y).", "reach", 1),
@@ -29,15 +36,15 @@ PROGRAMS = {
         4,
     ),
     "bi11": (
-        """knows(A, B) :- person_knows_person(A, B, _), A < B.
-        knows(B, A) :- person_knows_person(A, B, _), B < A.
-        local(P) :- person_isLocatedIn_place(P, C), place_isPartOf_place(C, {country}).
+        """knows(A, B) :- person_knows_person(A, B, D), A < B, {start} <= D, D <= {end}.
+        knows(B, A) :- person_knows_person(A, B, D), B < A, {start} <= D, D <= {end}.
+        local(P) :- place_name(C, {country}), place_type(C, "country"),
+            place_isPartOf_place(Y, C), person_isLocatedIn_place(P, Y).
         ans(A, B, C) :- knows(A, B), knows(B, C), knows(A, C), local(A), local(B), local(C).""",
         "ans",
         3,
     ),
 }
-NEEDED = {"bi11": ("person_knows_person", "person_isLocatedIn_place", "place_isPartOf_place")}
 
 
 class ClingoPeer(Peer):
@@ -52,19 +59,42 @@ class ClingoPeer(Peer):
         self._ctl: Any = clingo.Control(["--warn=none"])
 
     def load(self, relations: Relations) -> None:
-        names = NEEDED["bi11"] if "e" not in relations else ("e",)
-        for name in names:  # integer relations only: the workloads above need no strings
-            cols = [
-                np.asarray(c.to_numpy(), dtype=np.int64).astype(str)
-                for c in relations[name].columns
-            ]
+        for name, table in relations.items():
+            cols = [_terms(c) for c in table.columns]
             args = cols[0]
             for col in cols[1:]:
                 args = np.char.add(np.char.add(args, ","), col)
-            self._ctl.add("base", [], "".join(f"{name}({a}).\n" for a in args.tolist()))
+            predicate = name.replace(".", "_")
+            self._ctl.add("base", [], "".join(f"{predicate}({a}).\n" for a in args.tolist()))
 
-    def run(self, workload: Workload, params: Params) -> int:
+    def run(self, workload: Workload, params: Params) -> Answer:
         rules, predicate, arity = PROGRAMS[workload.name]
-        self._ctl.add("base", [], rules.format(**params))
+        values = {k: _quote(v) if isinstance(v, str) else _int(v) for k, v in params.items()}
+        self._ctl.add("base", [], rules.format(**values))
         self._ctl.ground([("base", [])])
-        return sum(1 for _ in self._ctl.symbolic_atoms.by_signature(predicate, arity))
+        return Answer(sum(1 for _ in self._ctl.symbolic_atoms.by_signature(predicate, arity)))
+
+
+def _quote(text: str) -> str:
+    """A clingo string term."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _int(value: object) -> str:
+    """An integer as a clingo term (see the module); other values as they are."""
+    if not isinstance(value, int):
+        return str(value)
+    if value <= -SMALL:
+        raise ValueError(f"{value} does not fit clingo's integers")
+    return str(value) if value < SMALL else f"({value >> 30},{value & (SMALL - 1)})"
+
+
+def _terms(column: pa.ChunkedArray) -> np.ndarray:
+    """The column's values as clingo terms: integers as `_int`, strings quoted."""
+    if pa.types.is_integer(column.type):
+        values = np.asarray(column.to_numpy(), dtype=np.int64)
+        if values.size == 0 or (values.min() > -SMALL and values.max() < SMALL):
+            return values.astype(str)
+        return np.array([_int(int(v)) for v in values.tolist()], dtype=object).astype(str)
+    return np.array([_quote(str(v)) for v in column.to_pylist()], dtype=object).astype(str)

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from bench.answers import Answer, Tally
 from bench.ldbc import Relations
 from bench.peers.base import Peer
 from bench.workloads import PERSON_ATTRS, Params, Workload
@@ -140,6 +141,13 @@ def _t(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
+def _literal(value: object) -> str:
+    """A parameter as SQL text: strings quoted, numbers as they are."""
+    if isinstance(value, str):
+        return "'" + value.replace("'", "''") + "'"
+    return str(value)
+
+
 _SUITE_SQL: dict[str, str] = {
     "reach": """WITH RECURSIVE reach(n) AS (SELECT CAST({source} AS BIGINT)
         UNION SELECT e.c1 FROM reach JOIN e ON e.c0 = reach.n) SELECT count(*) FROM reach""",
@@ -157,40 +165,56 @@ _SUITE_SQL: dict[str, str] = {
         for i, a in enumerate(PERSON_ATTRS)
     ),
     "bi11": """WITH k AS (SELECT DISTINCT least(c0, c1) a, greatest(c0, c1) b
-            FROM person_knows_person WHERE c0 <> c1),
+            FROM person_knows_person WHERE c0 <> c1 AND c2 BETWEEN {start} AND {end}),
         l AS (SELECT DISTINCT p.c0 FROM person_isLocatedIn_place p
-            JOIN place_isPartOf_place c ON p.c1 = c.c0 WHERE c.c1 = {country})
+            JOIN place_isPartOf_place c ON p.c1 = c.c0 JOIN "place.name" n ON n.c0 = c.c1
+            JOIN "place.type" ty ON ty.c0 = c.c1 WHERE n.c1 = {country} AND ty.c1 = 'country')
         SELECT count(*) FROM k ab JOIN k bc ON bc.a = ab.b JOIN k ac ON ac.a = ab.a AND ac.b = bc.b
         WHERE ab.a IN (SELECT c0 FROM l) AND ab.b IN (SELECT c0 FROM l)
           AND bc.b IN (SELECT c0 FROM l)""",
     "bi2": """WITH mt AS (SELECT c0 m, c1 t FROM post_hasTag_tag
             UNION SELECT c0, c1 FROM comment_hasTag_tag),
         md AS (SELECT c0 m, c1 d FROM "post.creationDate"
-            UNION SELECT c0, c1 FROM "comment.creationDate")
-        SELECT count(*) FROM (
-            SELECT t, 1 FROM mt JOIN md USING (m) WHERE d >= {d0} AND d < {d1} GROUP BY t
-            UNION ALL
-            SELECT t, 2 FROM mt JOIN md USING (m) WHERE d >= {d1} AND d < {d2} GROUP BY t)""",
-    "is1": """SELECT count(*) FROM (SELECT DISTINCT * FROM "person.firstName" fn
-        JOIN "person.lastName" ln USING (c0) JOIN "person.birthday" bd USING (c0)
-        JOIN "person.locationIP" ip USING (c0) JOIN "person.browserUsed" br USING (c0)
-        JOIN person_isLocatedIn_place city USING (c0) JOIN "person.gender" g USING (c0)
-        JOIN "person.creationDate" cd USING (c0) WHERE c0 = {person})""",
-    "is2": """WITH RECURSIVE root(m, p) AS (
-            SELECT * FROM (SELECT c0, c0 FROM post UNION SELECT c0, c1 FROM comment_replyOf_post)
-            UNION SELECT r.c0, root.p FROM comment_replyOf_comment r JOIN root ON r.c1 = root.m),
-        mc AS (SELECT c0 m, c1 p FROM post_hasCreator_person
-            UNION SELECT c0, c1 FROM comment_hasCreator_person),
+            UNION SELECT c0, c1 FROM "comment.creationDate"),
+        tags AS (SELECT DISTINCT ht.c0 t, tn.c1 name FROM tag_hasType_tagclass ht
+            JOIN "tagclass.name" cn ON cn.c0 = ht.c1 JOIN "tag.name" tn ON tn.c0 = ht.c0
+            WHERE cn.c1 = {tagclass}),
+        w AS (SELECT mt.t, count(DISTINCT CASE WHEN d >= {d1} AND d < {d2} THEN mt.m END) c1,
+                count(DISTINCT CASE WHEN d >= {d2} AND d < {d3} THEN mt.m END) c2
+            FROM mt JOIN md USING (m) WHERE mt.t IN (SELECT t FROM tags) GROUP BY mt.t),
+        counts AS (SELECT DISTINCT name, coalesce(c1, 0) c1, coalesce(c2, 0) c2
+            FROM tags LEFT JOIN w USING (t))
+        SELECT name, c1, c2, abs(c1 - c2) diff FROM counts
+        ORDER BY diff DESC, name ASC LIMIT 100""",
+    "is1": """SELECT DISTINCT fn.c1, ln.c1, bd.c1, ip.c1, br.c1, city.c1, g.c1, cd.c1
+        FROM "person.firstName" fn JOIN "person.lastName" ln USING (c0)
+        JOIN "person.birthday" bd USING (c0) JOIN "person.locationIP" ip USING (c0)
+        JOIN "person.browserUsed" br USING (c0) JOIN person_isLocatedIn_place city USING (c0)
+        JOIN "person.gender" g USING (c0) JOIN "person.creationDate" cd USING (c0)
+        WHERE c0 = {person}""",
+    "is2": """WITH RECURSIVE
+        mine AS (SELECT c0 m FROM post_hasCreator_person WHERE c1 = {person}
+            UNION SELECT c0 FROM comment_hasCreator_person WHERE c1 = {person}),
         md AS (SELECT c0 m, c1 d FROM "post.creationDate"
-            UNION SELECT c0, c1 FROM "comment.creationDate")
-        SELECT count(*) FROM (SELECT DISTINCT mc.m, md.d, root.p, a.c1 FROM mc
-            JOIN md ON md.m = mc.m JOIN root ON root.m = mc.m
-            JOIN post_hasCreator_person a ON a.c0 = root.p WHERE mc.p = {person})""",
+            UNION SELECT c0, c1 FROM "comment.creationDate"),
+        latest AS (SELECT m, d FROM mine JOIN md USING (m) ORDER BY d DESC, m DESC LIMIT 10),
+        up(m, x) AS (SELECT m, m FROM latest
+            UNION SELECT up.m, r.c1 FROM up JOIN comment_replyOf_comment r ON r.c0 = up.x),
+        root(m, r) AS (SELECT m, m FROM latest WHERE m IN (SELECT c0 FROM post)
+            UNION SELECT up.m, rp.c1 FROM up JOIN comment_replyOf_post rp ON rp.c0 = up.x),
+        txt(m, x) AS (SELECT c0, c1 FROM "post.content" WHERE c1 <> ''
+            UNION SELECT c.c0, i.c1 FROM "post.content" c JOIN "post.imageFile" i USING (c0)
+                WHERE c.c1 = ''
+            UNION SELECT c0, c1 FROM "comment.content")
+        SELECT DISTINCT latest.m, latest.d, txt.x, root.r, a.c1, fn.c1, ln.c1 FROM latest
+            JOIN txt USING (m) JOIN root USING (m)
+            JOIN post_hasCreator_person a ON a.c0 = root.r
+            JOIN "person.firstName" fn ON fn.c0 = a.c1 JOIN "person.lastName" ln ON ln.c0 = a.c1""",
     "is3": """WITH ks AS (SELECT c0 a, c1 b, c2 d FROM person_knows_person
             UNION SELECT c1, c0, c2 FROM person_knows_person)
-        SELECT count(*) FROM (SELECT DISTINCT ks.b, ks.d, fn.c1, ln.c1 FROM ks
+        SELECT DISTINCT ks.b, ks.d, fn.c1, ln.c1 FROM ks
             JOIN "person.firstName" fn ON fn.c0 = ks.b JOIN "person.lastName" ln ON ln.c0 = ks.b
-            WHERE ks.a = {person})""",
+            WHERE ks.a = {person}""",
 }
 
 
@@ -215,14 +239,23 @@ class DuckDBPeer(Peer):
             self._con.execute(f"CREATE TABLE {_t(name)} AS SELECT DISTINCT * FROM incoming")
             self._con.unregister("incoming")
 
-    def run(self, workload: Workload, params: Params) -> int:
+    def run(self, workload: Workload, params: Params) -> Answer:
         sql = _SUITE_SQL[workload.name]
         persons = params.get("persons")
         if isinstance(persons, list):
             texts = [sql.format(person=p) for p in persons]
         else:
-            texts = [sql.format(**params)]
-        return sum(int(self._con.execute(text).fetchall()[0][0]) for text in texts)
+            texts = [sql.format(**{k: _literal(v) for k, v in params.items()})]
+        tally = Tally(workload.columns is not None)
+        keys = [(p,) for p in persons] if isinstance(persons, list) else [()]
+        for key, text in zip(keys, texts, strict=True):
+            rows = self._con.execute(text).fetchall()
+            if tally.digest_rows:  # the rows themselves (few: top-k and point queries)
+                for row in rows:
+                    tally.add(key + tuple(row), 1)
+            else:
+                tally.size += int(rows[0][0])
+        return tally.answer()
 
     def change(self, relation: str, rows: pa.Table, insert: bool) -> None:
         self._con.register("delta", rows)

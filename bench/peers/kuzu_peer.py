@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from bench.answers import Answer
 from bench.ldbc import Relations
 from bench.peers.base import Peer
 from bench.workloads import Params, Workload
@@ -55,6 +56,6 @@ class KuzuPeer(Peer):
         self._con.execute("COPY N FROM nodes")  # Kùzu scans the local pyarrow tables
         self._con.execute("COPY E FROM links")
 
-    def run(self, workload: Workload, params: Params) -> int:
+    def run(self, workload: Workload, params: Params) -> Answer:
         result = self._con.execute(CYPHER[workload.name], dict(params))
-        return int(result.get_next()[0])
+        return Answer(int(result.get_next()[0]))

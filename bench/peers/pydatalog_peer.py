@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from bench.answers import Answer
 from bench.ldbc import Relations
 from bench.peers.base import Peer
 from bench.workloads import Params, Workload
@@ -46,7 +47,7 @@ class PyDatalogPeer(Peer):
         for a, b in zip(src, dst, strict=True):
             engine.assert_fact("e", a, b)
 
-    def run(self, workload: Workload, params: Params) -> int:
+    def run(self, workload: Workload, params: Params) -> Answer:
         engine = _pydatalog()
         rules, query = PROGRAMS[workload.name]
         if rules:
@@ -54,4 +55,4 @@ class PyDatalogPeer(Peer):
         if workload.name == "reach":
             engine.assert_fact("reach", params["source"])
         answer = engine.ask(query)
-        return 0 if answer is None else len(set(answer.answers))
+        return Answer(0 if answer is None else len(set(answer.answers)))

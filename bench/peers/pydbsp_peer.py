@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from bench.answers import Answer
 from bench.ldbc import Relations
 from bench.peers.base import Peer
 from bench.workloads import Params, Workload
@@ -27,5 +28,5 @@ class PydbspPeer(Peer):
     def load(self, relations: Relations) -> None:
         raise NotImplementedError("pydbsp is not wired to any workload")
 
-    def run(self, workload: Workload, params: Params) -> int:
+    def run(self, workload: Workload, params: Params) -> Answer:
         raise NotImplementedError("pydbsp is not wired to any workload")

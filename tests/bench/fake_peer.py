@@ -5,6 +5,7 @@ Layer: bench (tests).
 
 from __future__ import annotations
 
+from bench.answers import Answer
 from bench.peers.duckdb_peer import DuckDBPeer
 from bench.workloads import Params, Workload
 
@@ -12,5 +13,6 @@ from bench.workloads import Params, Workload
 class WrongPeer(DuckDBPeer):
     name = "wrong"
 
-    def run(self, workload: Workload, params: Params) -> int:
-        return super().run(workload, params) + 1
+    def run(self, workload: Workload, params: Params) -> Answer:
+        right = super().run(workload, params)
+        return Answer(right.size + 1, right.digest)

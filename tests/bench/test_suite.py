@@ -59,3 +59,17 @@ def test_check_compares_midpoints_and_ignores_failures() -> None:
     wrong_mid = [*agree[:3], run("b", "single", answer=5, initial=5, mid=4)]
     (problem,) = check(wrong_mid)
     assert "after the single retractions" in problem
+
+
+def test_scaled_datasets_and_unsupported_cells() -> None:
+    from bench.datasets import scaled
+    from bench.suite import Options, run_suite
+
+    assert scaled("powerlaw-u-2000", 2.5) == "powerlaw-u-5000"
+    assert scaled("dag-50000", 4) == "dag-200000"
+    assert scaled("ldbc-sf0.01", 4) == "ldbc-sf0.04"
+    assert scaled("snap-u:CA-GrQc", 4) == "" and scaled("ldbc-sample", 4) == ""
+    pytest.importorskip("pathway")
+    opts = Options([("is2", "ldbc-sf0.003")], ["pathway"], ["initial"], 30.0, 1, 1, 1, 1.0)
+    (run,) = run_suite(opts)
+    assert run.system == "pathway" and run.status.startswith("unsupported: ")
