@@ -70,11 +70,8 @@ class PathwayPeer(Peer):
     module = "pathway"
     distribution = "pathway"
     workloads: ClassVar[frozenset[str]] = frozenset(
-        {"reach", "tc", "triangles", "clique4", "star7", "bi11", "bi2", "is1", "is3"}
+        {"reach", "tc", "triangles", "clique4", "star7", "bi11", "bi2", "is1", "is2", "is3"}
     )
-    unsupported: ClassVar[dict[str, str]] = {
-        "is2": "not translated: top 10 per person plus a recursive walk to the root post",
-    }
     incremental = "native"
 
     def __init__(self) -> None:

@@ -114,8 +114,10 @@ def _top(table: Any, key: Any, group: list[str], k: int, columns: list[str]) -> 
     tops = by.reduce(*(pw.this[g] for g in group), rows=pw.reducers.sorted_tuple(ranked.row))
     tops = tops.select(*(tops[g] for g in group), rows=pw.apply(lambda r: r[:k], tops.rows))
     flat = tops.flatten(tops.rows)
+    types = table.schema.typehints()
     return flat.select(
-        *(flat[g] for g in group), **{c: flat.rows.get(i + 1) for i, c in enumerate(columns)}
+        *(flat[g] for g in group),
+        **{c: pw.declare_type(types[c], flat.rows.get(i + 1)) for i, c in enumerate(columns)},
     )
 
 
@@ -179,6 +181,44 @@ def _is3(t: Tables, p: Params) -> Any:
     return _distinct(named, "who", "f", "d", "fn", "ln")
 
 
+def _is2(t: Tables, p: Params) -> Any:
+    who = _persons(t, p)
+    creator, md = _messages(t, "_hasCreator_person"), _messages(t, "creationDate")
+    mine = creator.join(who, creator.c1 == who.who).select(who=who.who, m=creator.c0)
+    dated = mine.join(md, mine.m == md.c0).select(mine.who, mine.m, d=md.c1)
+    last = _top(dated, pw.make_tuple(-dated.d, -dated.m), ["who"], 10, ["m", "d"])
+    reply = t["comment_replyOf_comment"]
+
+    def step(up: Any, reply: Any) -> dict[str, Any]:
+        new = up.join(reply, up.x == reply.c0).select(m=up.m, x=reply.c1)
+        return {"up": _distinct(up.concat_reindex(new), "m", "x")}
+
+    up = pw.iterate(step, up=pw.iterate_universe(last.select(last.m, x=last.m)), reply=reply)
+    up = up["up"]
+    to_post, post = t["comment_replyOf_post"], t["post"]
+    roots = up.join(to_post, up.x == to_post.c0).select(up.m, r=to_post.c1)
+    roots = roots.concat_reindex(last.join(post, last.m == post.c0).select(last.m, r=last.m))
+    content, image, said = t["post.content"], t["post.imageFile"], t["comment.content"]
+    texts = content.filter(content.c1 != "").select(m=pw.this.c0, x=pw.this.c1)
+    photos = content.filter(content.c1 == "")
+    texts = texts.concat_reindex(
+        photos.join(image, photos.c0 == image.c0).select(m=photos.c0, x=image.c1),
+        said.select(m=said.c0, x=said.c1),
+    )
+    rows = last.join(texts, last.m == texts.m).select(last.who, last.m, last.d, texts.x)
+    rows = rows.join(roots, rows.m == roots.m).select(*_all(rows), r=roots.r)
+    author = t["post_hasCreator_person"]
+    rows = rows.join(author, rows.r == author.c0).select(*_all(rows), a=author.c1)
+    first, family = t["person.firstName"], t["person.lastName"]
+    rows = rows.join(first, rows.a == first.c0).select(*_all(rows), fn=first.c1)
+    rows = rows.join(family, rows.a == family.c0).select(*_all(rows), ln=family.c1)
+    return _distinct(rows, "who", "m", "d", "x", "r", "a", "fn", "ln")
+
+
+def _all(table: Any) -> list[Any]:
+    return [table[c] for c in table.column_names()]
+
+
 ANSWERS: dict[str, Builder] = {
     "reach": _reach,
     "tc": _tc,
@@ -188,6 +228,7 @@ ANSWERS: dict[str, Builder] = {
     "bi11": _bi11,
     "bi2": _bi2,
     "is1": _is1,
+    "is2": _is2,
     "is3": _is3,
 }
 COUNTED = frozenset({"reach", "tc", "triangles", "clique4", "star7", "bi11"})

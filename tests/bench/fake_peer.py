@@ -5,6 +5,8 @@ Layer: bench (tests).
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from bench.answers import Answer
 from bench.peers.duckdb_peer import DuckDBPeer
 from bench.workloads import Params, Workload
@@ -16,3 +18,10 @@ class WrongPeer(DuckDBPeer):
     def run(self, workload: Workload, params: Params) -> Answer:
         right = super().run(workload, params)
         return Answer(right.size + 1, right.digest)
+
+
+class PickyPeer(DuckDBPeer):
+    """DuckDB that declares triangles beyond it, to show how the report says so."""
+
+    name = "picky"
+    unsupported: ClassVar[dict[str, str]] = {"triangles": "not translated here"}

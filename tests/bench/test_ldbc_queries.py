@@ -147,6 +147,10 @@ def test_pathway_static_answers_match_the_specification() -> None:
     pytest.importorskip("pathway")
     from bench.peers.pathway_peer import PathwayPeer
 
-    for name, reference in (("bi2", bi2_reference), ("bi11", bi11_reference)):
+    for name, reference in (
+        ("bi2", bi2_reference),
+        ("bi11", bi11_reference),
+        ("is2", is2_reference),
+    ):
         p = params(WORKLOADS[name], _relations())
         _check(name, p, reference(p), [PathwayPeer()])
