@@ -28,6 +28,7 @@ from differential.dataflow import Operator, Stream
 from differential.operators.arrange import Arranged, Owner, combine
 from differential.time import Antichain, Time, column, less_equal
 from differential.trace.batch import key_hash
+from differential.trace.index import KeySet
 from differential.trace.spine import Spine
 
 Counts = npt.NDArray[np.int64]
@@ -64,6 +65,11 @@ class ReduceOp(Operator):
         self.output = Stream(source.scope, dtypes, name)
         self.trace = Spine(k, dtypes, source.scope.depth)
         self.scheduled: dict[Time, list[tuple[Column, ...]]] = {}
+        # The output's keys while every step has been a growing distinct: then
+        # they are the trace's keys, and membership is a probe, not a trace lookup.
+        self.seen: KeySet | None = KeySet(
+            dtypes[:k], source.key_arity == 1 and dtypes[0].kind in "iu"
+        )
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.scheduled.keys()
@@ -75,6 +81,7 @@ class ReduceOp(Operator):
         if self.reducer is distinct and self._monotone(time):
             self._distinct_growing(time)
             return
+        self.seen = None  # the trace may now lose keys: read it from here on
         keys = self._keys_at(time)
         if keys is None:
             return
@@ -121,11 +128,17 @@ class ReduceOp(Operator):
         cols = delta.columns
         first = np.flatnonzero(run_starts([delta.hashes, *cols]))
         keys = tuple(c[first] for c in cols)
-        owner, found = self.trace.lookup(keys, delta.hashes[first])
-        present = np.bincount(owner, weights=found.diffs, minlength=len(first)) > 0
+        hashes = delta.hashes[first]
+        if self.seen is not None:
+            present = self.seen.contains(hashes, keys)
+        else:
+            owner, found = self.trace.lookup(keys, hashes)
+            present = np.bincount(owner, weights=found.diffs, minlength=len(first)) > 0
         fresh = np.flatnonzero(~present)
         if not len(fresh):
             return
+        if self.seen is not None:
+            self.seen.add(hashes[fresh], [k[fresh] for k in keys])
         result = Updates.at([k[fresh] for k in keys], time, 1)
         self.trace.insert(result, Antichain([time]), Antichain())
         self.output.send(result)

@@ -36,6 +36,7 @@ from differential.trace.index import LookupCache
 Hashes = npt.NDArray[np.int64]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
+_FINAL = np.uint64(0xBF58476D1CE4E5B9)
 
 
 def _as_int64(col: Column) -> npt.NDArray[np.int64]:
@@ -61,10 +62,12 @@ def key_hash(columns: Sequence[Column]) -> Hashes:
         return np.zeros(0, dtype=np.int64)
     acc = np.full(len(columns[0]), 0x2545F4914F6CDD1D, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for col in columns:
-            x = _as_int64(col).view(np.uint64) ^ (acc >> np.uint64(29))
-            x = x * _MIX
-            acc = (acc * np.uint64(31)) ^ x ^ (x >> np.uint64(32))
+        for col in columns:  # absorb each column by an invertible step
+            acc ^= _as_int64(col).view(np.uint64)
+            acc *= _MIX
+        acc ^= acc >> np.uint64(31)  # then mix the high bits into the kept ones
+        acc *= _FINAL
+        acc ^= acc >> np.uint64(29)
     return (acc >> np.uint64(20)).view(np.int64)
 
 

@@ -64,8 +64,13 @@ def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     if len(batch) == 0 or len(hashes) == 0:
         empty = np.empty(0, dtype=np.intp)
         return Matches(empty, empty)
-    lo, hi = key_ranges(batch, hashes)
-    query, entry = expand_ranges(lo, hi)
+    index = batch.cache.index_for(batch.hashes, len(hashes))
+    if index is not None and index.unique:  # a run is one entry: no ranges to expand
+        run = index.runs(hashes)
+        query = np.flatnonzero(run >= 0)
+        entry = run[query]
+    else:
+        query, entry = expand_ranges(*key_ranges(batch, hashes))
     if not batch.identity_hash and len(query):
         same = np.ones(len(query), dtype=bool)
         for mine, theirs in zip(batch.keys, keys, strict=True):

@@ -18,8 +18,12 @@ keys so that temporaries stay in cache.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
+
+from differential.batch import Column
 
 Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
@@ -29,45 +33,52 @@ _EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not 
 _CHUNK = 1 << 18  # query keys probed at once
 
 
-class HashIndex:
-    """Where each distinct hash of a sorted hash column starts and ends."""
+class HashTable:
+    """Open addressing from distinct int64 hashes to int values, at most 1/4 full."""
 
-    def __init__(self, hashes: Hashes) -> None:
-        first = np.ones(len(hashes), dtype=bool)
-        np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
-        self.starts = np.flatnonzero(first)
-        self.ends = np.r_[self.starts[1:], len(hashes)].astype(np.intp)
-        keys = hashes[self.starts]
-        bits = max(4, len(keys).bit_length() + 2)  # load factor at most 1/4
+    def __init__(self, capacity: int) -> None:
+        bits = max(4, capacity.bit_length() + 2)
+        self.size = 0
         self._shift = np.uint64(64 - bits)
         self._mask = (1 << bits) - 1
         self._keys = np.full(1 << bits, _EMPTY, dtype=np.int64)
-        self._runs = np.full(1 << bits, -1, dtype=np.intp)
-        self._insert(keys)
+        self._values = np.empty(1 << bits, dtype=np.intp)  # read only where a key is
 
     @staticmethod
-    def indexable(hashes: Hashes) -> bool:
-        """Whether the index can hold these hashes (none equals the free-slot marker)."""
-        return not len(hashes) or int(hashes[0]) != _EMPTY
+    def holds(hashes: Hashes) -> bool:
+        """Whether a table can hold these hashes (none equals the free-slot marker)."""
+        return not bool((hashes == _EMPTY).any())
+
+    def fits(self, more: int) -> bool:
+        return (self.size + more) * 4 <= len(self._keys)
 
     def _slots(self, hashes: Hashes) -> Index:
         with np.errstate(over="ignore"):
             mixed = hashes.view(np.uint64) * _MIX
-        return (mixed >> self._shift).astype(np.intp)
+        return (mixed >> self._shift).view(np.intp)  # below 2**bits: the view is exact
 
-    def _insert(self, keys: Hashes) -> None:
-        pending = np.arange(len(keys), dtype=np.intp)
-        slots = self._slots(keys)
+    def insert(self, hashes: Hashes, values: Index) -> None:
+        """Add distinct hashes, none present yet, with their values (room permitting)."""
+        pending = np.arange(len(hashes), dtype=np.intp)
+        slots = self._slots(hashes)
         while len(pending):
-            free = self._keys[slots] == _EMPTY
-            self._runs[slots[free]] = pending[free]  # of rivals for a slot, one wins
-            won = self._runs[slots] == pending
-            self._keys[slots[won]] = keys[pending[won]]
-            pending, slots = pending[~won], (slots[~won] + 1) & self._mask
+            mine = hashes[pending]
+            free = np.flatnonzero(self._keys[slots] == _EMPTY)
+            self._keys[slots[free]] = mine[free]  # of rivals for a free slot, one wins
+            won = self._keys[slots] == mine
+            self._values[slots[won]] = values[pending[won]]
+            lost = np.flatnonzero(~won)
+            pending, slots = pending[lost], (slots[lost] + 1) & self._mask
+        self.size += len(hashes)
 
-    def runs(self, hashes: Hashes) -> Index:
-        """The run of each query hash (an index into `starts`), or -1 where absent."""
-        found = np.full(len(hashes), -1, dtype=np.intp)
+    def values(self) -> tuple[Hashes, Index]:
+        """Every (hash, value) held, in slot order."""
+        used = np.flatnonzero(self._keys != _EMPTY)
+        return self._keys[used], self._values[used]
+
+    def find(self, hashes: Hashes) -> Index:
+        """The value of each query hash, or -1 where absent."""
+        found = np.empty(len(hashes), dtype=np.intp)
         for at in range(0, len(hashes), _CHUNK):
             found[at : at + _CHUNK] = self._probe(hashes[at : at + _CHUNK])
         return found
@@ -80,11 +91,34 @@ class HashIndex:
         while len(rows):
             seen = self._keys[slots]
             hit = seen == needles
-            found[rows[hit]] = self._runs[slots[hit]]
-            going = ~hit & (seen != _EMPTY)
+            at = np.flatnonzero(hit)
+            found[rows[at]] = self._values[slots[at]]
+            going = np.flatnonzero(~hit & (seen != _EMPTY))  # collided: try the next slot
             rows, slots = rows[going], (slots[going] + 1) & self._mask
             needles = hashes[rows]
         return found
+
+
+class HashIndex:
+    """Where each distinct hash of a sorted hash column starts and ends."""
+
+    def __init__(self, hashes: Hashes) -> None:
+        first = np.ones(len(hashes), dtype=bool)
+        np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
+        self.starts = np.flatnonzero(first)
+        self.ends = np.r_[self.starts[1:], len(hashes)].astype(np.intp)
+        self.unique = len(self.starts) == len(hashes)  # every run is one entry
+        self._table = HashTable(len(self.starts))
+        self._table.insert(hashes[self.starts], np.arange(len(self.starts), dtype=np.intp))
+
+    @staticmethod
+    def indexable(hashes: Hashes) -> bool:
+        """Whether the sorted column can be indexed (the free-slot marker sorts first)."""
+        return not len(hashes) or int(hashes[0]) != _EMPTY
+
+    def runs(self, hashes: Hashes) -> Index:
+        """The run of each query hash (an index into `starts`), or -1 where absent."""
+        return self._table.find(hashes)
 
     def ranges(self, hashes: Hashes) -> tuple[Index, Index]:
         """`[lo, hi)` of each query hash in the sorted column (empty where absent)."""
@@ -118,3 +152,62 @@ class LookupCache:
             if worth and HashIndex.indexable(hashes):
                 self.index = HashIndex(hashes)
         return self.index
+
+
+class KeySet:
+    """A growing set of keys (rows of key columns, with their `key_hash`es).
+
+    For a `distinct` whose input only grows: membership costs one probe. The
+    table maps each hash to the key's position in an append-only store; for
+    mixed hashes lookups confirm the key columns, and a key whose hash is held
+    by another key waits in `overflow` (rare: hashes have 44 bits).
+    """
+
+    def __init__(self, dtypes: Sequence[np.dtype], identity: bool) -> None:
+        self.identity = identity  # the hash is the key (one integer column)
+        self.table = HashTable(1 << 10)
+        self.size = 0
+        self._store = [np.empty(1 << 10, dtype=d) for d in dtypes]
+        self.overflow: set[tuple[object, ...]] = set()
+
+    def __len__(self) -> int:
+        return self.size + len(self.overflow)
+
+    def contains(self, hashes: Hashes, keys: Sequence[Column]) -> npt.NDArray[np.bool_]:
+        at = self.table.find(hashes)
+        present = at >= 0
+        rows = np.flatnonzero(present) if not self.identity else np.zeros(0, dtype=np.intp)
+        same = np.ones(len(rows), dtype=bool)
+        for stored, key in zip(self._store, keys, strict=True):
+            same &= stored[at[rows]] == key[rows]
+        for row in [*rows[~same].tolist(), *np.flatnonzero(hashes == _EMPTY).tolist()]:
+            present[row] = tuple(k[row].item() for k in keys) in self.overflow
+        return present
+
+    def add(self, hashes: Hashes, keys: Sequence[Column]) -> None:
+        """Add distinct keys, none of them in the set yet."""
+        held = self.table.find(hashes) >= 0
+        _, first = np.unique(hashes, return_index=True)
+        new = np.zeros(len(hashes), dtype=bool)
+        new[first] = True
+        new &= ~held & (hashes != _EMPTY)
+        for row in np.flatnonzero(~new).tolist():
+            self.overflow.add(tuple(k[row].item() for k in keys))
+        rows = np.flatnonzero(new)
+        self._reserve(len(rows))
+        self.table.insert(hashes[rows], np.arange(self.size, self.size + len(rows)))
+        for stored, key in zip(self._store, keys, strict=True):
+            stored[self.size : self.size + len(rows)] = key[rows]
+        self.size += len(rows)
+
+    def _reserve(self, more: int) -> None:
+        if not self.table.fits(more):
+            hashes, positions = self.table.values()
+            self.table = HashTable(4 * (self.size + more))
+            self.table.insert(hashes, positions)
+        if self.size + more > len(self._store[0]):
+            capacity = max(2 * len(self._store[0]), self.size + more)
+            for i, stored in enumerate(self._store):
+                grown = np.empty(capacity, dtype=stored.dtype)
+                grown[: self.size] = stored[: self.size]
+                self._store[i] = grown

@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from differential.trace.index import HashIndex, LookupCache
+from differential.trace.index import HashIndex, KeySet, LookupCache
 
 INT64 = st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1)
 # Values that share their low bits or high bits: the worst case for slot choice.
@@ -51,3 +51,42 @@ def test_a_batch_is_indexed_once_enough_keys_were_asked() -> None:
 def test_the_free_slot_marker_is_never_indexed() -> None:
     hashes = np.r_[np.iinfo(np.int64).min, np.arange(1 << 15)].astype(np.int64)
     assert LookupCache().index_for(hashes, len(hashes)) is None
+
+
+@given(
+    st.lists(st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), max_size=40), max_size=6),
+    st.booleans(),
+)
+def test_a_key_set_equals_a_python_set_even_when_hashes_collide(
+    batches: list[list[tuple[int, int]]], collide: bool
+) -> None:
+    """Keys are pairs; with `collide` every key gets one of two hashes (so most share)."""
+    seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    reference: set[tuple[int, int]] = set()
+
+    def hashed(rows: list[tuple[int, int]]) -> tuple[np.ndarray, list[np.ndarray]]:
+        cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(2)]
+        hashes = (cols[0] % 2 if collide else cols[0] * 7 + cols[1]).astype(np.int64)
+        return hashes, cols
+
+    for rows in batches:
+        hashes, cols = hashed(rows)
+        present = seen.contains(hashes, cols)
+        assert present.tolist() == [r in reference for r in rows]
+        fresh = sorted({r for r in rows if r not in reference})
+        if fresh:
+            seen.add(*hashed(fresh))
+            reference.update(fresh)
+        assert len(seen) == len(reference)
+    probe = [(a, b) for a in range(-3, 4) for b in range(-3, 4)]
+    assert seen.contains(*hashed(probe)).tolist() == [r in reference for r in probe]
+
+
+def test_a_key_set_grows_past_its_first_table() -> None:
+    seen = KeySet([np.dtype(np.int64)], identity=True)
+    for start in range(0, 100_000, 7_000):
+        keys = np.arange(start, start + 7_000, dtype=np.int64)
+        assert not seen.contains(keys, [keys]).any()
+        seen.add(keys, [keys])
+    everything = np.arange(0, 105_000, dtype=np.int64)
+    assert seen.contains(everything, [everything]).sum() == len(seen) == 105_000
