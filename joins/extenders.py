@@ -116,14 +116,16 @@ class CollectionExtender:
     def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
         """Every value under the key of each prefix row in `rows`."""
         keys = prefixes.column(self.key)[rows]
-        owner, found = self.by_key.lookup([keys], key_hash([keys]), time, self.include_delta)
-        return Proposals(rows[owner], found.columns[1], found.times, found.diffs)
+        hashes = key_hash([keys])
+        owner, found = self.by_key.lookup([keys], hashes, time, self.include_delta, columns=[1])
+        return Proposals(rows[owner], found.columns[0], found.times, found.diffs)
 
     def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         """The proposals whose `(key, value)` pair is in the relation."""
         key = prefixes.column(self.key)[proposals.owner]
         keys = [key, proposals.value] if self.both_order[0] == self.key else [proposals.value, key]
-        owner, found = self.by_both.lookup(keys, key_hash(keys), time, self.include_delta)
+        hashes = key_hash(keys)
+        owner, found = self.by_both.lookup(keys, hashes, time, self.include_delta, columns=[])
         return proposals.met(owner, found)
 
     def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
@@ -158,7 +160,8 @@ class UnaryExtender:
 
     def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         keys = [proposals.value]
-        owner, found = self.arranged.lookup(keys, key_hash(keys), time, self.include_delta)
+        hashes = key_hash(keys)
+        owner, found = self.arranged.lookup(keys, hashes, time, self.include_delta, columns=[])
         return proposals.met(owner, found)
 
     def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:

@@ -44,9 +44,18 @@ class Arranged(Operator, ABC):
 
     @abstractmethod
     def lookup(
-        self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
-        """Entries under the query keys, with (`include_delta`) or without the delta at `time`."""
+        """Entries under the query keys, with (`include_delta`) or without the delta at `time`.
+
+        `columns` picks the columns gathered (default all): a caller that needs
+        only times and diffs, or only the values, does not copy the keys.
+        """
 
     @abstractmethod
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
@@ -63,14 +72,18 @@ class Arranged(Operator, ABC):
         """
         return False
 
-    def empty(self) -> Updates:
-        return Updates.empty(len(self.dtypes), self.scope.depth, self.dtypes)
+    def empty(self, columns: Sequence[int] | None = None) -> Updates:
+        dtypes = self.dtypes if columns is None else [self.dtypes[i] for i in columns]
+        return Updates.empty(len(dtypes), self.scope.depth, dtypes)
 
 
-def lookup_batch(batch: Batch, keys: Sequence[Column], hashes: Hashes) -> tuple[Owner, Updates]:
+def lookup_batch(
+    batch: Batch, keys: Sequence[Column], hashes: Hashes, columns: Sequence[int] | None = None
+) -> tuple[Owner, Updates]:
     m = seek(batch, hashes, keys)
+    picked = batch.columns if columns is None else [batch.columns[i] for i in columns]
     return m.query, Updates(
-        tuple(c[m.entry] for c in batch.columns), batch.times[:, m.entry], batch.diffs[m.entry]
+        tuple(c[m.entry] for c in picked), batch.times[:, m.entry], batch.diffs[m.entry]
     )
 
 
@@ -139,13 +152,18 @@ class ArrangeOp(Arranged):
         return None
 
     def lookup(
-        self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
-        parts = [self.spine.lookup(keys, hashes)]
+        parts = [self.spine.lookup(keys, hashes, columns)]
         pending = self.pending_batch
         if pending is not None and (include_delta or self.pending_time != time):
-            parts.append(lookup_batch(pending, keys, hashes))
-        return combine(parts, self.empty())
+            parts.append(lookup_batch(pending, keys, hashes, columns))
+        return combine(parts, self.empty(columns))
 
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
         batches = list(self.spine.batches)
@@ -264,17 +282,22 @@ class ImportOp(Arranged):
         return None
 
     def lookup(
-        self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
         if self.snapshot is not None:
             if include_delta:
-                return lookup_batch(self.snapshot, keys, hashes)
-            return np.empty(0, dtype=np.intp), self.empty()
-        parts = [self.shared.spine.lookup(keys, hashes)]
+                return lookup_batch(self.snapshot, keys, hashes, columns)
+            return np.empty(0, dtype=np.intp), self.empty(columns)
+        parts = [self.shared.spine.lookup(keys, hashes, columns)]
         pending = self.shared.pending
         if pending is not None and (include_delta or self.shared.pending_epoch != time[0]):
-            parts.append(lookup_batch(pending, keys, hashes))
-        return combine(parts, self.empty())
+            parts.append(lookup_batch(pending, keys, hashes, columns))
+        return combine(parts, self.empty(columns))
 
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
         if self.snapshot is not None:
@@ -333,10 +356,15 @@ class EnterArranged(Arranged):
         return None if batch is None else _lift_batch(batch)
 
     def lookup(
-        self, keys: Sequence[Column], hashes: Hashes, time: Time, include_delta: bool
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
         include = include_delta or time[-1] != 0
-        owner, ups = self.outer.lookup(keys, hashes, time[:-1], include)
+        owner, ups = self.outer.lookup(keys, hashes, time[:-1], include, columns)
         return owner, _lift(ups)
 
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:

@@ -147,25 +147,30 @@ class Spine:
         return len(self.batches)
 
     def lookup(
-        self, keys: Sequence[Column], hashes: Hashes | None = None
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes | None = None,
+        columns: Sequence[int] | None = None,
     ) -> tuple[npt.NDArray[np.intp], Updates]:
-        """Every entry whose key equals a query key, as `(query row, entries)`."""
+        """Every entry whose key equals a query key, as `(query row, entries)`;
+        `columns` picks the columns gathered (default all)."""
         hashes = key_hash(keys) if hashes is None else hashes
         owners: list[npt.NDArray[np.intp]] = []
         parts: list[Updates] = []
         for batch in self.batches:
             m = seek(batch, hashes, keys)
             if len(m):
+                picked = batch.columns if columns is None else [batch.columns[i] for i in columns]
                 owners.append(m.query)
                 parts.append(
                     Updates(
-                        tuple(c[m.entry] for c in batch.columns),
+                        tuple(c[m.entry] for c in picked),
                         batch.times[:, m.entry],
                         batch.diffs[m.entry],
                     )
                 )
         if not parts:
-            return np.empty(0, dtype=np.intp), self.empty()
+            return np.empty(0, dtype=np.intp), self.empty(columns)
         return np.concatenate(owners), _concat(parts)
 
     def updates(self) -> Updates:
@@ -202,8 +207,9 @@ class Spine:
             whole.hashes, whole.columns, whole.key_arity, at, whole.diffs, description, whole.cache
         )
 
-    def empty(self) -> Updates:
-        return Updates.empty(len(self.dtypes), self.depth, self.dtypes)
+    def empty(self, columns: Sequence[int] | None = None) -> Updates:
+        dtypes = self.dtypes if columns is None else [self.dtypes[i] for i in columns]
+        return Updates.empty(len(dtypes), self.depth, dtypes)
 
 
 def _concat(parts: list[Updates]) -> Updates:
