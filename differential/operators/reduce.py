@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, consolidate, run_starts, sort_order
+from differential.batch import Column, Updates, concat, consolidate, run_starts, sort_order
 from differential.dataflow import Operator, Stream
 from differential.operators.arrange import Arranged, Owner, combine
 from differential.time import Antichain, Time, column, less_equal
@@ -67,6 +67,9 @@ class ReduceOp(Operator):
         self.scheduled: dict[Time, list[tuple[Column, ...]]] = {}
         # The output's keys while every step has been a growing distinct: then
         # they are the trace's keys, and membership is a probe, not a trace lookup.
+        # Output of growing steps not yet arranged into `trace` (nobody reads it
+        # while `seen` answers membership; a one-shot dataflow never does).
+        self.unbuilt: list[Updates] = []
         self.seen: KeySet | None = KeySet(
             dtypes[:k], source.key_arity == 1 and dtypes[0].kind in "iu"
         )
@@ -81,6 +84,7 @@ class ReduceOp(Operator):
         if self.reducer is distinct and self._monotone(time):
             self._distinct_growing(time)
             return
+        self._settle()
         self.seen = None  # the trace may now lose keys: read it from here on
         keys = self._keys_at(time)
         if keys is None:
@@ -137,11 +141,21 @@ class ReduceOp(Operator):
         fresh = np.flatnonzero(~present)
         if not len(fresh):
             return
-        if self.seen is not None:
-            self.seen.add(hashes[fresh], [k[fresh] for k in keys])
         result = Updates.at([k[fresh] for k in keys], time, 1)
-        self.trace.insert(result, Antichain([time]), Antichain())
+        if self.seen is not None:
+            self.seen.add(hashes[fresh], result.columns)
+            self.unbuilt.append(result)
+        else:
+            self.trace.insert(result, Antichain([time]), Antichain())
         self.output.send(result)
+
+    def _settle(self) -> None:
+        """Arrange the output of growing steps into the trace, all in one batch."""
+        if self.unbuilt:
+            updates = concat(self.unbuilt)
+            self.unbuilt = []
+            lower = Antichain([tuple(int(t) for t in updates.times.min(axis=1))])
+            self.trace.insert(updates, lower, Antichain())
 
     def _keys_at(self, time: Time) -> tuple[Column, ...] | None:
         parts = self.scheduled.pop(time, [])
@@ -186,6 +200,7 @@ class ReduceOp(Operator):
         self.trace.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
 
     def arranged_size(self) -> tuple[int, int]:
+        self._settle()
         return len(self.trace), self.trace.batch_count
 
     def describe(self) -> str:
