@@ -20,6 +20,7 @@ import numpy as np
 from differential.batch import Updates
 from differential.dataflow import Scope, Stream
 from differential.inputs import Input, Requests, Semantics
+from differential.memory import use_small_pages
 from differential.operators.arrange import ImportOp
 from differential.operators.capture import Capture
 
@@ -89,6 +90,7 @@ class Engine:
     """Inputs, dataflows and epochs. Not thread-safe: callers serialize commits."""
 
     def __init__(self) -> None:
+        use_small_pages()  # see differential.memory
         self.epoch = 0  # the last committed epoch; the first commit is epoch 1
         self.inputs: dict[str, Input] = {}
         self.dataflows: list[Dataflow] = []
