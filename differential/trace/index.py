@@ -154,6 +154,18 @@ class LookupCache:
         return self.index
 
 
+def _first_of_each(hashes: Hashes) -> npt.NDArray[np.bool_]:
+    """True at the first occurrence of each hash (cheap when they come sorted)."""
+    first = np.ones(len(hashes), dtype=bool)
+    if len(hashes) > 1 and bool(np.all(hashes[1:] >= hashes[:-1])):
+        np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
+        return first
+    _, at = np.unique(hashes, return_index=True)
+    first[:] = False
+    first[at] = True
+    return first
+
+
 class KeySet:
     """A growing set of keys (rows of key columns, with their `key_hash`es).
 
@@ -187,10 +199,7 @@ class KeySet:
     def add(self, hashes: Hashes, keys: Sequence[Column]) -> None:
         """Add distinct keys, none of them in the set yet."""
         held = self.table.find(hashes) >= 0
-        _, first = np.unique(hashes, return_index=True)
-        new = np.zeros(len(hashes), dtype=bool)
-        new[first] = True
-        new &= ~held & (hashes != _EMPTY)
+        new = _first_of_each(hashes) & ~held & (hashes != _EMPTY)
         for row in np.flatnonzero(~new).tolist():
             self.overflow.add(tuple(k[row].item() for k in keys))
         rows = np.flatnonzero(new)
