@@ -176,7 +176,11 @@ def _case(opts: Options, workload: str, dataset: str) -> list[Run]:
 
 
 def _recompute_skip(opts: Options, incremental: str, first: Run | None, mode: str) -> str:
-    """Why a re-running peer skips an update stream that would take too long, or ""."""
+    """Why a peer skips an update stream, or "": every stream starts by computing the
+    initial answer, so none can end where the initial run timed out; a re-running peer
+    also skips a stream whose re-runs would take too long."""
+    if first is not None and first.status.startswith("timeout"):
+        return "skipped: the initial run timed out"
     if incremental != "recompute" or first is None or first.status != "ok":
         return ""
     count = 2 * (opts.updates if mode == "single" else opts.batches)

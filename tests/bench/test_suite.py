@@ -73,3 +73,14 @@ def test_scaled_datasets_and_unsupported_cells() -> None:
     opts = Options([("triangles", "powerlaw-u-2000")], [picky], ["initial"], 30.0, 1, 1, 1, 1.0)
     (run,) = run_suite(opts)
     assert (run.system, run.status) == ("picky", "unsupported: not translated here")
+
+
+def test_streams_are_skipped_after_an_initial_timeout() -> None:
+    from bench.suite import Options, _recompute_skip
+
+    opts = Options([], [], [], 1.0, 30, 2, 1000, 20.0)
+    slow = Run("tc", "d", "pathway", "initial", "timeout (120 s)")
+    assert _recompute_skip(opts, "native", slow, "single") == "skipped: the initial run timed out"
+    fast = Run("tc", "d", "duckdb", "initial", data={"run_s": 1.0})
+    assert _recompute_skip(opts, "recompute", fast, "single") == "skipped: re-runs would take ~60 s"
+    assert _recompute_skip(opts, "native", fast, "single") == ""
