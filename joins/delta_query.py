@@ -21,73 +21,47 @@ Each extension runs over chunks of about a million candidates, which keeps its
 temporaries in cache and its memory bounded, whatever the fan-out.
 
 Source conflicts (a binding all of whose variables are already bound, like
-`knows(b, a)` after `knows(a, b)`, or a relation bound twice) become
-validations: lookups of the whole tuple in the binding's full-key arrangement.
+`knows(b, a)` after `knows(a, b)`, or a relation bound twice, or a source
+variable equal to a constant) become validations right after the source.
+
+A negated binding `!r(vars)` is the factor `1 - r(vars)` of the product: it
+validates (`AntijoinExtender`) wherever its variables are bound, and its own
+changes start a pipeline with negated diffs, so the telescoping sum, and
+with it every result's count, stays exact when `r` changes too.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from differential.batch import Updates, concat
 from differential.dataflow import Operator, Scope, Stream
-from differential.operators.arrange import Arranged
 from differential.time import Time
 from joins.extenders import (
+    AntijoinExtender,
     CollectionExtender,
+    ConstantExtender,
     Owner,
     PredicateExtender,
     Prefixes,
     UnaryExtender,
 )
-from joins.order import variable_order
+from joins.pipeline import Constant, Pattern, Pipeline, Stage, plan_pipeline
+
+__all__ = ["Constant", "DeltaQueryOp", "Pattern", "Pipeline", "Stage", "plan_pipeline"]
 
 _PROPOSALS = 1 << 20  # candidates proposed and validated at once (they stay in cache)
 _PREFIXES = 1 << 16  # prefixes extended at once when their proposal counts are unknown
 _SAMPLE = 512  # changes sampled to estimate a pipeline's cost
 
-
-@dataclass
-class Pattern:
-    """One binding: relation `name` over distinct variables `vars` (one or two).
-
-    `by_both` arranges all its columns as the key (it is also the source of the
-    binding's changes); `by_first`/`by_second` key a binary relation by one
-    column with the other as value.
-    """
-
-    name: str
-    vars: tuple[str, ...]
-    by_both: Arranged
-    by_first: Arranged | None = None
-    by_second: Arranged | None = None
-    size: int = 0
-
-
-@dataclass
-class Stage:
-    """Bind `variable` through `proposers` (binary bindings); then validate the rest."""
-
-    variable: str
-    proposers: list[int]
-    unary: list[int] = field(default_factory=list)
-    complete: list[int] = field(default_factory=list)  # bindings now fully bound
-    predicates: list[int] = field(default_factory=list)
-
-
-@dataclass
-class Pipeline:
-    source: int
-    first: Stage  # validations right after the source (variable unused)
-    stages: list[Stage]
+Proposer = CollectionExtender | UnaryExtender | ConstantExtender
 
 
 class DeltaQueryOp(Operator):
-    """Maintains the conjunction of `patterns` (and `predicates`) over `out_vars`."""
+    """Maintains the conjunction of `patterns`, `constants` and `predicates` over `out_vars`."""
 
     name = "delta_query"
 
@@ -97,16 +71,21 @@ class DeltaQueryOp(Operator):
         patterns: Sequence[Pattern],
         predicates: Sequence[PredicateExtender],
         out_vars: Sequence[str],
+        constants: Sequence[Constant] = (),
     ) -> None:
         super().__init__(scope)
         self.patterns = list(patterns)
         self.predicates = list(predicates)
+        self.constants = list(constants)
         self.out_vars = tuple(out_vars)
         self.pipelines = [
-            plan_pipeline(self.patterns, self.predicates, i) for i in range(len(patterns))
+            plan_pipeline(self.patterns, self.constants, self.predicates, i)
+            for i in range(len(patterns))
         ]
-        dtypes = {v: p.by_both.dtypes[p.vars.index(v)] for p in patterns for v in p.vars}
-        self.output = Stream(scope, [dtypes[v] for v in self.out_vars], "delta_query")
+        self.dtypes = {
+            v: p.by_both.dtypes[p.vars.index(v)] for p in reversed(patterns) for v in p.vars
+        }
+        self.output = Stream(scope, [self.dtypes[v] for v in self.out_vars], "delta_query")
 
     def ready(self, time: Time) -> bool:
         return any(p.by_both.delta(time) is not None for p in self.patterns)
@@ -118,7 +97,10 @@ class DeltaQueryOp(Operator):
             delta = self.patterns[pipeline.source].by_both.delta(time)
             new = frozenset(order[: order.index(pipeline.source)])
             if delta is not None and not self._empty_product(pipeline.source, new, time):
-                parts.append(self._run(pipeline, delta.updates(), new, time))
+                changes = delta.updates()
+                if self.patterns[pipeline.source].negated:  # the factor is 1 - r
+                    changes = changes.negate()
+                parts.append(self._run(pipeline, changes, new, time))
         if parts:
             self.output.send(concat(parts))
 
@@ -131,13 +113,17 @@ class DeltaQueryOp(Operator):
         those bindings last only the pipeline of the very last one runs. We put
         last the one whose pipeline is estimated to propose the fewest values,
         which makes the work independent of the order of the rule's body.
+        Negated bindings come first: their pipelines then see the others old,
+        and are skipped while those were empty.
         """
         n = len(self.patterns)
-        empty = [j for j in range(n) if self.patterns[j].by_both.visible(time, False) == 0]
-        rest = [j for j in range(n) if j not in empty]
+        negated = [j for j in range(n) if self.patterns[j].negated]
+        positive = [j for j in range(n) if not self.patterns[j].negated]
+        empty = [j for j in positive if self.patterns[j].by_both.visible(time, False) == 0]
+        rest = [j for j in positive if j not in empty]
         if len(empty) > 1:
             empty.sort(key=lambda j: -self._estimate(j, time))
-        return rest + empty
+        return negated + rest + empty
 
     def _estimate(self, source: int, time: Time) -> float:
         """Values the first stage of pipeline `source` would propose, from a sample,
@@ -149,17 +135,17 @@ class DeltaQueryOp(Operator):
         sample = np.unique(np.linspace(0, len(delta) - 1, min(len(delta), _SAMPLE)).astype(np.intp))
         prefixes = Prefixes(self.patterns[source].vars, delta.updates().take(sample))
         everyone = frozenset(range(len(self.patterns)))
-        stage = pipeline.stages[0]
-        extenders = [self._collection(j, stage.variable, everyone) for j in stage.proposers]
+        extenders = self._proposers(pipeline.stages[0], everyone)
         counts = np.min(np.stack([e.count(prefixes, time) for e in extenders]), axis=0)
         return float(counts.mean()) * len(delta)
 
     def _empty_product(self, source: int, new: frozenset[int], time: Time) -> bool:
-        """Some other binding, as this pipeline sees it, is empty: nothing to derive."""
+        """Some other positive binding, as this pipeline sees it, is empty: nothing
+        to derive (an empty negated binding is the factor one)."""
         return any(
             p.by_both.visible(time, j in new) == 0
             for j, p in enumerate(self.patterns)
-            if j != source
+            if j != source and not p.negated
         )
 
     def _run(
@@ -179,7 +165,10 @@ class DeltaQueryOp(Operator):
     def _extend(
         self, prefixes: Prefixes, stage: Stage, new: frozenset[int], time: Time
     ) -> Prefixes:
-        extenders = [self._collection(j, stage.variable, new) for j in stage.proposers]
+        """Bind `stage.variable`: the smallest count proposes, the other proposers and
+        the negations now bound check the candidates, survivors are gathered."""
+        extenders = self._proposers(stage, new)
+        negations = [self._antijoin(j, new, stage.variable) for j in stage.negations]
         if len(extenders) == 1:  # nothing to choose between: skip the counts
             winner = np.zeros(len(prefixes), dtype=np.intp)
             sizes = None
@@ -194,26 +183,40 @@ class DeltaQueryOp(Operator):
                 if not len(mine):
                     continue
                 proposed = proposer.proposals(prefixes, mine, time)
-                for o, other in enumerate(extenders):
-                    if o != w and len(proposed):
-                        proposed = other.check(prefixes, proposed, time)
+                for check in [e for o, e in enumerate(extenders) if o != w] + negations:
+                    if len(proposed):
+                        proposed = check.check(prefixes, proposed, time)
                 if len(proposed):
                     parts.append(proposed.extend(prefixes, stage.variable).updates)
         vars_ = (*prefixes.vars, stage.variable)
         if not parts:
             empty = prefixes.updates.take(np.zeros(0, dtype=np.intp))
-            column = np.zeros(0, dtype=self.output.dtypes[self.out_vars.index(stage.variable)])
+            column = np.zeros(0, dtype=self.dtypes[stage.variable])
             return Prefixes(vars_, empty.with_columns((*empty.columns, column)))
         return Prefixes(vars_, concat(parts))
+
+    def _proposers(self, stage: Stage, new: frozenset[int]) -> list[Proposer]:
+        """Constants first (they win ties), then binary bindings, then unary ones."""
+        var = stage.variable
+        out: list[Proposer] = [self._constant(k) for k in stage.constants]
+        binary = [j for j in stage.proposers if len(self.patterns[j].vars) == 2]
+        out += [self._collection(j, var, new) for j in binary]
+        out += [self._unary(j, new) for j in stage.proposers if j not in binary]
+        return out
 
     def _validate(
         self, prefixes: Prefixes, stage: Stage, new: frozenset[int], time: Time
     ) -> Prefixes:
+        """The checks placed after `stage` (negations of a later stage ran in `_extend`)."""
+        for k in stage.fixed:
+            prefixes = self._constant(k).validate(prefixes, time)
         for j in stage.unary:
-            unary = UnaryExtender(self.patterns[j].vars[0], self.patterns[j].by_both, j in new)
-            prefixes = unary.validate(prefixes, time)
+            prefixes = self._unary(j, new).validate(prefixes, time)
         for j in stage.complete:
             prefixes = self._whole(j, new).validate(prefixes, time)
+        if not stage.variable:
+            for j in stage.negations:
+                prefixes = self._antijoin(j, new).validate(prefixes, time)
         for k in stage.predicates:
             prefixes = self.predicates[k].validate(prefixes, time)
         return prefixes
@@ -227,36 +230,54 @@ class DeltaQueryOp(Operator):
         both = (p.vars[0], p.vars[1])
         return CollectionExtender(key, var, by_key, p.by_both, both, j in new)
 
+    def _unary(self, j: int, new: frozenset[int]) -> UnaryExtender:
+        return UnaryExtender(self.patterns[j].vars[0], self.patterns[j].by_both, j in new)
+
+    def _antijoin(self, j: int, new: frozenset[int], proposing: str = "") -> AntijoinExtender:
+        p = self.patterns[j]
+        return AntijoinExtender(p.vars, p.by_both, j in new, proposing)
+
+    def _constant(self, k: int) -> ConstantExtender:
+        const = self.constants[k]
+        return ConstantExtender(const.var, const.value, self.dtypes[const.var])
+
     def _whole(self, j: int, new: frozenset[int]) -> UnaryExtender | CollectionExtender:
         p = self.patterns[j]
         if len(p.vars) == 1:
-            return UnaryExtender(p.vars[0], p.by_both, j in new)
+            return self._unary(j, new)
         assert p.by_first is not None
         both = (p.vars[0], p.vars[1])
         return CollectionExtender(p.vars[0], p.vars[1], p.by_first, p.by_both, both, j in new)
 
     def describe(self) -> str:
-        return "delta_query(" + ", ".join(self._show(j) for j in range(len(self.patterns))) + ")"
+        shown = [p.show() for p in self.patterns]
+        shown += [c.show() for c in self.constants]
+        return f"delta_query({', '.join(shown)})"
 
     def explain(self) -> list[str]:
         lines = []
         for pipe in self.pipelines:
             steps = [self._checks(pipe.first)] if self._checks(pipe.first) else []
             for s in pipe.stages:
-                step = f"{s.variable} by {'|'.join(self._show(j) for j in s.proposers)}"
+                by = [f"const {self.constants[k].text}" for k in s.constants]
+                for j in s.proposers:
+                    unary = len(self.patterns[j].vars) == 1
+                    by.append(f"{'unary ' if unary else ''}{self.patterns[j].show()}")
+                step = f"{s.variable} by {'|'.join(by)}"
                 checks = self._checks(s)
                 steps.append(f"{step} ({checks})" if checks else step)
-            lines.append(f"pipeline from d{self._show(pipe.source)}: " + (", ".join(steps) or "-"))
+            source = self.patterns[pipe.source].show()
+            lines.append(f"pipeline from d{source}: " + (", ".join(steps) or "-"))
         return lines
 
     def _checks(self, stage: Stage) -> str:
-        """The validations after a stage: whole bindings, unary bindings, predicates."""
-        parts = [f"check {self._show(j)}" for j in (*stage.complete, *stage.unary)]
+        """The validations after a stage: constants, whole, unary and negated
+        bindings, predicates."""
+        parts = [f"check {self.constants[k].show()}" for k in stage.fixed]
+        bindings = (*stage.complete, *stage.unary, *stage.negations)
+        parts += [f"check {self.patterns[j].show()}" for j in bindings]
         parts += [f"check {self.predicates[k].text}" for k in stage.predicates]
         return ", ".join(parts)
-
-    def _show(self, j: int) -> str:
-        return f"{self.patterns[j].name}({', '.join(self.patterns[j].vars)})"
 
 
 def _chunks(n: int, sizes: Owner | None) -> Iterator[Owner]:
@@ -270,53 +291,3 @@ def _chunks(n: int, sizes: Owner | None) -> Iterator[Owner]:
         edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), n]).tolist()
     for lo, hi in itertools.pairwise(edges):
         yield np.arange(lo, hi, dtype=np.intp)
-
-
-def plan_pipeline(
-    patterns: Sequence[Pattern], predicates: Sequence[PredicateExtender], source: int
-) -> Pipeline:
-    """The stages of pipeline `source`: variable order, extenders, validations."""
-    vars_ = [p.vars for p in patterns]
-    order = variable_order(vars_, source, [p.size for p in patterns])
-    if order is None:
-        raise ValueError("the bindings are not connected: no suitable variable order")
-    used = {source}
-    bound = set(patterns[source].vars)
-    done_predicates: set[int] = set()
-    first = Stage("", [])
-    _settle(first, patterns, predicates, bound, used, done_predicates)
-    stages = []
-    for var in order:
-        proposers = [
-            j
-            for j, p in enumerate(patterns)
-            if j not in used
-            and len(p.vars) == 2
-            and var in p.vars
-            and (set(p.vars) - {var}) <= bound
-        ]
-        stage = Stage(var, proposers)
-        used.update(proposers)
-        bound.add(var)
-        _settle(stage, patterns, predicates, bound, used, done_predicates)
-        stages.append(stage)
-    return Pipeline(source, first, stages)
-
-
-def _settle(
-    stage: Stage,
-    patterns: Sequence[Pattern],
-    predicates: Sequence[PredicateExtender],
-    bound: set[str],
-    used: set[int],
-    done: set[int],
-) -> None:
-    """Add to `stage` every binding and predicate that is now fully bound and unused."""
-    for j, p in enumerate(patterns):
-        if j not in used and set(p.vars) <= bound:
-            (stage.unary if len(p.vars) == 1 else stage.complete).append(j)
-            used.add(j)
-    for k, pred in enumerate(predicates):
-        if k not in done and pred.needs <= bound:
-            stage.predicates.append(k)
-            done.add(k)

@@ -24,15 +24,16 @@ survive moves three columns rather than whole prefixes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Diffs, Updates
+from differential.batch import Column, Diffs, Updates, concat
 from differential.operators.arrange import Arranged, Owner
 from differential.time import Time, Times
 from differential.trace.batch import key_hash
+from joins.contents import entries, scannable
 
 NEVER = np.iinfo(np.intp).max  # the count of an extender that cannot propose
 
@@ -140,28 +141,45 @@ class CollectionExtender:
 
 @dataclass
 class UnaryExtender:
-    """A set of values of one variable (a unary relation): validates only.
+    """A set of values of one variable (a unary relation).
 
-    Proposing from a unary set would be a cross product; its count says never.
+    It validates like any binding, and it may propose: its count is the size
+    of its set whatever the prefix, and proposing crosses each prefix with
+    every value (3DF's remedy for categorical skew: a small set beats a key
+    with a huge fan-out). An arrangement `entries` cannot scan never proposes.
     """
 
     value: str
     arranged: Arranged
     include_delta: bool
+    _entries: Updates | None = field(default=None, init=False, repr=False)
 
     def count(self, prefixes: Prefixes, time: Time) -> Owner:
-        return np.full(len(prefixes), NEVER, dtype=np.intp)
+        if not scannable(self.arranged):
+            return np.full(len(prefixes), NEVER, dtype=np.intp)
+        return np.full(len(prefixes), self.arranged.visible(time, self.include_delta), np.intp)
 
     def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
-        raise AssertionError("a unary extender never wins the count")
+        rows = np.arange(len(prefixes), dtype=np.intp)
+        return self.proposals(prefixes, rows, time).extend(prefixes, self.value)
 
     def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
-        raise AssertionError("a unary extender never wins the count")
+        """Each prefix row in `rows` with every value of the set (read once per extender)."""
+        if self._entries is None:
+            self._entries = entries(self.arranged, time, self.include_delta)
+            assert self._entries is not None, "proposing from an arrangement it cannot scan"
+        found = self._entries
+        m = len(found)
+        return Proposals(
+            np.repeat(rows, m),
+            np.tile(found.columns[0], len(rows)),
+            np.tile(found.times, (1, len(rows))),
+            np.tile(found.diffs, len(rows)),
+        )
 
     def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         keys = [proposals.value]
-        hashes = key_hash(keys)
-        owner, found = self.arranged.lookup(keys, hashes, time, self.include_delta, columns=[])
+        owner, found = self.arranged.lookup(keys, key_hash(keys), time, self.include_delta)
         return proposals.met(owner, found)
 
     def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
@@ -199,6 +217,86 @@ class ConstantExtender:
 
 
 @dataclass
+class AntijoinExtender:
+    """A negated binding `!r(vars)` (stratified negation): validates only.
+
+    In the product it is the factor `1 - N(vars)`, `N` the negated relation
+    (a set). Validating multiplies each prefix by one minus `N`'s accumulation
+    at the prefix's time: a prefix whose tuple is present drops, the others
+    stay. Entries of `N` at times not at or before a prefix's (none when `N`
+    is of a lower stratum) change the answer only later; they become
+    correction rows at the joined time, so the factor is exact for partially
+    ordered times too. `N`'s own changes are the source of a pipeline of their
+    own (with negated diffs), like any other binding's.
+    """
+
+    vars: tuple[str, ...]  # the arrangement's key columns, in order
+    arranged: Arranged
+    include_delta: bool
+    proposing: str = ""  # the variable whose values `check`'s proposals carry
+
+    def count(self, prefixes: Prefixes, time: Time) -> Owner:
+        return np.full(len(prefixes), NEVER, dtype=np.intp)
+
+    def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
+        u = prefixes.updates
+        keys = [prefixes.column(v) for v in self.vars]
+        owner, found = self._lookup(keys, time)
+        factor, later = _absence(len(u), u.times, owner, found)
+        keep = np.flatnonzero(factor)
+        mine = u.take(keep)
+        kept = Updates(mine.columns, mine.times, mine.diffs * factor[keep])
+        if not later.any():
+            return Prefixes(prefixes.vars, kept)
+        extra = _matched(prefixes, owner[later], _negated(found, later))
+        return Prefixes(prefixes.vars, concat([kept, extra]))
+
+    def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+        """The proposals whose tuple is absent (scaled by the exact factor)."""
+        rows = proposals.owner
+        keys = [
+            proposals.value if v == self.proposing else prefixes.column(v)[rows] for v in self.vars
+        ]
+        times = prefixes.updates.times[:, rows]
+        if proposals.times is not None:
+            times = np.maximum(times, proposals.times)
+        owner, found = self._lookup(keys, time)
+        factor, later = _absence(len(proposals), times, owner, found)
+        keep = np.flatnonzero(factor)
+        diffs = factor[keep] if proposals.diffs is None else proposals.diffs[keep] * factor[keep]
+        if not later.any():
+            kept_times = None if proposals.times is None else proposals.times[:, keep]
+            return Proposals(rows[keep], proposals.value[keep], kept_times, diffs)
+        late = Proposals(rows, proposals.value, times, proposals.diffs).met(
+            owner[later], _negated(found, later)
+        )
+        assert late.times is not None and late.diffs is not None
+        return Proposals(
+            np.concatenate([rows[keep], late.owner]),
+            np.concatenate([proposals.value[keep], late.value]),
+            np.concatenate([times[:, keep], late.times], axis=1),
+            np.concatenate([diffs, late.diffs]),
+        )
+
+    def _lookup(self, keys: list[Column], time: Time) -> tuple[Owner, Updates]:
+        return self.arranged.lookup(keys, key_hash(keys), time, self.include_delta, columns=[])
+
+
+def _absence(
+    n: int, times: Times, owner: Owner, found: Updates
+) -> tuple[Diffs, npt.NDArray[np.bool_]]:
+    """Per row, one minus the negated relation's accumulation at the row's time
+    (its entries at or before that time), and which found entries are later."""
+    before = np.all(found.times <= times[:, owner], axis=0)
+    present = np.bincount(owner[before], weights=found.diffs[before], minlength=n)
+    return 1 - np.rint(present).astype(np.int64), ~before
+
+
+def _negated(found: Updates, rows: npt.NDArray[np.bool_]) -> Updates:
+    return Updates(found.columns, found.times[:, rows], -found.diffs[rows])
+
+
+@dataclass
 class PredicateExtender:
     """A comparison between bound variables: validates only (the mask says which hold)."""
 
@@ -210,4 +308,4 @@ class PredicateExtender:
         return prefixes.take(self.holds(prefixes)) if len(prefixes) else prefixes
 
 
-Extender = CollectionExtender | UnaryExtender | ConstantExtender
+Extender = CollectionExtender | UnaryExtender | ConstantExtender | AntijoinExtender

@@ -3,11 +3,18 @@
 Layer: datalog (planner). Imports `joins` and `differential`.
 
 A body qualifies when it has enough positive atoms over one or two distinct
-variables (no constants, wildcards, expressions or repeated variables) that are
+variables (constants, wildcards and repeated variables allowed) that are
 connected through their variables: three or more under the `auto` plan, two or
-more when the query forces `wcoj`. Those atoms, and the comparisons over their
-variables, become one `DeltaQueryOp`; everything else in the body (other atoms,
-negations, aggregates, bindings) is applied to its output join-at-a-time.
+more when the query forces `wcoj`. Those atoms become one `DeltaQueryOp`, with
+
+- every negation over their variables (constants and wildcards allowed) as a
+  negated binding: it validates, and its relation's changes start a pipeline;
+- every `x = c` (a variable equated to a value without variables) as a
+  constant, which proposes `x` (count one) or validates it;
+- every other comparison over their variables as a predicate.
+
+Everything else in the body (other atoms, aggregates, bindings) is applied to
+its output join-at-a-time.
 """
 
 from __future__ import annotations
@@ -16,16 +23,17 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from datalog.ast import Atom, Comparison, Const, Var, Wildcard
+from datalog.ast import Atom, BinOp, Call, Comparison, Const, Neg, Negation, Term, Var, Wildcard
 from datalog.ast import Literal as BodyLiteral
-from datalog.expressions import evaluate_comparison
-from datalog.passes.variables import term_variables
-from datalog.pretty import format_literal
+from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
+from datalog.passes.term_types import comparison_type
+from datalog.passes.variables import nodes, term_variables
+from datalog.pretty import format_literal, format_term
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import project
-from joins.delta_query import DeltaQueryOp, Pattern
+from joins.delta_query import Constant, DeltaQueryOp, Pattern
 from joins.extenders import PredicateExtender, Prefixes
-from joins.order import variable_order
+from joins.pipeline import orderable
 
 if TYPE_CHECKING:
     from datalog.plan.body import Binding, BodyCompiler
@@ -47,7 +55,7 @@ def _variables(atom: Atom) -> tuple[str, ...]:
 
 
 def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
-    """Replace the qualifying atoms of `pending` by one delta query; None if none qualify."""
+    """Replace the qualifying literals of `pending` by one delta query; None if none qualify."""
     from datalog.plan.body import Binding
 
     atoms = [lit for lit in pending if isinstance(lit, Atom) and _eligible(lit)]
@@ -55,24 +63,76 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
     var_lists = [_variables(a) for a in atoms]
     if len(atoms) < needed or not any(len(v) == 2 for v in var_lists):
         return None
-    if any(variable_order(var_lists, i, [0] * len(atoms)) is None for i in range(len(atoms))):
+    bound = {v for vars_ in var_lists for v in vars_}
+    constants = [
+        (lit, const)
+        for lit in pending
+        if isinstance(lit, Comparison) and (const := _constant(c, lit, bound)) is not None
+    ]
+    fixed = [const.var for _, const in constants]
+    no = [False] * len(atoms)
+    if any(orderable(var_lists, no, fixed, i) is None for i in range(len(atoms))):
         return None  # not connected through binary bindings: join-at-a-time instead
-    patterns = [_pattern(c, a) for a in atoms]
-    bound = {v for p in patterns for v in p.vars}
+    negations = [
+        lit
+        for lit in pending
+        if isinstance(lit, Negation)
+        and _negatable(lit.atom, bound)
+        and orderable([*var_lists, _variables(lit.atom)], [*no, True], fixed, len(atoms))
+    ]
+    patterns = [_pattern(c, a) for a in atoms] + [_negated(c, n.atom) for n in negations]
+    shown: list[BodyLiteral] = [*atoms, *negations]
+    for pattern, lit in zip(patterns, shown, strict=True):
+        pattern.text = format_literal(lit)
+    taken = {id(lit) for lit, _ in constants}
     comparisons = [
         lit
         for lit in pending
-        if isinstance(lit, Comparison) and {v.name for v in _vars(lit)} <= bound
+        if isinstance(lit, Comparison)
+        and id(lit) not in taken
+        and {v.name for v in _vars(lit)} <= bound
     ]
     predicates = [_predicate(c, cmp) for cmp in comparisons]
-    out_vars = tuple(dict.fromkeys(v for p in patterns for v in p.vars))
-    op = DeltaQueryOp(c.sources.scope, patterns, predicates, out_vars)
-    used: list[BodyLiteral] = [*atoms, *comparisons]
+    out_vars = tuple(dict.fromkeys(v for vars_ in var_lists for v in vars_))
+    op = DeltaQueryOp(
+        c.sources.scope, patterns, predicates, out_vars, [const for _, const in constants]
+    )
+    used: list[BodyLiteral] = [*atoms, *negations, *(lit for lit, _ in constants), *comparisons]
     for lit in used:
         pending.remove(lit)
     c.notes.append(f"delta query (worst-case optimal) over {op.describe()[12:-1]}")
     c.notes.extend(f"  {line}" for line in op.explain())
     return Binding(op.output, out_vars)
+
+
+def _negatable(atom: Atom, bound: set[str]) -> bool:
+    """A negated atom over variables of the delta query (constants and `_` allowed)."""
+    if not all(isinstance(a, Var | Const | Wildcard) for a in atom.args):
+        return False
+    names = _variables(atom)
+    return bool(names) and set(names) <= bound
+
+
+def _constant(c: BodyCompiler, cmp: Comparison, bound: set[str]) -> Constant | None:
+    """`x = value` (either side) for a delta-query variable `x`, the value in `x`'s type."""
+    if cmp.op != "=":
+        return None
+    for var, term in ((cmp.left, cmp.right), (cmp.right, cmp.left)):
+        if isinstance(var, Var) and var.name in bound and _closed(term):
+            kind = c.types.get(var.name)
+            if kind is None or comparison_type(cmp.left, cmp.right, c.types) != kind:
+                return None
+            values, valid = evaluate_term(term, {}, c.types, c.symbols, kind, size=1)
+            if valid is not None and not valid[0]:
+                return None  # no value (say 1/0): the predicate drops every row
+            value = np.asarray(values).astype(DTYPES[kind], copy=False)[0]
+            return Constant(var.name, value, format_term(term))
+    return None
+
+
+def _closed(term: Term) -> bool:
+    """A term without variables, wildcards or aggregates."""
+    return all(isinstance(n, Const | BinOp | Neg | Call) for n in nodes([term], []))
 
 
 def _vars(cmp: Comparison) -> list[Var]:
@@ -108,6 +168,25 @@ def _pattern(c: BodyCompiler, atom: Atom) -> Pattern:
         src.arrangement(atom.name, [1, 0], 1),
         size,
     )
+
+
+def _negated(c: BodyCompiler, atom: Atom) -> Pattern:
+    """A negated binding over the set of the atom's variable tuples: the shared
+    arrangement of a plain atom of a set relation, else a private arrangement of
+    the distinct filtered projection (`!e(a, _)`, `!e(a, 3)`, a multiset input)."""
+    from datalog.plan.body import AtomView, Binding
+
+    names = _variables(atom)
+    src = c.sources
+    multiset = src.is_base(atom.name) and src.schema[atom.name].semantics == "multiset"
+    if len(names) == len(atom.args) and not multiset:
+        identity = list(range(len(names)))
+        return Pattern(
+            atom.name, names, src.arrangement(atom.name, identity, len(names)), negated=True
+        )
+    view = AtomView.of(atom, c)
+    present = c.distinct(Binding(project(view.stream(), view.positions), names))
+    return Pattern(atom.name, names, ArrangeOp(present.stream, len(names)), negated=True)
 
 
 def _predicate(c: BodyCompiler, cmp: Comparison) -> PredicateExtender:

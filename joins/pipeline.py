@@ -1,0 +1,170 @@
+"""The plan of a delta query: its bindings and each pipeline's stages.
+
+Layer: joins. Imports `differential` (arrangements) only for the bindings.
+
+A delta query's inputs are bindings (`Pattern`: a relation over one or two
+variables, or a negated relation over any number of them), constants
+(`Constant`: a variable equal to a value) and predicates (comparisons over
+bound variables). One pipeline starts from each binding's changes, negated
+ones included; its stages bind the other variables one at a time. Each
+check is placed at the first stage where its variables are all bound, so it
+prunes as early as possible:
+
+- right after the source (`first`): bindings all of whose variables the
+  source binds (source conflicts such as `knows(a, b), knows(b, a)`, or a
+  relation bound twice), unary bindings, constants on the source's variables,
+  negations and predicates;
+- at a stage binding `x`: binary bindings whose other variable is bound,
+  unary bindings on `x` and constants equal to `x` all compete to propose
+  (the smallest count wins, the others validate); then negations whose
+  variables are now all bound; then predicates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from differential.operators.arrange import Arranged
+from joins.extenders import PredicateExtender
+from joins.order import variable_order
+
+
+@dataclass
+class Pattern:
+    """One binding: relation `name` over distinct variables `vars`.
+
+    `by_both` arranges all its columns as the key (it is also the source of the
+    binding's changes); `by_first`/`by_second` key a binary relation by one
+    column with the other as value. A `negated` binding (`!r(vars)`, any
+    number of variables, its relation a set) only has `by_both`.
+    """
+
+    name: str
+    vars: tuple[str, ...]
+    by_both: Arranged
+    by_first: Arranged | None = None
+    by_second: Arranged | None = None
+    size: int = 0
+    negated: bool = False
+    text: str = ""  # how explain shows it (default: the relation over its variables)
+
+    def show(self) -> str:
+        return self.text or f"{'!' if self.negated else ''}{self.name}({', '.join(self.vars)})"
+
+
+@dataclass(frozen=True)
+class Constant:
+    """`var` equals `value` (of the variable's column type); `text` shows the value."""
+
+    var: str
+    value: np.generic
+    text: str
+
+    def show(self) -> str:
+        return f"{self.var} = {self.text}"
+
+
+@dataclass
+class Stage:
+    """Bind `variable` (proposers compete), then check what is now bound."""
+
+    variable: str
+    proposers: list[int]  # binary bindings with the other side bound, unary ones on it
+    constants: list[int] = field(default_factory=list)  # constants on `variable`: propose
+    negations: list[int] = field(default_factory=list)  # negated bindings now bound
+    unary: list[int] = field(default_factory=list)  # (first stage) unary bindings
+    complete: list[int] = field(default_factory=list)  # (first stage) fully bound bindings
+    fixed: list[int] = field(default_factory=list)  # (first stage) constants on bound vars
+    predicates: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Pipeline:
+    source: int
+    first: Stage  # validations right after the source (variable unused)
+    stages: list[Stage]
+
+
+def orderable(
+    patterns: Sequence[Pattern] | Sequence[tuple[str, ...]],
+    negated: Sequence[bool],
+    constants: Sequence[str],
+    source: int,
+    sizes: Sequence[int] | None = None,
+) -> list[str] | None:
+    """Pipeline `source`'s variable order (None: some variable cannot be proposed)."""
+    vars_ = [p.vars if isinstance(p, Pattern) else p for p in patterns]
+    validators = {j for j, n in enumerate(negated) if n}
+    return variable_order(vars_, source, sizes or [0] * len(vars_), constants, validators)
+
+
+def plan_pipeline(
+    patterns: Sequence[Pattern],
+    constants: Sequence[Constant],
+    predicates: Sequence[PredicateExtender],
+    source: int,
+) -> Pipeline:
+    """The stages of pipeline `source`: variable order, extenders, validations."""
+    negated = [p.negated for p in patterns]
+    fixed_vars = [c.var for c in constants]
+    order = orderable(patterns, negated, fixed_vars, source, [p.size for p in patterns])
+    if order is None:
+        raise ValueError("the bindings are not connected: no suitable variable order")
+    plan = _Planner(patterns, constants, predicates, {source}, set(patterns[source].vars))
+    first = Stage("", [])
+    plan.settle(first)
+    stages = []
+    for var in order:
+        stage = Stage(var, plan.proposers(var))
+        stage.constants = [k for k, c in enumerate(constants) if c.var == var]
+        plan.used.update(stage.proposers)
+        plan.done_constants.update(stage.constants)
+        plan.bound.add(var)
+        plan.settle(stage)
+        stages.append(stage)
+    return Pipeline(source, first, stages)
+
+
+@dataclass
+class _Planner:
+    patterns: Sequence[Pattern]
+    constants: Sequence[Constant]
+    predicates: Sequence[PredicateExtender]
+    used: set[int]
+    bound: set[str]
+    done_constants: set[int] = field(default_factory=set)
+    done_predicates: set[int] = field(default_factory=set)
+
+    def proposers(self, var: str) -> list[int]:
+        """Unused positive bindings that can propose `var`: binary ones whose other
+        variable is bound, unary ones on `var`."""
+        return [
+            j
+            for j, p in enumerate(self.patterns)
+            if j not in self.used
+            and not p.negated
+            and var in p.vars
+            and len(p.vars) <= 2
+            and (set(p.vars) - {var}) <= self.bound
+        ]
+
+    def settle(self, stage: Stage) -> None:
+        """Add to `stage` every binding, constant and predicate now bound and unused."""
+        for j, p in enumerate(self.patterns):
+            if j not in self.used and set(p.vars) <= self.bound:
+                if p.negated:
+                    stage.negations.append(j)
+                else:
+                    (stage.unary if len(p.vars) == 1 else stage.complete).append(j)
+                self.used.add(j)
+        for k, const in enumerate(self.constants):
+            if k not in self.done_constants and const.var in self.bound:
+                stage.fixed.append(k)
+                self.done_constants.add(k)
+        for k, pred in enumerate(self.predicates):
+            if k not in self.done_predicates and pred.needs <= self.bound:
+                stage.predicates.append(k)
+                self.done_predicates.add(k)
