@@ -136,10 +136,13 @@ class Batch:
             fast = _build_packed(updates.with_times(times), description)
             if fast is not None:
                 return fast
-        # Sort by (hash, values, time): a key's entries are contiguous unless two
-        # keys share a hash, and then they still consolidate correctly, because
-        # runs compare every column.
+        # Sort by (hash, values, time): one packed key in the common case. Two keys
+        # sharing a (mixed) hash may then interleave, so the rare batch where that
+        # happens is sorted by its key columns as well, to keep each key's
+        # entries contiguous and consolidate them.
         order = sort_order([hashes, *updates.columns[key_arity:]], times, stable=runs)
+        if not identity and _keys_interleave(hashes, updates.columns[:key_arity], order):
+            order = sort_order([hashes, *updates.columns], times, stable=runs)
         rows = [hashes[order], *(c[order] for c in updates.columns[1 if identity else 0 :])]
         times = times[:, order]
         diffs = updates.diffs[order]
@@ -158,6 +161,15 @@ class Batch:
             diffs=diffs[keep],
             description=description,
         )
+
+
+def _keys_interleave(hashes: Hashes, keys: Sequence[Column], order: npt.NDArray[np.intp]) -> bool:
+    """Whether, in `order`, neighbours with the same hash have different keys."""
+    tied = np.flatnonzero(hashes[order[1:]] == hashes[order[:-1]])
+    if not len(tied):
+        return False
+    here, there = order[tied], order[tied + 1]
+    return any(bool((k[here] != k[there]).any()) for k in keys)
 
 
 def _build_packed(updates: Updates, description: Description) -> Batch | None:

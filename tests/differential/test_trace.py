@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections import defaultdict
+from collections import Counter, defaultdict
 from unittest import mock
 
 import numpy as np
@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from differential.batch import Updates
 from differential.time import Antichain
+from differential.trace import batch as trace_batch
 from differential.trace import index
-from differential.trace.batch import key_hash
+from differential.trace.batch import Batch, Description, key_hash, merge
 from differential.trace.spine import Spine
 from tests.differential.strategies import as_column, time_lists, updates
 
@@ -196,3 +197,26 @@ def test_many_keys_are_found_as_by_a_per_key_scan() -> None:
     hit = np.searchsorted(np.unique(entries), probe[inside])
     assert np.array_equal(per_query[inside], expected[hit])
     assert not per_query[~inside].any()
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 1), st.integers(-2, 2)),
+        max_size=60,
+    )
+)
+def test_keys_sharing_a_hash_still_consolidate(rows: list[tuple[int, int, int, int]]) -> None:
+    """With a hash that collides on purpose, a batch still holds each (key, time) once."""
+    cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
+    updates = Updates(tuple(cols[:2]), cols[2].reshape(1, -1), np.array([r[3] for r in rows]))
+    with mock.patch.object(trace_batch, "key_hash", lambda keys: keys[0] % 2):
+        halves = [updates.take(np.arange(len(rows)) % 2 == side) for side in (0, 1)]
+        built = [Batch.build(h, 2, Description(ZERO, ZERO, Antichain())) for h in halves]
+        merged = merge(built, Antichain())
+    expected: Counter[tuple[int, int, int]] = Counter()
+    for a, b, t, d in rows:
+        expected[(a, b, t)] += d
+    seen = [(a, b, t) for a, b, t in zip(*merged.columns, merged.times[0], strict=True)]
+    assert len(seen) == len(set(seen))
+    got = dict(zip(seen, merged.diffs.tolist(), strict=True))
+    assert got == {k: d for k, d in expected.items() if d}
