@@ -79,6 +79,7 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
         if isinstance(lit, Negation)
         and _negatable(lit.atom, bound)
         and orderable([*var_lists, _variables(lit.atom)], [*no, True], fixed, len(atoms))
+        is not None
     ]
     patterns = [_pattern(c, a) for a in atoms] + [_negated(c, n.atom) for n in negations]
     shown: list[BodyLiteral] = [*atoms, *negations]

@@ -77,10 +77,21 @@ class Accumulated:
 # -- strategies --------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Body:
+    """A conjunctive body, whether the `wcoj` plan must use a delta query for it,
+    and the phrases its `explain` must show (the extenders the body calls for)."""
+
+    text: str
+    delta: bool
+    shows: tuple[str, ...] = ()
+
+
 @st.composite
-def bodies(draw: st.DrawFn) -> tuple[str, bool]:
-    """A conjunctive body (a shape's atoms plus optional extra literals), and whether
-    its shape is connected (so that the `wcoj` plan must use a delta query)."""
+def bodies(draw: st.DrawFn) -> Body:
+    """A shape's atoms plus extra literals: repeated bindings, unary atoms (plain
+    or a binary atom with a constant), comparisons, `x = c`, and negations (of
+    binary and unary relations, with constants and wildcards)."""
     shape_name = draw(st.sampled_from(sorted(SHAPES)), label="shape")
     shape = SHAPES[shape_name]
     literals = []
@@ -90,25 +101,51 @@ def bodies(draw: st.DrawFn) -> tuple[str, bool]:
         literals.append(f"{name}({x}, {y})")
     variables = sorted({v for pair in shape for v in pair})
     var = st.sampled_from(variables)
+    shows: list[str] = []
+
+    def somewhere_unbound(x: str) -> bool:
+        """Some pipeline binds `x` in a stage (its source atom lacks `x`)."""
+        return any(x not in pair for pair in shape)
+
     if draw(st.booleans()):  # the same binding twice
         literals.append(draw(st.sampled_from(literals)))
-    for _ in range(draw(st.integers(0, 2))):
-        literals.append(f"v({draw(var)})")
+    for _ in range(draw(st.integers(0, 2))):  # unary atoms: they may propose
+        x = draw(var)
+        if draw(st.booleans()):
+            atom = f"v({x})"
+        else:
+            name, c = draw(st.sampled_from(BINARY)), draw(DOMAIN)
+            atom = f"{name}({x}, {c})" if draw(st.booleans()) else f"{name}({c}, {x})"
+        literals.append(atom)
+        if somewhere_unbound(x):
+            shows.append(f"unary {atom}")
     for _ in range(draw(st.integers(0, 2))):
         op = draw(st.sampled_from(["<", "!=", "<=", ">"]))
         left, right = draw(var), draw(var)
         if left != right:
             literals.append(f"{left} {op} {right}")
-    if draw(st.booleans()):
-        literals.append(f"!{draw(st.sampled_from(BINARY))}({draw(var)}, {draw(var)})")
-    if draw(st.booleans()):  # a constant atom: left to the binary path
+    fixed: set[str] = set()
+    for _ in range(draw(st.integers(0, 2))):  # x = c: a constant extender
+        x, c = draw(var), draw(DOMAIN)
+        fixed.add(x)
+        literals.append(f"{x} = {c}" if draw(st.booleans()) else f"{c} = {x}")
+        shows.append(f"const {c}" if somewhere_unbound(x) else f"check {x} = {c}")
+    for _ in range(draw(st.integers(0, 2))):  # negations: validate, and a pipeline each
+        kind = draw(st.sampled_from(["binary", "unary", "wildcard", "constant"]))
         name = draw(st.sampled_from(BINARY))
-        c = draw(DOMAIN)
-        literals.append(
-            f"{name}({draw(var)}, {c})" if draw(st.booleans()) else f"{name}({c}, {draw(var)})"
-        )
+        x, y = draw(var), draw(var)
+        negated = {
+            "binary": f"!{name}({x}, {y})",
+            "unary": f"!v({x})",
+            "wildcard": f"!{name}({x}, _)" if draw(st.booleans()) else f"!{name}(_, {x})",
+            "constant": f"!{name}({x}, {draw(DOMAIN)})",
+        }[kind]
+        literals.append(negated)
+        shows += [f"check {negated}", f"pipeline from d{negated}"]
+    # Constants connect the two halves of the disconnected shape (a product).
+    delta = shape_name != "disconnected" or bool(fixed & {"a", "b"} and fixed & {"c", "d"})
     order = draw(st.permutations(literals))
-    return ", ".join(order), shape_name != "disconnected"
+    return Body(", ".join(order), delta, tuple(shows) if delta else ())
 
 
 def rows_of(relation: str) -> st.SearchStrategy[Row]:
@@ -144,7 +181,13 @@ class Run:
     facts: dict[str, set[Row]]
 
     @staticmethod
-    def start(program: str, query: str, initial: Sequence[Op], delta: bool = True) -> Run:
+    def start(
+        program: str,
+        query: str,
+        initial: Sequence[Op],
+        delta: bool = True,
+        shows: Sequence[str] = (),
+    ) -> Run:
         db = Database()
         db.define(program)
         run = Run(program, query, db, {}, {"e": set(), "f": set(), "v": set()})
@@ -154,7 +197,10 @@ class Run:
             db.subscribe(query, acc, plan=plan)
             run.subs[plan] = acc
         run.check("after subscribing")
-        assert ("delta query" in db.explain(query, plan="wcoj")) == delta
+        explained = db.explain(query, plan="wcoj")
+        assert ("delta query" in explained) == delta
+        for phrase in shows:  # the extenders the body calls for are in the plan
+            assert phrase in explained, f"{phrase!r} not in\n{explained}"
         assert "delta query" not in db.explain(query, plan="binary")
         return run
 
@@ -182,13 +228,18 @@ class Run:
 
 
 def replay(
-    program: str, query: str, initial: list[Op], stream: list[list[Op]], delta: bool = True
+    program: str,
+    query: str,
+    initial: list[Op],
+    stream: list[list[Op]],
+    delta: bool = True,
+    shows: Sequence[str] = (),
 ) -> None:
     note(f"query: {query}")
     note(f"initial: {initial}")
     for n, tx in enumerate(stream):
         note(f"tx {n}: {tx}")
-    run = Run.start(program, query, initial, delta)
+    run = Run.start(program, query, initial, delta, shows)
     for n, tx in enumerate(stream):
         run.commit(tx)
         run.check(f"after transaction {n}")
@@ -204,9 +255,9 @@ SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
     stream=streams(["e", "f", "v"]),
 )
 def test_wcoj_binary_and_auto_plans_equal_the_reference_after_every_commit(
-    body: tuple[str, bool], initial: list[Op], stream: list[list[Op]]
+    body: Body, initial: list[Op], stream: list[list[Op]]
 ) -> None:
-    replay(DECLS, body[0], initial, stream, delta=body[1])
+    replay(DECLS, body.text, initial, stream, body.delta, body.shows)
 
 
 @settings(max_examples=25, suppress_health_check=SLOW)
@@ -216,22 +267,38 @@ def test_wcoj_binary_and_auto_plans_equal_the_reference_after_every_commit(
     stream=streams(["e", "f", "v"]),
 )
 def test_delta_queries_in_rule_bodies_equal_the_reference(
-    body: tuple[str, bool], initial: list[Op], stream: list[list[Op]]
+    body: Body, initial: list[Op], stream: list[list[Op]]
 ) -> None:
     """The same bodies as a rule: the delta query feeds a relation's distinct."""
-    text, delta = body
+    text = body.text
     checked = check_query(parse_query(text), check_program(parse_program(DECLS)).schema)
     head = ", ".join(checked.answer_vars)
     program = f"{DECLS}\n.decl q({', '.join(f'{v}: number' for v in checked.answer_vars)})\n"
     program += f"q({head}) :- {text}.\n"
-    replay(program, f"q({head})", initial, stream, delta)
+    replay(program, f"q({head})", initial, stream, body.delta, body.shows)
 
 
-RECURSIVE = {
-    "3-atom step": "p(a, b) :- e(a, b).\np(a, c) :- p(a, b), e(b, c), f(a, c).\n",
-    "triangle closure": "p(a, b) :- e(a, b).\np(a, c) :- p(a, b), p(b, c), f(a, c).\n",
-    "2-atom step": "p(a, b) :- e(a, b).\np(a, c) :- p(a, b), e(b, c), a != c.\n",
-    "unary guard": "p(a, b) :- e(a, b).\np(a, c) :- p(a, b), f(b, c), v(c), e(a, b).\n",
+RECURSIVE: dict[str, tuple[str, tuple[str, ...]]] = {  # rules, and what explain must show
+    "3-atom step": ("p(a, b) :- e(a, b).\np(a, c) :- p(a, b), e(b, c), f(a, c).\n", ()),
+    "triangle closure": ("p(a, b) :- e(a, b).\np(a, c) :- p(a, b), p(b, c), f(a, c).\n", ()),
+    "2-atom step": ("p(a, b) :- e(a, b).\np(a, c) :- p(a, b), e(b, c), a != c.\n", ()),
+    "unary guard": (
+        "p(a, b) :- e(a, b).\np(a, c) :- p(a, b), f(b, c), v(c), e(a, b).\n",
+        ("unary v(c)",),
+    ),
+    "negated base": (
+        "p(a, b) :- e(a, b).\np(a, c) :- p(a, b), e(b, c), !f(a, c).\n",
+        ("check !f(a, c)", "pipeline from d!f(a, c)"),
+    ),
+    "negated derived": (
+        ".decl g(a: number, b: number)\ng(a, b) :- f(a, b), !v(b).\n"
+        "p(a, b) :- e(a, b).\np(a, c) :- p(a, b), e(b, c), !g(a, c), !v(a).\n",
+        ("check !g(a, c)", "check !v(a)", "pipeline from d!g(a, c)"),
+    ),
+    "constant step": (
+        "p(a, b) :- e(a, b).\np(a, c) :- p(a, b), e(b, c), f(c, d), d = 1.\n",
+        ("d by const 1", "check d = 1"),
+    ),
 }
 
 
@@ -244,9 +311,12 @@ RECURSIVE = {
 def test_recursive_rules_with_delta_query_bodies_agree_across_plans(
     rules: str, initial: list[Op], stream: list[list[Op]]
 ) -> None:
-    program = DECLS + ".decl p(a: number, b: number)\n" + RECURSIVE[rules]
+    """Inside iteration scopes too, with negated base and lower-stratum relations
+    (entered arrangements) changing in the same epochs as the positive ones."""
+    text, shows = RECURSIVE[rules]
+    program = DECLS + ".decl p(a: number, b: number)\n" + text
     note(program)
-    replay(program, "p(x, y)", initial, stream)
+    replay(program, "p(x, y)", initial, stream, shows=shows)
 
 
 # -- no intermediate state ---------------------------------------------------------

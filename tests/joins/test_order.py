@@ -154,3 +154,25 @@ def test_each_step_takes_a_most_constrained_then_smallest_candidate(
         }
         assert score(var) == min(score(v) for v in candidates)
         bound.add(var)
+
+
+# -- constants and negated bindings ---------------------------------------------------
+
+
+def test_a_variable_equal_to_a_constant_is_bound_first_and_may_need_no_binding() -> None:
+    path: Patterns = [("a", "b"), ("b", "c"), ("c", "d")]
+    # From (a, b): d = 3 is proposed first (one value), then c is an intersection.
+    assert variable_order(path, 0, [1, 1, 1], constants={"d"}) == ["d", "c"]
+    # A constant connects what no binary binding does (a product with one value).
+    assert variable_order([("a", "b"), ("c", "d")], 0, [1, 1], constants={"c"}) == ["c", "d"]
+    assert variable_order([("a", "b"), ("c", "d")], 1, [1, 1], constants={"c"}) is None
+
+
+def test_negated_bindings_never_propose_but_may_start_a_pipeline() -> None:
+    patterns: Patterns = [("a", "b"), ("b", "c"), ("a", "c")]  # the last one negated
+    assert variable_order(patterns, 0, [1, 1, 1], validators={2}) == ["c"]
+    assert constraining(patterns, "c", {"a", "b"}, validators={2}) == [1]
+    # From the negated binding's changes, b is proposed by both positive ones.
+    assert variable_order(patterns, 2, [1, 1, 1], validators={2}) == ["b"]
+    # Without the negated binding, (a, b) and (c,) would not connect.
+    assert variable_order([("a", "b"), ("c",), ("b", "c")], 0, [1, 1, 1], validators={2}) is None
