@@ -6,9 +6,9 @@ A batch is sorted by key hash, so `searchsorted` finds any key's run of
 entries. That costs about `log2(n)` cache misses per query key, which is what
 dominates joins that look up millions of keys (a worst-case optimal join
 validates every proposal this way). Once a batch has been asked about enough
-keys, it builds this index: a power-of-two table with linear probing, at most
-a quarter full, holding each distinct hash with the index of its run. A lookup
-then costs one or two random reads, whatever the batch size.
+keys, it builds this index: a table of three slots per key with linear
+probing, holding each distinct hash with the index of its run. A lookup then
+costs one or two random reads, whatever the batch size.
 
 Both the build and the probes are vectorized: each round places (or looks up)
 every pending key at its current slot, and only the keys that collided move
@@ -31,18 +31,23 @@ Index = npt.NDArray[np.intp]
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits pick the slot
 _EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not indexed)
 _CHUNK = 1 << 18  # query keys probed at once
+_LOAD = 3  # slots per key at most: linear probing stays short below 1/3 full
 
 
 class HashTable:
-    """Open addressing from distinct int64 hashes to int values, at most 1/4 full."""
+    """Open addressing from distinct int64 hashes to int values, at most 1/3 full.
+
+    The table has exactly `3 * capacity` slots (no rounding up to a power of
+    two): the slot of a hash is its mixed high bits scaled to the table size.
+    """
 
     def __init__(self, capacity: int) -> None:
-        bits = max(4, capacity.bit_length() + 2)
+        slots = max(16, _LOAD * capacity)
         self.size = 0
-        self._shift = np.uint64(64 - bits)
-        self._mask = (1 << bits) - 1
-        self._keys = np.full(1 << bits, _EMPTY, dtype=np.int64)
-        self._values = np.empty(1 << bits, dtype=np.intp)  # read only where a key is
+        self._slots_n = np.uint64(slots)
+        self._keys = np.full(slots, _EMPTY, dtype=np.int64)
+        wide = slots >= np.iinfo(np.int32).max
+        self._values = np.empty(slots, dtype=np.intp if wide else np.int32)  # read where a key is
 
     @staticmethod
     def holds(hashes: Hashes) -> bool:
@@ -50,12 +55,17 @@ class HashTable:
         return not bool((hashes == _EMPTY).any())
 
     def fits(self, more: int) -> bool:
-        return (self.size + more) * 4 <= len(self._keys)
+        return (self.size + more) * _LOAD <= len(self._keys)
 
     def _slots(self, hashes: Hashes) -> Index:
         with np.errstate(over="ignore"):
-            mixed = hashes.view(np.uint64) * _MIX
-        return (mixed >> self._shift).view(np.intp)  # below 2**bits: the view is exact
+            high = (hashes.view(np.uint64) * _MIX) >> np.uint64(32)
+            return ((high * self._slots_n) >> np.uint64(32)).view(np.intp)
+
+    def _next(self, slots: Index) -> Index:
+        after = slots + 1
+        after[after == len(self._keys)] = 0
+        return after
 
     def insert(self, hashes: Hashes, values: Index) -> None:
         """Add distinct hashes, none present yet, with their values (room permitting)."""
@@ -68,13 +78,13 @@ class HashTable:
             won = self._keys[slots] == mine
             self._values[slots[won]] = values[pending[won]]
             lost = np.flatnonzero(~won)
-            pending, slots = pending[lost], (slots[lost] + 1) & self._mask
+            pending, slots = pending[lost], self._next(slots[lost])
         self.size += len(hashes)
 
     def values(self) -> tuple[Hashes, Index]:
         """Every (hash, value) held, in slot order."""
         used = np.flatnonzero(self._keys != _EMPTY)
-        return self._keys[used], self._values[used]
+        return self._keys[used], self._values[used].astype(np.intp)
 
     def find(self, hashes: Hashes) -> Index:
         """The value of each query hash, or -1 where absent."""
@@ -94,7 +104,7 @@ class HashTable:
             at = np.flatnonzero(hit)
             found[rows[at]] = self._values[slots[at]]
             going = np.flatnonzero(~hit & (seen != _EMPTY))  # collided: try the next slot
-            rows, slots = rows[going], (slots[going] + 1) & self._mask
+            rows, slots = rows[going], self._next(slots[going])
             needles = hashes[rows]
         return found
 
@@ -212,7 +222,7 @@ class KeySet:
     def _reserve(self, more: int) -> None:
         if not self.table.fits(more):
             hashes, positions = self.table.values()
-            self.table = HashTable(4 * (self.size + more))
+            self.table = HashTable(2 * (self.size + more))
             self.table.insert(hashes, positions)
         if self.size + more > len(self._store[0]):
             capacity = max(2 * len(self._store[0]), self.size + more)
