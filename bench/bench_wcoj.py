@@ -51,7 +51,7 @@ ORDERS = [", ".join(p) for p in permutations(TRIANGLE_ATOMS)]
 SNAP_DIR = Path("/work/shared/data/snap")
 DEFAULT_SNAP = [SNAP_DIR / "CA-GrQc.txt", SNAP_DIR / "p2p-Gnutella08.txt"]
 T = TypeVar("T")
-MEMORY_CAP = 8 << 30  # bytes of address space a forked run may map
+MEMORY_CAP = [8 << 30]  # bytes of address space a forked run may map (--memory-cap)
 
 
 # -- running a query to a count ----------------------------------------------------
@@ -90,7 +90,7 @@ Outcome = tuple[str, Any, float, float]  # status, result, wall s, cpu s
 
 
 def _child(conn: Connection, job: Callable[[], object]) -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP, MEMORY_CAP))
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_CAP[0], MEMORY_CAP[0]))
     try:
         result, wall, cpu = timed_cpu(job)
         conn.send(("ok", result, wall, cpu))
@@ -398,7 +398,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--batches", type=int, default=30)
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds per forked run")
     parser.add_argument("--skip", nargs="*", default=[], choices=["a", "b", "c"])
+    parser.add_argument(
+        "--memory-cap", type=float, default=8, help="GiB of address space per forked run"
+    )
     args = parser.parse_args(argv)
+    MEMORY_CAP[0] = int(args.memory_cap * (1 << 30))
     start = time.perf_counter()
     if "a" not in args.skip:
         for orient in args.orient:
