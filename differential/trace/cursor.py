@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from differential.batch import Column
 from differential.trace.batch import Batch, Hashes
+from differential.trace.index import HashIndex
 
 Index = npt.NDArray[np.intp]
 
@@ -45,13 +46,26 @@ def expand_ranges(lo: Index, hi: Index) -> tuple[Index, Index]:
     return owner, positions
 
 
+# Fewer query keys than this are binary-searched even in an indexed batch: two
+# `searchsorted` calls cost less than the probe rounds' numpy calls.
+_FEW_KEYS = 64
+
+
+def _index(batch: Batch, queries: int) -> HashIndex | None:
+    """The batch's hash index, if it has (or now earns) one and the query is not tiny."""
+    return None if queries < _FEW_KEYS else batch.cache.index_for(batch.hashes, queries)
+
+
 def key_ranges(batch: Batch, hashes: Hashes) -> tuple[Index, Index]:
     """`[lo, hi)` of each query hash in the batch's hash column (in query order).
 
     Binary search, or the batch's hash index once it has been asked about
     enough keys to pay for building one (see `differential.trace.index`).
     """
-    index = batch.cache.index_for(batch.hashes, len(hashes))
+    return _ranges(batch, hashes, _index(batch, len(hashes)))
+
+
+def _ranges(batch: Batch, hashes: Hashes, index: HashIndex | None) -> tuple[Index, Index]:
     if index is not None:
         return index.ranges(hashes)
     lo = np.searchsorted(batch.hashes, hashes, side="left")
@@ -64,13 +78,13 @@ def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     if len(batch) == 0 or len(hashes) == 0:
         empty = np.empty(0, dtype=np.intp)
         return Matches(empty, empty)
-    index = batch.cache.index_for(batch.hashes, len(hashes))
+    index = _index(batch, len(hashes))
     if index is not None and index.unique:  # a run is one entry: no ranges to expand
         run = index.runs(hashes)
         query = np.flatnonzero(run >= 0)
         entry = run[query]
     else:
-        query, entry = expand_ranges(*key_ranges(batch, hashes))
+        query, entry = expand_ranges(*_ranges(batch, hashes, index))
     if not batch.identity_hash and len(query):
         same = np.ones(len(query), dtype=bool)
         for mine, theirs in zip(batch.keys, keys, strict=True):

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from differential.batch import Updates
 from differential.time import Antichain
 from differential.trace import batch as trace_batch
-from differential.trace import index
+from differential.trace import cursor, index
 from differential.trace.batch import Batch, Description, key_hash, merge
 from differential.trace.spine import Spine
 from tests.differential.strategies import as_column, time_lists, updates
@@ -73,7 +73,10 @@ def test_lookups_of_many_keys_equal_a_dict_reference(
         for row in p.rows():
             by_key[tuple(row[:k])][tuple(row[k:-1])] += row[-1]  # type: ignore[operator]
     for smallest in (0, 1 << 30):  # through hash indexes, and by binary search
-        with mock.patch.object(index, "_MIN_INDEXED", smallest):
+        with (
+            mock.patch.object(index, "_MIN_INDEXED", smallest),
+            mock.patch.object(cursor, "_FEW_KEYS", 0),
+        ):
             check_lookup(spine, queries, by_key)
 
 
