@@ -33,7 +33,6 @@ from differential.batch import Column, Diffs, Updates, concat
 from differential.operators.arrange import Arranged, Owner
 from differential.time import Time, Times
 from differential.trace.batch import key_hash
-from joins.contents import entries, scannable
 
 NEVER = np.iinfo(np.intp).max  # the count of an extender that cannot propose
 
@@ -146,7 +145,7 @@ class UnaryExtender:
     It validates like any binding, and it may propose: its count is the size
     of its set whatever the prefix, and proposing crosses each prefix with
     every value (3DF's remedy for categorical skew: a small set beats a key
-    with a huge fan-out). An arrangement `entries` cannot scan never proposes.
+    with a huge fan-out).
     """
 
     value: str
@@ -155,8 +154,6 @@ class UnaryExtender:
     _entries: Updates | None = field(default=None, init=False, repr=False)
 
     def count(self, prefixes: Prefixes, time: Time) -> Owner:
-        if not scannable(self.arranged):
-            return np.full(len(prefixes), NEVER, dtype=np.intp)
         return np.full(len(prefixes), self.arranged.visible(time, self.include_delta), np.intp)
 
     def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
@@ -166,8 +163,7 @@ class UnaryExtender:
     def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
         """Each prefix row in `rows` with every value of the set (read once per extender)."""
         if self._entries is None:
-            self._entries = entries(self.arranged, time, self.include_delta)
-            assert self._entries is not None, "proposing from an arrangement it cannot scan"
+            self._entries = self.arranged.entries(time, self.include_delta)
         found = self._entries
         m = len(found)
         return Proposals(
@@ -179,7 +175,8 @@ class UnaryExtender:
 
     def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         keys = [proposals.value]
-        owner, found = self.arranged.lookup(keys, key_hash(keys), time, self.include_delta)
+        hashes = key_hash(keys)
+        owner, found = self.arranged.lookup(keys, hashes, time, self.include_delta, columns=[])
         return proposals.met(owner, found)
 
     def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates
+from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time
 from differential.trace.batch import Batch, Description, Hashes
@@ -56,6 +56,10 @@ class Arranged(Operator, ABC):
         `columns` picks the columns gathered (default all): a caller that needs
         only times and diffs, or only the values, does not copy the keys.
         """
+
+    @abstractmethod
+    def entries(self, time: Time, include_delta: bool) -> Updates:
+        """Every entry `lookup` may find, under any key, consolidated (a scan)."""
 
     @abstractmethod
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
@@ -164,6 +168,13 @@ class ArrangeOp(Arranged):
         if pending is not None and (include_delta or self.pending_time != time):
             parts.append(lookup_batch(pending, keys, hashes, columns))
         return combine(parts, self.empty(columns))
+
+    def entries(self, time: Time, include_delta: bool) -> Updates:
+        parts = [self.spine.updates()]
+        pending = self.pending_batch
+        if pending is not None and (include_delta or self.pending_time != time):
+            parts.append(pending.updates())
+        return consolidate(concat(parts))
 
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
         batches = list(self.spine.batches)
@@ -299,6 +310,15 @@ class ImportOp(Arranged):
             parts.append(lookup_batch(pending, keys, hashes, columns))
         return combine(parts, self.empty(columns))
 
+    def entries(self, time: Time, include_delta: bool) -> Updates:
+        if self.snapshot is not None:
+            return self.snapshot.updates() if include_delta else self.empty()
+        parts = [self.shared.spine.updates()]
+        pending = self.shared.pending
+        if pending is not None and (include_delta or self.shared.pending_epoch != time[0]):
+            parts.append(pending.updates())
+        return consolidate(concat(parts))
+
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
         if self.snapshot is not None:
             return count_in([self.snapshot] if include_delta else [], hashes)
@@ -366,6 +386,9 @@ class EnterArranged(Arranged):
         include = include_delta or time[-1] != 0
         owner, ups = self.outer.lookup(keys, hashes, time[:-1], include, columns)
         return owner, _lift(ups)
+
+    def entries(self, time: Time, include_delta: bool) -> Updates:
+        return _lift(self.outer.entries(time[:-1], include_delta or time[-1] != 0))
 
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
         return self.outer.count(hashes, time[:-1], include_delta or time[-1] != 0)
