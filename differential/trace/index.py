@@ -222,7 +222,7 @@ class KeySet:
     def _reserve(self, more: int) -> None:
         if not self.table.fits(more):
             hashes, positions = self.table.values()
-            self.table = HashTable(2 * (self.size + more))
+            self.table = HashTable(4 * (self.size + more))
             self.table.insert(hashes, positions)
         if self.size + more > len(self._store[0]):
             capacity = max(2 * len(self._store[0]), self.size + more)
