@@ -134,16 +134,15 @@ class ReduceOp(Operator):
         keys = tuple(c[first] for c in cols)
         hashes = delta.hashes[first]
         if self.seen is not None:
-            present = self.seen.contains(hashes, keys)
+            fresh = self.seen.admit(hashes, keys)
         else:
             owner, found = self.trace.lookup(keys, hashes)
             present = np.bincount(owner, weights=found.diffs, minlength=len(first)) > 0
-        fresh = np.flatnonzero(~present)
+            fresh = np.flatnonzero(~present)
         if not len(fresh):
             return
         result = Updates.at([k[fresh] for k in keys], time, 1)
         if self.seen is not None:
-            self.seen.add(hashes[fresh], result.columns)
             self.unbuilt.append(result)
         else:
             self.trace.insert(result, Antichain([time]), Antichain())

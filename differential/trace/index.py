@@ -69,17 +69,25 @@ class HashTable:
 
     def insert(self, hashes: Hashes, values: Index) -> None:
         """Add distinct hashes, none present yet, with their values (room permitting)."""
-        pending = np.arange(len(hashes), dtype=np.intp)
-        slots = self._slots(hashes)
-        while len(pending):
-            mine = hashes[pending]
-            free = np.flatnonzero(self._keys[slots] == _EMPTY)
-            self._keys[slots[free]] = mine[free]  # of rivals for a free slot, one wins
-            won = self._keys[slots] == mine
-            self._values[slots[won]] = values[pending[won]]
-            lost = np.flatnonzero(~won)
-            pending, slots = pending[lost], self._next(slots[lost])
+        for at in range(0, len(hashes), _CHUNK):
+            self._place(hashes[at : at + _CHUNK], values[at : at + _CHUNK])
         self.size += len(hashes)
+
+    def _place(self, hashes: Hashes, values: Index) -> None:
+        rows = np.arange(len(hashes), dtype=np.intp)
+        slots = self._slots(hashes)
+        mine = hashes
+        while len(rows):
+            free = np.flatnonzero(self._keys[slots] == _EMPTY)
+            claimed = slots[free]
+            self._keys[claimed] = mine[free]  # of rivals for a free slot, one wins
+            won = free[self._keys[claimed] == mine[free]]
+            self._values[slots[won]] = values[rows[won]]
+            going = np.ones(len(rows), dtype=bool)
+            going[won] = False
+            later = np.flatnonzero(going)
+            rows, slots = rows[later], self._next(slots[later])
+            mine = hashes[rows]
 
     def values(self) -> tuple[Hashes, Index]:
         """Every (hash, value) held, in slot order."""
@@ -196,19 +204,35 @@ class KeySet:
         return self.size + len(self.overflow)
 
     def contains(self, hashes: Hashes, keys: Sequence[Column]) -> npt.NDArray[np.bool_]:
+        return self._look(hashes, keys)[0]
+
+    def _look(
+        self, hashes: Hashes, keys: Sequence[Column]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """Which keys are present, and which hashes the table holds (maybe for another key)."""
         at = self.table.find(hashes)
-        present = at >= 0
-        rows = np.flatnonzero(present) if not self.identity else np.zeros(0, dtype=np.intp)
+        held = at >= 0
+        present = held.copy()
+        rows = np.flatnonzero(held) if not self.identity else np.zeros(0, dtype=np.intp)
         same = np.ones(len(rows), dtype=bool)
         for stored, key in zip(self._store, keys, strict=True):
             same &= stored[at[rows]] == key[rows]
         for row in [*rows[~same].tolist(), *np.flatnonzero(hashes == _EMPTY).tolist()]:
             present[row] = tuple(k[row].item() for k in keys) in self.overflow
-        return present
+        return present, held
+
+    def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
+        """Add the (distinct) keys not in the set yet; the rows of those added."""
+        present, held = self._look(hashes, keys)
+        fresh = np.flatnonzero(~present)
+        self._add(hashes[fresh], [k[fresh] for k in keys], held[fresh])
+        return fresh
 
     def add(self, hashes: Hashes, keys: Sequence[Column]) -> None:
         """Add distinct keys, none of them in the set yet."""
-        held = self.table.find(hashes) >= 0
+        self._add(hashes, keys, self.table.find(hashes) >= 0)
+
+    def _add(self, hashes: Hashes, keys: Sequence[Column], held: npt.NDArray[np.bool_]) -> None:
         new = _first_of_each(hashes) & ~held & (hashes != _EMPTY)
         for row in np.flatnonzero(~new).tolist():
             self.overflow.add(tuple(k[row].item() for k in keys))
