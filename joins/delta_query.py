@@ -88,7 +88,7 @@ class DeltaQueryOp(Operator):
         self.output = Stream(scope, [self.dtypes[v] for v in self.out_vars], "delta_query")
 
     def ready(self, time: Time) -> bool:
-        return any(p.by_both.delta(time) is not None for p in self.patterns)
+        return any(p.by_both.has_delta(time) for p in self.patterns)
 
     def step(self, time: Time) -> None:
         order = self._binding_order(time)

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time
-from differential.trace.batch import Batch, Description, Hashes
+from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import count_per_key, seek
 from differential.trace.spine import Spine, TraceHandle
 
@@ -68,6 +68,16 @@ class Arranged(Operator, ABC):
     @abstractmethod
     def visible(self, time: Time, include_delta: bool) -> int:
         """How many entries `lookup` may see (0: it finds nothing for any key)."""
+
+    def has_delta(self, time: Time) -> bool:
+        """Whether updates arrived at exactly `time` (without arranging them)."""
+        return self.delta(time) is not None
+
+    def changes(self, time: Time) -> tuple[Updates, Hashes] | None:
+        """The updates at exactly `time` and their key hashes, arranged or not:
+        for readers that scan them rather than look keys up in them."""
+        batch = self.delta(time)
+        return None if batch is None else (batch.updates(), batch.hashes)
 
     def history_before(self, time: Time) -> bool:
         """Whether every entry (the delta at `time` included) is at a time `<= time`.
@@ -126,8 +136,12 @@ class ArrangeOp(Arranged):
         self.queue = TimeQueue()
         stream.connect(self.queue.push)
         self.spine = Spine(key_arity, self.dtypes, stream.scope.depth)
-        self.pending_batch: Batch | None = None
+        # The updates at the current time, arranged into a batch only when read.
+        self.pending_updates: Updates | None = None
         self.pending_time: Time | None = None
+        self._pending_batch: Batch | None = None
+        # Earlier times' updates nobody has read through the trace yet, oldest first.
+        self.deferred: list[Batch | tuple[Updates, Time]] = []
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.queue.times()
@@ -140,18 +154,58 @@ class ArrangeOp(Arranged):
         updates = self.queue.pop(time)
         if updates is None:
             return
-        description = Description(Antichain([time]), Antichain(), Antichain())
-        self.pending_batch = Batch.build(updates, self.key_arity, description)
-        self.pending_time = time
+        self.pending_updates, self.pending_time = updates, time
+
+    @property
+    def pending_batch(self) -> Batch | None:
+        """The current time's updates, arranged (built on first use)."""
+        if self._pending_batch is None and self.pending_updates is not None:
+            assert self.pending_time is not None
+            self._pending_batch = _arrange(self.pending_updates, self.key_arity, self.pending_time)
+        return self._pending_batch
 
     def _seal(self) -> None:
-        if self.pending_batch is not None:
-            self.spine.append(self.pending_batch)
-            self.pending_batch = None
-            self.pending_time = None
+        """Move the current time's updates behind the trace, still unarranged if unread."""
+        if self.pending_updates is not None:
+            assert self.pending_time is not None
+            batch = self._pending_batch
+            self.deferred.append(
+                batch if batch is not None else (self.pending_updates, self.pending_time)
+            )
+            self.pending_updates, self.pending_time, self._pending_batch = None, None, None
+
+    def _settle(self) -> Spine:
+        """The trace, with every deferred time arranged into it (before any read of it).
+
+        A time's updates are arranged when something reads them: its delta, or the
+        trace. A one-shot dataflow whose arrangement only serves later epochs (a
+        join's side that the other side's future changes would look up) never
+        sorts them.
+        """
+        for item in self.deferred:
+            batch = (
+                item if isinstance(item, Batch) else _arrange(*item[:1], self.key_arity, item[1])
+            )
+            self.spine.append(batch)
+        self.deferred = []
+        return self.spine
 
     def delta(self, time: Time) -> Batch | None:
-        if self.pending_time == time and self.pending_batch is not None:
+        return self.pending_batch if self.pending_time == time else None
+
+    def has_delta(self, time: Time) -> bool:
+        return self.pending_time == time and self.pending_updates is not None
+
+    def changes(self, time: Time) -> tuple[Updates, Hashes] | None:
+        if not self.has_delta(time):
+            return None
+        if self._pending_batch is not None:
+            return self._pending_batch.updates(), self._pending_batch.hashes
+        assert self.pending_updates is not None
+        return self.pending_updates, _hashes(self.pending_updates, self.key_arity)
+
+    def _visible_pending(self, time: Time, include_delta: bool) -> Batch | None:
+        if include_delta or self.pending_time != time:
             return self.pending_batch
         return None
 
@@ -163,45 +217,59 @@ class ArrangeOp(Arranged):
         include_delta: bool,
         columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
-        parts = [self.spine.lookup(keys, hashes, columns)]
-        pending = self.pending_batch
-        if pending is not None and (include_delta or self.pending_time != time):
+        parts = [self._settle().lookup(keys, hashes, columns)]
+        pending = self._visible_pending(time, include_delta)
+        if pending is not None:
             parts.append(lookup_batch(pending, keys, hashes, columns))
         return combine(parts, self.empty(columns))
 
     def entries(self, time: Time, include_delta: bool) -> Updates:
-        parts = [self.spine.updates()]
-        pending = self.pending_batch
-        if pending is not None and (include_delta or self.pending_time != time):
+        parts = [self._settle().updates()]
+        pending = self._visible_pending(time, include_delta)
+        if pending is not None:
             parts.append(pending.updates())
         return consolidate(concat(parts))
 
     def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
-        batches = list(self.spine.batches)
-        pending = self.pending_batch
-        if pending is not None and (include_delta or self.pending_time != time):
+        batches = list(self._settle().batches)
+        pending = self._visible_pending(time, include_delta)
+        if pending is not None:
             batches.append(pending)
         return count_in(batches, hashes)
 
     def history_before(self, time: Time) -> bool:
-        return self.spine.all_at_or_before(time) and self.pending_time in (None, time)
+        return self._settle().all_at_or_before(time) and self.pending_time in (None, time)
 
     def visible(self, time: Time, include_delta: bool) -> int:
-        pending = self.pending_batch
-        extra = pending is not None and (include_delta or self.pending_time != time)
-        return len(self.spine) + (len(pending) if extra and pending is not None else 0)
+        """An upper bound (deferred updates are not consolidated yet); 0 when exact."""
+        deferred = sum(len(d) if isinstance(d, Batch) else len(d[0]) for d in self.deferred)
+        extra = self.pending_updates is not None and (include_delta or self.pending_time != time)
+        pending = len(self.pending_updates) if extra and self.pending_updates is not None else 0
+        return len(self.spine) + deferred + pending
 
     def advance(self, epoch: int) -> None:
         self._seal()
         self.spine.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
 
     def arranged_size(self) -> tuple[int, int]:
-        extra = 1 if self.pending_batch is not None else 0
-        size = len(self.spine) + (len(self.pending_batch) if self.pending_batch else 0)
-        return size, self.spine.batch_count + extra
+        spine = self._settle()
+        pending = self.pending_batch
+        size = len(spine) + (len(pending) if pending is not None else 0)
+        return size, spine.batch_count + (pending is not None)
 
     def describe(self) -> str:
         return f"arrange(key={self.key_arity} of {len(self.dtypes)})"
+
+
+def _arrange(updates: Updates, key_arity: int, time: Time) -> Batch:
+    description = Description(Antichain([time]), Antichain(), Antichain())
+    return Batch.build(updates, key_arity, description)
+
+
+def _hashes(updates: Updates, key_arity: int) -> Hashes:
+    if key_arity:
+        return key_hash(updates.columns[:key_arity])
+    return np.zeros(len(updates), dtype=np.int64)
 
 
 class SharedArrangement:
@@ -361,10 +429,10 @@ class EnterArranged(Arranged):
     def pending(self, prefix: Time) -> Iterable[Time]:
         if len(prefix) != self.scope.depth - 1 or prefix == self.done:
             return ()
-        return [(*prefix, 0)] if self.outer.delta(prefix) is not None else ()
+        return [(*prefix, 0)] if self.outer.has_delta(prefix) else ()
 
     def ready(self, time: Time) -> bool:
-        return time[-1] == 0 and self.done != time[:-1] and self.outer.delta(time[:-1]) is not None
+        return time[-1] == 0 and self.done != time[:-1] and self.outer.has_delta(time[:-1])
 
     def step(self, time: Time) -> None:
         self.done = time[:-1]
@@ -430,7 +498,7 @@ class AsCollection(Operator):
         self.sent: Time | None = None
 
     def ready(self, time: Time) -> bool:
-        return self.sent != time and self.arranged.delta(time) is not None
+        return self.sent != time and self.arranged.has_delta(time)
 
     def step(self, time: Time) -> None:
         batch = self.arranged.delta(time)

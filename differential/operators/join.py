@@ -40,16 +40,20 @@ class JoinOp(Operator):
         self.output = Stream(left.scope, [self.layout[i] for i in self.projection], "join")
 
     def ready(self, time: Time) -> bool:
-        return self.left.delta(time) is not None or self.right.delta(time) is not None
+        return self.left.has_delta(time) or self.right.has_delta(time)
 
     def step(self, time: Time) -> None:
-        d_left, d_right = self.left.delta(time), self.right.delta(time)
+        # Each side's changes are only scanned here: they need not be arranged now.
+        k = self.left.key_arity
+        d_left, d_right = self.left.changes(time), self.right.changes(time)
         if d_left is not None:
-            owner, rights = self.right.lookup(d_left.keys, d_left.hashes, time, True)
-            self.output.send(self._pairs(d_left.updates(), owner, rights, left_is_delta=True))
+            left, hashes = d_left
+            owner, rights = self.right.lookup(left.columns[:k], hashes, time, True)
+            self.output.send(self._pairs(left, owner, rights, left_is_delta=True))
         if d_right is not None:
-            owner, lefts = self.left.lookup(d_right.keys, d_right.hashes, time, False)
-            self.output.send(self._pairs(d_right.updates(), owner, lefts, left_is_delta=False))
+            right, hashes = d_right
+            owner, lefts = self.left.lookup(right.columns[:k], hashes, time, False)
+            self.output.send(self._pairs(right, owner, lefts, left_is_delta=False))
 
     def _pairs(self, delta: Updates, owner: Owner, found: Updates, left_is_delta: bool) -> Updates:
         if len(owner) == 0:

@@ -78,7 +78,7 @@ class ReduceOp(Operator):
         return self.scheduled.keys()
 
     def ready(self, time: Time) -> bool:
-        return time in self.scheduled or self.source.delta(time) is not None
+        return time in self.scheduled or self.source.has_delta(time)
 
     def step(self, time: Time) -> None:
         if self.reducer is distinct and self._monotone(time):
