@@ -141,7 +141,7 @@ class ArrangeOp(Arranged):
         self.pending_time: Time | None = None
         self._pending_batch: Batch | None = None
         # Earlier times' updates nobody has read through the trace yet, oldest first.
-        self.deferred: list[Batch | tuple[Updates, Time]] = []
+        self.deferred: list[tuple[Batch | Updates, Time]] = []
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.queue.times()
@@ -169,9 +169,8 @@ class ArrangeOp(Arranged):
         if self.pending_updates is not None:
             assert self.pending_time is not None
             batch = self._pending_batch
-            self.deferred.append(
-                batch if batch is not None else (self.pending_updates, self.pending_time)
-            )
+            unread = batch if batch is not None else self.pending_updates
+            self.deferred.append((unread, self.pending_time))
             self.pending_updates, self.pending_time, self._pending_batch = None, None, None
 
     def _settle(self) -> Spine:
@@ -182,10 +181,8 @@ class ArrangeOp(Arranged):
         join's side that the other side's future changes would look up) never
         sorts them.
         """
-        for item in self.deferred:
-            batch = (
-                item if isinstance(item, Batch) else _arrange(*item[:1], self.key_arity, item[1])
-            )
+        for item, time in self.deferred:
+            batch = item if isinstance(item, Batch) else _arrange(item, self.key_arity, time)
             self.spine.append(batch)
         self.deferred = []
         return self.spine
@@ -238,11 +235,17 @@ class ArrangeOp(Arranged):
         return count_in(batches, hashes)
 
     def history_before(self, time: Time) -> bool:
-        return self._settle().all_at_or_before(time) and self.pending_time in (None, time)
+        """Whether every entry is at a time `<= time` (deferred times count, unarranged)."""
+        now = np.asarray(time)
+        return (
+            self.spine.all_at_or_before(time)
+            and all(bool(np.all(np.asarray(t) <= now)) for _, t in self.deferred)
+            and self.pending_time in (None, time)
+        )
 
     def visible(self, time: Time, include_delta: bool) -> int:
         """An upper bound (deferred updates are not consolidated yet); 0 when exact."""
-        deferred = sum(len(d) if isinstance(d, Batch) else len(d[0]) for d in self.deferred)
+        deferred = sum(len(item) for item, _ in self.deferred)
         extra = self.pending_updates is not None and (include_delta or self.pending_time != time)
         pending = len(self.pending_updates) if extra and self.pending_updates is not None else 0
         return len(self.spine) + deferred + pending

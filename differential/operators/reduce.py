@@ -110,12 +110,12 @@ class ReduceOp(Operator):
 
     def _monotone(self, time: Time) -> bool:
         """Only insertions at `time`, no history beyond it, nothing scheduled here."""
-        delta = self.source.delta(time)
+        changes = self.source.changes(time)
         return (
-            delta is not None
+            changes is not None
             and len(self.source.dtypes) == self.source.key_arity  # keys only, no values
             and time not in self.scheduled
-            and bool((delta.diffs > 0).all())
+            and bool((changes[0].diffs > 0).all())
             and self.source.history_before(time)
         )
 
@@ -125,18 +125,21 @@ class ReduceOp(Operator):
         With all input history at times `<= time`, the output accumulated at
         `time` is already `distinct` of that history (every interesting time
         up to here was evaluated), and adding positive multiplicities can only
-        make absent keys present. No input history is read.
+        make absent keys present. No input history is read. While the key set
+        is kept, the input's changes are not even arranged (nothing sorts them).
         """
-        delta = self.source.delta(time)
-        assert delta is not None
-        cols = delta.columns
-        first = np.flatnonzero(run_starts([delta.hashes, *cols]))
-        keys = tuple(c[first] for c in cols)
-        hashes = delta.hashes[first]
         if self.seen is not None:
+            changes = self.source.changes(time)
+            assert changes is not None
+            updates, hashes = changes
+            keys: tuple[Column, ...] = updates.columns
             fresh = self.seen.admit(hashes, keys)
         else:
-            owner, found = self.trace.lookup(keys, hashes)
+            delta = self.source.delta(time)
+            assert delta is not None
+            first = np.flatnonzero(run_starts([delta.hashes, *delta.columns]))
+            keys = tuple(c[first] for c in delta.columns)
+            owner, found = self.trace.lookup(keys, delta.hashes[first])
             present = np.bincount(owner, weights=found.diffs, minlength=len(first)) > 0
             fresh = np.flatnonzero(~present)
         if not len(fresh):

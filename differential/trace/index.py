@@ -184,6 +184,19 @@ def _first_of_each(hashes: Hashes) -> npt.NDArray[np.bool_]:
     return first
 
 
+def _first_rows(hashes: Hashes, keys: Sequence[Column]) -> tuple[Index, Index]:
+    """The first row of each distinct hash, and the later rows with another key."""
+    rows = np.arange(len(hashes), dtype=np.intp)
+    scratch = HashTable(len(hashes))
+    scratch.insert(hashes, rows)  # a repeated hash keeps one of its rows
+    kept = scratch.find(hashes)
+    repeat = np.flatnonzero(kept != rows)
+    same = np.ones(len(repeat), dtype=bool)
+    for key in keys:
+        same &= key[repeat] == key[kept[repeat]]
+    return np.flatnonzero(kept == rows), repeat[~same]
+
+
 class KeySet:
     """A growing set of keys (rows of key columns, with their `key_hash`es).
 
@@ -222,11 +235,25 @@ class KeySet:
         return present, held
 
     def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
-        """Add the (distinct) keys not in the set yet; the rows of those added."""
+        """Add the keys not in the set yet (keys may repeat): the rows added, one per key.
+
+        Repeats among the new keys are found with a scratch table, without
+        sorting; a row whose hash another key holds (rare) goes to `overflow`.
+        """
         present, held = self._look(hashes, keys)
-        fresh = np.flatnonzero(~present)
-        self._add(hashes[fresh], [k[fresh] for k in keys], held[fresh])
-        return fresh
+        rare = ~present & (held | (hashes == _EMPTY))
+        fresh = np.flatnonzero(~present & ~rare)
+        first, collided = _first_rows(hashes[fresh], [k[fresh] for k in keys])
+        rare[fresh[collided]] = True
+        winners = fresh[first]
+        self._store_new(hashes[winners], [k[winners] for k in keys])
+        added = [winners]
+        for row in np.flatnonzero(rare).tolist():  # keys whose hash another key holds
+            found = tuple(k[row].item() for k in keys)
+            if found not in self.overflow:
+                self.overflow.add(found)
+                added.append(np.array([row], dtype=np.intp))
+        return np.sort(np.concatenate(added))
 
     def add(self, hashes: Hashes, keys: Sequence[Column]) -> None:
         """Add distinct keys, none of them in the set yet."""
@@ -237,11 +264,15 @@ class KeySet:
         for row in np.flatnonzero(~new).tolist():
             self.overflow.add(tuple(k[row].item() for k in keys))
         rows = np.flatnonzero(new)
-        self._reserve(len(rows))
-        self.table.insert(hashes[rows], np.arange(self.size, self.size + len(rows)))
+        self._store_new(hashes[rows], [k[rows] for k in keys])
+
+    def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
+        """Keys with distinct hashes that the table does not hold."""
+        self._reserve(len(hashes))
+        self.table.insert(hashes, np.arange(self.size, self.size + len(hashes)))
         for stored, key in zip(self._store, keys, strict=True):
-            stored[self.size : self.size + len(rows)] = key[rows]
-        self.size += len(rows)
+            stored[self.size : self.size + len(hashes)] = key
+        self.size += len(hashes)
 
     def _reserve(self, more: int) -> None:
         if not self.table.fits(more):

@@ -90,3 +90,22 @@ def test_a_key_set_grows_past_its_first_table() -> None:
         seen.add(keys, [keys])
     everything = np.arange(0, 105_000, dtype=np.int64)
     assert seen.contains(everything, [everything]).sum() == len(seen) == 105_000
+
+
+@given(
+    st.lists(st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), max_size=40), max_size=6),
+    st.booleans(),
+)
+def test_admit_adds_each_new_key_once_even_when_keys_repeat(
+    batches: list[list[tuple[int, int]]], collide: bool
+) -> None:
+    seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    reference: set[tuple[int, int]] = set()
+    for rows in batches:
+        cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(2)]
+        hashes = (cols[0] % 2 if collide else cols[0] * 7 + cols[1]).astype(np.int64)
+        added = [rows[i] for i in seen.admit(hashes, cols).tolist()]
+        new = {row for row in rows if row not in reference}
+        reference |= new
+        assert sorted(added) == sorted(new)  # each new key once (any of its rows)
+        assert len(seen) == len(reference)
