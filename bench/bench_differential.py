@@ -26,7 +26,8 @@ from bench.generators import power_law_graph
 from differential.batch import Updates, consolidate
 from differential.engine import Engine
 from differential.inputs import Requests
-from differential.operators.arrange import ArrangeOp, AsCollection, EnterArranged
+from differential.operators.arrange import ArrangeOp
+from differential.operators.enter import AsCollection, EnterArranged
 from differential.operators.iterate import Subscope, Variable
 from differential.operators.join import JoinOp
 from differential.operators.linear import concat, enter, leave

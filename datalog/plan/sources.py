@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from datalog.schema import Schema
 from differential.dataflow import Scope, Stream
 from differential.engine import Dataflow
-from differential.operators.arrange import Arranged, ArrangeOp, AsCollection, EnterArranged
+from differential.operators.arrange import Arranged, ArrangeOp
+from differential.operators.enter import AsCollection, EnterArranged
 from differential.operators.linear import enter, project
 
 ArrangementKey = tuple[str, tuple[int, ...], int]

@@ -10,8 +10,8 @@ updates exactly once whatever the order of arrival.
 
 Three kinds exist: `ArrangeOp` arranges a stream inside a dataflow;
 `ImportOp` reads a `SharedArrangement` kept by the engine for a base relation
-and shared by every dataflow; `EnterArranged` brings an outer arrangement into
-an iteration scope (times gain a coordinate, 0).
+and shared by every dataflow; `EnterArranged` (in `enter.py`) brings an outer
+arrangement into an iteration scope (times gain a coordinate, 0).
 """
 
 from __future__ import annotations
@@ -124,6 +124,9 @@ def combine(parts: list[tuple[Owner, Updates]], empty: Updates) -> tuple[Owner, 
     )
 
 
+_DEFERRED = 32  # times an arrangement may hold unarranged before it arranges them anyway
+
+
 class ArrangeOp(Arranged):
     """Arranges a stream by its first `key_arity` columns into a private trace."""
 
@@ -142,6 +145,7 @@ class ArrangeOp(Arranged):
         self._pending_batch: Batch | None = None
         # Earlier times' updates nobody has read through the trace yet, oldest first.
         self.deferred: list[tuple[Batch | Updates, Time]] = []
+        self._deferred_latest: npt.NDArray[np.int64] | None = None  # their latest time
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.queue.times()
@@ -171,6 +175,11 @@ class ArrangeOp(Arranged):
             batch = self._pending_batch
             unread = batch if batch is not None else self.pending_updates
             self.deferred.append((unread, self.pending_time))
+            now = np.asarray(self.pending_time, dtype=np.int64)
+            latest = self._deferred_latest
+            self._deferred_latest = now if latest is None else np.maximum(latest, now)
+            if len(self.deferred) > _DEFERRED:  # a stream nobody reads: arrange as it goes
+                self._settle()
             self.pending_updates, self.pending_time, self._pending_batch = None, None, None
 
     def _settle(self) -> Spine:
@@ -184,7 +193,7 @@ class ArrangeOp(Arranged):
         for item, time in self.deferred:
             batch = item if isinstance(item, Batch) else _arrange(item, self.key_arity, time)
             self.spine.append(batch)
-        self.deferred = []
+        self.deferred, self._deferred_latest = [], None
         return self.spine
 
     def delta(self, time: Time) -> Batch | None:
@@ -236,10 +245,10 @@ class ArrangeOp(Arranged):
 
     def history_before(self, time: Time) -> bool:
         """Whether every entry is at a time `<= time` (deferred times count, unarranged)."""
-        now = np.asarray(time)
+        latest = self._deferred_latest
         return (
             self.spine.all_at_or_before(time)
-            and all(bool(np.all(np.asarray(t) <= now)) for _, t in self.deferred)
+            and (latest is None or bool(np.all(latest <= np.asarray(time))))
             and self.pending_time in (None, time)
         )
 
@@ -415,96 +424,3 @@ class ImportOp(Arranged):
 
     def describe(self) -> str:
         return f"import({self.shared.name})"
-
-
-class EnterArranged(Arranged):
-    """An outer arrangement seen from an iteration scope: times `t` become `(t, 0)`."""
-
-    name = "enter_arranged"
-
-    def __init__(self, scope: Scope, outer: Arranged) -> None:
-        super().__init__(scope)
-        self.outer = outer
-        self.key_arity = outer.key_arity
-        self.dtypes = outer.dtypes
-        self.done: Time | None = None
-
-    def pending(self, prefix: Time) -> Iterable[Time]:
-        if len(prefix) != self.scope.depth - 1 or prefix == self.done:
-            return ()
-        return [(*prefix, 0)] if self.outer.has_delta(prefix) else ()
-
-    def ready(self, time: Time) -> bool:
-        return time[-1] == 0 and self.done != time[:-1] and self.outer.has_delta(time[:-1])
-
-    def step(self, time: Time) -> None:
-        self.done = time[:-1]
-
-    def delta(self, time: Time) -> Batch | None:
-        if time[-1] != 0:
-            return None
-        batch = self.outer.delta(time[:-1])
-        return None if batch is None else _lift_batch(batch)
-
-    def lookup(
-        self,
-        keys: Sequence[Column],
-        hashes: Hashes,
-        time: Time,
-        include_delta: bool,
-        columns: Sequence[int] | None = None,
-    ) -> tuple[Owner, Updates]:
-        include = include_delta or time[-1] != 0
-        owner, ups = self.outer.lookup(keys, hashes, time[:-1], include, columns)
-        return owner, _lift(ups)
-
-    def entries(self, time: Time, include_delta: bool) -> Updates:
-        return _lift(self.outer.entries(time[:-1], include_delta or time[-1] != 0))
-
-    def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
-        return self.outer.count(hashes, time[:-1], include_delta or time[-1] != 0)
-
-    def visible(self, time: Time, include_delta: bool) -> int:
-        return self.outer.visible(time[:-1], include_delta or time[-1] != 0)
-
-    def describe(self) -> str:
-        return f"enter({self.outer.describe()})"
-
-
-def _lift(updates: Updates) -> Updates:
-    zeros = np.zeros((1, len(updates)), dtype=np.int64)
-    return updates.with_times(np.concatenate([updates.times, zeros]))
-
-
-def _lift_batch(batch: Batch) -> Batch:
-    zeros = np.zeros((1, len(batch)), dtype=np.int64)
-    return Batch(
-        batch.hashes,
-        batch.columns,
-        batch.key_arity,
-        np.concatenate([batch.times, zeros]),
-        batch.diffs,
-        batch.description,
-        batch.cache,  # same keys, same index
-    )
-
-
-class AsCollection(Operator):
-    """The updates of an arrangement as a stream again (each delta, once)."""
-
-    name = "as_collection"
-
-    def __init__(self, arranged: Arranged) -> None:
-        super().__init__(arranged.scope)
-        self.arranged = arranged
-        self.output = Stream(arranged.scope, arranged.dtypes, arranged.describe())
-        self.sent: Time | None = None
-
-    def ready(self, time: Time) -> bool:
-        return self.sent != time and self.arranged.has_delta(time)
-
-    def step(self, time: Time) -> None:
-        batch = self.arranged.delta(time)
-        self.sent = time
-        if batch is not None:
-            self.output.send(batch.updates())

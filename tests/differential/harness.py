@@ -15,7 +15,8 @@ import numpy as np
 from differential.batch import Updates
 from differential.engine import Dataflow, Engine, Output
 from differential.inputs import Requests
-from differential.operators.arrange import ArrangeOp, AsCollection, EnterArranged
+from differential.operators.arrange import ArrangeOp
+from differential.operators.enter import AsCollection, EnterArranged
 from differential.operators.iterate import Subscope, Variable
 from differential.operators.join import JoinOp
 from differential.operators.linear import concat, enter, leave, map_columns, negate, project
