@@ -124,10 +124,41 @@ def combine(parts: list[tuple[Owner, Updates]], empty: Updates) -> tuple[Owner, 
     )
 
 
+class BatchesArranged(Arranged):
+    """An arrangement read as the list of batches a reader at a time sees: the
+    trace, and the pending batch when it is visible (`seen`)."""
+
+    @abstractmethod
+    def seen(self, time: Time, include_delta: bool) -> list[Batch]:
+        """The batches `lookup` reads at `time`, with or without the delta at `time`."""
+
+    def lookup(
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None = None,
+    ) -> tuple[Owner, Updates]:
+        parts = [lookup_batch(b, keys, hashes, columns) for b in self.seen(time, include_delta)]
+        return combine(parts, self.empty(columns))
+
+    def entries(self, time: Time, include_delta: bool) -> Updates:
+        return consolidate(
+            concat([self.empty(), *(b.updates() for b in self.seen(time, include_delta))])
+        )
+
+    def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
+        return count_in(self.seen(time, include_delta), hashes)
+
+    def visible(self, time: Time, include_delta: bool) -> int:
+        return sum(len(b) for b in self.seen(time, include_delta))
+
+
 _DEFERRED = 32  # times an arrangement may hold unarranged before it arranges them anyway
 
 
-class ArrangeOp(Arranged):
+class ArrangeOp(BatchesArranged):
     """Arranges a stream by its first `key_arity` columns into a private trace."""
 
     name = "arrange"
@@ -210,38 +241,9 @@ class ArrangeOp(Arranged):
         assert self.pending_updates is not None
         return self.pending_updates, _hashes(self.pending_updates, self.key_arity)
 
-    def _visible_pending(self, time: Time, include_delta: bool) -> Batch | None:
-        if include_delta or self.pending_time != time:
-            return self.pending_batch
-        return None
-
-    def lookup(
-        self,
-        keys: Sequence[Column],
-        hashes: Hashes,
-        time: Time,
-        include_delta: bool,
-        columns: Sequence[int] | None = None,
-    ) -> tuple[Owner, Updates]:
-        parts = [self._settle().lookup(keys, hashes, columns)]
-        pending = self._visible_pending(time, include_delta)
-        if pending is not None:
-            parts.append(lookup_batch(pending, keys, hashes, columns))
-        return combine(parts, self.empty(columns))
-
-    def entries(self, time: Time, include_delta: bool) -> Updates:
-        parts = [self._settle().updates()]
-        pending = self._visible_pending(time, include_delta)
-        if pending is not None:
-            parts.append(pending.updates())
-        return consolidate(concat(parts))
-
-    def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
-        batches = list(self._settle().batches)
-        pending = self._visible_pending(time, include_delta)
-        if pending is not None:
-            batches.append(pending)
-        return count_in(batches, hashes)
+    def seen(self, time: Time, include_delta: bool) -> list[Batch]:
+        pending = self.pending_batch if include_delta or self.pending_time != time else None
+        return [*self._settle().batches, *([pending] if pending is not None else [])]
 
     def history_before(self, time: Time) -> bool:
         """Whether every entry is at a time `<= time` (deferred times count, unarranged)."""
@@ -330,7 +332,7 @@ class SharedArrangement:
         return len(self.spine) + (len(self.pending) if self.pending is not None else 0)
 
 
-class ImportOp(Arranged):
+class ImportOp(BatchesArranged):
     """A dataflow's view of a `SharedArrangement` in its root scope.
 
     The dataflow is built between epochs; at its first time `start` the whole
@@ -372,48 +374,12 @@ class ImportOp(Arranged):
             return self.shared.pending
         return None
 
-    def lookup(
-        self,
-        keys: Sequence[Column],
-        hashes: Hashes,
-        time: Time,
-        include_delta: bool,
-        columns: Sequence[int] | None = None,
-    ) -> tuple[Owner, Updates]:
+    def seen(self, time: Time, include_delta: bool) -> list[Batch]:
         if self.snapshot is not None:
-            if include_delta:
-                return lookup_batch(self.snapshot, keys, hashes, columns)
-            return np.empty(0, dtype=np.intp), self.empty(columns)
-        parts = [self.shared.spine.lookup(keys, hashes, columns)]
+            return [self.snapshot] if include_delta else []
         pending = self.shared.pending
-        if pending is not None and (include_delta or self.shared.pending_epoch != time[0]):
-            parts.append(lookup_batch(pending, keys, hashes, columns))
-        return combine(parts, self.empty(columns))
-
-    def entries(self, time: Time, include_delta: bool) -> Updates:
-        if self.snapshot is not None:
-            return self.snapshot.updates() if include_delta else self.empty()
-        parts = [self.shared.spine.updates()]
-        pending = self.shared.pending
-        if pending is not None and (include_delta or self.shared.pending_epoch != time[0]):
-            parts.append(pending.updates())
-        return consolidate(concat(parts))
-
-    def count(self, hashes: Hashes, time: Time, include_delta: bool) -> Owner:
-        if self.snapshot is not None:
-            return count_in([self.snapshot] if include_delta else [], hashes)
-        batches = list(self.shared.spine.batches)
-        pending = self.shared.pending
-        if pending is not None and (include_delta or self.shared.pending_epoch != time[0]):
-            batches.append(pending)
-        return count_in(batches, hashes)
-
-    def visible(self, time: Time, include_delta: bool) -> int:
-        if self.snapshot is not None:
-            return len(self.snapshot) if include_delta else 0
-        pending = self.shared.pending
-        extra = pending is not None and (include_delta or self.shared.pending_epoch != time[0])
-        return len(self.shared.spine) + (len(pending) if extra and pending is not None else 0)
+        visible = pending is not None and (include_delta or self.shared.pending_epoch != time[0])
+        return [*self.shared.spine.batches, *([pending] if visible and pending else [])]
 
     def advance(self, epoch: int) -> None:
         self.snapshot = None
