@@ -26,7 +26,7 @@ from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time
 from differential.trace.batch import Batch, Description, Hashes, key_hash
-from differential.trace.cursor import count_per_key, seek
+from differential.trace.cursor import count_per_key, lookup_batch
 from differential.trace.spine import Spine, TraceHandle
 
 Owner = npt.NDArray[np.intp]
@@ -89,16 +89,6 @@ class Arranged(Operator, ABC):
     def empty(self, columns: Sequence[int] | None = None) -> Updates:
         dtypes = self.dtypes if columns is None else [self.dtypes[i] for i in columns]
         return Updates.empty(len(dtypes), self.scope.depth, dtypes)
-
-
-def lookup_batch(
-    batch: Batch, keys: Sequence[Column], hashes: Hashes, columns: Sequence[int] | None = None
-) -> tuple[Owner, Updates]:
-    m = seek(batch, hashes, keys)
-    picked = batch.columns if columns is None else [batch.columns[i] for i in columns]
-    return m.query, Updates(
-        tuple(c[m.entry] for c in picked), batch.times[:, m.entry], batch.diffs[m.entry]
-    )
 
 
 def count_in(batches: Sequence[Batch], hashes: Hashes) -> Owner:

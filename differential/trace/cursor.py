@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column
+from differential.batch import Column, Updates
 from differential.trace.batch import Batch, Hashes
 from differential.trace.index import HashIndex
 
@@ -99,3 +99,15 @@ def count_per_key(batch: Batch, hashes: Hashes) -> Index:
         return np.zeros(len(hashes), dtype=np.intp)
     lo, hi = key_ranges(batch, hashes)
     return hi - lo
+
+
+def lookup_batch(
+    batch: Batch, keys: Sequence[Column], hashes: Hashes, columns: Sequence[int] | None = None
+) -> tuple[Index, Updates]:
+    """The entries of `batch` under the query keys, as `(query row, entries)`;
+    `columns` picks the columns gathered (default all)."""
+    m = seek(batch, hashes, keys)
+    picked = batch.columns if columns is None else [batch.columns[i] for i in columns]
+    return m.query, Updates(
+        tuple(c[m.entry] for c in picked), batch.times[:, m.entry], batch.diffs[m.entry]
+    )

@@ -172,18 +172,6 @@ class LookupCache:
         return self.index
 
 
-def _first_of_each(hashes: Hashes) -> npt.NDArray[np.bool_]:
-    """True at the first occurrence of each hash (cheap when they come sorted)."""
-    first = np.ones(len(hashes), dtype=bool)
-    if len(hashes) > 1 and bool(np.all(hashes[1:] >= hashes[:-1])):
-        np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
-        return first
-    _, at = np.unique(hashes, return_index=True)
-    first[:] = False
-    first[at] = True
-    return first
-
-
 def _first_rows(hashes: Hashes, keys: Sequence[Column]) -> tuple[Index, Index]:
     """The first row of each distinct hash, and the later rows with another key."""
     rows = np.arange(len(hashes), dtype=np.intp)
@@ -254,17 +242,6 @@ class KeySet:
                 self.overflow.add(found)
                 added.append(np.array([row], dtype=np.intp))
         return np.sort(np.concatenate(added))
-
-    def add(self, hashes: Hashes, keys: Sequence[Column]) -> None:
-        """Add distinct keys, none of them in the set yet."""
-        self._add(hashes, keys, self.table.find(hashes) >= 0)
-
-    def _add(self, hashes: Hashes, keys: Sequence[Column], held: npt.NDArray[np.bool_]) -> None:
-        new = _first_of_each(hashes) & ~held & (hashes != _EMPTY)
-        for row in np.flatnonzero(~new).tolist():
-            self.overflow.add(tuple(k[row].item() for k in keys))
-        rows = np.flatnonzero(new)
-        self._store_new(hashes[rows], [k[rows] for k in keys])
 
     def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
         """Keys with distinct hashes that the table does not hold."""

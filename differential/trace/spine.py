@@ -25,7 +25,7 @@ import numpy.typing as npt
 from differential.batch import Column, Updates, consolidate, run_starts
 from differential.time import Antichain, Time, column, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
-from differential.trace.cursor import seek
+from differential.trace.cursor import lookup_batch
 
 _LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
 
@@ -155,23 +155,11 @@ class Spine:
         """Every entry whose key equals a query key, as `(query row, entries)`;
         `columns` picks the columns gathered (default all)."""
         hashes = key_hash(keys) if hashes is None else hashes
-        owners: list[npt.NDArray[np.intp]] = []
-        parts: list[Updates] = []
-        for batch in self.batches:
-            m = seek(batch, hashes, keys)
-            if len(m):
-                picked = batch.columns if columns is None else [batch.columns[i] for i in columns]
-                owners.append(m.query)
-                parts.append(
-                    Updates(
-                        tuple(c[m.entry] for c in picked),
-                        batch.times[:, m.entry],
-                        batch.diffs[m.entry],
-                    )
-                )
-        if not parts:
+        found = [lookup_batch(batch, keys, hashes, columns) for batch in self.batches]
+        found = [(owner, part) for owner, part in found if len(owner)]
+        if not found:
             return np.empty(0, dtype=np.intp), self.empty(columns)
-        return np.concatenate(owners), _concat(parts)
+        return np.concatenate([owner for owner, _ in found]), _concat([p for _, p in found])
 
     def updates(self) -> Updates:
         """Every entry of the trace (not consolidated across batches)."""

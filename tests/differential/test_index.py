@@ -75,7 +75,7 @@ def test_a_key_set_equals_a_python_set_even_when_hashes_collide(
         assert present.tolist() == [r in reference for r in rows]
         fresh = sorted({r for r in rows if r not in reference})
         if fresh:
-            seen.add(*hashed(fresh))
+            seen.admit(*hashed(fresh))
             reference.update(fresh)
         assert len(seen) == len(reference)
     probe = [(a, b) for a in range(-3, 4) for b in range(-3, 4)]
@@ -87,7 +87,7 @@ def test_a_key_set_grows_past_its_first_table() -> None:
     for start in range(0, 100_000, 7_000):
         keys = np.arange(start, start + 7_000, dtype=np.int64)
         assert not seen.contains(keys, [keys]).any()
-        seen.add(keys, [keys])
+        seen.admit(keys, [keys])
     everything = np.arange(0, 105_000, dtype=np.int64)
     assert seen.contains(everything, [everything]).sum() == len(seen) == 105_000
 
