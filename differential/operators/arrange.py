@@ -211,9 +211,11 @@ class ArrangeOp(BatchesArranged):
         join's side that the other side's future changes would look up) never
         sorts them.
         """
-        for item, time in self.deferred:
-            batch = item if isinstance(item, Batch) else _arrange(item, self.key_arity, time)
-            self.spine.append(batch)
+        if len(self.deferred) == 1 and isinstance(self.deferred[0][0], Batch):
+            self.spine.append(self.deferred[0][0])
+        elif self.deferred:  # one sort for all of them, not one batch (and merge) per time
+            parts = [i.updates() if isinstance(i, Batch) else i for i, _ in self.deferred]
+            self.spine.append(_arrange(concat(parts), self.key_arity, self.deferred[0][1]))
         self.deferred, self._deferred_latest = [], None
         return self.spine
 

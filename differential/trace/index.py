@@ -30,6 +30,8 @@ Index = npt.NDArray[np.intp]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits pick the slot
 _EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not indexed)
+_MIX_INT = int(_MIX)
+_MASK64 = (1 << 64) - 1
 _CHUNK = 1 << 18  # query keys probed at once
 _LOAD = 3  # slots per key at most: linear probing stays short below 1/3 full
 
@@ -61,6 +63,37 @@ class HashTable:
         with np.errstate(over="ignore"):
             high = (hashes.view(np.uint64) * _MIX) >> np.uint64(32)
             return ((high * self._slots_n) >> np.uint64(32)).view(np.intp)
+
+    def slot_of(self, hashes: list[int]) -> list[int]:
+        """`_slots` for a few hashes as Python ints (no numpy call per key)."""
+        n = int(self._slots_n)
+        return [(((h & _MASK64) * _MIX_INT & _MASK64) >> 32) * n >> 32 for h in hashes]
+
+    def find_few(self, hashes: list[int]) -> list[int]:
+        """`find` for a few hashes, probing slot by slot in Python."""
+        keys, values, size = self._keys, self._values, len(self._keys)
+        found = []
+        for h, slot in zip(hashes, self.slot_of(hashes), strict=True):
+            while True:
+                held = int(keys[slot])
+                if held == h:
+                    found.append(int(values[slot]))
+                    break
+                if held == _EMPTY:
+                    found.append(-1)
+                    break
+                slot = slot + 1 if slot + 1 < size else 0
+        return found
+
+    def insert_few(self, hashes: list[int], values: list[int]) -> None:
+        """`insert` for a few distinct hashes (none present yet)."""
+        keys, size = self._keys, len(self._keys)
+        for h, value, slot in zip(hashes, values, self.slot_of(hashes), strict=True):
+            while int(keys[slot]) != _EMPTY:
+                slot = slot + 1 if slot + 1 < size else 0
+            keys[slot] = h
+            self._values[slot] = value
+        self.size += len(hashes)
 
     def _next(self, slots: Index) -> Index:
         after = slots + 1
@@ -151,6 +184,7 @@ class HashIndex:
 
 _MIN_INDEXED = 1 << 14  # smaller batches are binary-searched in cache
 _ASKED_PER_ENTRY = 1 / 8  # index a batch once this many query keys per entry came
+_FEW = 16  # keys admitted one by one in Python below this (numpy calls cost more)
 
 
 class LookupCache:
@@ -223,6 +257,40 @@ class KeySet:
         return present, held
 
     def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
+        """Add the keys not in the set yet (keys may repeat): the rows added, one per key."""
+        if len(hashes) <= _FEW:
+            return np.array(self._admit_few(hashes.tolist(), keys), dtype=np.intp)
+        return self._admit_many(hashes, keys)
+
+    def _admit_few(self, hashes: list[int], keys: Sequence[Column]) -> list[int]:
+        """`admit` key by key in Python: a handful of keys costs no numpy calls per step."""
+        rows = list(zip(*(k.tolist() for k in keys), strict=True)) or [()] * len(hashes)
+        held = self.table.find_few(hashes)
+        added: list[int] = []
+        new: dict[int, tuple[object, ...]] = {}  # hash -> key, of the keys added now
+        for row, (h, key, at) in enumerate(zip(hashes, rows, held, strict=True)):
+            if at >= 0 and (self.identity or self._stored(at) == key):
+                continue
+            if at < 0 and h != _EMPTY and new.get(h, key) == key:
+                if h not in new:
+                    new[h] = key
+                    added.append(row)
+                continue
+            if key not in self.overflow:  # its hash is held by another key (rare)
+                self.overflow.add(key)
+                added.append(row)
+        if new:
+            self._reserve(len(new))
+            self.table.insert_few(list(new), list(range(self.size, self.size + len(new))))
+            for i, stored in enumerate(self._store):
+                stored[self.size : self.size + len(new)] = [key[i] for key in new.values()]
+            self.size += len(new)
+        return added
+
+    def _stored(self, at: int) -> tuple[object, ...]:
+        return tuple(stored[at].item() for stored in self._store)
+
+    def _admit_many(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
         """Add the keys not in the set yet (keys may repeat): the rows added, one per key.
 
         Repeats among the new keys are found with a scratch table, without

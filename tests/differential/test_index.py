@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from differential.trace import index
 from differential.trace.index import HashIndex, KeySet, LookupCache
 
 INT64 = st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1)
@@ -92,13 +94,23 @@ def test_a_key_set_grows_past_its_first_table() -> None:
     assert seen.contains(everything, [everything]).sum() == len(seen) == 105_000
 
 
+@pytest.mark.parametrize("few", [0, 1_000], ids=["vectorized", "key-by-key"])
 @given(
     st.lists(st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), max_size=40), max_size=6),
     st.booleans(),
 )
 def test_admit_adds_each_new_key_once_even_when_keys_repeat(
-    batches: list[list[tuple[int, int]]], collide: bool
+    few: int, batches: list[list[tuple[int, int]]], collide: bool
 ) -> None:
+    """Both ways in (numpy rounds for many keys, Python for a few) agree with a set."""
+    saved, index._FEW = index._FEW, few
+    try:
+        _admit_matches_a_python_set(batches, collide)
+    finally:
+        index._FEW = saved
+
+
+def _admit_matches_a_python_set(batches: list[list[tuple[int, int]]], collide: bool) -> None:
     seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
     reference: set[tuple[int, int]] = set()
     for rows in batches:
