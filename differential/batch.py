@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
+from differential import small
 from differential.time import Time, Times, column
 
 Column = npt.NDArray[np.generic]
@@ -203,6 +204,8 @@ def consolidate(updates: Updates) -> Updates:
     """Sort by (data, time), sum the diffs of equal entries, drop zero diffs."""
     if len(updates) == 0:
         return updates
+    if len(updates) <= small.FEW and integral(updates.columns):
+        return _consolidate_few(updates)
     uniform = uniform_diff(updates.diffs)
     if uniform is not None:
         fast = consolidate_packed(updates, uniform)
@@ -221,6 +224,22 @@ def consolidate(updates: Updates) -> Updates:
     if keep.all():
         return Updates(cols, times, diffs)
     return Updates(tuple(c[keep] for c in cols), times[:, keep], diffs[keep])
+
+
+def integral(columns: Sequence[Column]) -> bool:
+    """Whether every column holds integers (rows Python can sort like numpy)."""
+    return all(c.dtype.kind in "iu" for c in columns)
+
+
+def _consolidate_few(updates: Updates) -> Updates:
+    keys = [*(c.tolist() for c in updates.columns), *updates.times.tolist()]
+    rows, sums = small.consolidated_runs(keys, updates.diffs.tolist())
+    if rows == list(range(len(updates))):  # already sorted and consolidated
+        return updates
+    at = np.array(rows, dtype=np.intp)
+    return Updates(
+        tuple(c[at] for c in updates.columns), updates.times[:, at], np.array(sums, np.int64)
+    )
 
 
 def uniform_diff(diffs: Diffs) -> int | None:

@@ -22,10 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from differential import small
 from differential.batch import (
     Column,
     Updates,
     consolidate_packed,
+    integral,
     run_starts,
     sort_order,
     uniform_diff,
@@ -60,6 +62,10 @@ def key_hash(columns: Sequence[Column]) -> Hashes:
         return _as_int64(columns[0])
     if not columns:
         return np.zeros(0, dtype=np.int64)
+    n = len(columns[0])
+    if n <= small.FEW:
+        bits = [_as_int64(col).view(np.uint64).tolist() for col in columns]
+        return np.array(small.mixed_hash(bits, n), dtype=np.int64)
     acc = np.full(len(columns[0]), 0x2545F4914F6CDD1D, dtype=np.uint64)
     with np.errstate(over="ignore"):
         for col in columns:  # absorb each column by an invertible step
@@ -132,6 +138,8 @@ class Batch:
         else:
             hashes = np.zeros(len(updates.diffs), dtype=np.int64)
         identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
+        if len(hashes) <= small.FEW and integral(updates.columns):
+            return _build_few(updates, key_arity, description, times, hashes)
         if identity and not runs:
             fast = _build_packed(updates.with_times(times), description)
             if fast is not None:
@@ -161,6 +169,27 @@ class Batch:
             diffs=diffs[keep],
             description=description,
         )
+
+
+def _build_few(
+    updates: Updates, key_arity: int, description: Description, times: Times, hashes: Hashes
+) -> Batch:
+    """`Batch.build` for a handful of rows: sorted by (hash, key, value, time) in Python.
+
+    The key columns after the hash make no difference unless two keys share a
+    hash, and then they keep each key's entries together, as the numpy path does.
+    """
+    keys = [hashes.tolist(), *(c.tolist() for c in updates.columns), *times.tolist()]
+    rows, sums = small.consolidated_runs(keys, updates.diffs.tolist())
+    at = np.array(rows, dtype=np.intp)
+    return Batch(
+        hashes=hashes[at],
+        columns=tuple(c[at] for c in updates.columns),
+        key_arity=key_arity,
+        times=times[:, at],
+        diffs=np.array(sums, dtype=np.int64),
+        description=description,
+    )
 
 
 def _keys_interleave(hashes: Hashes, keys: Sequence[Column], order: npt.NDArray[np.intp]) -> bool:

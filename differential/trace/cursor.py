@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from differential import small
 from differential.batch import Column, Updates
 from differential.trace.batch import Batch, Hashes
 from differential.trace.index import HashIndex
@@ -78,6 +79,8 @@ def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     if len(batch) == 0 or len(hashes) == 0:
         empty = np.empty(0, dtype=np.intp)
         return Matches(empty, empty)
+    if len(hashes) <= small.FEW:
+        return _seek_few(batch, hashes, keys)
     index = _index(batch, len(hashes))
     if index is not None and index.unique:  # a run is one entry: no ranges to expand
         run = index.runs(hashes)
@@ -86,11 +89,33 @@ def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     else:
         query, entry = expand_ranges(*_ranges(batch, hashes, index))
     if not batch.identity_hash and len(query):
-        same = np.ones(len(query), dtype=bool)
-        for mine, theirs in zip(batch.keys, keys, strict=True):
-            same &= mine[entry] == theirs[query]
-        query, entry = query[same], entry[same]
+        return _same_keys(batch, keys, Matches(query, entry))
     return Matches(query, entry)
+
+
+def _seek_few(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
+    """`seek` for a handful of query keys: ranges expanded in Python, not with numpy."""
+    lo = np.searchsorted(batch.hashes, hashes, side="left").tolist()
+    hi = np.searchsorted(batch.hashes, hashes, side="right").tolist()
+    query: list[int] = []
+    entry: list[int] = []
+    for i, (start, end) in enumerate(zip(lo, hi, strict=True)):
+        if end > start:
+            query.extend([i] * (end - start))
+            entry.extend(range(start, end))
+    if not entry:
+        empty = np.empty(0, dtype=np.intp)
+        return Matches(empty, empty)
+    matches = Matches(np.array(query, dtype=np.intp), np.array(entry, dtype=np.intp))
+    return matches if batch.identity_hash else _same_keys(batch, keys, matches)
+
+
+def _same_keys(batch: Batch, keys: Sequence[Column], m: Matches) -> Matches:
+    """The pairs whose key columns are equal, not just their hashes."""
+    same = np.ones(len(m), dtype=bool)
+    for mine, theirs in zip(batch.keys, keys, strict=True):
+        same &= mine[m.entry] == theirs[m.query]
+    return m if same.all() else Matches(m.query[same], m.entry[same])
 
 
 def count_per_key(batch: Batch, hashes: Hashes) -> Index:

@@ -28,6 +28,9 @@ from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import lookup_batch
 
 _LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
+# A trace of at most this many entries is kept as one batch: merging it whole costs
+# less than the fixed cost of looking keys up in each of its batches.
+_SMALL_TRACE = 256
 
 
 class TraceHandle:
@@ -118,6 +121,10 @@ class Spine:
         """Merge adjacent batches until each is more than twice the next (newest first)."""
         self._unmerged = 0
         batches = self._batches
+        if len(batches) > 1 and sum(len(b) for b in batches) <= _SMALL_TRACE:
+            merged = merge(batches, self.since)  # one small batch: one lookup, not one per batch
+            batches[:] = [merged] if len(merged) else []
+            return
         while True:
             sizes = [len(b) for b in batches]
             pairs = [i for i in range(len(sizes) - 1) if sizes[i] <= 2 * sizes[i + 1]]

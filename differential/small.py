@@ -1,0 +1,68 @@
+"""Kernels for a handful of rows, in plain Python.
+
+Layer: differential (bottom). Imports the standard library only.
+
+A numpy call costs about a microsecond whatever its size, and sorting and
+consolidating a batch takes a dozen or more of them: for the few rows that a
+small change moves through a dataflow (one edge, one new fact per iteration),
+that fixed cost is the whole cost. Below `FEW` rows the callers switch to these
+functions, which work on Python lists (`ndarray.tolist()`) and return the
+positions to gather, so their results are identical to the numpy path's: the
+same order, the same consolidation, the same hashes. Only integer columns take
+this path (Python's sort has no total order for NaN).
+
+ADR 0012 records the threshold and the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+FEW = 32  # rows at or below which consolidation and hashing run in Python
+
+_MASK64 = (1 << 64) - 1
+_SEED = 0x2545F4914F6CDD1D
+_MIX = 0x9E3779B97F4A7C15
+_FINAL = 0xBF58476D1CE4E5B9
+
+
+def consolidated_runs(keys: Sequence[list[int]], diffs: list[int]) -> tuple[list[int], list[int]]:
+    """Rows sorted by `keys` (columns, compared lexicographically), one per run of
+    equal keys: `(first row of each run, its summed diff)`, zero sums dropped.
+
+    Sums are Python integers, so they are exact whatever their size.
+    """
+    rows = list(zip(*keys, strict=True)) if keys else [()] * len(diffs)
+    order = sorted(range(len(diffs)), key=rows.__getitem__)
+    firsts: list[int] = []
+    sums: list[int] = []
+    previous: tuple[int, ...] | None = None
+    for i in order:
+        row = rows[i]
+        if row == previous:
+            sums[-1] += diffs[i]
+        else:
+            firsts.append(i)
+            sums.append(diffs[i])
+            previous = row
+    kept = [k for k, total in enumerate(sums) if total]
+    if len(kept) == len(sums):
+        return firsts, sums
+    return [firsts[k] for k in kept], [sums[k] for k in kept]
+
+
+def mixed_hash(columns: Sequence[list[int]], n: int) -> list[int]:
+    """`differential.trace.batch.key_hash` of several columns, row by row.
+
+    `columns` hold each column's 64-bit pattern as unsigned Python integers.
+    """
+    out = []
+    for row in range(n):
+        acc = _SEED
+        for col in columns:
+            acc = ((acc ^ col[row]) * _MIX) & _MASK64
+        acc ^= acc >> 31
+        acc = (acc * _FINAL) & _MASK64
+        acc ^= acc >> 29
+        out.append(acc >> 20)
+    return out

@@ -1,0 +1,117 @@
+"""The Python kernels for a handful of rows give exactly what the numpy path gives.
+
+Every function with a small-batch path is run twice on the same input, once with
+the path forced on (`FEW` large) and once forced off (`FEW` zero), and the two
+results must be equal bit for bit: same order, same consolidation, same hashes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import TypeVar
+from unittest import mock
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from differential import small
+from differential.batch import Updates, consolidate
+from differential.time import Antichain
+from differential.trace import batch as trace_batch
+from differential.trace.batch import Batch, Description, key_hash
+from differential.trace.cursor import lookup_batch
+from tests.differential.strategies import updates
+
+T = TypeVar("T")
+KINDS = st.sampled_from([("i",), ("i", "i"), ("i", "i", "i"), ("u", "i"), ()])
+EXTREMES = st.sampled_from([0, 1, -1, 2**63 - 1, -(2**63), 2**62, -(2**62)])
+
+
+@contextmanager
+def few(limit: int) -> Iterator[None]:
+    with mock.patch.object(small, "FEW", limit):
+        yield
+
+
+def both_ways(fn: Callable[[], T]) -> tuple[T, T]:
+    with few(10_000):
+        python = fn()
+    with few(0):
+        vectorized = fn()
+    return python, vectorized
+
+
+def assert_same_updates(a: Updates, b: Updates) -> None:
+    assert len(a.columns) == len(b.columns)
+    for x, y in zip(a.columns, b.columns, strict=True):
+        assert x.dtype == y.dtype and np.array_equal(x, y)
+    assert np.array_equal(a.times, b.times) and np.array_equal(a.diffs, b.diffs)
+    assert a.diffs.dtype == np.int64
+
+
+@st.composite
+def any_updates(draw: st.DrawFn) -> Updates:
+    kinds = draw(KINDS)
+    signed = tuple("i" if k == "u" else k for k in kinds)
+    drawn = draw(updates(kinds=signed, depth=draw(st.integers(1, 3))))
+    columns = tuple(
+        c.astype(np.uint64) * np.uint64(2**40) if k == "u" else c
+        for c, k in zip(drawn.columns, kinds, strict=True)
+    )
+    return drawn.with_columns(columns)
+
+
+@given(any_updates())
+def test_consolidating_few_rows_in_python_equals_numpy(u: Updates) -> None:
+    python, vectorized = both_ways(lambda: consolidate(u))
+    assert_same_updates(python, vectorized)
+
+
+@given(any_updates(), st.integers(0, 3))
+def test_building_a_small_batch_in_python_equals_numpy(u: Updates, key_arity: int) -> None:
+    key_arity = min(key_arity, u.arity)
+    description = Description(Antichain([(0,) * u.depth]), Antichain(), Antichain())
+    python, vectorized = both_ways(lambda: Batch.build(u, key_arity, description))
+    assert_same_updates(python.updates(), vectorized.updates())
+    assert np.array_equal(python.hashes, vectorized.hashes)
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 3), st.integers(0, 3), st.integers(0, 1), st.integers(-2, 2)),
+        max_size=40,
+    )
+)
+def test_small_batches_keep_keys_that_share_a_hash_apart(
+    rows: list[tuple[int, int, int, int]],
+) -> None:
+    cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(3)]
+    u = Updates(tuple(cols[:2]), cols[2].reshape(1, -1), np.array([r[3] for r in rows], np.int64))
+    description = Description(Antichain([(0,)]), Antichain(), Antichain())
+    with mock.patch.object(trace_batch, "key_hash", lambda keys: keys[0] % 2):
+        python, vectorized = both_ways(lambda: Batch.build(u, 2, description))
+    assert_same_updates(python.updates(), vectorized.updates())
+
+
+@given(st.lists(st.tuples(EXTREMES | st.integers(), st.floats(allow_nan=False)), max_size=40))
+def test_hashing_few_keys_in_python_equals_numpy(rows: list[tuple[int, float]]) -> None:
+    ints = np.array([r[0] % 2**64 for r in rows], dtype=np.uint64).view(np.int64)
+    floats = np.array([r[1] for r in rows], dtype=np.float64)
+    for columns in ([ints, floats], [ints, ints.view(np.uint64)], [floats]):
+        python, vectorized = both_ways(lambda cols=columns: key_hash(cols))  # type: ignore[misc]
+        assert python.dtype == np.int64 and np.array_equal(python, vectorized)
+
+
+@given(any_updates(), st.lists(st.integers(-5, 5), max_size=8))
+def test_looking_up_few_keys_in_python_equals_numpy(u: Updates, probe: list[int]) -> None:
+    if u.arity == 0 or u.columns[0].dtype.kind != "i":
+        return
+    description = Description(Antichain([(0,) * u.depth]), Antichain(), Antichain())
+    batch = Batch.build(u, 1, description)
+    keys = (np.array(probe, dtype=np.int64),)
+    hashes = key_hash(keys)
+    (q1, found1), (q2, found2) = both_ways(lambda: lookup_batch(batch, keys, hashes))
+    assert np.array_equal(q1, q2)
+    assert_same_updates(found1, found2)
