@@ -58,7 +58,10 @@ class Antichain:
     def __init__(self, elements: Iterable[Time] = ()) -> None:
         self._elements: list[Time] = []
         for t in elements:
-            self.insert(t)
+            if self._elements:
+                self.insert(t)
+            else:  # the first element needs no comparisons
+                self._elements.append(tuple(int(x) for x in t))
 
     def __iter__(self) -> Iterator[Time]:
         return iter(self._elements)
@@ -105,7 +108,10 @@ class Antichain:
 
 
 def _le(a: Time, b: Time) -> bool:
-    return all(x <= y for x, y in zip(a, b, strict=True))
+    for x, y in zip(a, b, strict=True):  # noqa: SIM110 (a loop: no generator per call)
+        if x > y:
+            return False
+    return True
 
 
 def advance_by(times: Times, frontier: Antichain) -> Times:

@@ -2,11 +2,14 @@
 
 Layer: differential (trace).
 
-Invariant: batches are ordered oldest (largest) to newest; after every insert,
-each batch is more than twice the size of the one after it, so a trace of `n`
-entries has O(log n) batches and each entry takes part in O(log n) merges
-(amortized merging; differential-dataflow spreads that work with fuel, we do
-it at insert time).
+Invariant, whenever a reader sees the batches: they are ordered oldest to
+newest and, in a trace of more than `_SMALL_TRACE` entries, each batch is more
+than twice the size of the one after it, so a trace of `n` entries has
+O(log n) batches and each entry takes part in O(log n) merges (amortized
+merging; differential-dataflow spreads that work with fuel, we do it when a
+reader next looks). A smaller trace holds at most `_SMALL_BATCHES` batches.
+Appends only queue batches: nothing merges until someone reads (or
+`_LAZY_BATCHES` wait).
 
 Compaction: readers hold `TraceHandle`s, each with a frontier saying how far
 back it may still look. The trace's `since` is the lower envelope of those
@@ -28,9 +31,11 @@ from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import lookup_batch
 
 _LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
-# A trace of at most this many entries is kept as one batch: merging it whole costs
-# less than the fixed cost of looking keys up in each of its batches.
+# A trace of at most `_SMALL_TRACE` entries holds at most `_SMALL_BATCHES` batches
+# and merges them all at once: below that size a merge costs its fixed numpy
+# overhead (about 100 us), far more than looking keys up in a few more batches.
 _SMALL_TRACE = 256
+_SMALL_BATCHES = 4
 
 
 class TraceHandle:
@@ -118,12 +123,14 @@ class Spine:
         return self._batches
 
     def _maintain(self) -> None:
-        """Merge adjacent batches until each is more than twice the next (newest first)."""
+        """Merge adjacent batches until each is more than twice the next (newest first);
+        a small trace merges all its batches once it holds more than a few."""
         self._unmerged = 0
         batches = self._batches
-        if len(batches) > 1 and sum(len(b) for b in batches) <= _SMALL_TRACE:
-            merged = merge(batches, self.since)  # one small batch: one lookup, not one per batch
-            batches[:] = [merged] if len(merged) else []
+        if sum(len(b) for b in batches) <= _SMALL_TRACE:
+            if len(batches) > _SMALL_BATCHES:
+                merged = merge(batches, self.since)
+                batches[:] = [merged] if len(merged) else []
             return
         while True:
             sizes = [len(b) for b in batches]
