@@ -9,8 +9,13 @@ picks one explicitly; otherwise `ci` when the `CI` environment variable is set
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from unittest import mock
 
+import pytest
 from hypothesis import Verbosity, settings
+
+from differential import small
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60, print_blob=True)
 settings.register_profile("dev", deadline=None, max_examples=100)
@@ -26,3 +31,15 @@ def _profile_name() -> str:
 
 
 settings.load_profile(_profile_name())
+
+
+@pytest.fixture(scope="module", params=["python", "numpy"])
+def small_path(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Runs a module's tests twice: with the small-batch Python kernels on (as the
+    engine runs by default) and forced off, so both paths meet the same oracle.
+
+    Module-scoped, so hypothesis tests may use it (`pytestmark = usefixtures(...)`).
+    """
+    limit = small.FEW if request.param == "python" else 0
+    with mock.patch.object(small, "FEW", limit):
+        yield request.param

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from differential import small
 from differential.batch import Column
 
 Hashes = npt.NDArray[np.int64]
@@ -184,7 +185,6 @@ class HashIndex:
 
 _MIN_INDEXED = 1 << 14  # smaller batches are binary-searched in cache
 _ASKED_PER_ENTRY = 1 / 8  # index a batch once this many query keys per entry came
-_FEW = 16  # keys admitted one by one in Python below this (numpy calls cost more)
 
 
 class LookupCache:
@@ -258,7 +258,7 @@ class KeySet:
 
     def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
         """Add the keys not in the set yet (keys may repeat): the rows added, one per key."""
-        if len(hashes) <= _FEW:
+        if len(hashes) <= small.FEW:
             return np.array(self._admit_few(hashes.tolist(), keys), dtype=np.intp)
         return self._admit_many(hashes, keys)
 

@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -63,6 +64,10 @@ class Accumulated:
 
 
 PLANS: st.SearchStrategy[JoinPlan] = st.sampled_from(("auto", "wcoj", "binary"))
+
+
+# Both kernels (Python for a few rows, numpy for many) meet the same oracle.
+pytestmark = pytest.mark.usefixtures("small_path")
 
 
 def renamed(query: str) -> str:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from differential.trace import index
+from differential import small
 from differential.trace.index import HashIndex, KeySet, LookupCache
 
 INT64 = st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1)
@@ -103,11 +105,8 @@ def test_admit_adds_each_new_key_once_even_when_keys_repeat(
     few: int, batches: list[list[tuple[int, int]]], collide: bool
 ) -> None:
     """Both ways in (numpy rounds for many keys, Python for a few) agree with a set."""
-    saved, index._FEW = index._FEW, few
-    try:
+    with mock.patch.object(small, "FEW", few):
         _admit_matches_a_python_set(batches, collide)
-    finally:
-        index._FEW = saved
 
 
 def _admit_matches_a_python_set(batches: list[list[tuple[int, int]]], collide: bool) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
@@ -31,6 +32,9 @@ from tests.differential.harness import (
 )
 
 Txn = dict[str, list[Op]]
+# Both kernels (Python for a few rows, numpy for many) meet the same oracle.
+pytestmark = pytest.mark.usefixtures("small_path")
+
 INPUTS = {"a": 2, "b": 2, "edge": 2, "root": 1}
 DOMAIN = {"a": 4, "b": 4, "edge": 6, "root": 6}
 SHAPES: dict[str, Builder] = {

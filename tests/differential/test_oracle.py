@@ -45,6 +45,9 @@ from tests.differential.harness import (
 Reference = Callable[[dict[str, set[Row]]], dict[Row, int]]
 Stream = list[dict[str, list[Op]]]
 
+# Both kernels (Python for a few rows, numpy for many) meet the same oracle.
+pytestmark = pytest.mark.usefixtures("small_path")
+
 AB = {"a": (2, 4), "b": (2, 4)}
 GRAPH = {"edge": (2, 5), "root": (1, 5)}
 
