@@ -21,7 +21,7 @@ import numpy as np
 
 from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Term, Var, Wildcard
 from datalog.errors import UnsupportedError
-from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
+from datalog.expressions import DTYPES, compile_comparison, compile_term, evaluate_comparison
 from datalog.passes.term_types import resolve_type
 from datalog.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
@@ -236,16 +236,13 @@ class BodyCompiler:
         return None
 
     def filter(self, binding: Binding, cmp: Comparison) -> Binding:
-        names, types, symbols = binding.vars, self.types, self.symbols
+        if not binding.vars:
+            return self._filter_unit(binding, cmp)
+        holds = compile_comparison(cmp, binding.vars, self.types, self.symbols)
 
         def mask(cols: tuple[np.ndarray, ...]) -> np.ndarray:
-            columns = dict(zip(names, cols, strict=True))
-            return evaluate_comparison(
-                cmp, columns, types, symbols, size=len(cols[0]) if cols else None
-            )
+            return holds(cols, len(cols[0]))
 
-        if not names:
-            return self._filter_unit(binding, cmp)
         return Binding(filter_rows(binding.stream, mask), binding.vars)
 
     def _filter_unit(self, binding: Binding, cmp: Comparison) -> Binding:
@@ -274,12 +271,12 @@ class BodyCompiler:
     def evaluator(
         self, names: Sequence[str], expr: Term, kind: ColumnType
     ) -> Callable[[Updates], tuple[np.ndarray, np.ndarray | None]]:
-        types, symbols, names = self.types, self.symbols, tuple(names)
+        evaluate = compile_term(expr, names, self.types, self.symbols, kind)
+        dtype = DTYPES[kind]
 
         def compute(u: Updates) -> tuple[np.ndarray, np.ndarray | None]:
-            columns = dict(zip(names, u.columns, strict=True))
-            values, valid = evaluate_term(expr, columns, types, symbols, kind, size=len(u))
-            return np.asarray(values).astype(DTYPES[kind], copy=False), valid
+            values, valid = evaluate(u.columns, len(u))
+            return np.asarray(values).astype(dtype, copy=False), valid
 
         return compute
 

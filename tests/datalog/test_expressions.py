@@ -11,7 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from datalog.ast import BinOp, Call, ColumnType, Comparison, Const, Neg, Term, Var
-from datalog.expressions import evaluate_comparison, evaluate_term
+from datalog.expressions import (
+    compile_comparison,
+    compile_term,
+    evaluate_comparison,
+    evaluate_term,
+)
 from datalog.functions import Value
 from datalog.reference import Solver
 from datalog.schema import Schema
@@ -126,14 +131,30 @@ def _scalar_rows(table: dict[str, list[Value]]) -> list[dict[str, Value]]:
     return [{name: values[i] for name, values in table.items()} for i in range(size)]
 
 
+def _term(
+    mode: str, term: Term, columns: dict[str, np.ndarray], symbols: SymbolTable, kind: ColumnType
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Interpreted (`evaluate_term`) or compiled once (`compile_term`), as `mode` says."""
+    size = len(columns["n1"])
+    if mode == "interpreted":
+        return evaluate_term(term, columns, TYPES, symbols, kind, size=size)
+    return compile_term(term, list(columns), TYPES, symbols, kind)(list(columns.values()), size)
+
+
+EVALUATIONS = pytest.mark.parametrize("mode", ["interpreted", "compiled"])
+
+
+@EVALUATIONS
 @pytest.mark.parametrize("kind", ["number", "unsigned", "float", "symbol"])
 @given(data=st.data())
-def test_vectorized_terms_equal_scalar_semantics(kind: ColumnType, data: st.DataObject) -> None:
+def test_vectorized_terms_equal_scalar_semantics(
+    mode: str, kind: ColumnType, data: st.DataObject
+) -> None:
     term = data.draw(terms(kind), label="term")
     table = data.draw(tables(), label="table")
     symbols = SymbolTable()
     size = len(table["n1"])
-    values, valid = evaluate_term(term, _columns(table, symbols), TYPES, symbols, kind, size=size)
+    values, valid = _term(mode, term, _columns(table, symbols), symbols, kind)
     assert len(values) == size
     solver = Solver({}, Schema(), TYPES, {})
     for row, env in enumerate(_scalar_rows(table)):
@@ -156,13 +177,19 @@ def comparisons(draw: st.DrawFn) -> Comparison:
     return Comparison(draw(st.sampled_from(ops)), draw(terms(kind, 2)), draw(terms(kind, 2)))
 
 
+@EVALUATIONS
 @given(comparison=comparisons(), table=tables())
 def test_vectorized_comparisons_equal_scalar_semantics(
-    comparison: Comparison, table: dict[str, list[Value]]
+    mode: str, comparison: Comparison, table: dict[str, list[Value]]
 ) -> None:
     symbols = SymbolTable()
     size = len(table["n1"])
-    holds = evaluate_comparison(comparison, _columns(table, symbols), TYPES, symbols, size=size)
+    columns = _columns(table, symbols)
+    if mode == "interpreted":
+        holds = evaluate_comparison(comparison, columns, TYPES, symbols, size=size)
+    else:
+        compiled = compile_comparison(comparison, list(columns), TYPES, symbols)
+        holds = compiled(list(columns.values()), size)
     solver = Solver({}, Schema(), TYPES, {})
     for row, env in enumerate(_scalar_rows(table)):
         expected = any(True for _ in solver.compare(comparison, env))
