@@ -46,8 +46,8 @@ class TimeQueue:
         if len(updates) == 0:
             return
         times = updates.times
-        if bool((times == times[:, :1]).all()):
-            self.buckets.setdefault(tuple(int(x) for x in times[:, 0]), []).append(updates)
+        if len(updates) == 1 or bool((times == times[:, :1]).all()):
+            self.buckets.setdefault(tuple(times[:, 0].tolist()), []).append(updates)
             return
         order = np.lexsort(times[::-1])
         ordered = times[:, order]

@@ -27,7 +27,19 @@ Time = tuple[int, ...]
 
 def column(time: Time, n: int = 1) -> Times:
     """`n` copies of one timestamp as a time column."""
+    if n <= 8:  # one numpy call for the few rows of a small change
+        return np.array([[x] * n for x in time], dtype=np.int64).reshape(len(time), n)
     return np.repeat(np.asarray(time, dtype=np.int64).reshape(-1, 1), n, axis=1)
+
+
+def join_times(a: Time | None, b: Time) -> Time:
+    """The least upper bound of two times (`a` None: nothing yet, so `b`)."""
+    return b if a is None else tuple(max(x, y) for x, y in zip(a, b, strict=True))
+
+
+def le(a: Time, b: Time) -> bool:
+    """`a <= b` in the product order."""
+    return _le(a, b)
 
 
 def less_equal(a: Times, b: Times) -> npt.NDArray[np.bool_]:

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
-from differential.time import Antichain, Time
+from differential.time import Antichain, Time, join_times, le
 from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import count_per_key, lookup_batch
 from differential.trace.spine import Spine, TraceHandle
@@ -166,7 +166,7 @@ class ArrangeOp(BatchesArranged):
         self._pending_batch: Batch | None = None
         # Earlier times' updates nobody has read through the trace yet, oldest first.
         self.deferred: list[tuple[Batch | Updates, Time]] = []
-        self._deferred_latest: npt.NDArray[np.int64] | None = None  # their latest time
+        self._deferred_latest: Time | None = None  # their latest time
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.queue.times()
@@ -196,9 +196,7 @@ class ArrangeOp(BatchesArranged):
             batch = self._pending_batch
             unread = batch if batch is not None else self.pending_updates
             self.deferred.append((unread, self.pending_time))
-            now = np.asarray(self.pending_time, dtype=np.int64)
-            latest = self._deferred_latest
-            self._deferred_latest = now if latest is None else np.maximum(latest, now)
+            self._deferred_latest = join_times(self._deferred_latest, self.pending_time)
             if len(self.deferred) > _DEFERRED:  # a stream nobody reads: arrange as it goes
                 self._settle()
             self.pending_updates, self.pending_time, self._pending_batch = None, None, None
@@ -242,7 +240,7 @@ class ArrangeOp(BatchesArranged):
         latest = self._deferred_latest
         return (
             self.spine.all_at_or_before(time)
-            and (latest is None or bool(np.all(latest <= np.asarray(time))))
+            and (latest is None or le(latest, time))
             and self.pending_time in (None, time)
         )
 

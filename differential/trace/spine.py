@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from differential.batch import Column, Updates, consolidate, run_starts
-from differential.time import Antichain, Time, column, less_equal
+from differential.time import Antichain, Time, column, join_times, le, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import lookup_batch
 
@@ -65,7 +65,7 @@ class Spine:
         self._batches: list[Batch] = []
         self._unmerged = 0  # batches appended since the spine last restored its invariant
         # coordinate-wise maximum of every time ever appended (None: nothing yet)
-        self.latest: npt.NDArray[np.int64] | None = None
+        self.latest: Time | None = None
         self.handles: list[TraceHandle] = []
         self.default_since = Antichain([(0,) * depth])
 
@@ -103,8 +103,7 @@ class Spine:
     def append(self, batch: Batch) -> None:
         """Append an already arranged batch (same key arity) and restore the invariant."""
         if len(batch):
-            top = batch.times.max(axis=1)
-            self.latest = top if self.latest is None else np.maximum(self.latest, top)
+            self.latest = join_times(self.latest, tuple(batch.times.max(axis=1).tolist()))
             self._batches.append(batch)
             self._unmerged += 1
             if self._unmerged > _LAZY_BATCHES:
@@ -143,7 +142,7 @@ class Spine:
 
     def all_at_or_before(self, time: Time) -> bool:
         """Every entry's time is `<= time` (no history a reduce would revisit later)."""
-        return self.latest is None or bool(np.all(self.latest <= np.asarray(time)))
+        return self.latest is None or le(self.latest, time)
 
     def compact(self) -> None:
         """Merge everything into one batch, compacted to `since` (tests, snapshots)."""
