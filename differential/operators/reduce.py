@@ -23,7 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, concat, consolidate, run_starts, sort_order
+from differential import small
+from differential.batch import (
+    Column,
+    Updates,
+    concat,
+    consolidate,
+    integral,
+    run_starts,
+    sort_order,
+)
 from differential.dataflow import Operator, Stream
 from differential.operators.arrange import Arranged, Owner, combine
 from differential.time import Antichain, Time, column, less_equal
@@ -167,6 +176,10 @@ class ReduceOp(Operator):
         if not parts:
             return None
         cols = tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+        if cols and len(cols[0]) <= small.FEW and integral(cols):  # a few keys: sort in Python
+            rows = sorted(set(zip(*(c.tolist() for c in cols), strict=True)))
+            by_column = zip(*rows, strict=True) if rows else ([] for _ in cols)
+            return tuple(np.array(v, dtype=c.dtype) for v, c in zip(by_column, cols, strict=True))
         order = sort_order(cols)
         cols = tuple(c[order] for c in cols)
         starts = run_starts(cols)
