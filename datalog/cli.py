@@ -68,6 +68,11 @@ def _parser() -> argparse.ArgumentParser:
     repl.set_defaults(command=run_repl)
     demo = commands.add_parser("demo", help="run the built-in social-graph example")
     demo.set_defaults(command=run_demo)
+    recover = commands.add_parser(
+        "recover", help="cut a durable database's log at its first corrupt record"
+    )
+    recover.add_argument("directory", type=Path, metavar="DIR")
+    recover.set_defaults(command=run_recover)
     commands.add_parser("serve", help="serve a database over WebSocket (serve --help)")
     return parser
 
@@ -224,6 +229,26 @@ def run_demo(args: argparse.Namespace) -> int:
     from datalog.demo import demo
 
     demo(EXAMPLES)
+    return 0
+
+
+# --- recover ---------------------------------------------------------------------------------
+
+
+def run_recover(args: argparse.Namespace) -> int:
+    """Keep every record before the first corrupt one, drop the rest (reported)."""
+    from datalog.errors import DatalogError
+    from datalog.storage.store import recover_directory
+
+    if not args.directory.is_dir():
+        print(f"error: {args.directory} is not a directory", file=sys.stderr)
+        return 1
+    try:
+        kept, dropped = recover_directory(args.directory)
+    except DatalogError as error:
+        print(error.format(), file=sys.stderr)
+        return 1
+    print(f"kept {kept} records of the newest log segment; dropped {dropped} bytes after them")
     return 0
 
 

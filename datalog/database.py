@@ -24,9 +24,9 @@ from typing import Any
 
 import numpy as np
 
+from datalog import durable
 from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
-from datalog.durability import Log
 from datalog.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
@@ -34,6 +34,7 @@ from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_query
 from datalog.rows import to_columns, to_rows
+from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
 from differential.batch import Updates, concat, consolidate
 from differential.engine import Engine
@@ -88,13 +89,22 @@ class LiveQuery:
 class Database:
     """An in-memory incremental Datalog database."""
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, sync: bool = True) -> None:
-        """An empty database in memory, or the durable one at directory `path`.
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        sync: bool = True,
+        checkpoint_every: int = 1000,
+    ) -> None:
+        """An empty database in memory, or the durable one in directory `path`.
 
-        With a path, every definition and committed transaction is appended to
-        `path/log.jsonl` (fsynced unless `sync=False`) and replayed on opening.
+        With a path, every definition and committed transaction is written to the
+        log (fsynced unless `sync=False`) before it is applied, and a checkpoint
+        is taken once the log holds `checkpoint_every` records or outgrows the last
+        snapshot; opening loads the newest snapshot and replays the log after it.
         """
-        self.log: Log | None = None
+        self.store: Store | None = None
+        self.checkpoint_every = checkpoint_every
+        self.definitions: list[str] = []  # every applied `define` text, in order
         self._quiet = 0  # >0 while replaying or committing a define's facts: no log
         self.engine = Engine()
         self.symbols = SymbolTable()
@@ -105,18 +115,17 @@ class Database:
         self.engine.create_input(UNIT, [np.dtype(np.int64)])
         self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
         if path is not None:
-            log = Log(path, sync)
-            self._quiet += 1
-            try:
-                log.replay(self)
-            finally:
-                self._quiet -= 1
-            self.log = log
+            self.store = durable.open_store(self, path, sync)
 
     # -- program -----------------------------------------------------------------
 
     def define(self, text: str) -> None:
         """Add declarations, facts and rules; all-or-nothing."""
+        with self.lock:
+            self._define(text, facts=True)
+
+    def _define(self, text: str, facts: bool) -> None:
+        """`define`; without `facts`, its facts are not inserted (a snapshot holds them)."""
         with self.lock:
             parsed = parse_program(text)
             merged = Program(
@@ -127,8 +136,33 @@ class Database:
                 source=text,
             )
             checked = check_program(merged)
-            facts = [f for f in checked.facts if f not in set(self.checked.facts)]
+            known = set(self.checked.facts)
+            new_facts = [f for f in checked.facts if f not in known] if facts else []
+            offset = durable.log_define(self, text)
+            try:
+                self._apply_define(text, parsed, merged, checked, new_facts)
+            except BaseException:
+                durable.undo(self, offset)
+                raise
+            self._checkpoint_if_due()
+
+    def _apply_define(
+        self, text: str, parsed: Program, merged: Program, checked: CheckedProgram, facts: list[Any]
+    ) -> None:
+        with self.lock:
+            before = self.program, self.checked, len(self.definitions)
             self.program, self.checked = merged, checked
+            self.definitions.append(text)
+            try:
+                self._insert_facts(checked, facts)
+            except BaseException:  # a fact out of its type's range, say: nothing changes
+                self.program, self.checked = before[0], before[1]
+                del self.definitions[before[2] :]
+                raise
+            self._refresh_live(parsed)
+
+    def _insert_facts(self, checked: CheckedProgram, facts: list[Any]) -> None:
+        with self.lock:
             for info in checked.schema.relations.values():
                 if info.name not in self.engine.inputs:
                     # a nullary relation is stored with one constant column
@@ -138,12 +172,9 @@ class Database:
             try:
                 with self.transaction() as tx:
                     for fact in facts:
-                        tx.insert(fact.head.name, [tuple(a.value for a in fact.head.args)])  # type: ignore[union-attr]
+                        tx.insert(fact.head.name, [tuple(a.value for a in fact.head.args)])
             finally:
                 self._quiet -= 1
-            if self.log is not None and not self._quiet:
-                self.log.write_define(text)
-            self._refresh_live(parsed)
 
     def _refresh_live(self, parsed: Program) -> None:
         """Rebuild live queries that read relations the new rules define."""
@@ -289,6 +320,13 @@ class Database:
         self.engine.start(plan.dataflow)
         return live
 
+    def _restart_live(self) -> None:
+        """Rebuild the live queries' dataflows, which an aborted commit dropped. The
+        inputs are as before the commit, so each new dataflow's answer equals the
+        one its subscribers hold and nothing is delivered."""
+        for live in list(self.live.values()):
+            self._rebuild(live)
+
     def _rebuild(self, live: LiveQuery) -> None:
         """Replace a live query's dataflow (its rules changed); deliver the difference."""
         old = live.state.accumulate(None)
@@ -307,27 +345,29 @@ class Database:
         change = consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
         self._deliver(live, change, epoch)
 
-    def _logged(self, epoch: int, parts: list[tuple[str, tuple[np.ndarray, ...], bool]]) -> None:
-        """Append a committed transaction to the log (values as JSON, symbols as text)."""
-        if self.log is None or self._quiet:
-            return
-        changes: list[tuple[str, bool, list[list[Any]]]] = []
-        for relation, cols, inserting in parts:
-            kinds = self.checked.schema.types(relation)
-            if not kinds:  # nullary: log the rows themselves
-                changes.append((relation, inserting, [[] for _ in cols[0]]))
-                continue
-            decoded = [
-                self.symbols.strings(c).tolist() if k == "symbol" else c.tolist()
-                for c, k in zip(cols, kinds, strict=True)
-            ]
-            changes.append((relation, inserting, decoded))
-        self.log.write_commit(epoch, changes)
+    def checkpoint(self) -> None:
+        """Snapshot the base relations and the program now, and drop the log they cover."""
+        with self.lock:
+            if self.store is None:
+                raise TransactionError("checkpoint needs a durable database: Database(path)")
+            durable.checkpoint(self)
+
+    def _checkpoint_if_due(self) -> None:
+        store = self.store
+        if store is not None and not self._quiet and store.wants_checkpoint(self.checkpoint_every):
+            durable.checkpoint(self)
 
     def close(self) -> None:
-        """Close the log file (a durable database stays usable in memory)."""
-        if self.log is not None:
-            self.log.close()
+        """Close the store and release its lock (the database stays usable in memory)."""
+        if self.store is not None:
+            self.store.close()
+            self.store = None
+
+    def __enter__(self) -> Database:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _deliver(self, live: LiveQuery, updates: Updates, epoch: int) -> None:
         if len(updates) == 0:
@@ -386,8 +426,14 @@ class Transaction:
         for relation, cols, inserting in self.parts:
             grouped.setdefault(relation, []).append((cols, inserting))
         requests = {rel: _requests(parts) for rel, parts in grouped.items()}
-        epoch = self.db.engine.commit(requests)
-        self.db._logged(epoch, self.parts)
+        offset = durable.log_commit(self.db, self.db.engine.epoch + 1, self.parts)
+        try:
+            epoch = self.db.engine.commit(requests)
+        except BaseException:
+            durable.undo(self.db, offset)
+            self.db._restart_live()
+            raise
+        self.db._checkpoint_if_due()
         return epoch
 
 

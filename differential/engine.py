@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from differential.batch import Updates
+from differential.batch import Column, Diffs, Updates
 from differential.dataflow import Scope, Stream
 from differential.inputs import Input, Requests, Semantics
 from differential.memory import use_small_pages
 from differential.operators.arrange import ImportOp
 from differential.operators.capture import Capture
+from differential.time import column
 
 Listener = Callable[[Updates, int], None]
 
@@ -122,13 +123,24 @@ class Engine:
             inp.drop_unread()
 
     def commit(self, requests: Mapping[str, Requests]) -> int:
-        """Apply the requested changes as one epoch; returns the epoch."""
+        """Apply the requested changes as one epoch; returns the epoch.
+
+        All or nothing: if computing the diffs or running a dataflow raises
+        (any exception, KeyboardInterrupt and MemoryError included), the inputs
+        are as they were, the epoch does not advance, every live dataflow is
+        dropped (its operators may hold half of the epoch) and the exception
+        propagates; the caller rebuilds the dataflows it still needs.
+        """
         epoch = self.epoch + 1
-        staged = {name: self.inputs[name].diffs(req, epoch) for name, req in requests.items()}
-        for name, diffs in staged.items():
-            self.inputs[name].stage(diffs, epoch)
-        for df in self.dataflows:
-            df.run()
+        try:
+            staged = {name: self.inputs[name].diffs(req, epoch) for name, req in requests.items()}
+            for name, diffs in staged.items():
+                self.inputs[name].stage(diffs, epoch)
+            for df in self.dataflows:
+                df.run()
+        except BaseException:
+            self._abort()
+            raise
         self.epoch = epoch
         for inp in self.inputs.values():
             inp.seal(epoch + 1)
@@ -136,6 +148,23 @@ class Engine:
             df.advance(epoch + 1)
             df.deliver(epoch)
         return epoch
+
+    def _abort(self) -> None:
+        for inp in self.inputs.values():
+            inp.unstage()
+        for df in list(self.dataflows):
+            self.drop(df)
+
+    def load(self, contents: Mapping[str, tuple[Sequence[Column], Diffs]], epoch: int) -> None:
+        """Set base relations to `contents` (rows and multiplicities) at `epoch`, which
+        becomes the current epoch: a snapshot restored before any dataflow starts."""
+        assert not self.dataflows, "load before any dataflow starts"
+        for name, (columns, counts) in contents.items():
+            updates = Updates(tuple(columns), column((epoch,), len(counts)), counts)
+            self.inputs[name].stage(updates, epoch)
+        self.epoch = max(epoch, self.epoch)
+        for inp in self.inputs.values():
+            inp.seal(self.epoch + 1)
 
     def stats(self) -> dict[str, object]:
         return {

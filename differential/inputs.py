@@ -161,6 +161,12 @@ class Input:
                 Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs), epoch
             )
 
+    def unstage(self) -> None:
+        """Forget a staged epoch that will not commit."""
+        self.presence.unstage()
+        for arr in self.arrangements.values():
+            arr.unstage()
+
     def seal(self, next_epoch: int) -> None:
         self.presence.seal(next_epoch)
         for arr in self.arrangements.values():

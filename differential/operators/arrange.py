@@ -300,6 +300,9 @@ class SharedArrangement:
         self.pending_epoch = epoch
         return self.pending
 
+    def unstage(self) -> None:
+        self.pending, self.pending_epoch = None, None
+
     def seal(self, next_epoch: int) -> None:
         if self.pending is not None:
             self.spine.append(self.pending)

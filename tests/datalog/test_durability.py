@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import math
+import subprocess
+import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from datalog.cli import main as cli
 from datalog.database import Database
 from datalog.errors import DatalogError
+from datalog.storage.frames import CorruptLogError, DurabilityError
 
 PROGRAM = """
 .decl edge(x: number, y: symbol)
@@ -60,13 +66,158 @@ def test_rejected_definitions_and_transactions_are_not_logged(tmp_path: Path) ->
     assert sorted(again.query("r(x, y)")) == answer
 
 
-def test_a_torn_last_record_is_dropped_and_the_log_stays_appendable(tmp_path: Path) -> None:
+def _segment(path: Path) -> Path:
+    (segment,) = sorted(path.glob("log-*.bin"))
+    return segment
+
+
+def test_a_torn_last_record_is_cut_off_and_the_log_stays_appendable(tmp_path: Path) -> None:
     epoch, answer = _fill(tmp_path)
-    with (tmp_path / "log.jsonl").open("a") as log:
-        log.write('{"epoch": 99, "chan')
+    segment = _segment(tmp_path)
+    whole = segment.stat().st_size
     db = Database(tmp_path)
-    assert db.epoch == epoch
+    db.insert("edge", [(8, "h")])  # then lose the end of its record, as a crash would
+    db.close()
+    with segment.open("r+b") as log:
+        log.truncate(segment.stat().st_size - 3)
+    db = Database(tmp_path)
+    assert db.epoch == epoch and segment.stat().st_size == whole  # truncated, not rewritten
     db.insert("edge", [(7, "g")])
     db.close()
     again = Database(tmp_path)
     assert sorted(again.query("r(x, y)")) == sorted([*answer, (7, "g")])
+
+
+def test_a_record_that_lost_only_its_last_byte_does_not_swallow_the_next(tmp_path: Path) -> None:
+    _fill(tmp_path)
+    db = Database(tmp_path)
+    db.insert("edge", [(8, "h")])
+    db.close()
+    segment = _segment(tmp_path)
+    with segment.open("r+b") as log:
+        log.truncate(segment.stat().st_size - 1)
+    db = Database(tmp_path)
+    db.insert("edge", [(9, "i")])  # acknowledged: must survive
+    db.close()
+    rows = Database(tmp_path).query("r(x, y)")
+    assert (9, "i") in rows and (8, "h") not in rows
+
+
+def test_a_corrupt_middle_record_is_a_clear_error_and_recover_keeps_what_precedes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill(tmp_path)
+    segment = _segment(tmp_path)
+    data = bytearray(segment.read_bytes())
+    first_len = int.from_bytes(data[4:8], "little")
+    second = 12 + first_len  # the first commit's record follows the definition's
+    data[second + 20] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    with pytest.raises(CorruptLogError) as caught:
+        Database(tmp_path)
+    assert str(segment) in str(caught.value) and f"offset {second}" in str(caught.value)
+    assert cli(["recover", str(tmp_path)]) == 0
+    assert "kept 1 records" in capsys.readouterr().out
+    db = Database(tmp_path)
+    assert db.query("r(x, y)") == [(1, "a")]  # the definition and its fact, nothing after
+
+
+def test_a_second_writer_is_refused_in_this_process_and_in_another(tmp_path: Path) -> None:
+    db = Database(tmp_path)
+    with pytest.raises(DurabilityError, match="already open"):
+        Database(tmp_path)
+    code = f"from datalog import Database\nDatabase({str(tmp_path)!r})"
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert other.returncode != 0 and "already open" in other.stderr
+    db.close()
+    Database(tmp_path).close()
+
+
+def test_every_value_comes_back_exactly(tmp_path: Path) -> None:
+    program = """
+        .decl v(n: number, u: unsigned, f: float, s: symbol)
+        .decl m(x: number) multiset
+        .decl flag()
+    """
+    rows = [
+        (-(2**63), 2**64 - 2, float("nan"), "a\0"),
+        (2**63 - 1, 0, -0.0, "\0"),
+        (0, 2**63, float("inf"), "é\u2028 \t"),
+        (5, 1, 1.5e-308, ""),
+    ]
+    with Database(tmp_path) as db:
+        db.define(program)
+        db.insert("v", rows)
+        db.insert("m", [(1,), (1,), (2,)])
+        db.insert("flag", [()])
+        before = db.query_columns("v(n, u, f, s)")
+    for checkpointed in (False, True):
+        with Database(tmp_path) as db:
+            after = db.query_columns("v(n, u, f, s)")
+            order_b, order_a = np.argsort(before["n"]), np.argsort(after["n"])
+            for name in "nus":
+                assert before[name][order_b].tolist() == after[name][order_a].tolist()
+            assert np.array_equal(
+                before["f"][order_b].view(np.int64), after["f"][order_a].view(np.int64)
+            )
+            assert db.query("m(x)") == [(1,), (2,)]
+            db.retract("m", [(1,)])
+            assert db.query("m(x)") == [(1,), (2,)]  # one of two copies of 1 is left
+            db.insert("m", [(1,)])
+            assert db.query("flag()") == [()]
+            if not checkpointed:
+                db.checkpoint()
+    assert math.isnan(after["f"][order_a][0])
+
+
+def test_a_checkpoint_replaces_the_log_and_reopening_loads_it(tmp_path: Path) -> None:
+    epoch, answer = _fill(tmp_path)
+    with Database(tmp_path) as db:
+        db.checkpoint()
+        assert _segment(tmp_path).stat().st_size == 0
+        db.insert("edge", [(4, "d")])
+    again = Database(tmp_path)
+    assert again.epoch == epoch + 1
+    assert sorted(again.query("r(x, y)")) == sorted([*answer, (4, "d")])
+    assert len(list(tmp_path.glob("snapshot-*"))) == 1
+
+
+def test_checkpoints_happen_on_their_own_and_keep_the_log_short(tmp_path: Path) -> None:
+    with Database(tmp_path, checkpoint_every=10) as db:
+        db.define(".decl e(x: number)")
+        for i in range(35):
+            db.insert("e", [(i,)])
+        assert len(list(tmp_path.glob("snapshot-*"))) == 1
+        assert db.store is not None and db.store.records < 10
+    with Database(tmp_path) as db:
+        assert sorted(db.query("e(x)")) == [(i,) for i in range(35)]
+
+
+_FULL_DISK = """
+import resource, sys
+from datalog import Database
+from datalog.storage.frames import DurabilityError
+db = Database(sys.argv[1])
+db.define(".decl e(x: number, y: symbol)")
+db.insert("e", [(1, "small")])
+size = sum(p.stat().st_size for p in db.store.dir.glob("log-*.bin"))
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 3000, resource.RLIM_INFINITY))
+try:
+    db.insert("e", [(i, "x" * 50) for i in range(2, 200)])
+except DurabilityError as error:
+    print("refused", db.epoch, sorted(db.query("e(x, _)")) == [(1,)], flush=True)
+db.insert("e", [(3, "fits")])
+print("acknowledged", db.epoch, flush=True)
+"""
+
+
+def test_a_failed_log_write_changes_nothing_and_the_next_commit_proceeds(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _FULL_DISK, str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    refused, acknowledged = done.stdout.splitlines()
+    assert refused == "refused 2 True"
+    assert acknowledged == "acknowledged 3"
+    with Database(tmp_path) as db:
+        assert db.epoch == 3 and sorted(db.query("e(x, _)")) == [(1,), (3,)]

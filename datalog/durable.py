@@ -1,0 +1,152 @@
+"""A durable `Database`: what it logs, how it checkpoints and how it comes back.
+
+Layer: datalog (API). Imports numpy, `datalog.storage` and (for types only)
+`datalog.database`.
+
+The log holds what the user asked for, in the user's terms: definitions as
+program text and transactions as columns of values (symbols as strings).
+Opening restores the newest snapshot (its program is defined again without
+its facts, its symbol table and relation contents are loaded as they were)
+and then replays the records after it through the ordinary API, which
+reproduces the same epochs. See `datalog.storage.store` for the write order.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from datalog.storage.frames import DurabilityError
+from datalog.storage.records import Change, Commit, Define, Record
+from datalog.storage.store import Snapshot, Store
+from datalog.symbols import SymbolTable
+
+if TYPE_CHECKING:
+    from datalog.database import Database
+
+_log = logging.getLogger("deltalog")
+LEGACY_LOG = "log.jsonl"
+Part = tuple[str, tuple[np.ndarray, ...], bool]
+
+
+def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
+    """Lock `path`, restore its snapshot and replay its log into the empty `db`."""
+    store = Store(path, sync)
+    try:
+        snapshot, records = store.recover()
+        db._quiet += 1
+        try:
+            if snapshot is not None:
+                _restore(db, snapshot)
+            for record in records:
+                _replay(db, record)
+            legacy = _legacy_records(Path(path))
+            for raw in legacy:
+                _replay_legacy(db, raw)
+        finally:
+            db._quiet -= 1
+        db.store = store
+        if legacy:  # migrated: the new format holds it all now
+            checkpoint(db)
+            (Path(path) / LEGACY_LOG).rename(Path(path) / f"{LEGACY_LOG}.migrated")
+    except BaseException:
+        store.close()
+        raise
+    return store
+
+
+def log_define(db: Database, text: str) -> int | None:
+    if db.store is None or db._quiet:
+        return None
+    return db.store.append(Define(text))
+
+
+def log_commit(db: Database, epoch: int, parts: list[Part]) -> int | None:
+    """Write a transaction's record before it is applied; None when nothing is logged."""
+    if db.store is None or db._quiet:
+        return None
+    changes = []
+    for relation, columns, inserting in parts:
+        kinds = db.checked.schema.types(relation)
+        if kinds:  # a nullary relation's one constant column is logged as it is
+            columns = tuple(
+                db.symbols.strings(c) if kind == "symbol" else c
+                for c, kind in zip(columns, kinds, strict=True)
+            )
+        changes.append(Change(relation, inserting, columns))
+    return db.store.append(Commit(epoch, changes))
+
+
+def undo(db: Database, offset: int | None) -> None:
+    """Remove the record written at `offset`: applying it failed."""
+    if offset is not None and db.store is not None:
+        db.store.undo(offset)
+
+
+def checkpoint(db: Database) -> None:
+    assert db.store is not None
+    relations = {}
+    for name, inp in db.engine.inputs.items():
+        if name in db.checked.schema.relations:
+            state = inp.presence.spine.accumulate(None)
+            relations[name] = (state.columns, state.diffs)
+    program = "\n".join(db.definitions)
+    db.store.checkpoint(Snapshot(db.epoch, program, db.symbols.to_list(), relations))
+
+
+def _restore(db: Database, snapshot: Snapshot) -> None:
+    db.symbols = SymbolTable.from_list(snapshot.symbols)
+    if snapshot.program:
+        db._define(snapshot.program, facts=False)
+    db.engine.load(snapshot.relations, snapshot.epoch)
+
+
+def _replay(db: Database, record: Record) -> None:
+    if isinstance(record, Define):
+        db._define(record.text, facts=True)
+        return
+    with db.transaction() as tx:
+        for change in record.changes:
+            rows: Any = change.columns
+            if not db.checked.schema.types(change.relation):  # nullary: `()` rows
+                rows = [()] * len(change.columns[0])
+            (tx.insert if change.inserting else tx.retract)(change.relation, rows)
+    if db.epoch != record.epoch:
+        raise DurabilityError(f"replay reached epoch {db.epoch}, the log says {record.epoch}")
+
+
+def _legacy_records(path: Path) -> list[dict[str, Any]]:
+    """The records of a `log.jsonl` written before the framed log (a torn last line
+    is dropped), to migrate it."""
+    legacy = path / LEGACY_LOG
+    if not legacy.exists():
+        return []
+    _log.warning("migrating %s to the framed log", legacy)
+    lines = legacy.read_text(encoding="utf-8").splitlines()
+    records = []
+    for n, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if n != len(lines) - 1:
+                raise DurabilityError(f"corrupt line {n + 1} in {legacy}") from None
+    return records
+
+
+def _replay_legacy(db: Database, record: dict[str, Any]) -> None:
+    if "define" in record:
+        db._define(record["define"], facts=True)
+        return
+    with db.transaction() as tx:
+        for change in record["changes"]:
+            relation, data = change["relation"], change["columns"]
+            if db.checked.schema.types(relation):
+                data = [np.asarray(column) for column in data]
+            else:  # nullary: one empty list per row
+                data = [tuple(row) for row in data]
+            (tx.insert if change["insert"] else tx.retract)(relation, data)

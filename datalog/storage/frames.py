@@ -1,0 +1,100 @@
+"""Framed records: the on-disk unit of the durable log.
+
+Layer: datalog (storage). Imports the standard library only.
+
+A frame is `MAGIC (4 bytes) | length (u32) | crc32 of the payload (u32) |
+payload`. A crash in the middle of an append leaves a frame cut short at the end
+of the file (a torn frame): reading stops there, and recovery truncates the file
+to the last whole frame. A whole frame whose checksum does not match, or bytes
+that are not a frame, followed by more data, is corruption: reading raises
+`CorruptLogError` naming the file and the offset, and nothing guesses past it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+from datalog.errors import DatalogError
+
+MAGIC = b"DLR1"
+_HEADER = struct.Struct("<4sII")
+HEADER_SIZE = _HEADER.size
+
+
+class DurabilityError(DatalogError):
+    """The durable store cannot be read or written as asked."""
+
+    category = "fault"
+
+
+class CorruptLogError(DurabilityError):
+    """A record in the middle of a log fails its checksum or is not a record."""
+
+    def __init__(self, path: Path, offset: int, reason: str) -> None:
+        self.path = path
+        self.offset = offset
+        super().__init__(
+            f"corrupt record in {path} at byte offset {offset} ({reason}); "
+            f"`deltalog recover {path.parent}` keeps every record before it"
+        )
+
+
+def frame(payload: bytes) -> bytes:
+    return _HEADER.pack(MAGIC, len(payload), zlib.crc32(payload)) + payload
+
+
+@dataclass(frozen=True)
+class Scan:
+    """The whole frames of a file, where they end, and what follows them."""
+
+    payloads: list[bytes]
+    good_end: int  # offset just past the last whole, valid frame
+    torn: bool  # bytes after `good_end` are an unfinished last frame
+
+
+def scan(path: Path, data: bytes | None = None) -> Scan:
+    """Read every frame of `path`; raise `CorruptLogError` on corruption before the end."""
+    data = path.read_bytes() if data is None else data
+    payloads: list[bytes] = []
+    at = 0
+    while at < len(data):
+        problem = _check(data, at)
+        if problem is None:
+            length = _HEADER.unpack_from(data, at)[1]
+            payloads.append(data[at + HEADER_SIZE : at + HEADER_SIZE + length])
+            at += HEADER_SIZE + length
+            continue
+        if _unfinished(data, at):
+            return Scan(payloads, at, torn=True)
+        raise CorruptLogError(path, at, problem)
+    return Scan(payloads, at, torn=False)
+
+
+def _check(data: bytes, at: int) -> str | None:
+    """Why the frame at `at` is not whole and valid (None: it is)."""
+    if len(data) - at < HEADER_SIZE:
+        return "a header cut short"
+    magic, length, crc = _HEADER.unpack_from(data, at)
+    if magic != MAGIC:
+        return "no record starts here"
+    end = at + HEADER_SIZE + length
+    if end > len(data):
+        return "a record cut short"
+    if zlib.crc32(data[at + HEADER_SIZE : end]) != crc:
+        return "checksum mismatch"
+    return None
+
+
+def _unfinished(data: bytes, at: int) -> bool:
+    """Whether the bytes from `at` are what an interrupted append leaves: a prefix of
+    one frame running to the end of the file (or zeros a file system left there)."""
+    rest = data[at:]
+    if not rest.strip(b"\0"):
+        return True
+    if len(rest) < HEADER_SIZE:
+        return MAGIC.startswith(rest[:4])
+    magic, length, _ = _HEADER.unpack_from(data, at)
+    return magic == MAGIC and at + HEADER_SIZE + length > len(data)

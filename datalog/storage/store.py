@@ -1,0 +1,249 @@
+"""The durable directory of a database: a lock, snapshots and log segments.
+
+Layer: datalog (storage). Imports the standard library, numpy, pyarrow and the
+other storage modules.
+
+Layout of `Database(path)`:
+
+    LOCK                   held (flock) by the one process that has it open
+    snapshot-<seq>/        a checkpoint: manifest.json, symbols.arrow, r<i>.arrow
+    log-<seq>.bin          framed records committed after snapshot <seq> (0: none)
+
+Write order: a record is appended and (unless `sync=False`) fsynced before
+its commit touches memory; if the write fails, the file is cut back and nothing
+changes; if applying fails after the write, `undo` cuts the record off again.
+A checkpoint writes `snapshot-<seq>.tmp/`, fsyncs it, renames it into place
+and fsyncs the directory; only then does a new segment start and the old
+snapshot and segments go. Opening takes the newest complete snapshot and
+replays the segments from its sequence number on; a torn last frame (a crash
+during an append) is cut off with `os.truncate`, never by rewriting the file.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import weakref
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+import numpy as np
+import pyarrow as pa
+
+from datalog.storage.frames import CorruptLogError, DurabilityError, frame, scan
+from datalog.storage.records import Record, decode, decode_columns, encode, encode_columns
+
+LOCK = "LOCK"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """A checkpoint's contents: program, symbols in id order, and each base
+    relation's rows (symbols as ids) with their multiplicities."""
+
+    epoch: int
+    program: str
+    symbols: list[str]
+    relations: dict[str, tuple[tuple[np.ndarray, ...], np.ndarray]]
+
+
+def _name(prefix: str, seq: int, suffix: str = "") -> str:
+    return f"{prefix}-{seq:012d}{suffix}"
+
+
+def _seq(path: Path) -> int:
+    return int(path.name.split("-")[1].split(".")[0])
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Store:
+    """One writer's handle on a durable directory (see the module docstring)."""
+
+    def __init__(self, path: str | os.PathLike[str], sync: bool = True) -> None:
+        self.dir = Path(path)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            self._lock: IO[bytes] | None = (self.dir / LOCK).open("ab")
+        except OSError as error:
+            raise DurabilityError(
+                f"cannot open the database directory {self.dir}: {error}"
+            ) from None
+        try:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            self._lock = None
+            raise DurabilityError(
+                f"the database in {self.dir} is already open (in this or another process)"
+            ) from None
+        # a database dropped without close() still releases its lock when collected
+        self._finalizer = weakref.finalize(self, self._lock.close)
+        self.sync = sync
+        self.records = 0  # records in the current segment
+        self.snapshot_bytes = 0
+        self.seq = 0
+
+    # -- opening -----------------------------------------------------------------
+
+    def recover(self) -> tuple[Snapshot | None, list[Record]]:
+        """The newest complete snapshot and the records after it, torn tails cut off."""
+        for leftover in self.dir.glob("snapshot-*.tmp"):
+            shutil.rmtree(leftover, ignore_errors=True)
+        snapshots = sorted(self.dir.glob("snapshot-*[0-9]"), key=_seq)
+        snapshot = _read_snapshot(snapshots[-1]) if snapshots else None
+        self.seq = _seq(snapshots[-1]) if snapshots else 0
+        if snapshots:
+            self.snapshot_bytes = sum(f.stat().st_size for f in snapshots[-1].iterdir())
+        segments = [s for s in sorted(self.dir.glob("log-*.bin"), key=_seq) if _seq(s) >= self.seq]
+        records: list[Record] = []
+        for i, segment in enumerate(segments):
+            found = scan(segment)
+            if found.torn:
+                if i != len(segments) - 1:
+                    raise CorruptLogError(segment, found.good_end, "a record cut short")
+                os.truncate(segment, found.good_end)  # never a rewrite in place
+            records += [decode(p) for p in found.payloads]
+            self.seq, self.records = _seq(segment), len(found.payloads)
+        return snapshot, records
+
+    # -- writing -----------------------------------------------------------------
+
+    @property
+    def segment(self) -> Path:
+        return self.dir / _name("log", self.seq, ".bin")
+
+    def append(self, record: Record) -> int:
+        """Write `record` durably; returns the offset to `undo` it. On failure the
+        segment is cut back to where it was and `DurabilityError` is raised."""
+        data = memoryview(frame(encode(record)))
+        fd = os.open(self.segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            offset = os.lseek(fd, 0, os.SEEK_END)
+            try:
+                while data:  # unbuffered: nothing is left to flush after a failure
+                    data = data[os.write(fd, data) :]
+                if self.sync:
+                    os.fsync(fd)
+            except OSError as error:
+                os.ftruncate(fd, offset)
+                raise DurabilityError(f"could not write the log {self.segment}: {error}") from None
+        finally:
+            os.close(fd)
+        self.records += 1
+        return offset
+
+    def undo(self, offset: int) -> None:
+        """Remove the record appended at `offset` (its commit did not happen)."""
+        self._cut(offset)
+        self.records -= 1
+
+    def _cut(self, offset: int) -> None:
+        fd = os.open(self.segment, os.O_RDWR)
+        try:
+            os.ftruncate(fd, offset)
+            if self.sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def wants_checkpoint(self, every: int) -> bool:
+        """The log outgrew the snapshot (bytes) or holds `every` records."""
+        size = self.segment.stat().st_size if self.segment.exists() else 0
+        return self.records >= every or size > max(self.snapshot_bytes, 1 << 20)
+
+    def checkpoint(self, snapshot: Snapshot) -> None:
+        """Write `snapshot` atomically, start a new segment, drop what it covers."""
+        seq = self.seq + 1
+        tmp = self.dir / _name("snapshot", seq, ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            _write_snapshot(tmp, snapshot, self.sync)
+            final = self.dir / _name("snapshot", seq)
+            tmp.rename(final)
+            (self.dir / _name("log", seq, ".bin")).touch()
+            if self.sync:
+                _fsync_dir(self.dir)
+        except OSError as error:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise DurabilityError(f"could not write a checkpoint in {self.dir}: {error}") from None
+        old = self.seq
+        self.seq, self.records = seq, 0
+        self.snapshot_bytes = sum(f.stat().st_size for f in final.iterdir())
+        for path in [*self.dir.glob("log-*.bin"), *self.dir.glob("snapshot-*[0-9]")]:
+            if _seq(path) <= old:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+
+    def close(self) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
+            self._finalizer()
+            self._lock = None
+
+
+def recover_directory(path: Path) -> tuple[int, int]:
+    """Cut the newest segment of `path` at its first bad record (keeping every record
+    before it); returns (records kept, bytes dropped). For `deltalog recover`."""
+    store = Store(path)
+    try:
+        segments = sorted(path.glob("log-*.bin"), key=_seq)
+        if not segments:
+            return 0, 0
+        last = segments[-1]
+        data = last.read_bytes()
+        try:
+            found = scan(last, data)
+            end, kept = found.good_end, len(found.payloads)
+        except CorruptLogError as error:
+            end = error.offset
+            kept = len(scan(last, data[:end]).payloads)
+        os.truncate(last, end)
+        return kept, len(data) - end
+    finally:
+        store.close()
+
+
+# -- snapshot files ----------------------------------------------------------------
+
+
+def _write_snapshot(directory: Path, snapshot: Snapshot, sync: bool) -> None:
+    directory.mkdir()
+    files: dict[str, bytes] = {
+        "symbols.arrow": encode_columns((np.asarray(snapshot.symbols, dtype=object),)),
+    }
+    relations = []
+    for i, (name, (columns, counts)) in enumerate(sorted(snapshot.relations.items())):
+        files[f"r{i}.arrow"] = encode_columns((*columns, counts))
+        relations.append({"name": name, "file": f"r{i}.arrow"})
+    manifest = {"epoch": snapshot.epoch, "program": snapshot.program, "relations": relations}
+    files["manifest.json"] = json.dumps(manifest).encode("utf-8")
+    for name, data in files.items():  # the manifest last: it marks a whole snapshot
+        with (directory / name).open("wb") as out:
+            out.write(data)
+            out.flush()
+            if sync:
+                os.fsync(out.fileno())
+    if sync:
+        _fsync_dir(directory)
+
+
+def _read_snapshot(directory: Path) -> Snapshot:
+    try:
+        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
+        (symbols,) = decode_columns((directory / "symbols.arrow").read_bytes())
+        relations = {}
+        for entry in manifest["relations"]:
+            *columns, counts = decode_columns((directory / entry["file"]).read_bytes())
+            relations[entry["name"]] = (tuple(columns), counts)
+    except (OSError, ValueError, KeyError, pa.ArrowException) as error:
+        raise DurabilityError(f"cannot read the snapshot {directory}: {error}") from None
+    return Snapshot(manifest["epoch"], manifest["program"], list(symbols), relations)
