@@ -138,13 +138,13 @@ class Database:
             checked = check_program(merged)
             known = set(self.checked.facts)
             new_facts = [f for f in checked.facts if f not in known] if facts else []
+            self._checkpoint_if_due()
             offset = durable.log_define(self, text)
             try:
                 self._apply_define(text, parsed, merged, checked, new_facts)
             except BaseException:
                 durable.undo(self, offset)
                 raise
-            self._checkpoint_if_due()
 
     def _apply_define(
         self, text: str, parsed: Program, merged: Program, checked: CheckedProgram, facts: list[Any]
@@ -353,6 +353,8 @@ class Database:
             durable.checkpoint(self)
 
     def _checkpoint_if_due(self) -> None:
+        """Checkpoint once the log has grown enough; called before a commit writes, so
+        the commit that grew the log returns without waiting for the snapshot."""
         store = self.store
         if store is not None and not self._quiet and store.wants_checkpoint(self.checkpoint_every):
             durable.checkpoint(self)
@@ -426,6 +428,7 @@ class Transaction:
         for relation, cols, inserting in self.parts:
             grouped.setdefault(relation, []).append((cols, inserting))
         requests = {rel: _requests(parts) for rel, parts in grouped.items()}
+        self.db._checkpoint_if_due()  # before, not after: the commit that grew the log
         offset = durable.log_commit(self.db, self.db.engine.epoch + 1, self.parts)
         try:
             epoch = self.db.engine.commit(requests)
@@ -433,7 +436,6 @@ class Transaction:
             durable.undo(self.db, offset)
             self.db._restart_live()
             raise
-        self.db._checkpoint_if_due()
         return epoch
 
 
