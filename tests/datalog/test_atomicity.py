@@ -1,0 +1,80 @@
+"""A commit is all or nothing, whatever fails while it is applied."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from datalog.database import Change, Database
+from differential.operators.reduce import ReduceOp
+
+PROGRAM = """
+.decl edge(x: number, y: number)
+.decl reach(x: number, y: number)
+reach(x, y) :- edge(x, y).
+reach(x, z) :- reach(x, y), edge(y, z).
+"""
+
+
+class Boom(BaseException):
+    """Stands for KeyboardInterrupt or MemoryError: not an Exception."""
+
+
+def _fail_on_step(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
+    original = ReduceOp.step
+    calls = Counter[str]()
+
+    def step(self: ReduceOp, time: tuple[int, ...]) -> None:
+        calls["step"] += 1
+        if calls["step"] == nth:
+            raise Boom
+        original(self, time)
+
+    monkeypatch.setattr(ReduceOp, "step", step)
+
+
+def _accumulate(changes: list[Change]) -> set[tuple[object, ...]]:
+    rows: Counter[tuple[object, ...]] = Counter()
+    for change in changes:
+        for row, diff in zip(change.rows, change.diffs, strict=True):
+            rows[row] += diff
+    assert all(n in (0, 1) for n in rows.values())
+    return {row for row, n in rows.items() if n}
+
+
+def _closure(edges: set[tuple[int, int]]) -> set[tuple[object, ...]]:
+    reach = set(edges)
+    while True:
+        more = {(a, d) for a, b in reach for c, d in edges if b == c} - reach
+        if not more:
+            return set(reach)
+        reach |= more
+
+
+@pytest.mark.parametrize("nth", [1, 2, 3])
+def test_a_commit_failing_halfway_leaves_nothing_and_subscriptions_stay_exact(
+    nth: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    db = Database(tmp_path)
+    db.define(PROGRAM)
+    edges = {(1, 2), (2, 3)}
+    db.insert("edge", sorted(edges))
+    seen: list[Change] = []
+    db.subscribe("reach(x, y)", seen.append)
+    epoch = db.epoch
+    with monkeypatch.context() as patch:
+        _fail_on_step(patch, nth)
+        with pytest.raises(Boom), db.transaction() as tx:
+            tx.insert("edge", [(3, 4), (4, 1)])
+            tx.retract("edge", [(1, 2)])
+    assert db.epoch == epoch
+    assert set(db.query("reach(x, y)")) == _accumulate(seen) == _closure(edges)
+    for change in ([(3, 4)], [(0, 1)]):  # later commits: exact changes, nothing of the failed one
+        db.insert("edge", change)
+        edges |= set(change)
+        assert _accumulate(seen) == _closure(edges) == set(db.query("reach(x, y)"))
+    db.close()
+    with Database(tmp_path) as again:  # the failed commit's record was cut off the log
+        assert set(again.query("reach(x, y)")) == _closure(edges)
