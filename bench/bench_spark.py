@@ -26,11 +26,11 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from bench.common import print_table, timed
+from bench.common import DATA_DIR, print_table, timed
 from bench.generators import dag_for_closure, power_law_graph
 from datalog import Database
 
-LDBC = Path("/work/shared/data/ldbc-snb/vanilla")
+LDBC = DATA_DIR / "ldbc-snb" / "vanilla"
 LDBC_FILES = ("person", "person_knows_person", "person_likes_post", "post")
 ATTRIBUTES = ("firstName", "lastName", "gender", "birthday", "creationDate", "browserUsed", "city")
 Row = tuple[str, str, float, str]

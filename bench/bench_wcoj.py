@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from bench.common import peak_rss_mb, percentiles, print_table, timed
+from bench.common import DATA_DIR, peak_rss_mb, percentiles, print_table, timed
 from bench.generators import power_law_graph, read_snap
 from bench.peers.duckdb_peer import EdgeDB
 from datalog.checks import check_query
@@ -48,7 +48,7 @@ from datalog.plan.wcoj import JoinPlan
 EDGES = ".decl e(a: number, b: number)\n"
 TRIANGLE_ATOMS = ("e(a, b)", "e(b, c)", "e(a, c)")
 ORDERS = [", ".join(p) for p in permutations(TRIANGLE_ATOMS)]
-SNAP_DIR = Path("/work/shared/data/snap")
+SNAP_DIR = DATA_DIR / "snap"
 DEFAULT_SNAP = [SNAP_DIR / "CA-GrQc.txt", SNAP_DIR / "p2p-Gnutella08.txt"]
 T = TypeVar("T")
 MEMORY_CAP = [8 << 30]  # bytes of address space a forked run may map (--memory-cap)

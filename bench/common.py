@@ -6,19 +6,28 @@ Benchmarks report numbers; they never assert times.
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import numpy as np
 
 T = TypeVar("T")
 
+# The shared datasets: `../shared/data` beside the repository, or $DELTALOG_DATA.
+# README "Benchmarks" says where to get them when they are not there.
+DATA_DIR = Path(
+    os.environ.get("DELTALOG_DATA") or Path(__file__).resolve().parents[2] / "shared" / "data"
+)
+
 __all__ = [
+    "DATA_DIR",
     "Stopwatch",
     "format_table",
     "peak_rss_mb",

@@ -20,12 +20,13 @@ import numpy as np
 import pyarrow as pa
 
 from bench import ldbc, ldbc_gen
+from bench.common import DATA_DIR
 from bench.generators import dag_for_closure, power_law_graph, read_snap
 
 __all__ = ["LDBC_DIR", "SNAP_DIR", "available", "build", "scaled", "size"]
 
-SNAP_DIR = Path("/work/shared/data/snap")
-LDBC_DIR = Path("/work/shared/data/ldbc-snb/vanilla")
+SNAP_DIR = DATA_DIR / "snap"
+LDBC_DIR = DATA_DIR / "ldbc-snb" / "vanilla"
 
 
 def _graph(src: np.ndarray, dst: np.ndarray) -> ldbc.Relations:

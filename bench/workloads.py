@@ -20,19 +20,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bench.common import DATA_DIR
 from bench.ldbc import Relations
 
 __all__ = ["PERSON_ATTRS", "WORKLOADS", "Params", "Workload", "params", "query_keys"]
 
 Params = dict[str, int | str | list[int]]
 DAY_MS = 86_400_000
-PARAMS_DIR = Path("/work/shared/data/ldbc-snb/substitution_parameters")
+PARAMS_DIR = DATA_DIR / "ldbc-snb" / "substitution_parameters"
 
 
 @dataclass(frozen=True)

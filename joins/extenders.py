@@ -285,8 +285,9 @@ def _absence(
     """Per row, one minus the negated relation's accumulation at the row's time
     (its entries at or before that time), and which found entries are later."""
     before = np.all(found.times <= times[:, owner], axis=0)
-    present = np.bincount(owner[before], weights=found.diffs[before], minlength=n)
-    return 1 - np.rint(present).astype(np.int64), ~before
+    present = np.zeros(n, dtype=np.int64)  # summed in int64: exact for any count
+    np.add.at(present, owner[before], found.diffs[before])
+    return 1 - present, ~before
 
 
 def _negated(found: Updates, rows: npt.NDArray[np.bool_]) -> Updates:

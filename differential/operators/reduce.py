@@ -149,7 +149,9 @@ class ReduceOp(Operator):
             first = np.flatnonzero(run_starts([delta.hashes, *delta.columns]))
             keys = tuple(c[first] for c in delta.columns)
             owner, found = self.trace.lookup(keys, delta.hashes[first])
-            present = np.bincount(owner, weights=found.diffs, minlength=len(first)) > 0
+            counts = np.zeros(len(first), dtype=np.int64)  # int64: exact for any count
+            np.add.at(counts, owner, found.diffs)
+            present = counts > 0
             fresh = np.flatnonzero(~present)
         if not len(fresh):
             return

@@ -14,10 +14,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from bench.common import DATA_DIR
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-LDBC = "/work/shared/data/ldbc-snb/vanilla"
+LDBC = str(DATA_DIR / "ldbc-snb" / "vanilla")  # skipped where absent
 SPARK_WARNINGS = (
     "ignore:PySpark does not yet fully support pandas:FutureWarning",
     "ignore::DeprecationWarning:pyspark.*",
