@@ -181,6 +181,7 @@ class Decl:
     columns: tuple[Column, ...]
     semantics: Semantics = "set"
     span: Span = field(default=NOWHERE, compare=False)
+    qualifiers: tuple[str, ...] = field(default=(), compare=False)  # as written
 
     @property
     def arity(self) -> int:

@@ -123,7 +123,8 @@ class _Builder(Transformer[Token, Any]):
             if qualifier in ("set", "multiset", "last_write_wins"):
                 semantics = qualifier
         span = _span(meta)
-        return [ast.Decl(name, columns or (), semantics, span) for name in names]
+        written = tuple(str(q) for q in qualifiers)
+        return [ast.Decl(name, columns or (), semantics, span, written) for name in names]
 
     def column(self, meta: Meta, children: list[Token]) -> ast.Column:
         name, type_name = children

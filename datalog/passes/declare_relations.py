@@ -9,6 +9,7 @@ from __future__ import annotations
 from datalog.ast import ColumnType, Decl
 from datalog.errors import (
     DatalogSemanticError,
+    UnsupportedError,
     DuplicateDeclarationError,
     UnknownNameError,
     did_you_mean,
@@ -27,6 +28,12 @@ def declare_relations(ctx: CheckContext) -> None:
             ctx.report(DuplicateDeclarationError, message, decl.span)
             continue
         ctx.declarations[decl.name] = decl
+        if "eqrel" in decl.qualifiers:
+            message = (
+                f"`eqrel` (on `{decl.name}`) is not supported yet: declare the relation "
+                "without it and derive the equivalence closure with rules"
+            )
+            ctx.report(UnsupportedError, message, decl.span)
         info = _relation_info(ctx, decl)
         if info is not None:
             ctx.relations[decl.name] = info

@@ -19,6 +19,7 @@ from datalog.errors import (
     RangeRestrictionError,
     TypeMismatchError,
     UnknownNameError,
+    UnsupportedError,
 )
 from datalog.parser import parse_program, parse_query
 from tests.datalog.strategies import programs, queries
@@ -191,3 +192,9 @@ def test_query_checking_never_fails_with_anything_but_a_datalog_error(query: Que
         check_query(query, schema)
     except DatalogError as error:
         assert str(error)
+
+
+def test_eqrel_is_refused_rather_than_silently_ignored() -> None:
+    with pytest.raises(UnsupportedError, match="eqrel") as caught:
+        check_program(parse_program(".decl same(a: number, b: number) eqrel"))
+    assert caught.value.line == 1
