@@ -14,12 +14,11 @@ entry point takes the database's lock.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from datalog import durable
 from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
 from datalog.errors import TransactionError, UnknownNameError, did_you_mean
+from datalog.live import Callback, Change, LiveQuery, Subscription, deliver
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, QueryPlan
@@ -41,49 +41,6 @@ from differential.engine import Engine
 from differential.inputs import Requests
 from differential.time import column
 from differential.trace.spine import Spine
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a subscriber receives: rows with their diffs (+1 in, -1 out) at an epoch."""
-
-    rows: list[tuple[Any, ...]]
-    diffs: list[int]
-    epoch: int
-    snapshot: bool = False
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.rows, self.diffs, self.epoch))
-
-
-Callback = Callable[[Change], None]
-_log = logging.getLogger("deltalog")
-
-
-@dataclass(eq=False)
-class Subscription:
-    query: str
-    columns: tuple[str, ...]
-    callback: Callback
-    live: LiveQuery | None = None
-    active: bool = True
-    errors: list[Exception] = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class LiveQuery:
-    """A started dataflow kept up to date, its accumulated answer and its subscribers."""
-
-    key: str
-    plan: QueryPlan
-    types: tuple[ColumnType, ...]
-    state: Spine
-    subscribers: list[Subscription] = field(default_factory=list)
-    join_plan: JoinPlan = "auto"
-
-    @property
-    def query_text(self) -> str:
-        return self.key.split(" [plan=")[0]
 
 
 class Database:
@@ -106,6 +63,7 @@ class Database:
         self.checkpoint_every = checkpoint_every
         self.definitions: list[str] = []  # every applied `define` text, in order
         self._quiet = 0  # >0 while replaying or committing a define's facts: no log
+        self._delivering = 0  # >0 while subscribers are being called
         self.engine = Engine()
         self.symbols = SymbolTable()
         self.program = Program()
@@ -127,6 +85,7 @@ class Database:
     def _define(self, text: str, facts: bool) -> None:
         """`define`; without `facts`, its facts are not inserted (a snapshot holds them)."""
         with self.lock:
+            self._refuse_in_callback("define")
             parsed = parse_program(text)
             merged = Program(
                 decls=self.program.decls + parsed.decls,
@@ -141,47 +100,72 @@ class Database:
             self._checkpoint_if_due()
             offset = durable.log_define(self, text)
             try:
-                self._apply_define(text, parsed, merged, checked, new_facts)
+                self._apply_define(text, parsed, merged, checked, new_facts, own_epoch=facts)
             except BaseException:
                 durable.undo(self, offset)
                 raise
 
     def _apply_define(
-        self, text: str, parsed: Program, merged: Program, checked: CheckedProgram, facts: list[Any]
+        self,
+        text: str,
+        parsed: Program,
+        merged: Program,
+        checked: CheckedProgram,
+        facts: list[Any],
+        own_epoch: bool,
     ) -> None:
+        """Switch to the merged program. New rules are an epoch of their own (with the
+        definition's facts, if any): the live queries they change get one change
+        labelled with that new epoch. On any failure nothing changes."""
         with self.lock:
             before = self.program, self.checked, len(self.definitions)
             self.program, self.checked = merged, checked
             self.definitions.append(text)
+            affected: list[LiveQuery] = []
             try:
-                self._insert_facts(checked, facts)
+                self._create_inputs(checked)
+                affected = self._refresh_live(parsed)
+                rules = any(rule.body for rule in parsed.rules)
+                self._insert_facts(facts, new_epoch=rules and own_epoch)
             except BaseException:  # a fact out of its type's range, say: nothing changes
                 self.program, self.checked = before[0], before[1]
                 del self.definitions[before[2] :]
+                for live in affected:
+                    live.held = None
+                    self._rebuild(live)
                 raise
-            self._refresh_live(parsed)
+            for live in affected:  # a held change that no fact's change carried along
+                if live.held is not None:
+                    self._deliver(live, live.state.empty(), self.engine.epoch)
 
-    def _insert_facts(self, checked: CheckedProgram, facts: list[Any]) -> None:
-        with self.lock:
-            for info in checked.schema.relations.values():
-                if info.name not in self.engine.inputs:
-                    # a nullary relation is stored with one constant column
-                    dtypes = [np.dtype(_dtype(t)) for t in info.types] or [np.dtype(np.int64)]
-                    self.engine.create_input(info.name, dtypes, info.semantics)
-            self._quiet += 1
-            try:
+    def _create_inputs(self, checked: CheckedProgram) -> None:
+        for info in checked.schema.relations.values():
+            if info.name not in self.engine.inputs:
+                # a nullary relation is stored with one constant column
+                dtypes = [np.dtype(_dtype(t)) for t in info.types] or [np.dtype(np.int64)]
+                self.engine.create_input(info.name, dtypes, info.semantics)
+
+    def _insert_facts(self, facts: list[Any], new_epoch: bool) -> None:
+        """Commit a definition's facts (and a new epoch even without any, if asked)."""
+        self._quiet += 1
+        try:
+            if not facts and new_epoch:
+                self.engine.commit({})
+            elif facts:
                 with self.transaction() as tx:
                     for fact in facts:
                         tx.insert(fact.head.name, [tuple(a.value for a in fact.head.args)])
-            finally:
-                self._quiet -= 1
+        finally:
+            self._quiet -= 1
 
-    def _refresh_live(self, parsed: Program) -> None:
-        """Rebuild live queries that read relations the new rules define."""
+    def _refresh_live(self, parsed: Program) -> list[LiveQuery]:
+        """Rebuild the live queries that read relations the new rules define; their
+        answers' changes are held for the definition's epoch."""
         heads = {r.head.name for r in parsed.rules if r.body}
-        for live in list(self.live.values()):
-            if heads & self._reads(live.query_text):
-                self._rebuild(live)
+        affected = [live for live in self.live.values() if heads & self._reads(live.query_text)]
+        for live in affected:
+            live.held = self._rebuild(live)
+        return affected
 
     def _reads(self, query_text: str) -> set[str]:
         from datalog.checks import dependencies
@@ -244,27 +228,28 @@ class Database:
             live = self.live.get(key)
             if live is not None:
                 return live.state.accumulate(None), live.types
-            built = Planner(self.engine, self.checked, self.symbols, plan).build(checked, key)
-            collected: list[Updates] = []
-            built.output.listeners.append(lambda u, _e: collected.append(u))
-            self.engine.start(built.dataflow)
+            built, answer = self._started(checked, key, plan)
             self.engine.drop(built.dataflow)
-            types = checked.answer_types
-            if not collected:
-                dtypes = [np.dtype(_dtype(t)) for t in types]
-                return Updates.empty(len(types), 1, dtypes), types
-            return collected[0], types
+            return answer, checked.answer_types
 
     def subscribe(self, text: str, callback: Callback, plan: JoinPlan = "auto") -> Subscription:
         """Call `callback` with the current answer, then with every epoch's changes."""
         with self.lock:
+            self._refuse_in_callback("subscribe")
             key, checked = self._check_query(text, plan)
             live = self.live.get(key) or self._start_live(key, checked, plan)
             sub = Subscription(key, checked.answer_vars, callback, live)
             live.subscribers.append(sub)
             state = live.state.accumulate(None)
             rows = to_rows(state.columns, live.types, self.symbols, len(state))
-            callback(Change(rows, [1] * len(rows), self.engine.epoch, snapshot=True))
+            self._delivering += 1
+            try:
+                callback(Change(rows, [1] * len(rows), self.engine.epoch, snapshot=True))
+            except BaseException:  # no orphan: the caller never got a handle to it
+                self.unsubscribe(sub)
+                raise
+            finally:
+                self._delivering -= 1
             return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -311,14 +296,33 @@ class Database:
         return (key if plan == "auto" else f"{key} [plan={plan}]"), checked
 
     def _start_live(self, key: str, checked: Any, join_plan: JoinPlan) -> LiveQuery:
-        plan = Planner(self.engine, self.checked, self.symbols, join_plan).build(checked, key)
+        """Build and start a query's dataflow, and register it only once it runs."""
+        plan, first = self._started(checked, key, join_plan)
         dtypes = [np.dtype(_dtype(t)) for t in checked.answer_types]
         live = LiveQuery(key, plan, checked.answer_types, Spine(len(dtypes), dtypes, 1))
         live.join_plan = join_plan
+        self._deliver(live, first, self.engine.epoch)  # no subscriber yet: the state only
         plan.output.listeners.append(lambda u, e: self._deliver(live, u, e))
         self.live[key] = live
-        self.engine.start(plan.dataflow)
         return live
+
+    def _started(self, checked: Any, key: str, join_plan: JoinPlan) -> tuple[QueryPlan, Updates]:
+        """A new dataflow for a query, started, and its first answer (not delivered).
+
+        If building or starting fails, the dataflow is dropped: no reader is left
+        holding back the compaction of shared arrangements.
+        """
+        plan = Planner(self.engine, self.checked, self.symbols, join_plan).build(checked, key)
+        captured: list[Updates] = []
+        plan.output.listeners.append(lambda u, _e: captured.append(u))
+        try:
+            self.engine.start(plan.dataflow)
+        except BaseException:
+            self.engine.drop(plan.dataflow)
+            raise
+        plan.output.listeners.clear()
+        dtypes = [np.dtype(_dtype(t)) for t in checked.answer_types]
+        return plan, concat([Updates.empty(len(dtypes), 1, dtypes), *captured])
 
     def _restart_live(self) -> None:
         """Rebuild the live queries' dataflows, which an aborted commit dropped. The
@@ -327,23 +331,18 @@ class Database:
         for live in list(self.live.values()):
             self._rebuild(live)
 
-    def _rebuild(self, live: LiveQuery) -> None:
-        """Replace a live query's dataflow (its rules changed); deliver the difference."""
+    def _rebuild(self, live: LiveQuery) -> Updates:
+        """Replace a live query's dataflow (its rules changed): the difference between
+        the new answer and the one its subscribers hold (not delivered)."""
         old = live.state.accumulate(None)
         self.engine.drop(live.plan.dataflow)
         _, checked = self._check_query(live.query_text)
-        plan = Planner(self.engine, self.checked, self.symbols, live.join_plan).build(
-            checked, live.key
-        )
-        captured: list[Updates] = []
-        plan.output.listeners.append(lambda u, _e: captured.append(u))
-        self.engine.start(plan.dataflow)
-        plan.output.listeners[:] = [lambda u, e: self._deliver(live, u, e)]
+        plan, first = self._started(checked, live.key, live.join_plan)
+        plan.output.listeners.append(lambda u, e: self._deliver(live, u, e))
         live.plan = plan
         epoch = self.engine.epoch
-        parts = [old.negate(), *captured]
-        change = consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
-        self._deliver(live, change, epoch)
+        parts = [old.negate(), first]
+        return consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
 
     def checkpoint(self) -> None:
         """Snapshot the base relations and the program now, and drop the log they cover."""
@@ -371,27 +370,21 @@ class Database:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _refuse_in_callback(self, what: str) -> None:
+        """Commits, definitions and subscriptions from inside a subscriber would change
+        the database while an epoch is being handed out: they are refused."""
+        if self._delivering:
+            raise TransactionError(
+                f"cannot {what} from inside a subscriber callback: the epoch being "
+                "delivered is not over; do it after the call that committed returns"
+            )
+
     def _deliver(self, live: LiveQuery, updates: Updates, epoch: int) -> None:
-        if len(updates) == 0:
-            return
-        since = live.state.default_since
-        live.state.insert(updates.with_times(updates.times * 0), since, since)
-        rows = to_rows(updates.columns, live.types, self.symbols, len(updates))
-        change = Change(rows, updates.diffs.tolist(), epoch)
-        for sub in list(live.subscribers):
-            _notify(sub, change)
-
-
-def _notify(sub: Subscription, change: Change) -> None:
-    """Call a subscriber; its exception is logged and kept, never raised into a commit.
-
-    The commit has already happened: other subscribers must still hear of it.
-    """
-    try:
-        sub.callback(change)
-    except Exception as exc:  # a subscriber's bug must not undo or hide an epoch
-        sub.errors.append(exc)
-        _log.exception("subscriber of %s failed at epoch %d", sub.query, change.epoch)
+        self._delivering += 1
+        try:
+            deliver(live, updates, epoch, self.symbols)
+        finally:
+            self._delivering -= 1
 
 
 class Transaction:
@@ -422,6 +415,7 @@ class Transaction:
     def commit(self) -> int:
         """Apply everything as one epoch (also done on leaving the `with` block)."""
         self.done = True
+        self.db._refuse_in_callback("commit")
         if not self.parts:
             return self.db.engine.epoch
         grouped: dict[str, list[tuple[tuple[np.ndarray, ...], bool]]] = {}

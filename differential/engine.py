@@ -144,9 +144,10 @@ class Engine:
         self.epoch = epoch
         for inp in self.inputs.values():
             inp.seal(epoch + 1)
-        for df in self.dataflows:
-            df.advance(epoch + 1)
-            df.deliver(epoch)
+        for df in list(self.dataflows):  # a listener may drop dataflows meanwhile
+            if df in self.dataflows:
+                df.advance(epoch + 1)
+                df.deliver(epoch)
         return epoch
 
     def _abort(self) -> None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from datalog.ast import ColumnType, Decl
 from datalog.errors import (
     DatalogSemanticError,
-    UnsupportedError,
     DuplicateDeclarationError,
     UnknownNameError,
+    UnsupportedError,
     did_you_mean,
 )
 from datalog.passes.context import CheckContext

@@ -147,10 +147,10 @@ def test_repl_on_piped_stdin(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["repl"], capsys, stdin=REPL_INPUT)
     assert code == 0
     assert "deltalog>" not in out  # no prompts when not a TTY
-    assert "[watch 1] epoch 2:\n  + (2)\n  + (3)\n" in out
+    assert "[watch 1] epoch 4:\n  + (2)\n  + (3)\n" in out
     assert "x = 1, y = 2\nx = 1, y = 3\nx = 2, y = 3\n(3 rows)\n" in out
     assert "x = 2, y = 3\n(1 row)\n" in out
-    assert "[watch 1] epoch 3:\n  - (3)\n" in out  # the retraction, seen by the watch
+    assert "[watch 1] epoch 5:\n  - (3)\n" in out  # the retraction, seen by the watch
     assert "stopped watch 1" in out
     assert "\ntrue\n" in out
     assert "shared arrangements" in out

@@ -1,0 +1,110 @@
+"""Live queries and their subscribers: what a subscriber receives, and when.
+
+Layer: datalog (API). Imports the planner's types and `differential`.
+
+A `LiveQuery` is a started dataflow, the answer its subscribers hold (`state`)
+and the subscribers themselves. `deliver` hands them an epoch's changes; a
+change held back by a definition (`held`) joins the next delivery of the same
+epoch, so each subscriber gets one `Change` per epoch, in increasing epochs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from datalog.ast import ColumnType
+from datalog.plan.build import QueryPlan
+from datalog.plan.wcoj import JoinPlan
+from datalog.rows import to_rows
+from datalog.symbols import SymbolTable
+from differential.batch import Updates, concat, consolidate
+from differential.time import column
+from differential.trace.spine import Spine
+
+_log = logging.getLogger("deltalog")
+KEPT_ERRORS = 10  # a subscription keeps its last few errors (and counts them all)
+
+
+@dataclass(frozen=True)
+class Change:
+    """What a subscriber receives: rows with their diffs (+1 in, -1 out) at an epoch."""
+
+    rows: list[tuple[Any, ...]]
+    diffs: list[int]
+    epoch: int
+    snapshot: bool = False
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter((self.rows, self.diffs, self.epoch))
+
+
+Callback = Callable[[Change], None]
+
+
+@dataclass(eq=False)
+class Subscription:
+    query: str
+    columns: tuple[str, ...]
+    callback: Callback
+    live: LiveQuery | None = None
+    active: bool = True
+    errors: deque[Exception] = field(default_factory=lambda: deque(maxlen=KEPT_ERRORS))
+    error_count: int = 0  # every error the callback raised, kept or not
+
+    def __repr__(self) -> str:
+        state = "active" if self.active else "closed"
+        return f"<Subscription {self.query!r} ({state}, {self.error_count} errors)>"
+
+
+@dataclass(eq=False)
+class LiveQuery:
+    """A started dataflow kept up to date, its accumulated answer and its subscribers."""
+
+    key: str
+    plan: QueryPlan
+    types: tuple[ColumnType, ...]
+    state: Spine
+    subscribers: list[Subscription] = field(default_factory=list)
+    join_plan: JoinPlan = "auto"
+    held: Updates | None = None  # a definition's change, delivered with its epoch
+
+    @property
+    def query_text(self) -> str:
+        return self.key.split(" [plan=")[0]
+
+
+def deliver(live: LiveQuery, updates: Updates, epoch: int, symbols: SymbolTable) -> None:
+    """Apply an epoch's changes to the answer and hand them to every subscriber."""
+    if live.held is not None:
+        updates = consolidate(concat([_at(live.held, epoch), _at(updates, epoch)]))
+        live.held = None
+    if len(updates) == 0:
+        return
+    since = live.state.default_since
+    live.state.insert(updates.with_times(updates.times * 0), since, since)
+    rows = to_rows(updates.columns, live.types, symbols, len(updates))
+    change = Change(rows, updates.diffs.tolist(), epoch)
+    for sub in list(live.subscribers):
+        if sub.active:
+            notify(sub, change)
+
+
+def _at(updates: Updates, epoch: int) -> Updates:
+    return updates.with_times(column((epoch,), len(updates)))
+
+
+def notify(sub: Subscription, change: Change) -> None:
+    """Call a subscriber; its exception is logged and kept, never raised into a commit.
+
+    The commit has already happened: other subscribers must still hear of it.
+    """
+    try:
+        sub.callback(change)
+    except Exception as exc:  # a subscriber's bug must not undo or hide an epoch
+        sub.errors.append(exc)
+        sub.error_count += 1
+        _log.exception("subscriber of %s failed at epoch %d", sub.query, change.epoch)
