@@ -1,0 +1,146 @@
+"""Live queries under failure and re-entrance: nothing half-done, epochs in order."""
+
+from __future__ import annotations
+
+import pytest
+
+from datalog.database import Change, Database
+from datalog.errors import DatalogError, TransactionError
+from differential.engine import Engine
+
+PROGRAM = """
+.decl edge(x: number, y: number)
+.decl reach(x: number, y: number)
+reach(x, y) :- edge(x, y).
+reach(x, z) :- reach(x, y), edge(y, z).
+edge(1, 2).
+"""
+
+
+def _readers(db: Database) -> int:
+    inputs = db.stats()["inputs"]
+    assert isinstance(inputs, dict)
+    return sum(a["readers"] for i in inputs.values() for a in i["arrangements"].values())
+
+
+class Boom(Exception):
+    pass
+
+
+def _failing_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = Engine.start
+    calls = {"n": 0}
+
+    def start(self: Engine, dataflow: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise Boom
+        original(self, dataflow)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Engine, "start", start)
+
+
+def test_a_subscription_whose_dataflow_fails_to_start_poisons_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    db = Database()
+    db.define(PROGRAM)
+    _failing_start(monkeypatch)
+    with pytest.raises(Boom):
+        db.subscribe("reach(1, y)", lambda change: None)
+    assert db.live == {} and _readers(db) == 0
+    seen: list[Change] = []
+    db.subscribe("reach(1, y)", seen.append)
+    assert seen[0].rows == [(2,)]
+    db.insert("edge", [(2, 3)])
+    assert seen[1].rows == [(3,)] and seen[1].epoch == db.epoch
+
+
+def test_a_failed_one_shot_query_leaves_no_reader(monkeypatch: pytest.MonkeyPatch) -> None:
+    db = Database()
+    db.define(PROGRAM)
+    _failing_start(monkeypatch)
+    with pytest.raises(Boom):
+        db.query("reach(x, y)")
+    assert _readers(db) == 0
+    assert db.query("reach(x, y)") == [(1, 2)]
+
+
+def test_a_commit_from_inside_a_callback_is_refused_and_changes_nothing() -> None:
+    db = Database()
+    db.define(PROGRAM)
+
+    def meddle(change: Change) -> None:
+        if not change.snapshot:
+            db.insert("edge", [(9, 9)])
+
+    sub = db.subscribe("reach(1, y)", meddle)
+    db.insert("edge", [(2, 3)])
+    assert isinstance(sub.errors[0], TransactionError)
+    assert "inside a subscriber callback" in str(sub.errors[0])
+    assert (9, 9) not in db.query("edge(x, y)")
+    with pytest.raises(TransactionError):
+        db.subscribe("reach(x, y)", lambda change: db.define(".decl z(x: number)"))
+    assert set(db.live) == {"reach(1, y)"}  # the refused one left nothing behind
+
+
+def test_unsubscribing_inside_a_callback_does_not_hide_another_querys_change() -> None:
+    db = Database()
+    db.define(PROGRAM)
+    other: list[Change] = []
+    subs = []
+
+    def leave(change: Change) -> None:
+        if not change.snapshot:
+            db.unsubscribe(subs[0])
+
+    subs.append(db.subscribe("reach(1, y)", leave))
+    db.subscribe("edge(x, y)", other.append)
+    db.insert("edge", [(2, 3)])
+    assert other[-1].epoch == db.epoch and other[-1].rows == [(2, 3)]
+    db.insert("edge", [(3, 4)])
+    assert other[-1].epoch == db.epoch and other[-1].rows == [(3, 4)]
+
+
+def test_errors_are_bounded_and_counted() -> None:
+    db = Database()
+    db.define(PROGRAM)
+
+    def fail(change: Change) -> None:
+        if not change.snapshot:
+            raise ValueError(change.epoch)
+
+    sub = db.subscribe("edge(x, y)", fail)
+    for i in range(25):
+        db.insert("edge", [(100 + i, i)])
+    assert sub.error_count == 25 and len(sub.errors) == 10
+    assert str(sub.errors[-1]) == str(db.epoch)
+
+
+def test_new_rules_reach_subscribers_at_a_new_epoch_so_epochs_strictly_increase() -> None:
+    db = Database()
+    db.define(PROGRAM)
+    seen: list[Change] = []
+    db.subscribe("reach(x, 9)", seen.append)
+    before = db.epoch
+    db.define("reach(x, 9) :- edge(x, _).\nedge(5, 6).")
+    assert db.epoch == before + 1
+    assert [c.epoch for c in seen] == [before, before + 1]
+    assert sorted(seen[1].rows) == [(1,), (5,)]
+    db.define("reach(x, y) :- edge(y, x).")  # changes nothing this query sees: no delivery
+    assert len(seen) == 2 and db.epoch == before + 2
+
+
+def test_a_definition_failing_on_a_fact_value_keeps_nothing() -> None:
+    db = Database()
+    db.define(PROGRAM)
+    seen: list[Change] = []
+    db.subscribe("reach(x, y)", seen.append)
+    epoch = db.epoch
+    with pytest.raises(DatalogError):
+        db.define(".decl u(x: unsigned)\nreach(x, x) :- edge(x, _).\nu(-1).")
+    assert db.epoch == epoch and len(seen) == 1
+    assert "u" not in db.checked.schema.relations
+    assert db.query("reach(x, y)") == [(1, 2)]
+    db.insert("edge", [(2, 3)])
+    assert sorted(seen[-1].rows) == [(1, 3), (2, 3)]
