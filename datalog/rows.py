@@ -45,6 +45,8 @@ def to_columns(info: RelationInfo, data: object, symbols: SymbolTable) -> tuple[
 
 
 def _raw_columns(info: RelationInfo, data: object) -> list[Any]:
+    if hasattr(data, "iloc") and hasattr(data, "columns"):  # a pandas DataFrame
+        return _frame_columns(info, data)
     if hasattr(data, "to_arrow") and not hasattr(data, "column"):
         data = data.to_arrow()
     elif hasattr(data, "toArrow") and hasattr(data, "sparkSession"):  # a Spark (>= 4) DataFrame
@@ -65,7 +67,20 @@ def _raw_columns(info: RelationInfo, data: object) -> list[Any]:
     return _columns_of_rows(info, data)
 
 
+def _frame_columns(info: RelationInfo, frame: Any) -> list[Any]:
+    """A DataFrame's columns by the relation's attribute names when it has them all,
+    else by position."""
+    names = [str(c) for c in frame.columns]
+    if set(info.column_names) <= set(names):
+        return [frame[name].to_numpy() for name in info.column_names]
+    return [frame.iloc[:, i].to_numpy() for i in range(len(names))]
+
+
 def _columns_of_rows(info: RelationInfo, data: object) -> list[Any]:
+    if isinstance(data, str | bytes):  # not three rows of one letter each
+        raise TransactionError(
+            f"rows for `{info.name}` must be a collection of rows, not a string: {data!r:.40}"
+        )
     if not isinstance(data, Iterable):
         raise TransactionError(f"rows for `{info.name}` must be iterable, not {type(data)}")
     items = list(data)
@@ -111,10 +126,40 @@ def _numeric(col: Array, kind: ColumnType, where: str) -> Array:
         len(col) == 0 or (col.dtype.kind == "f" and bool(np.all(np.mod(col, 1) == 0)))
     ):
         raise TransactionError(f"{where} needs {kind} values, got {col.dtype}")
+    typed_input = col.dtype.kind in "iuf"
+    if typed_input and len(col):  # before the cast: it would wrap or warn
+        _check_range(col, kind, where)
     try:
-        return col.astype(dtype)
+        typed = col.astype(dtype)
     except (OverflowError, ValueError, TypeError) as exc:
         raise TransactionError(f"{where}: {exc}") from None
+    if not typed_input and kind == "float" and len(col):
+        _check_range(typed, kind, where)
+    return typed
+
+
+_LIMITS: dict[str, tuple[int, int]] = {"number": (-(2**63), 2**63 - 1), "unsigned": (0, 2**64 - 1)}
+
+
+def _check_range(col: Array, kind: ColumnType, where: str) -> None:
+    """Typed columns are cast only when every value fits: no silent wrap-around, and
+    no NaN (it equals nothing, itself included, so a set could neither hold it once
+    nor ever retract it)."""
+    if col.dtype.kind == "f":
+        nan = np.flatnonzero(np.isnan(col))
+        if len(nan):
+            raise TransactionError(f"{where}: row {nan[0]} is NaN, which is not a value")
+    if kind == "float":
+        return
+    low, high = _LIMITS[kind]
+    if col.dtype.kind == "f":  # integral floats: within the range, exactly
+        bad = np.flatnonzero((col < float(low)) | (col >= float(high) + 1))
+    elif col.dtype.kind == "i":
+        bad = np.flatnonzero(col < low) if low == 0 else np.empty(0, np.intp)
+    else:
+        bad = np.flatnonzero(col > np.uint64(high)) if high < 2**64 - 1 else np.empty(0, np.intp)
+    if len(bad):
+        raise TransactionError(f"{where}: row {bad[0]} holds {col[bad[0]]}, out of range")
 
 
 def to_rows(

@@ -66,8 +66,7 @@ class Input:
         if len(requests) == 0:
             return Updates.empty(self.arity, 1, self.dtypes)
         if self.semantics == "multiset":
-            signs = np.where(requests.inserting, 1, -1).astype(np.int64)
-            return consolidate(Updates(requests.columns, column((epoch,), len(signs)), signs))
+            return self._multiset_diffs(requests, epoch)
         if self.semantics == "set":
             return self._set_diffs(requests, epoch)
         return self._lww_diffs(requests, epoch)
@@ -90,6 +89,28 @@ class Input:
         wanted = requests.inserting[order][last].astype(np.int64)
         present = (self._present_counts(rows) > 0).astype(np.int64)
         change = wanted - present
+        keep = change != 0
+        return Updates(
+            tuple(c[keep] for c in rows), column((epoch,), int(keep.sum())), change[keep]
+        )
+
+    def _multiset_diffs(self, requests: Requests, epoch: int) -> Updates:
+        """Requests in order, each +1 or -1 on its row's count, which never goes below
+        zero: retracting a copy that is not there is a no-op."""
+        order = sort_order(requests.columns, stable=True)  # sequence order within a row
+        cols = tuple(c[order] for c in requests.columns)
+        steps = np.where(requests.inserting[order], 1, -1).astype(np.int64)
+        starts = np.flatnonzero(run_starts(cols))
+        rows = tuple(c[starts] for c in cols)
+        present = self._present_counts(rows)
+        sizes = np.diff(np.append(starts, len(steps)))
+        group = np.repeat(np.arange(len(starts)), sizes)
+        running = np.cumsum(steps)
+        before = (running[starts] - steps[starts])[group]  # the sum before each row's run
+        level = present[group] + running - before  # the count after each step, unfloored
+        lowest = np.minimum.reduceat(level, starts)
+        # Flooring at zero after each step lifts the end by how far the lowest point dipped.
+        change = np.add.reduceat(steps, starts) - np.minimum(lowest, 0)
         keep = change != 0
         return Updates(
             tuple(c[keep] for c in rows), column((epoch,), int(keep.sum())), change[keep]

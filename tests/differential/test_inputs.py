@@ -94,16 +94,25 @@ def test_set_last_request_on_a_row_wins_inside_a_transaction() -> None:
 
 
 @given(STREAMS)
-def test_multiset_semantics_commit_raw_diffs(stream: Stream) -> None:
+def test_multiset_counts_step_in_request_order_and_never_go_below_zero(stream: Stream) -> None:
     note(f"stream: {stream}")
     obs, model = Observed("multiset"), Counter[Row]()
     for txn in stream:
-        change = Counter[Row]()
-        for inserting, row in txn:
-            change[row] += 1 if inserting else -1
+        before = Counter(model)
+        for inserting, row in txn:  # retracting a copy that is not there does nothing
+            model[row] = model[row] + 1 if inserting else max(model[row] - 1, 0)
+        change = {row: model[row] - before[row] for row in set(model) | set(before)}
         assert obs.commit(txn) == {k: v for k, v in change.items() if v}
-        model.update(change)
         assert obs.state() == {k: v for k, v in model.items() if v}
+
+
+def test_retracting_an_absent_multiset_copy_does_not_make_a_later_insert_vanish() -> None:
+    obs = Observed("multiset")
+    assert obs.commit([(False, (1, 1))]) == {}
+    assert obs.commit([(True, (1, 1))]) == {(1, 1): 1}
+    assert obs.commit([(True, (2, 2)), (False, (2, 2)), (False, (2, 2)), (True, (2, 2))]) == {
+        (2, 2): 1
+    }
 
 
 @given(STREAMS)

@@ -1,0 +1,66 @@
+"""Data in: every value fits its column exactly, or the transaction is refused."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from datalog.database import Database
+from datalog.errors import TransactionError
+
+PROGRAM = """
+.decl e(src: number, dst: unsigned)
+.decl f(x: float)
+.decl s(x: symbol)
+"""
+
+
+@pytest.fixture
+def db() -> Database:
+    database = Database()
+    database.define(PROGRAM)
+    return database
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [
+        pytest.param(np.array([[1, -1]]), id="negative-int64-into-unsigned"),
+        pytest.param(np.array([[2**63, 1]], dtype=np.uint64), id="uint64-beyond-number"),
+        pytest.param(pa.table({"a": [1], "b": pa.array([-5])}), id="arrow-negative-unsigned"),
+        pytest.param(np.array([[1e19, 1.0]]), id="float-beyond-number"),
+        pytest.param([(1, -1)], id="python-negative-unsigned"),
+        pytest.param([(2**63, 1)], id="python-beyond-number"),
+    ],
+)
+def test_values_out_of_their_columns_range_are_refused(db: Database, rows: object) -> None:
+    with pytest.raises(TransactionError, match=r"out of range|out of bounds|too large"):
+        db.insert("e", rows)
+    assert db.query("e(x, y)") == []
+
+
+def test_the_extremes_of_each_range_are_kept_exactly(db: Database) -> None:
+    db.insert("e", np.array([[-(2**63), 0], [2**63 - 1, 0]]))
+    db.insert("e", [(0, 2**64 - 1)])
+    assert sorted(db.query("e(x, y)")) == [(-(2**63), 0), (0, 2**64 - 1), (2**63 - 1, 0)]
+
+
+@pytest.mark.parametrize("rows", [[(float("nan"),)], np.array([1.0, float("nan")])])
+def test_nan_is_refused_as_a_value(db: Database, rows: object) -> None:
+    with pytest.raises(TransactionError, match="NaN"):
+        db.insert("f", rows)
+
+
+def test_a_string_is_not_a_collection_of_rows(db: Database) -> None:
+    with pytest.raises(TransactionError, match="not a string"):
+        db.insert("s", "abc")
+    db.insert("s", ["abc"])
+    assert db.query("s(x)") == [("abc",)]
+
+
+def test_pandas_frames_match_columns_by_name_or_by_position(db: Database) -> None:
+    pd = pytest.importorskip("pandas")
+    db.insert("e", pd.DataFrame({"dst": [3, 4], "src": [1, 2]}))  # by name, any order
+    db.insert("e", pd.DataFrame({"a": [5], "b": [6]}))  # by position
+    assert sorted(db.query("e(x, y)")) == [(1, 3), (2, 4), (5, 6)]
