@@ -62,6 +62,7 @@ class Database:
         self.store: Store | None = None
         self.checkpoint_every = checkpoint_every
         self.definitions: list[str] = []  # every applied `define` text, in order
+        self._facts: set[tuple[object, ...]] = set()  # every fact defined so far
         self._quiet = 0  # >0 while replaying or committing a define's facts: no log
         self._delivering = 0  # >0 while subscribers are being called
         self.engine = Engine()
@@ -95,8 +96,8 @@ class Database:
                 source=text,
             )
             checked = check_program(merged)
-            known = set(self.checked.facts)
-            new_facts = [f for f in checked.facts if f not in known] if facts else []
+            new_facts = [f for f in checked.facts if _fact_key(f) not in self._facts]
+            new_facts = new_facts if facts else []
             self._checkpoint_if_due()
             offset = durable.log_define(self, text)
             try:
@@ -119,7 +120,10 @@ class Database:
         labelled with that new epoch. On any failure nothing changes."""
         with self.lock:
             before = self.program, self.checked, len(self.definitions)
-            self.program, self.checked = merged, checked
+            # Facts live in their relations: the program keeps only rules, so a later
+            # definition re-checks the rules, not every fact ever defined.
+            self.program = replace(merged, rules=tuple(r for r in merged.rules if r.body))
+            self.checked = checked
             self.definitions.append(text)
             affected: list[LiveQuery] = []
             try:
@@ -134,6 +138,7 @@ class Database:
                     live.held = None
                     self._rebuild(live)
                 raise
+            self._facts.update(_fact_key(f) for f in checked.facts)
             for live in affected:  # a held change that no fact's change carried along
                 if live.held is not None:
                     self._deliver(live, live.state.empty(), self.engine.epoch)
@@ -431,6 +436,10 @@ class Transaction:
             self.db._restart_live()
             raise
         return epoch
+
+
+def _fact_key(fact: Any) -> tuple[object, ...]:
+    return (fact.head.name, *(arg.value for arg in fact.head.args))
 
 
 def _nullary_rows(relation: str, rows: object) -> int:

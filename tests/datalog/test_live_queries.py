@@ -144,3 +144,15 @@ def test_a_definition_failing_on_a_fact_value_keeps_nothing() -> None:
     assert db.query("reach(x, y)") == [(1, 2)]
     db.insert("edge", [(2, 3)])
     assert sorted(seen[-1].rows) == [(1, 3), (2, 3)]
+
+
+def test_facts_are_not_checked_again_by_later_definitions() -> None:
+    """Defining n facts one by one stays linear: the program keeps only rules."""
+    db = Database()
+    db.define(PROGRAM)
+    db.define(".decl m(x: number) multiset")
+    for i in range(50):
+        db.define(f"edge({i}, {i + 1}).\nm(1).")
+    assert len(db.program.rules) == 2  # the two reach rules, no facts
+    assert len(db.query("edge(x, y)")) == 50  # edge(1, 2) was defined twice
+    assert db.query("m(x)") == [(1,)]  # a fact defined again is not inserted again
