@@ -101,7 +101,8 @@ class ReduceOp(Operator):
         hashes = key_hash(keys)
         owner, history = self.source.lookup(keys, hashes, time, True)
         self._schedule_joins(keys, owner, history.times, time)
-        groups = _accumulate(owner, history, self.source.key_arity, time, len(hashes))
+        linear = self.reducer in LINEAR
+        groups = _accumulate(owner, history, self.source.key_arity, time, len(hashes), linear)
         d_owner, d_cols, d_mult = self.reducer(groups)
         o_owner, o_cols, o_mult = self._current_output(keys, hashes, time)
         out_owner = np.concatenate([d_owner, o_owner])
@@ -224,10 +225,19 @@ class ReduceOp(Operator):
         return f"{self.name}({self.source.describe()})"
 
 
-def _accumulate(owner: Owner, history: Updates, k: int, time: Time, n_keys: int) -> Groups:
+def _accumulate(
+    owner: Owner, history: Updates, k: int, time: Time, n_keys: int, linear: bool = False
+) -> Groups:
+    """Each key's values accumulated at `time`. For a reducer linear in the
+    multiplicities (`LINEAR`), equal values need not be summed first: the rows are
+    only grouped by key (a stable sort of the owners, not a sort of every column)."""
     now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
     visible = less_equal(history.times, now)
     values = tuple(c[visible] for c in history.columns[k:])
+    if linear:
+        owners, diffs = owner[visible], history.diffs[visible]
+        order = np.argsort(owners, kind="stable")
+        return Groups(owners[order], tuple(v[order] for v in values), diffs[order], n_keys)
     acc = consolidate(
         Updates((owner[visible], *values), column(time, int(visible.sum())), history.diffs[visible])
     )
@@ -309,3 +319,9 @@ def monoid(ufunc: np.ufunc) -> Reducer:
         return owner[starts], [ufunc.reduceat(vals, starts)], np.ones(len(starts), np.int64)
 
     return fold
+
+
+# Reducers linear in the multiplicities, whose groups need not be consolidated. Not
+# `sum_values`: a float sum taken in another order may differ in its last bit, and a
+# re-evaluated key would then retract and insert the same total.
+LINEAR: frozenset[Reducer] = frozenset({count})
