@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "Database": "datalog.database",
     "Transaction": "datalog.database",
-    "Change": "datalog.database",
+    "Change": "datalog.change",
     "Subscription": "datalog.database",
     "parse_program": "datalog.parser",
     "parse_query": "datalog.parser",
@@ -64,7 +64,8 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from datalog.database import Change, Database, Subscription, Transaction
+    from datalog.change import Change
+    from datalog.database import Database, Subscription, Transaction
     from datalog.errors import (
         ArityError,
         DatalogError,

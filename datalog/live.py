@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from datalog.ast import ColumnType
+from datalog.change import Callback, Change
 from datalog.plan.build import QueryPlan
 from datalog.plan.wcoj import JoinPlan
 from datalog.rows import to_rows
@@ -27,22 +26,6 @@ from differential.trace.spine import Spine
 
 _log = logging.getLogger("deltalog")
 KEPT_ERRORS = 10  # a subscription keeps its last few errors (and counts them all)
-
-
-@dataclass(frozen=True)
-class Change:
-    """What a subscriber receives: rows with their diffs (+1 in, -1 out) at an epoch."""
-
-    rows: list[tuple[Any, ...]]
-    diffs: list[int]
-    epoch: int
-    snapshot: bool = False
-
-    def __iter__(self) -> Iterator[Any]:
-        return iter((self.rows, self.diffs, self.epoch))
-
-
-Callback = Callable[[Change], None]
 
 
 @dataclass(eq=False)

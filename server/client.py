@@ -23,7 +23,7 @@ from typing import Any
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from datalog import Change  # the same change a Database subscriber receives
+from datalog.change import Change  # what a Database subscriber receives; loads no engine
 
 Rows = Mapping[str, Iterable[Iterable[Any]]]
 

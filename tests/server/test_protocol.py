@@ -180,3 +180,19 @@ def test_without_the_token_nothing_is_served() -> None:
     _send(hub, good, type="auth", id=1, token="s3cret")
     _send(hub, good, type="ping", id=2)
     assert [m["type"] for m in host.take()] == ["authenticated", "pong"]
+
+
+def test_the_client_loads_no_engine() -> None:
+    """`import server.client` needs only websockets, as docs/protocol.md promises."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, server.client\n"
+        "heavy = [m for m in ('numpy', 'lark', 'pyarrow', 'differential', 'datalog.database')"
+        " if m in sys.modules]\n"
+        "print(heavy)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
