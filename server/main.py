@@ -42,6 +42,9 @@ def parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--history", type=int, default=1000, help="changed epochs kept per query")
     parser.add_argument("--outbox", type=int, default=1000, help="queued messages per client")
+    parser.add_argument(
+        "--outbox-mb", type=int, default=64, help="queued megabytes per client (then dropped)"
+    )
     return parser
 
 
@@ -68,7 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     server = DeltalogServer(
         db, args.host, args.port, args.token,
-        HistoryLimits(epochs=args.history), Limits(outbox=args.outbox),
+        HistoryLimits(epochs=args.history),
+        Limits(outbox=args.outbox, outbox_bytes=args.outbox_mb << 20),
     )  # fmt: skip
     return asyncio.run(_serve(server))
 

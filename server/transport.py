@@ -45,6 +45,7 @@ class Limits:
     """Transport limits (see docs/protocol.md)."""
 
     outbox: int = 1000  # queued outgoing messages per connection before it is dropped
+    outbox_bytes: int = 64 * 1024 * 1024  # queued outgoing bytes per connection, likewise
     max_frame: int = 16 * 1024 * 1024  # bytes of one incoming frame
     auth_timeout: float = 10.0  # seconds to authenticate before the connection is closed
     abort_after: float = 2.0  # seconds a dropped client gets to take its final error
@@ -62,6 +63,7 @@ class Connection:
     def __init__(self, ws: ServerConnection, session: Session, limits: Limits) -> None:
         self.ws, self.session, self.limits = ws, session, limits
         self.queue: deque[str | _Close] = deque()
+        self.queued_bytes = 0  # of the strings waiting in `queue`
         self.ready = asyncio.Event()
         self.closing = False
         self.writer = asyncio.get_running_loop().create_task(self._write())
@@ -71,16 +73,22 @@ class Connection:
             return
         if isinstance(item, _Close):
             self._finish(item)
-        elif len(self.queue) >= self.limits.outbox:
+        elif (
+            len(self.queue) >= self.limits.outbox
+            or self.queued_bytes + len(item) > self.limits.outbox_bytes
+        ):
             self._overflow()
         else:
             self.queue.append(item)
+            self.queued_bytes += len(item)
             self.ready.set()
 
     def _overflow(self) -> None:
         """Too slow: replace the backlog by one error, close, and abort if even that stalls."""
         self.queue.clear()
-        message = f"too slow, disconnecting: more than {self.limits.outbox} messages queued"
+        self.queued_bytes = 0
+        limit = f"{self.limits.outbox} messages or {self.limits.outbox_bytes:,} bytes"
+        message = f"too slow, disconnecting: more than {limit} queued"
         error = {"type": "error", "id": None, "error": {"category": "fault", "message": message}}
         self.queue.append(encode(error))
         self._finish(_Close(1008, "too slow"))
@@ -103,6 +111,8 @@ class Connection:
                 await self.ready.wait()
                 while self.queue:
                     item = self.queue.popleft()
+                    if not isinstance(item, _Close):
+                        self.queued_bytes -= len(item)
                     if isinstance(item, _Close):
                         await asyncio.wait_for(
                             self.ws.close(item.code, item.reason), self.limits.abort_after

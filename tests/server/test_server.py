@@ -252,7 +252,14 @@ def test_fuzzed_messages_are_answered_and_lose_no_data() -> None:
     run(scenario, timeout=45)
 
 
-def test_a_slow_client_is_dropped_without_stalling_anyone() -> None:
+@pytest.mark.parametrize(
+    "limits",
+    [
+        pytest.param(Limits(outbox=20, abort_after=0.5), id="by-messages"),
+        pytest.param(Limits(outbox=10**6, outbox_bytes=500_000, abort_after=0.5), id="by-bytes"),
+    ],
+)
+def test_a_slow_client_is_dropped_without_stalling_anyone(limits: Limits) -> None:
     async def scenario(server: DeltalogServer) -> None:
         fast = await Client.connect(server.url)
         await fast.define(".decl big(i: number, pad: symbol)")
@@ -281,7 +288,7 @@ def test_a_slow_client_is_dropped_without_stalling_anyone() -> None:
                 await asyncio.wait_for(slow.recv(), 5)
         await fast.close()
 
-    run(scenario, limits=Limits(outbox=20, abort_after=0.5))
+    run(scenario, limits=limits)
 
 
 def test_deltalog_serve_stops_gracefully_on_sigterm() -> None:
