@@ -46,6 +46,7 @@ class HistoryLimits:
     epochs: int = 1000  # changed epochs kept
     rows: int = 1_000_000  # changed rows kept, over all those epochs
     linger: float = 60.0  # seconds a feed outlives its last watcher
+    lingering: int = 100  # unwatched feeds kept at most (the oldest go first)
 
 
 @dataclass

@@ -77,6 +77,7 @@ class Hub:
         self.limits = limits or HistoryLimits()
         self.instance = uuid.uuid4().hex  # tells a resuming client whether we restarted
         self.feeds: dict[str, Feed] = {}
+        self.idle: dict[str, Feed] = {}  # feeds nobody watches, oldest first
         self.aliases: dict[tuple[str, str], str] = {}  # (text, plan) -> feed key
         self.sessions: dict[int, Session] = {}
         self.opened = 0
@@ -188,6 +189,7 @@ class Hub:
         answer = self._first_message(request, feed, number, epoch)
         feed.watches.append(watch)
         feed.idle += 1
+        self.idle.pop(feed.key, None)
         session.watches[number] = watch
         return answer
 
@@ -252,6 +254,10 @@ class Hub:
         if not feed.watches:
             feed.idle += 1
             idle = feed.idle
+            self.idle[feed.key] = feed
+            while len(self.idle) > self.limits.lingering:  # a cap, whatever the linger time
+                oldest = self.idle.pop(next(iter(self.idle)))
+                self._retire(oldest, oldest.idle)
             self.host.call_later(self.limits.linger, lambda: self._retire(feed, idle))
 
     def _retire(self, feed: Feed, idle: int) -> None:
@@ -259,6 +265,7 @@ class Hub:
         if feed.watches or feed.idle != idle or self.feeds.get(feed.key) is not feed:
             return
         del self.feeds[feed.key]
+        self.idle.pop(feed.key, None)
         if feed.subscription is not None:
             self.db.unsubscribe(feed.subscription)
 

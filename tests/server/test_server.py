@@ -318,3 +318,18 @@ def test_deltalog_serve_stops_gracefully_on_sigterm() -> None:
         process.wait()
         if process.stderr is not None:
             process.stderr.close()
+
+
+def test_lingering_feeds_are_capped() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(".decl e(x: number, y: number)")
+        for k in range(30):
+            sub = await client.subscribe(f"e({k}, y)")
+            await sub.unsubscribe()
+        feeds = (await client.stats())["server"]["feeds"]
+        assert len(feeds) == 10  # the 10 newest; the others stopped at once, not after 60 s
+        assert len(server.db.live) == 10
+        await client.close()
+
+    run(scenario, history=HistoryLimits(lingering=10))
