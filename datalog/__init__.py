@@ -37,6 +37,7 @@ _EXPORTS: dict[str, str] = {
     "DuplicateDeclarationError": "datalog.errors",
     "TransactionError": "datalog.errors",
     "UnsupportedError": "datalog.errors",
+    "BudgetExceeded": "datalog.errors",
     "FactFileError": "datalog.sources.csv",
 }
 
@@ -60,6 +61,7 @@ __all__ = [
     "DuplicateDeclarationError",
     "TransactionError",
     "UnsupportedError",
+    "BudgetExceeded",
     "FactFileError",
 ]
 
@@ -68,6 +70,7 @@ if TYPE_CHECKING:
     from datalog.database import Database, Subscription, Transaction
     from datalog.errors import (
         ArityError,
+        BudgetExceeded,
         DatalogError,
         DatalogErrors,
         DatalogSemanticError,

@@ -26,7 +26,7 @@ import numpy as np
 from datalog import durable
 from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
-from datalog.errors import TransactionError, UnknownNameError, did_you_mean
+from datalog.errors import BudgetExceeded, TransactionError, UnknownNameError, did_you_mean
 from datalog.live import Callback, Change, LiveQuery, Subscription, deliver
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
@@ -37,6 +37,8 @@ from datalog.rows import to_columns, to_rows
 from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
 from differential.batch import Updates, concat, consolidate
+from differential.dataflow import Interrupted, interrupt, unbudgeted
+from differential.dataflow import budget as dataflow_budget
 from differential.engine import Engine
 from differential.inputs import Requests
 from differential.time import column
@@ -128,15 +130,18 @@ class Database:
             affected: list[LiveQuery] = []
             try:
                 self._create_inputs(checked)
-                affected = self._refresh_live(parsed)
+                affected = self._affected(parsed)
+                for live in affected:  # the changes new rules cause wait for their epoch
+                    live.held = self._rebuild(live)
                 rules = any(rule.body for rule in parsed.rules)
                 self._insert_facts(facts, new_epoch=rules and own_epoch)
             except BaseException:  # a fact out of its type's range, say: nothing changes
                 self.program, self.checked = before[0], before[1]
                 del self.definitions[before[2] :]
-                for live in affected:
-                    live.held = None
-                    self._rebuild(live)
+                with unbudgeted():
+                    for live in affected:
+                        live.held = None
+                        self._rebuild(live)
                 raise
             self._facts.update(_fact_key(f) for f in checked.facts)
             for live in affected:  # a held change that no fact's change carried along
@@ -163,14 +168,10 @@ class Database:
         finally:
             self._quiet -= 1
 
-    def _refresh_live(self, parsed: Program) -> list[LiveQuery]:
-        """Rebuild the live queries that read relations the new rules define; their
-        answers' changes are held for the definition's epoch."""
+    def _affected(self, parsed: Program) -> list[LiveQuery]:
+        """The live queries that read relations the new rules define."""
         heads = {r.head.name for r in parsed.rules if r.body}
-        affected = [live for live in self.live.values() if heads & self._reads(live.query_text)]
-        for live in affected:
-            live.held = self._rebuild(live)
-        return affected
+        return [live for live in self.live.values() if heads & self._reads(live.query_text)]
 
     def _reads(self, query_text: str) -> set[str]:
         from datalog.checks import dependencies
@@ -333,8 +334,9 @@ class Database:
         """Rebuild the live queries' dataflows, which an aborted commit dropped. The
         inputs are as before the commit, so each new dataflow's answer equals the
         one its subscribers hold and nothing is delivered."""
-        for live in list(self.live.values()):
-            self._rebuild(live)
+        with unbudgeted():  # a repair: it must finish whatever budget the commit had
+            for live in list(self.live.values()):
+                self._rebuild(live)
 
     def _rebuild(self, live: LiveQuery) -> Updates:
         """Replace a live query's dataflow (its rules changed): the difference between
@@ -348,6 +350,21 @@ class Database:
         epoch = self.engine.epoch
         parts = [old.negate(), first]
         return consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
+
+    @contextmanager
+    def budget(self, seconds: float | None) -> Iterator[None]:
+        """Within the block, a query, subscription, definition or commit running past
+        `seconds` stops between two steps of its dataflows and raises `BudgetExceeded`;
+        like any failure, it leaves the database as it was."""
+        try:
+            with dataflow_budget(seconds):
+                yield
+        except Interrupted as stop:
+            raise BudgetExceeded(str(stop)) from None
+
+    def interrupt(self) -> None:
+        """Stop whatever computation runs now, and every later one (shutting down)."""
+        interrupt()
 
     def checkpoint(self) -> None:
         """Snapshot the base relations and the program now, and drop the log they cover."""

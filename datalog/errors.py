@@ -109,6 +109,11 @@ class TransactionError(DatalogError):
     """A transaction names an unknown relation or carries badly shaped rows."""
 
 
+class BudgetExceeded(DatalogError):
+    """A request ran past its time budget (or the process is stopping): it was
+    stopped between two steps and changed nothing."""
+
+
 class UnsupportedError(DatalogError):
     category = "unsupported"
 

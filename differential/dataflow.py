@@ -22,6 +22,7 @@ updates by exact time.
 
 from __future__ import annotations
 
+import time as clock
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -31,6 +32,60 @@ from differential.batch import Updates, concat
 from differential.time import Time
 
 Receiver = Callable[[Updates], None]
+
+
+class Interrupted(Exception):
+    """A computation was stopped between two scheduler steps: it ran past its
+    budget, or the process is shutting down."""
+
+
+class _Budget:
+    """The process-wide deadline the scheduler checks before each step (None: none)."""
+
+    deadline: float | None = None
+    stopping = False
+
+
+_BUDGET = _Budget()
+
+
+@contextmanager
+def budget(seconds: float | None) -> Iterator[None]:
+    """Within the block, computations stop with `Interrupted` after `seconds`."""
+    saved = _BUDGET.deadline
+    _BUDGET.deadline = None if seconds is None else clock.monotonic() + seconds
+    if _BUDGET.stopping:
+        _BUDGET.deadline = float("-inf")
+    try:
+        yield
+    finally:
+        _BUDGET.deadline = float("-inf") if _BUDGET.stopping else saved
+
+
+@contextmanager
+def unbudgeted() -> Iterator[None]:
+    """No deadline within the block: for repairs that must finish (a rollback)."""
+    saved, _BUDGET.deadline = _BUDGET.deadline, None
+    try:
+        yield
+    finally:
+        _BUDGET.deadline = saved
+
+
+def interrupt() -> None:
+    """Stop whatever runs at its next scheduler step, and everything after (shutdown)."""
+    _BUDGET.stopping = True
+    _BUDGET.deadline = float("-inf")
+
+
+def _check_budget() -> None:
+    deadline = _BUDGET.deadline
+    if deadline is not None and clock.monotonic() > deadline:
+        raise Interrupted(
+            "stopped: the server is shutting down"
+            if _BUDGET.stopping
+            else "stopped: the computation ran past its time budget"
+        )
 
 
 class TimeQueue:
@@ -168,6 +223,8 @@ class Scope:
     def run(self, prefix: Time = ()) -> None:
         """Process every pending time that extends `prefix`, in lexicographic order."""
         while (time := self.next_time(prefix)) is not None:
+            if _BUDGET.deadline is not None:
+                _check_budget()
             self.steps += 1
             for op in self.operators:
                 if op.ready(time):

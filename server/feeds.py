@@ -47,6 +47,8 @@ class HistoryLimits:
     rows: int = 1_000_000  # changed rows kept, over all those epochs
     linger: float = 60.0  # seconds a feed outlives its last watcher
     lingering: int = 100  # unwatched feeds kept at most (the oldest go first)
+    seconds: float | None = 30.0  # a request's time budget (None: unbounded)
+    answer_rows: int = 1_000_000  # rows of one query answer or snapshot at most
 
 
 @dataclass

@@ -41,6 +41,13 @@ def parser() -> argparse.ArgumentParser:
         "--program", type=Path, help="a Datalog program to define at start (if not yet defined)"
     )
     parser.add_argument("--history", type=int, default=1000, help="changed epochs kept per query")
+    parser.add_argument(
+        "--budget", type=float, default=30.0,
+        help="seconds a request may compute before it is stopped (default 30; 0: no limit)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--max-rows", type=int, default=1_000_000, help="rows of one answer or snapshot at most"
+    )
     parser.add_argument("--outbox", type=int, default=1000, help="queued messages per client")
     parser.add_argument(
         "--outbox-mb", type=int, default=64, help="queued megabytes per client (then dropped)"
@@ -71,7 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     server = DeltalogServer(
         db, args.host, args.port, args.token,
-        HistoryLimits(epochs=args.history),
+        HistoryLimits(epochs=args.history, seconds=args.budget or None,
+                      answer_rows=args.max_rows),
         Limits(outbox=args.outbox, outbox_bytes=args.outbox_mb << 20),
     )  # fmt: skip
     return asyncio.run(_serve(server))

@@ -113,7 +113,8 @@ class Hub:
                 self._refuse(session, request_id, "authentication required: send auth first")
                 return
             handler = getattr(self, f"_on_{request.type}")
-            answer: dict[str, Any] | None = handler(session, request)
+            with self.db.budget(self.limits.seconds):
+                answer: dict[str, Any] | None = handler(session, request)
             if answer is not None:
                 self.send(session, answer)
         except (ProtocolError, DatalogError) as error:
@@ -162,7 +163,15 @@ class Hub:
 
     def _on_query(self, session: Session, request: Request) -> dict[str, Any]:
         rows = self.db.query(request.fields["text"], plan=request.fields["plan"])
+        self._check_size(len(rows))
         return reply(request, "rows", rows=rows, epoch=self.db.epoch)
+
+    def _check_size(self, rows: int) -> None:
+        if rows > self.limits.answer_rows:
+            raise ProtocolError(
+                f"the answer has {rows:,} rows, more than this server sends at once "
+                f"({self.limits.answer_rows:,}; `deltalog serve --max-rows`)"
+            )
 
     def _on_explain(self, session: Session, request: Request) -> dict[str, Any]:
         text = self.db.explain(request.fields["text"], plan=request.fields["plan"])
@@ -201,7 +210,9 @@ class Hub:
                 "instance": self.instance}  # fmt: skip
         resume_from, instance = request.fields["resume_from"], request.fields["instance"]
         if resume_from is None:
-            return reply(request, "snapshot", **base, rows=feed.snapshot())
+            rows = feed.snapshot()
+            self._check_size(len(rows))
+            return reply(request, "snapshot", **base, rows=rows)
         reason = None
         if instance is not None and instance != self.instance:
             reason = "server restarted"

@@ -176,6 +176,7 @@ class DeltalogServer:
             loop.add_signal_handler(sig, stopping.set)
         try:
             await stopping.wait()
+            self.db.interrupt()  # a runaway computation stops at its next step
         finally:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.remove_signal_handler(sig)

@@ -333,3 +333,87 @@ def test_lingering_feeds_are_capped() -> None:
         await client.close()
 
     run(scenario, history=HistoryLimits(lingering=10))
+
+
+RUNAWAY = """
+.decl cnt(x: number)
+.decl go()
+cnt(0).
+cnt(x + 1) :- cnt(x), go().
+"""
+
+
+def test_a_runaway_request_is_stopped_by_its_budget_and_changes_nothing() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(RUNAWAY)
+        sub = await client.subscribe("cnt(x)")
+        assert (await sub.next(2)).rows == [(0,)]
+        other = await Client.connect(server.url)
+        started = time.monotonic()
+        with pytest.raises(ServerError, match="budget") as caught:
+            await client.transact({"go": [()]})  # every commit step derives one more
+        assert caught.value.category == "incorrect"
+        assert time.monotonic() - started < 5
+        assert await other.query("go()") == []  # nothing of it was applied
+        await other.define(".decl inf(x: number)\ninf(0).\ninf(x + 1) :- inf(x).")
+        with pytest.raises(ServerError, match="budget"):
+            await other.query("inf(x), x < 0")  # a one-shot runaway query, likewise
+        await client.define(".decl e(x: number)")
+        await client.transact({"e": [(1,)]})
+        assert await other.query("e(x)") == [(1,)]
+        assert sub.queue.empty()  # the subscription saw nothing of the stopped commit
+        await client.close()
+        await other.close()
+
+    run(scenario, history=HistoryLimits(seconds=0.5))
+
+
+def test_an_answer_larger_than_the_limit_is_refused_clearly() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(".decl e(x: number)")
+        await client.transact({"e": [(i,) for i in range(20)]})
+        with pytest.raises(ServerError, match="20 rows, more than"):
+            await client.query("e(x)")
+        with pytest.raises(ServerError, match="20 rows, more than"):
+            await client.subscribe("e(x)")
+        assert await client.query("e(x), x < 5") != []
+        await client.close()
+
+    run(scenario, history=HistoryLimits(answer_rows=10))
+
+
+def test_sigterm_stops_the_server_even_during_a_runaway_computation(tmp_path: Path) -> None:
+    program = tmp_path / "runaway.dl"
+    program.write_text(RUNAWAY + "go().\n")  # every step derives one more: never ends
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    command = ["serve", "--port", "0", "--budget", "0", "--program", str(program)]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "datalog.cli", *command],
+        cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    try:
+        assert process.stderr is not None
+        line = process.stderr.readline()
+        while "deltalog serving on" not in line:
+            line = process.stderr.readline()
+        url = line.split(" on ")[1].split(" ")[0]
+
+        async def talk() -> None:
+            client = await Client.connect(url)
+            asking = asyncio.ensure_future(client.query("cnt(x)"))  # never finishes by itself
+            await asyncio.sleep(0.5)
+            process.send_signal(signal.SIGTERM)
+            with pytest.raises((ServerError, ConnectionClosed)):
+                await asyncio.wait_for(asking, 10)
+
+        started = time.monotonic()
+        asyncio.run(talk())
+        assert process.wait(10) == 0
+        assert time.monotonic() - started < 10
+    finally:
+        process.kill()
+        process.wait()
+        if process.stderr is not None:
+            process.stderr.close()
