@@ -56,11 +56,22 @@ class Subscription:
         self.resumed: bool | None = first.get("resumed")
         self.reason: str | None = first.get("reason")
         self.queue: asyncio.Queue[Any] = asyncio.Queue()
+        self.parts: list[Mapping[str, Any]] = []  # of a change that comes in parts
         self.text, self.plan = "", "auto"
         self.granularity: Mapping[str, float] | None = None
         rows = [tuple(r) for r in first["rows"]]
         diffs = first.get("diffs", [1] * len(rows))
         self.queue.put_nowait(Change(rows, diffs, self.epoch, first["type"] == "snapshot"))
+
+    def receive(self, message: Mapping[str, Any]) -> None:
+        """A `change` message; the parts of a large one (`more`) are joined first."""
+        self.parts.append(message)
+        if message.get("more"):
+            return
+        rows = [tuple(r) for part in self.parts for r in part["rows"]]
+        diffs = [d for part in self.parts for d in part["diffs"]]
+        self.parts = []
+        self.queue.put_nowait(Change(rows, diffs, message["epoch"]))
 
     def __aiter__(self) -> Subscription:
         return self
@@ -200,8 +211,7 @@ class Client:
         if kind == "change":
             sub = self.subscriptions.get(message["subscription"])
             if sub is not None:
-                rows = [tuple(r) for r in message["rows"]]
-                sub.queue.put_nowait(Change(rows, message["diffs"], message["epoch"]))
+                sub.receive(message)
             return
         if kind in ("snapshot", "resumed"):  # register before any change can arrive
             sub = Subscription(self, message)

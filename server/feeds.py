@@ -39,6 +39,9 @@ class Outbox(Protocol):
     def epoch(self) -> int: ...
 
 
+CHUNK_ROWS = 50_000  # rows of one change message; a larger change is sent in parts
+
+
 @dataclass(frozen=True)
 class HistoryLimits:
     """How much recent history a feed keeps for resuming clients."""
@@ -49,6 +52,7 @@ class HistoryLimits:
     lingering: int = 100  # unwatched feeds kept at most (the oldest go first)
     seconds: float | None = 30.0  # a request's time budget (None: unbounded)
     answer_rows: int = 1_000_000  # rows of one query answer or snapshot at most
+    reply_bytes: int = 16 * 1024 * 1024  # one reply's JSON at most (the client's frame size)
 
 
 @dataclass
@@ -158,9 +162,17 @@ class Watch:
             self._send(epoch, rows, diffs)
 
     def _send(self, epoch: int, rows: Iterable[Row], diffs: Iterable[int]) -> None:
+        """One `change` message, or several of `CHUNK_ROWS` rows (all but the last with
+        `"more": true`), so that no frame outgrows what a client accepts."""
         self.delivered = epoch
-        message = {"subscription": self.number, "epoch": epoch}
-        self.outbox.send({"type": "change", **message, "rows": list(rows), "diffs": list(diffs)})
+        rows, diffs = list(rows), list(diffs)
+        message = {"type": "change", "subscription": self.number, "epoch": epoch}
+        for start in range(0, len(rows), CHUNK_ROWS):
+            end = start + CHUNK_ROWS
+            more = {"more": True} if end < len(rows) else {}
+            self.outbox.send(
+                {**message, "rows": rows[start:end], "diffs": diffs[start:end], **more}
+            )
 
 
 def _accumulate(total: Counter[Row], rows: list[Row], diffs: Iterable[int]) -> None:

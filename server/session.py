@@ -164,7 +164,17 @@ class Hub:
     def _on_query(self, session: Session, request: Request) -> dict[str, Any]:
         rows = self.db.query(request.fields["text"], plan=request.fields["plan"])
         self._check_size(len(rows))
-        return reply(request, "rows", rows=rows, epoch=self.db.epoch)
+        return self._fits(reply(request, "rows", rows=rows, epoch=self.db.epoch))
+
+    def _fits(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """`answer`, unless its JSON is larger than a client takes in one frame."""
+        size = len(encode(answer))
+        if size > self.limits.reply_bytes:
+            raise ProtocolError(
+                f"the answer is {size:,} bytes of JSON, more than one message may carry "
+                f"({self.limits.reply_bytes:,}): ask for fewer or smaller rows"
+            )
+        return answer
 
     def _check_size(self, rows: int) -> None:
         if rows > self.limits.answer_rows:
@@ -195,7 +205,7 @@ class Hub:
         number = session.next_watch
         session.next_watch += 1
         watch = Watch(number, feed, SessionOutbox(self, session), fields["granularity"], epoch)
-        answer = self._first_message(request, feed, number, epoch)
+        answer = self._fits(self._first_message(request, feed, number, epoch))
         feed.watches.append(watch)
         feed.idle += 1
         self.idle.pop(feed.key, None)

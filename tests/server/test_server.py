@@ -417,3 +417,24 @@ def test_sigterm_stops_the_server_even_during_a_runaway_computation(tmp_path: Pa
         process.wait()
         if process.stderr is not None:
             process.stderr.close()
+
+
+def test_large_changes_come_in_parts_and_large_answers_are_refused_clearly() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(".decl e(x: number, pad: symbol)")
+        sub = await client.subscribe("e(x, pad)")
+        await sub.next(2)
+        pad = "p" * 200
+        for half in range(2):  # 60k rows a transaction: ~12.5 MiB, under the frame limit
+            await client.transact({"e": [(half * 60_000 + i, pad) for i in range(60_000)]})
+            change = await sub.next(30)  # two parts, joined by the client into one change
+            assert len(change.rows) == 60_000 and sub.queue.empty()
+        with pytest.raises(ServerError, match="bytes of JSON, more than one message"):
+            await client.query("e(x, pad)")
+        with pytest.raises(ServerError, match="bytes of JSON"):
+            await client.subscribe("e(x, p)")
+        assert len(await client.query("e(x, _), x < 10")) == 10  # the connection is fine
+        await client.close()
+
+    run(scenario, timeout=60)
