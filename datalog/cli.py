@@ -91,6 +91,10 @@ def run_program(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot read {args.program}: {exc.strerror}", file=sys.stderr)
         return 1
+    except UnicodeDecodeError as exc:
+        where = f"byte {exc.start}"
+        print(f"error: {args.program} is not UTF-8 text (at {where})", file=sys.stderr)
+        return 1
     if args.engine == "spark":
         return _run_on_spark(text, args)
     try:
@@ -103,6 +107,9 @@ def run_program(args: argparse.Namespace) -> int:
                 print(f"{directive.relation}\t{_size(db, directive.relation)}")
     except DatalogError as error:
         print(error.format(), file=sys.stderr)
+        return 1
+    except OSError as error:  # an output directory that cannot be written, say
+        print(f"error: {error.strerror}: {error.filename}", file=sys.stderr)
         return 1
     return 0
 

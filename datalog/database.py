@@ -26,7 +26,13 @@ import numpy as np
 from datalog import durable
 from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
-from datalog.errors import BudgetExceeded, TransactionError, UnknownNameError, did_you_mean
+from datalog.errors import (
+    BudgetExceeded,
+    TransactionError,
+    UnknownNameError,
+    UnsupportedError,
+    did_you_mean,
+)
 from datalog.live import Callback, Change, LiveQuery, Subscription, deliver
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
@@ -296,6 +302,8 @@ class Database:
 
     def _check_query(self, text: str, plan: JoinPlan = "auto") -> tuple[str, Any]:
         """The query checked, and its key: normalized text (and plan, unless `auto`)."""
+        if plan not in ("auto", "wcoj", "binary"):
+            raise UnsupportedError(f"unknown plan {plan!r}: use 'auto', 'wcoj' or 'binary'")
         parsed: Query = parse_query(text)
         checked = check_query(parsed, self.checked.schema)
         key = format_query(replace(parsed, source=""))

@@ -31,14 +31,21 @@ _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 
 def parse_program(text: str) -> ast.Program:
     """Parse a whole source text: declarations, directives, facts and rules."""
-    tree = _parse(text, "program")
-    return cast(ast.Program, _Builder(text).transform(tree))
+    return cast(ast.Program, _built(text, "program"))
 
 
 def parse_query(text: str) -> ast.Query:
     """Parse a query: a body such as `reach(1, y)`; a trailing `.` is optional."""
-    tree = _parse(text, "query")
-    return cast(ast.Query, _Builder(text).transform(tree))
+    return cast(ast.Query, _built(text, "query"))
+
+
+def _built(text: object, start: str) -> ast.Program | ast.Query:
+    if not isinstance(text, str):
+        raise DatalogSyntaxError(f"Datalog text must be a string, not {type(text).__name__}")
+    try:
+        return cast(ast.Program | ast.Query, _Builder(text).transform(_parse(text, start)))
+    except RecursionError:
+        raise DatalogSyntaxError("the text is nested too deeply to parse") from None
 
 
 @functools.cache

@@ -86,7 +86,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 async def _serve(server: DeltalogServer) -> int:
-    await server.start()
+    try:
+        await server.start()
+    except OSError as error:  # the port is taken, or the address is not ours
+        print(f"error: cannot listen on {server.address}: {error.strerror}", file=sys.stderr)
+        return 1
     auth = "token required" if server.hub.token else "no authentication"
     print(f"deltalog serving on {server.url} ({auth}); Ctrl-C stops", file=sys.stderr, flush=True)
     await server.stop_on_signal()

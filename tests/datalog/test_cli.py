@@ -196,3 +196,32 @@ def test_console_entry_point_prints_the_version() -> None:
     )
     assert done.returncode == 0
     assert done.stdout.strip() == f"deltalog {datalog.__version__}"
+
+
+def test_unreadable_programs_and_unwritable_outputs_are_clear_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "p.dl"
+    program.write_text(".decl e(x: number)\n.output e\ne(1).\n")
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the output directory should go
+    code, _, err = _run(["run", str(program), "-D", str(blocked / "out")], capsys)
+    assert code == 1 and err.startswith("error:") and "Traceback" not in err
+    binary = tmp_path / "bad.dl"
+    binary.write_bytes(b".decl e(x: number)\n\xff\xfe\n")
+    code, _, err = _run(["run", str(binary), "-D", "-"], capsys)
+    assert code == 1 and "is not UTF-8 text (at byte 19)" in err
+
+
+def test_bad_arguments_to_the_api_are_datalog_errors() -> None:
+    from datalog import Database
+    from datalog.errors import DatalogSyntaxError, UnsupportedError
+
+    db = Database()
+    db.define(".decl e(x: number)")
+    with pytest.raises(DatalogSyntaxError, match="must be a string"):
+        db.query(5)  # type: ignore[arg-type]
+    with pytest.raises(UnsupportedError, match="unknown plan 'fast'"):
+        db.query("e(x)", plan="fast")  # type: ignore[arg-type]
+    with pytest.raises(DatalogSyntaxError, match="nested too deeply"):
+        db.query("e(x), x = " + "-" * 20_000 + "1")
