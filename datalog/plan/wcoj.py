@@ -61,7 +61,9 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
     atoms = [lit for lit in pending if isinstance(lit, Atom) and _eligible(lit)]
     needed = 2 if c.join_plan == "wcoj" else 3
     var_lists = [_variables(a) for a in atoms]
-    if len(atoms) < needed or not any(len(v) == 2 for v in var_lists):
+    if len(atoms) < needed:
+        if c.join_plan == "wcoj" and len([p for p in pending if isinstance(p, Atom)]) > 1:
+            c.notes.append("plan=wcoj: these atoms take no delta query; joined binary instead")
         return None
     bound = {v for vars_ in var_lists for v in vars_}
     constants = [
@@ -72,7 +74,9 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
     fixed = [const.var for _, const in constants]
     no = [False] * len(atoms)
     if any(orderable(var_lists, no, fixed, i) is None for i in range(len(atoms))):
-        return None  # not connected through binary bindings: join-at-a-time instead
+        if c.join_plan == "wcoj":  # not connected through binary bindings
+            c.notes.append("plan=wcoj: the atoms are not connected; joined binary instead")
+        return None
     negations = [
         lit
         for lit in pending
