@@ -291,7 +291,6 @@ class SharedArrangement:
         self.spine = Spine(key_arity, self.dtypes, 1)
         self.pending: Batch | None = None
         self.pending_epoch: int | None = None
-        self.retain = 0  # epochs of history kept beyond the current one (None: forever)
 
     def stage(self, updates: Updates, epoch: int) -> Batch:
         """Set the updates of `epoch` (times `(epoch,)`) as the pending batch."""
@@ -376,7 +375,7 @@ class ImportOp(BatchesArranged):
 
     def advance(self, epoch: int) -> None:
         self.snapshot = None
-        self.handle.set_frontier(Antichain([(epoch - self.shared.retain,)]))
+        self.handle.set_frontier(Antichain([(epoch,)]))
 
     def release(self) -> None:
         self.handle.release()
