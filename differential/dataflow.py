@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from differential.batch import Updates, concat
-from differential.time import Time
+from differential.time import Time, split_by_time
 
 Receiver = Callable[[Updates], None]
 
@@ -104,11 +104,7 @@ class TimeQueue:
         if len(updates) == 1 or bool((times == times[:, :1]).all()):
             self.buckets.setdefault(tuple(times[:, 0].tolist()), []).append(updates)
             return
-        order = np.lexsort(times[::-1])
-        ordered = times[:, order]
-        cuts = np.flatnonzero(np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)) + 1
-        for part in np.split(order, cuts):
-            time = tuple(int(x) for x in times[:, part[0]])
+        for time, part in split_by_time(times):
             self.buckets.setdefault(time, []).append(updates.take(part))
 
     def times(self) -> Iterable[Time]:

@@ -42,6 +42,15 @@ def le(a: Time, b: Time) -> bool:
     return _le(a, b)
 
 
+def split_by_time(times: Times) -> list[tuple[Time, npt.NDArray[np.intp]]]:
+    """The distinct times of a time column, in lexicographic order, each with the
+    positions that carry it."""
+    order = np.lexsort(times[::-1])
+    ordered = times[:, order]
+    cuts = np.flatnonzero(np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)) + 1
+    return [(tuple(times[:, p[0]].tolist()), p) for p in np.split(order, cuts)]
+
+
 def less_equal(a: Times, b: Times) -> npt.NDArray[np.bool_]:
     """Element-wise `a <= b` in the product order (broadcasts over columns)."""
     return np.all(a <= b, axis=0)

@@ -105,13 +105,7 @@ def combine(parts: list[tuple[Owner, Updates]], empty: Updates) -> tuple[Owner, 
         return np.empty(0, dtype=np.intp), empty
     if len(parts) == 1:
         return parts[0]
-    owners = np.concatenate([p[0] for p in parts])
-    ups = [p[1] for p in parts]
-    return owners, Updates(
-        tuple(np.concatenate([u.columns[i] for u in ups]) for i in range(ups[0].arity)),
-        np.concatenate([u.times for u in ups], axis=1),
-        np.concatenate([u.diffs for u in ups]),
-    )
+    return np.concatenate([p[0] for p in parts]), concat([p[1] for p in parts])
 
 
 class BatchesArranged(Arranged):

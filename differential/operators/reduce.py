@@ -35,7 +35,7 @@ from differential.batch import (
 )
 from differential.dataflow import Operator, Stream
 from differential.operators.arrange import Arranged, Owner, combine
-from differential.time import Antichain, Time, column, less_equal
+from differential.time import Antichain, Time, column, less_equal, split_by_time
 from differential.trace.batch import key_hash
 from differential.trace.index import KeySet
 from differential.trace.spine import Spine
@@ -197,7 +197,7 @@ class ReduceOp(Operator):
             return
         joined = np.maximum(times[:, later], now)
         pairs = consolidate(Updates((owner[later],), joined, np.ones(joined.shape[1], np.int64)))
-        for t, idx in _split_by_time(pairs.times):
+        for t, idx in split_by_time(pairs.times):
             rows = pairs.columns[0][idx]
             self.scheduled.setdefault(t, []).append(tuple(k[rows] for k in keys))
 
@@ -242,13 +242,6 @@ def _accumulate(
         Updates((owner[visible], *values), column(time, int(visible.sum())), history.diffs[visible])
     )
     return Groups(acc.columns[0], tuple(acc.columns[1:]), acc.diffs, n_keys)  # type: ignore[arg-type]
-
-
-def _split_by_time(times: npt.NDArray[np.int64]) -> list[tuple[Time, Owner]]:
-    order = np.lexsort(times[::-1])
-    ordered = times[:, order]
-    cuts = np.flatnonzero(np.any(ordered[:, 1:] != ordered[:, :-1], axis=0)) + 1
-    return [(tuple(int(x) for x in times[:, p[0]]), p) for p in np.split(order, cuts)]
 
 
 # -- reducers -------------------------------------------------------------------

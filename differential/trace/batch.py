@@ -26,6 +26,7 @@ from differential import small
 from differential.batch import (
     Column,
     Updates,
+    concat,
     consolidate_packed,
     integral,
     run_starts,
@@ -218,11 +219,6 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
     """One batch holding the consolidated contents of `batches`, compacted to `since`."""
     first, last = batches[0], batches[-1]
     description = Description(first.description.lower, last.description.upper, since)
-    arity = len(first.columns)
-    updates = Updates(
-        tuple(np.concatenate([b.columns[i] for b in batches]) for i in range(arity)),
-        np.concatenate([b.times for b in batches], axis=1),
-        np.concatenate([b.diffs for b in batches]),
-    )
+    updates = concat([b.updates() for b in batches])
     hashes = np.concatenate([b.hashes for b in batches])
     return Batch.build(updates, first.key_arity, description, runs=True, hashes=hashes)

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, consolidate, run_starts
+from differential.batch import Column, Updates, concat, consolidate, run_starts
 from differential.time import Antichain, Time, column, join_times, le, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import lookup_batch
@@ -172,13 +172,13 @@ class Spine:
         found = [(owner, part) for owner, part in found if len(owner)]
         if not found:
             return np.empty(0, dtype=np.intp), self.empty(columns)
-        return np.concatenate([owner for owner, _ in found]), _concat([p for _, p in found])
+        return np.concatenate([owner for owner, _ in found]), concat([p for _, p in found])
 
     def updates(self) -> Updates:
         """Every entry of the trace (not consolidated across batches)."""
         if not self.batches:
             return self.empty()
-        return _concat([b.updates() for b in self.batches])
+        return concat([b.updates() for b in self.batches])
 
     def accumulate(self, as_of: Time | None = None) -> Updates:
         """The collection accumulated at `as_of` (all time if None), at time `as_of`."""
@@ -211,13 +211,3 @@ class Spine:
     def empty(self, columns: Sequence[int] | None = None) -> Updates:
         dtypes = self.dtypes if columns is None else [self.dtypes[i] for i in columns]
         return Updates.empty(len(dtypes), self.depth, dtypes)
-
-
-def _concat(parts: list[Updates]) -> Updates:
-    if len(parts) == 1:
-        return parts[0]
-    return Updates(
-        tuple(np.concatenate([p.columns[i] for p in parts]) for i in range(parts[0].arity)),
-        np.concatenate([p.times for p in parts], axis=1),
-        np.concatenate([p.diffs for p in parts]),
-    )
