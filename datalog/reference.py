@@ -45,7 +45,7 @@ from datalog.checks import CheckedProgram, CheckedQuery
 from datalog.errors import TransactionError
 from datalog.functions import Value
 from datalog.passes.term_types import comparison_type, resolve_type
-from datalog.passes.variables import aggregate_groups, aggregates_in, term_variables
+from datalog.passes.variables import aggregate_groups, needed, ready
 from datalog.schema import RelationInfo, Schema
 
 Row = tuple[Value, ...]
@@ -150,25 +150,10 @@ class Solver:
             yield from self.solve(rest, extended)
 
     def needs(self, term: Term) -> set[str]:
-        needed = {var.name for var in term_variables(term)}
-        for aggregate in aggregates_in(term):
-            needed |= self.groups.get(id(aggregate), frozenset())
-        return needed
+        return needed(term, self.groups)
 
     def ready(self, literal: Literal, env: Env) -> bool:
-        if isinstance(literal, Atom):
-            args = [a for a in literal.args if not isinstance(a, Var | Wildcard)]
-            return all(self.needs(a) <= env.keys() for a in args)
-        if isinstance(literal, Negation):
-            return all(self.needs(a) <= env.keys() for a in literal.atom.args)
-        assert isinstance(literal, Comparison)
-        left, right = self.needs(literal.left), self.needs(literal.right)
-        if left | right <= env.keys():
-            return True
-        return literal.op == "=" and (
-            (isinstance(literal.left, Var) and right <= env.keys())
-            or (isinstance(literal.right, Var) and left <= env.keys())
-        )
+        return ready(literal, env.keys(), self.groups)
 
     def apply(self, literal: Literal, env: Env) -> Iterator[Env]:
         if isinstance(literal, Atom):

@@ -7,7 +7,7 @@ it; the others are local to it (Soufflé semantics).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 from datalog.ast import (
     Aggregate,
@@ -21,6 +21,7 @@ from datalog.ast import (
     Negation,
     Term,
     Var,
+    Wildcard,
 )
 
 
@@ -148,3 +149,34 @@ def _literal_nodes(literal: Literal) -> Iterator[Term | Literal]:
 
 def _all_aggregates(terms: Sequence[Term], body: Sequence[Literal]) -> Iterator[Aggregate]:
     return (node for node in nodes(terms, body) if isinstance(node, Aggregate))
+
+
+Groups = Mapping[int, frozenset[str]]  # aggregate id -> the outer variables grouping it
+
+
+def needed(term: Term, groups: Groups) -> set[str]:
+    """The variables `term` needs bound before it has a value (an aggregate needs its
+    grouping variables)."""
+    found = {var.name for var in term_variables(term)}
+    for aggregate in aggregates_in(term):
+        found |= groups.get(id(aggregate), frozenset())
+    return found
+
+
+def ready(literal: Literal, bound: Collection[str], groups: Groups) -> bool:
+    """Whether `literal` can be evaluated once `bound` are: an atom's and a negation's
+    non-variable arguments computable, a comparison fully computable, or `x = term`
+    binding its one unbound side."""
+    if isinstance(literal, Atom):
+        args = [a for a in literal.args if not isinstance(a, Var | Wildcard)]
+        return all(needed(a, groups) <= set(bound) for a in args)
+    if isinstance(literal, Negation):
+        return all(needed(a, groups) <= set(bound) for a in literal.atom.args)
+    assert isinstance(literal, Comparison)
+    left, right = needed(literal.left, groups), needed(literal.right, groups)
+    if left | right <= set(bound):
+        return True
+    return literal.op == "=" and (
+        (isinstance(literal.left, Var) and right <= set(bound))
+        or (isinstance(literal.right, Var) and left <= set(bound))
+    )

@@ -42,7 +42,7 @@ from datalog.ast import (
 )
 from datalog.errors import UnsupportedError
 from datalog.passes.term_types import comparison_type, resolve_type
-from datalog.passes.variables import aggregates_in, literal_terms, term_variables
+from datalog.passes.variables import aggregates_in, literal_terms, needed, ready
 from datalog.schema import Schema
 from datalog.spark.columns import SPARK_TYPES, Names, compare, evaluate, literal, value
 
@@ -102,26 +102,10 @@ class BodySolver:
         return ready[0]
 
     def needs(self, term: Term) -> set[str]:
-        needed = {var.name for var in term_variables(term)}
-        for aggregate in aggregates_in(term):
-            needed |= self.groups.get(id(aggregate), frozenset())
-        return needed
+        return needed(term, self.groups)
 
     def ready(self, literal_: Literal, names: Names) -> bool:
-        bound = names.variables.keys()
-        if isinstance(literal_, Atom):
-            args = [a for a in literal_.args if not isinstance(a, Var | Wildcard)]
-            return all(self.needs(a) <= bound for a in args)
-        if isinstance(literal_, Negation):
-            return all(self.needs(a) <= bound for a in literal_.atom.args)
-        assert isinstance(literal_, Comparison)
-        left, right = self.needs(literal_.left), self.needs(literal_.right)
-        if left | right <= bound:
-            return True
-        return literal_.op == "=" and (
-            (isinstance(literal_.left, Var) and right <= bound)
-            or (isinstance(literal_.right, Var) and left <= bound)
-        )
+        return ready(literal_, names.variables.keys(), self.groups)
 
     def apply(
         self, literal_: Literal, frame: DataFrame, names: Names, sources: Mapping[int, DataFrame]
