@@ -44,6 +44,7 @@ from joins.extenders import (
     AntijoinExtender,
     CollectionExtender,
     ConstantExtender,
+    Extender,
     Owner,
     PredicateExtender,
     Prefixes,
@@ -56,8 +57,6 @@ __all__ = ["Constant", "DeltaQueryOp", "Pattern", "Pipeline", "Stage", "plan_pip
 _PROPOSALS = 1 << 20  # candidates proposed and validated at once (they stay in cache)
 _PREFIXES = 1 << 16  # prefixes extended at once when their proposal counts are unknown
 _SAMPLE = 512  # changes sampled to estimate a pipeline's cost
-
-Proposer = CollectionExtender | UnaryExtender | ConstantExtender
 
 
 class DeltaQueryOp(Operator):
@@ -182,10 +181,10 @@ class DeltaQueryOp(Operator):
                 mine = rows[winner[rows] == w]
                 if not len(mine):
                     continue
-                proposed = proposer.proposals(prefixes, mine, time)
+                proposed = proposer.propose(prefixes, mine, time)
                 for check in [e for o, e in enumerate(extenders) if o != w] + negations:
                     if len(proposed):
-                        proposed = check.check(prefixes, proposed, time)
+                        proposed = check.validate(prefixes, proposed, time)
                 if len(proposed):
                     parts.append(proposed.extend(prefixes, stage.variable).updates)
         vars_ = (*prefixes.vars, stage.variable)
@@ -195,10 +194,10 @@ class DeltaQueryOp(Operator):
             return Prefixes(vars_, empty.with_columns((*empty.columns, column)))
         return Prefixes(vars_, concat(parts))
 
-    def _proposers(self, stage: Stage, new: frozenset[int]) -> list[Proposer]:
+    def _proposers(self, stage: Stage, new: frozenset[int]) -> list[Extender]:
         """Constants first (they win ties), then binary bindings, then unary ones."""
         var = stage.variable
-        out: list[Proposer] = [self._constant(k) for k in stage.constants]
+        out: list[Extender] = [self._constant(k) for k in stage.constants]
         binary = [j for j in stage.proposers if len(self.patterns[j].vars) == 2]
         out += [self._collection(j, var, new) for j in binary]
         out += [self._unary(j, new) for j in stage.proposers if j not in binary]
@@ -209,16 +208,16 @@ class DeltaQueryOp(Operator):
     ) -> Prefixes:
         """The checks placed after `stage` (negations of a later stage ran in `_extend`)."""
         for k in stage.fixed:
-            prefixes = self._constant(k).validate(prefixes, time)
+            prefixes = self._constant(k).filter(prefixes, time)
         for j in stage.unary:
-            prefixes = self._unary(j, new).validate(prefixes, time)
+            prefixes = self._unary(j, new).filter(prefixes, time)
         for j in stage.complete:
-            prefixes = self._whole(j, new).validate(prefixes, time)
+            prefixes = self._whole(j, new).filter(prefixes, time)
         if not stage.variable:
             for j in stage.negations:
-                prefixes = self._antijoin(j, new).validate(prefixes, time)
+                prefixes = self._antijoin(j, new).filter(prefixes, time)
         for k in stage.predicates:
-            prefixes = self.predicates[k].validate(prefixes, time)
+            prefixes = self.predicates[k].filter(prefixes, time)
         return prefixes
 
     def _collection(self, j: int, var: str, new: frozenset[int]) -> CollectionExtender:

@@ -15,16 +15,20 @@ Each extender contributes its relation's multiplicity exactly once (by
 proposing or by validating) and joins times (`⊔`), so a delta query computes
 the same updates as a chain of binary joins, without intermediate state.
 
-The delta query works on `Proposals` (`proposals` and `check`): candidates
-carry only the prefix row they extend, the proposed value, and the time and
-multiplicity met so far, so proposing and validating many more candidates than
-survive moves three columns rather than whole prefixes.
+Every extender implements the `Extender` protocol (dogsdogsdogs' `PrefixExtender`):
+`count(prefixes)`, `propose(prefixes, rows)` and `validate(prefixes, proposals)`.
+Proposals carry only the prefix row they extend, the proposed value, and the
+time and multiplicity met so far, so proposing and validating many more
+candidates than survive moves three columns rather than whole prefixes. A
+binding whose variables are all bound already is a `Check`: `filter(prefixes)`
+keeps (and scales) the prefixes it agrees with.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -113,14 +117,14 @@ class CollectionExtender:
         keys = prefixes.column(self.key)
         return self.by_key.count(key_hash([keys]), time, self.include_delta)
 
-    def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
+    def propose(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
         """Every value under the key of each prefix row in `rows`."""
         keys = prefixes.column(self.key)[rows]
         hashes = key_hash([keys])
         owner, found = self.by_key.lookup([keys], hashes, time, self.include_delta, columns=[1])
         return Proposals(rows[owner], found.columns[0], found.times, found.diffs)
 
-    def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+    def validate(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         """The proposals whose `(key, value)` pair is in the relation."""
         key = prefixes.column(self.key)[proposals.owner]
         keys = [key, proposals.value] if self.both_order[0] == self.key else [proposals.value, key]
@@ -128,11 +132,7 @@ class CollectionExtender:
         owner, found = self.by_both.lookup(keys, hashes, time, self.include_delta, columns=[])
         return proposals.met(owner, found)
 
-    def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
-        rows = np.arange(len(prefixes), dtype=np.intp)
-        return self.proposals(prefixes, rows, time).extend(prefixes, self.value)
-
-    def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
+    def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
         keys = [prefixes.column(v) for v in self.both_order]
         owner, found = self.by_both.lookup(keys, key_hash(keys), time, self.include_delta)
         return Prefixes(prefixes.vars, _matched(prefixes, owner, found))
@@ -156,11 +156,7 @@ class UnaryExtender:
     def count(self, prefixes: Prefixes, time: Time) -> Owner:
         return np.full(len(prefixes), self.arranged.visible(time, self.include_delta), np.intp)
 
-    def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
-        rows = np.arange(len(prefixes), dtype=np.intp)
-        return self.proposals(prefixes, rows, time).extend(prefixes, self.value)
-
-    def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
+    def propose(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
         """Each prefix row in `rows` with every value of the set (read once per extender)."""
         if self._entries is None:
             self._entries = self.arranged.entries(time, self.include_delta)
@@ -173,13 +169,13 @@ class UnaryExtender:
             np.tile(found.diffs, len(rows)),
         )
 
-    def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+    def validate(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         keys = [proposals.value]
         hashes = key_hash(keys)
         owner, found = self.arranged.lookup(keys, hashes, time, self.include_delta, columns=[])
         return proposals.met(owner, found)
 
-    def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
+    def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
         keys = [prefixes.column(self.value)]
         owner, found = self.arranged.lookup(keys, key_hash(keys), time, self.include_delta)
         return Prefixes(prefixes.vars, _matched(prefixes, owner, found))
@@ -196,20 +192,16 @@ class ConstantExtender:
     def count(self, prefixes: Prefixes, time: Time) -> Owner:
         return np.ones(len(prefixes), dtype=np.intp)
 
-    def propose(self, prefixes: Prefixes, time: Time) -> Prefixes:
-        rows = np.arange(len(prefixes), dtype=np.intp)
-        return self.proposals(prefixes, rows, time).extend(prefixes, self.value)
-
-    def proposals(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
+    def propose(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
         return Proposals(rows, np.full(len(rows), self.constant, dtype=self.dtype))
 
-    def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+    def validate(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         keep = np.flatnonzero(proposals.value == self.constant)
         times = None if proposals.times is None else proposals.times[:, keep]
         diffs = None if proposals.diffs is None else proposals.diffs[keep]
         return Proposals(proposals.owner[keep], proposals.value[keep], times, diffs)
 
-    def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
+    def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
         return prefixes.take(prefixes.column(self.value) == self.constant)
 
 
@@ -230,12 +222,12 @@ class AntijoinExtender:
     vars: tuple[str, ...]  # the arrangement's key columns, in order
     arranged: Arranged
     include_delta: bool
-    proposing: str = ""  # the variable whose values `check`'s proposals carry
+    proposing: str = ""  # the variable whose values `validate`'s proposals carry
 
     def count(self, prefixes: Prefixes, time: Time) -> Owner:
         return np.full(len(prefixes), NEVER, dtype=np.intp)
 
-    def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
+    def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
         u = prefixes.updates
         keys = [prefixes.column(v) for v in self.vars]
         owner, found = self._lookup(keys, time)
@@ -248,7 +240,7 @@ class AntijoinExtender:
         extra = _matched(prefixes, owner[later], _negated(found, later))
         return Prefixes(prefixes.vars, concat([kept, extra]))
 
-    def check(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+    def validate(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         """The proposals whose tuple is absent (scaled by the exact factor)."""
         rows = proposals.owner
         keys = [
@@ -302,8 +294,29 @@ class PredicateExtender:
     holds: Callable[[Prefixes], npt.NDArray[np.bool_]]
     text: str = ""
 
-    def validate(self, prefixes: Prefixes, time: Time) -> Prefixes:
+    def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
         return prefixes.take(self.holds(prefixes)) if len(prefixes) else prefixes
 
 
-Extender = CollectionExtender | UnaryExtender | ConstantExtender | AntijoinExtender
+class Extender(Protocol):
+    """GenericJoin's three steps, over a batch of prefixes, for one variable."""
+
+    def count(self, prefixes: Prefixes, time: Time) -> Owner:
+        """How many values each prefix would be proposed (`NEVER`: it cannot propose)."""
+        ...
+
+    def propose(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
+        """The values for the prefix rows `rows` (those this extender counted fewest)."""
+        ...
+
+    def validate(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
+        """The proposals this binding agrees with, their multiplicities and times met."""
+        ...
+
+
+class Check(Protocol):
+    """A binding whose variables the prefixes already bind."""
+
+    def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
+        """The prefixes this binding agrees with (multiplicities and times met)."""
+        ...

@@ -50,7 +50,7 @@ def proposed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     """Candidates proposed by unary and constant extenders, by kind."""
     seen: Counter[str] = Counter()
     for kind, cls in (("unary", UnaryExtender), ("constant", ConstantExtender)):
-        original = cls.proposals
+        original = cls.propose
 
         def spy(
             self: Any, p: Prefixes, rows: Any, time: Any, *, _o: Any = original, _k: str = kind
@@ -59,7 +59,7 @@ def proposed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
             seen[_k] += len(out)
             return out
 
-        monkeypatch.setattr(cls, "proposals", spy)
+        monkeypatch.setattr(cls, "propose", spy)
     yield seen
 
 
