@@ -119,6 +119,8 @@ class Hub:
                 self.send(session, answer)
         except (ProtocolError, DatalogError) as error:
             self.send(session, error_reply(error, request_id))
+            if not session.authenticated:  # a malformed frame is no auth either
+                self.host.close(session, 1008, "authentication failed")
         except Exception as error:  # a bug must cost one reply, not the server
             _log.exception("request failed: %.200r", frame)
             self.send(session, error_reply(error, request_id))

@@ -203,6 +203,13 @@ def test_with_a_token_nothing_is_served_before_auth() -> None:
             with pytest.raises(ConnectionClosed):
                 await ws.recv()
             assert ws.close_code == 1008
+        for garbage in ("{not json", b"\x00\x01", json.dumps({"type": "auth", "id": 2})):
+            async with connect(server.url) as ws:  # malformed before auth: closed too
+                await ws.send(garbage)
+                assert json.loads(await ws.recv())["type"] == "error"
+                with pytest.raises(ConnectionClosed):
+                    await ws.recv()
+                assert ws.close_code == 1008
         with pytest.raises(ServerError, match="wrong token"):
             await Client.connect(server.url, token="guess")
         async with connect(server.url) as idle:  # says nothing: closed after the timeout
