@@ -218,20 +218,33 @@ class Database:
         `plan` picks the join strategy: `auto` (delta queries with worst-case
         optimal joins for bodies of three or more atoms), `wcoj` or `binary`.
         """
-        updates, types = self._answer(text, plan)
-        return to_rows(updates.columns, types, self.symbols, len(updates))
+        with self.lock, self._read_only():
+            updates, types = self._answer(text, plan)
+            return to_rows(updates.columns, types, self.symbols, len(updates))
 
     def query_columns(self, text: str, plan: JoinPlan = "auto") -> dict[str, np.ndarray]:
         """The current answer as numpy columns by answer variable (no Python rows).
 
         Symbol columns come back as arrays of strings (dtype object).
         """
-        updates, types = self._answer(text, plan)
-        _, checked = self._check_query(text, plan)
-        return {
-            var: self.symbols.strings(col) if kind == "symbol" else col
-            for var, col, kind in zip(checked.answer_vars, updates.columns, types, strict=True)
-        }
+        with self.lock, self._read_only():
+            updates, types = self._answer(text, plan)
+            _, checked = self._check_query(text, plan)
+            return {
+                var: self.symbols.strings(col) if kind == "symbol" else col
+                for var, col, kind in zip(checked.answer_vars, updates.columns, types, strict=True)
+            }
+
+    @contextmanager
+    def _read_only(self) -> Iterator[None]:
+        """Symbols a one-shot query interns (its constants, functor results) are
+        forgotten when it is done: nothing stored refers to them, and a stream of
+        queries with fresh constants would otherwise grow the table forever."""
+        mark = len(self.symbols)
+        try:
+            yield
+        finally:
+            self.symbols.forget_from(mark)
 
     def _answer(self, text: str, plan: JoinPlan) -> tuple[Updates, tuple[ColumnType, ...]]:
         """The consolidated answer of a query now, from its live dataflow or a one-shot one."""
@@ -277,7 +290,7 @@ class Database:
 
     def explain(self, text: str, plan: JoinPlan = "auto") -> str:
         """The strata, per-rule plans and shared arrangements a query would use."""
-        with self.lock:
+        with self.lock, self._read_only():
             key, checked = self._check_query(text, plan)
             built = Planner(self.engine, self.checked, self.symbols, plan).build(checked, key)
             self.engine.drop(built.dataflow)

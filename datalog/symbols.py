@@ -78,6 +78,12 @@ class SymbolTable:
         result: ObjectArray = self._table[index]
         return result
 
+    def forget_from(self, size: int) -> None:
+        """Forget the ids from `size` on (interned by a computation that is gone)."""
+        for text in self._table[size : len(self._ids)]:
+            del self._ids[str(text)]
+        self._table[size:] = None
+
     def to_list(self) -> list[str]:
         """The strings in id order (the persisted form)."""
         return [str(s) for s in self._table[: len(self._ids)]]

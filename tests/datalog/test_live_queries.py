@@ -156,3 +156,17 @@ def test_facts_are_not_checked_again_by_later_definitions() -> None:
     assert len(db.program.rules) == 2  # the two reach rules, no facts
     assert len(db.query("edge(x, y)")) == 50  # edge(1, 2) was defined twice
     assert db.query("m(x)") == [(1,)]  # a fact defined again is not inserted again
+
+
+def test_one_shot_queries_leave_no_symbols_behind() -> None:
+    db = Database()
+    db.define('.decl s(x: symbol, y: symbol)\ns("a", "b").')
+    size = len(db.symbols)
+    for i in range(200):
+        assert db.query(f's("c{i}", y)') == []
+        assert db.query_columns(f's(x, y), z = cat(x, "{i}")')["z"].tolist() == [f"a{i}"]
+        db.explain(f's("e{i}", y)')
+    assert len(db.symbols) == size
+    db.insert("s", [("c7", "d")])  # a symbol a query had seen gets a fresh, valid id
+    assert db.query('s("c7", y)') == [("d",)]
+    assert sorted(db.query("s(x, y)")) == [("a", "b"), ("c7", "d")]
