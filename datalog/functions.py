@@ -1,6 +1,7 @@
 """Scalar semantics of every arithmetic operator, comparison and functor.
 
-Layer: datalog. May import numpy and the datalog language modules. This is the
+Layer: datalog. May import numpy, regex, the datalog language modules and the
+budget of `differential.dataflow` (a regular expression stops with it). This is the
 one definition of what an expression means; the reference evaluator calls these
 functions row by row, and `datalog.expressions` must agree with them column by
 column (a property test checks it).
@@ -33,8 +34,10 @@ from dataclasses import dataclass
 from typing import cast
 
 import numpy as np
+import regex
 
 from datalog.ast import ArithmeticOp, ColumnType, ComparisonOp
+from differential.dataflow import Interrupted, remaining
 
 Value = int | float | str
 
@@ -181,10 +184,14 @@ _COMPARISONS: dict[str, Callable[[Value, Value], bool]] = {
 
 
 def _matches(pattern: str, text: str) -> bool:
+    """A full match, bounded by the running computation's time budget if it has one
+    (a pattern that backtracks for ever cannot hold up a server)."""
     try:
-        return re.fullmatch(pattern, text) is not None
-    except re.error:
+        return regex.fullmatch(pattern, text, timeout=remaining()) is not None
+    except regex.error:
         return False
+    except TimeoutError:
+        raise Interrupted("stopped: a regular expression ran past the time budget") from None
 
 
 def call(name: str, args: Sequence[Value], column_type: ColumnType) -> Value | None:

@@ -78,6 +78,17 @@ def interrupt() -> None:
     _BUDGET.deadline = float("-inf")
 
 
+def remaining() -> float | None:
+    """Seconds left of the current budget (None: no budget); `Interrupted` once spent.
+
+    For work that runs inside one step and can bound itself (a regular expression)."""
+    deadline = _BUDGET.deadline
+    if deadline is None:
+        return None
+    _check_budget()
+    return max(deadline - clock.monotonic(), 0.001)
+
+
 def _check_budget() -> None:
     deadline = _BUDGET.deadline
     if deadline is not None and clock.monotonic() > deadline:

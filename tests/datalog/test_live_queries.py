@@ -170,3 +170,19 @@ def test_one_shot_queries_leave_no_symbols_behind() -> None:
     db.insert("s", [("c7", "d")])  # a symbol a query had seen gets a fresh, valid id
     assert db.query('s("c7", y)') == [("d",)]
     assert sorted(db.query("s(x, y)")) == [("a", "b"), ("c7", "d")]
+
+
+def test_a_budget_stops_a_runaway_regular_expression() -> None:
+    import time
+
+    from datalog.errors import BudgetExceeded
+
+    db = Database()
+    db.define('.decl s(x: symbol)\n.decl hit(x: symbol)\nhit(x) :- s(x), match("(a|aa)+$", x).')
+    db.insert("s", [("a" * 40 + "b",), ("aaa",)])
+    started = time.monotonic()
+    with pytest.raises(BudgetExceeded, match="regular expression"), db.budget(0.3):
+        db.query("hit(x)")
+    assert time.monotonic() - started < 3
+    db.retract("s", [("a" * 40 + "b",)])
+    assert db.query("hit(x)") == [("aaa",)]  # and without a budget, matching still works
