@@ -52,7 +52,7 @@ def _raw_columns(info: RelationInfo, data: object) -> list[Any]:
     elif hasattr(data, "toArrow") and hasattr(data, "sparkSession"):  # a Spark (>= 4) DataFrame
         data = data.toArrow()
     if hasattr(data, "num_columns") and hasattr(data, "column"):
-        return [data.column(i).to_numpy(zero_copy_only=False) for i in range(data.num_columns)]
+        return [_arrow_column(data.column(i)) for i in range(data.num_columns)]
     if isinstance(data, Mapping):
         missing = [n for n in info.column_names if n not in data]
         if missing:
@@ -100,9 +100,24 @@ def _columns_of_rows(info: RelationInfo, data: object) -> list[Any]:
     return [np.array([r[i] for r in rows], dtype=object) for i in range(info.arity)]
 
 
+def _arrow_column(column: Any) -> Any:
+    """An Arrow column as numpy, except strings: they stay Arrow for interning."""
+    import pyarrow as pa
+
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return column
+    return column.to_numpy(zero_copy_only=False)
+
+
 def _typed(info: RelationInfo, i: int, col: Any, kind: ColumnType, symbols: SymbolTable) -> Array:
-    col = np.asarray(col)
     where = f"column {i + 1} (`{info.column_names[i]}`, {kind}) of `{info.name}`"
+    if hasattr(col, "null_count"):  # Arrow strings (see `_arrow_column`)
+        if kind != "symbol":
+            raise TransactionError(f"{where} needs {kind} values, got strings")
+        if col.null_count:
+            raise TransactionError(f"{where} holds nulls, which are not values")
+        return symbols.intern_many(col)
+    col = np.asarray(col)
     if kind == "symbol":
         if len(col) and col.dtype.kind not in "UOST":
             raise TransactionError(f"{where} needs strings, got {col.dtype}")

@@ -1,9 +1,9 @@
 """The symbol table: strings interned to stable int64 ids.
 
-Layer: datalog. May import numpy only. One `SymbolTable` per database; ids are
+Layer: datalog. May import numpy and pyarrow only. One `SymbolTable` per database; ids are
 0, 1, 2, ... in first-seen order and never change for the life of the table
 (`to_list`/`from_list` persist them). Columns of type `symbol` hold these ids.
-Interning is vectorized: a batch is deduplicated with `np.unique` and only the
+Interning is vectorized: a batch is dictionary-encoded by Arrow and only the
 distinct values are looked up one by one.
 """
 
@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 IdArray = npt.NDArray[np.int64]
 ObjectArray = npt.NDArray[np.object_]
@@ -53,16 +54,25 @@ class SymbolTable:
         """The id of `value` if it was interned, else None (interns nothing)."""
         return self._ids.get(value)
 
-    def intern_many(self, values: Sequence[str] | npt.NDArray[np.generic]) -> IdArray:
-        """Ids of `values`, interning new ones in order of first appearance."""
-        array = np.asarray(values, dtype=object).reshape(-1)
-        if len(array) == 0:
+    def intern_many(
+        self, values: Sequence[str] | npt.NDArray[np.generic] | pa.Array | pa.ChunkedArray
+    ) -> IdArray:
+        """Ids of `values`, interning new ones in order of first appearance.
+
+        Arrow's `dictionary_encode` finds the distinct strings (in order of first
+        appearance) and each value's index among them in one hashing pass; only
+        the distinct strings are looked up in the table, one by one.
+        """
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if not isinstance(values, pa.Array):  # Python or numpy strings: to Arrow first
+            values = pa.array(np.asarray(values, dtype=object).reshape(-1), pa.large_string())
+        if len(values) == 0:
             return np.empty(0, dtype=np.int64)
-        unique, first, inverse = np.unique(array, return_index=True, return_inverse=True)
-        unique_ids = np.empty(len(unique), dtype=np.int64)
-        for position in np.argsort(first, kind="stable"):
-            unique_ids[position] = self.intern(unique[position])
-        return unique_ids[inverse.reshape(-1)]
+        encoded = values.dictionary_encode()
+        distinct = encoded.dictionary.to_pylist()
+        ids = np.fromiter((self.intern(text) for text in distinct), np.int64, len(distinct))
+        return ids[encoded.indices.to_numpy(zero_copy_only=False)]
 
     def string(self, symbol_id: int) -> str:
         """The string of one id."""

@@ -64,3 +64,14 @@ def test_pandas_frames_match_columns_by_name_or_by_position(db: Database) -> Non
     db.insert("e", pd.DataFrame({"dst": [3, 4], "src": [1, 2]}))  # by name, any order
     db.insert("e", pd.DataFrame({"a": [5], "b": [6]}))  # by position
     assert sorted(db.query("e(x, y)")) == [(1, 3), (2, 4), (5, 6)]
+
+
+def test_arrow_string_columns_are_interned_without_python_strings(db: Database) -> None:
+    table = pa.table({"x": pa.chunked_array([["a", "b\0"], ["a", "é"]])})
+    db.insert("s", table)
+    assert sorted(db.query("s(x)")) == [("a",), ("b\0",), ("é",)]
+    with pytest.raises(TransactionError, match="nulls"):
+        db.insert("s", pa.table({"x": ["c", None]}))
+    with pytest.raises(TransactionError, match="needs number values, got strings"):
+        db.insert("e", pa.table({"a": ["1"], "b": [2]}))
+    assert len(db.query("s(x)")) == 3
