@@ -17,7 +17,7 @@ In the root scope history is always `<= t` and nothing is scheduled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,12 +35,21 @@ from differential.batch import (
 )
 from differential.dataflow import Operator, Stream
 from differential.operators.arrange import Arranged, Owner, combine
-from differential.time import Antichain, Time, column, less_equal, split_by_time
-from differential.trace.batch import key_hash
+from differential.time import (
+    Antichain,
+    Time,
+    column,
+    join_times,
+    le,
+    less_equal,
+    split_by_time,
+)
+from differential.trace.batch import Hashes, key_hash
 from differential.trace.index import KeySet
 from differential.trace.spine import Spine
 
 Counts = npt.NDArray[np.int64]
+_LIST_FACTOR = 8  # a step whose history has at most FEW * this entries runs on lists
 
 
 @dataclass(frozen=True)
@@ -82,6 +91,8 @@ class ReduceOp(Operator):
         self.seen: KeySet | None = KeySet(
             dtypes[:k], source.key_arity == 1 and dtypes[0].kind in "iu"
         )
+        # Small steps may run on Python lists when every value compares like numpy's.
+        self.lists_ok = all(d.kind in "iu" for d in (*source.dtypes, *dtypes))
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.scheduled.keys()
@@ -100,6 +111,9 @@ class ReduceOp(Operator):
             return
         hashes = key_hash(keys)
         owner, history = self.source.lookup(keys, hashes, time, True)
+        if self.lists_ok and len(owner) <= small.FEW * _LIST_FACTOR:
+            self._emit(self._step_lists(keys, hashes, owner, history, time), time)
+            return
         self._schedule_joins(keys, owner, history.times, time)
         linear = self.reducer in LINEAR
         groups = _accumulate(owner, history, self.source.key_arity, time, len(hashes), linear)
@@ -115,8 +129,53 @@ class ReduceOp(Operator):
         result = Updates(
             (*(k[rows] for k in keys), *change.columns[1:]), change.times, change.diffs
         )
-        self.trace.insert(result, Antichain([time]), Antichain())
-        self.output.send(result)
+        self._emit(result, time)
+
+    def _emit(self, result: Updates | None, time: Time) -> None:
+        if result is not None and len(result):
+            self.trace.insert(result, Antichain([time]), Antichain())
+            self.output.send(result)
+
+    def _step_lists(
+        self, keys: tuple[Column, ...], hashes: Hashes, owner: Owner, history: Updates, time: Time
+    ) -> Updates | None:
+        """`step` for a few keys with a short history, on Python lists: the same
+        interesting times scheduled, the same groups handed to the reducer and the
+        same change out as the numpy path, without its fixed cost per numpy call."""
+        k = self.source.key_arity
+        accumulated: dict[tuple[int, ...], int] = {}
+        later: dict[Time, set[int]] = {}
+        for o, t, row, d in _entries(owner, history, k):
+            if le(t, time):
+                accumulated[(o, *row)] = accumulated.get((o, *row), 0) + d
+            else:  # a key changed at `time` meets history not `<=` it: revisit the join
+                later.setdefault(join_times(t, time), set()).add(o)
+        for at, owners in sorted(later.items()):
+            rows = np.array(sorted(owners), dtype=np.intp)
+            self.scheduled.setdefault(at, []).append(tuple(c[rows] for c in keys))
+        live = sorted((row, n) for row, n in accumulated.items() if n)
+        groups = Groups(
+            np.array([row[0] for row, _ in live], dtype=np.intp),
+            _columns([row[1:] for row, _ in live], self.source.dtypes[k:]),
+            np.array([n for _, n in live], dtype=np.int64),
+            len(hashes),
+        )
+        d_owner, d_cols, d_mult = self.reducer(groups)
+        wanted: dict[tuple[int, ...], int] = {}
+        out_rows = zip(d_owner.tolist(), *(c.tolist() for c in d_cols), strict=True)
+        for row, n in zip(out_rows, d_mult.tolist(), strict=True):
+            wanted[row] = wanted.get(row, 0) + n
+        o_owner, found = self.trace.lookup(keys, hashes)
+        for o, t, row, d in _entries(o_owner, found, k):
+            if le(t, time):
+                wanted[(o, *row)] = wanted.get((o, *row), 0) - d
+        change = sorted((row, n) for row, n in wanted.items() if n)
+        if not change:
+            return None
+        rows = np.array([row[0] for row, _ in change], dtype=np.intp)
+        values = _columns([row[1:] for row, _ in change], self.output.dtypes[k:])
+        diffs = np.array([n for _, n in change], dtype=np.int64)
+        return Updates((*(c[rows] for c in keys), *values), column(time, len(diffs)), diffs)
 
     def _monotone(self, time: Time) -> bool:
         """Only insertions at `time`, no history beyond it, nothing scheduled here."""
@@ -223,6 +282,23 @@ class ReduceOp(Operator):
 
     def describe(self) -> str:
         return f"{self.name}({self.source.describe()})"
+
+
+def _entries(
+    owner: Owner, found: Updates, k: int
+) -> Iterator[tuple[int, Time, tuple[int, ...], int]]:
+    """`(owner, time, values, diff)` of each found entry, as Python values."""
+    values = list(zip(*(c.tolist() for c in found.columns[k:]), strict=True))
+    if not values:
+        values = [()] * len(owner)
+    times = [tuple(t) for t in found.times.T.tolist()]
+    return zip(owner.tolist(), times, values, found.diffs.tolist(), strict=True)
+
+
+def _columns(rows: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> tuple[Column, ...]:
+    """Rows of Python integers as typed columns (empty columns when there are none)."""
+    by_column = list(zip(*rows, strict=True)) if rows else [()] * len(dtypes)
+    return tuple(np.array(v, dtype=d) for v, d in zip(by_column, dtypes, strict=True))
 
 
 def _accumulate(
