@@ -101,9 +101,11 @@ class ReduceOp(Operator):
         return time in self.scheduled or self.source.has_delta(time)
 
     def step(self, time: Time) -> None:
-        if self.reducer is distinct and self._monotone(time):
-            self._distinct_growing(time)
-            return
+        if self.reducer is distinct:
+            changes = self.source.changes(time)
+            if changes is not None and self._monotone(changes[0], time):
+                self._distinct_growing(changes, time)
+                return
         self._settle()
         self.seen = None  # the trace may now lose keys: read it from here on
         keys = self._keys_at(time)
@@ -177,18 +179,16 @@ class ReduceOp(Operator):
         diffs = np.array([n for _, n in change], dtype=np.int64)
         return Updates((*(c[rows] for c in keys), *values), column(time, len(diffs)), diffs)
 
-    def _monotone(self, time: Time) -> bool:
+    def _monotone(self, changes: Updates, time: Time) -> bool:
         """Only insertions at `time`, no history beyond it, nothing scheduled here."""
-        changes = self.source.changes(time)
         return (
-            changes is not None
-            and len(self.source.dtypes) == self.source.key_arity  # keys only, no values
+            len(self.source.dtypes) == self.source.key_arity  # keys only, no values
             and time not in self.scheduled
-            and bool((changes[0].diffs > 0).all())
+            and bool((changes.diffs > 0).all())
             and self.source.history_before(time)
         )
 
-    def _distinct_growing(self, time: Time) -> None:
+    def _distinct_growing(self, changes: tuple[Updates, Hashes], time: Time) -> None:
         """`distinct` when the input only grows: emit the keys not yet in the output.
 
         With all input history at times `<= time`, the output accumulated at
@@ -198,8 +198,6 @@ class ReduceOp(Operator):
         is kept, the input's changes are not even arranged (nothing sorts them).
         """
         if self.seen is not None:
-            changes = self.source.changes(time)
-            assert changes is not None
             updates, hashes = changes
             keys: tuple[Column, ...] = updates.columns
             fresh = self.seen.admit(hashes, keys)
