@@ -364,7 +364,17 @@ def compile_term(
     calls, symbols) is interpreted as `evaluate_term` does. A small change then
     costs a few numpy calls per expression instead of a walk of its syntax tree.
     """
-    return _compile(term, resolve_type(term, types, expected), tuple(names), types, symbols)
+    compiled = _compile(term, resolve_type(term, types, expected), tuple(names), types, symbols)
+
+    def columns_of(columns: Sequence[Array], n: int) -> Result:
+        values, valid = compiled(columns, n)
+        if np.ndim(values) == 0:  # constants stay scalars inside: one column at the end
+            values = np.full(n, values)
+        if valid is not None and np.ndim(valid) == 0:
+            valid = np.full(n, bool(valid))
+        return values, valid
+
+    return columns_of
 
 
 def compile_comparison(
@@ -397,7 +407,8 @@ def compile_comparison(
         b, b_ok = right(columns, n)
         mask = holds(a, b)
         ok = both(a_ok, b_ok)
-        return mask if ok is None else mask & ok
+        mask = mask if ok is None else mask & ok
+        return mask if np.ndim(mask) else np.full(n, bool(mask))
 
     return compare
 
@@ -413,8 +424,8 @@ def _compile(
         at, own = names.index(term.name), types[term.name]
         return lambda columns, n: (as_column(columns[at], own), None)
     if isinstance(term, Const) and kind != "symbol":
-        value, dtype = functions.constant(term.value, kind), DTYPES[kind]
-        return lambda columns, n: (np.full(n, value, dtype=dtype), None)
+        scalar = np.asarray(functions.constant(term.value, kind), dtype=DTYPES[kind])[()]
+        return lambda columns, n: (scalar, None)  # a numpy scalar: operations broadcast it
     if isinstance(term, BinOp):
         left = _compile(term.left, kind, names, types, symbols)
         right = _compile(term.right, kind, names, types, symbols)
