@@ -229,6 +229,10 @@ class _Builder(Transformer[Token, Any]):
     def number(self, meta: Meta, children: list[Token]) -> ast.Const:
         return ast.Const(_integer(children[0]), "number", _span(meta))
 
+    def ipv4(self, meta: Meta, children: list[Token]) -> ast.Const:
+        a, b, c, d = (int(part) for part in str(children[0]).split("."))
+        return ast.Const((a << 24) | (b << 16) | (c << 8) | d, "number", _span(meta))
+
     def unsigned(self, meta: Meta, children: list[Token]) -> ast.Const:
         return ast.Const(_integer(children[0][:-1]), "unsigned", _span(meta))
 
@@ -276,7 +280,7 @@ _UNSUPPORTED = frozenset(
 )
 _STATEMENT_START = frozenset({"NAME", "QNAME", "_DECL", "_TYPE", "DIRECTIVE", "$END"})
 _CLOSING = frozenset({"_DOT", "_IF", "_DECL", "_TYPE", "DIRECTIVE", "$END"})
-_TERM_START = frozenset({"NAME", "QNAME", "INT", "UNSIGNED", "FLOAT", "STRING", "WILDCARD"})
+_TERM_START = frozenset({"NAME", "QNAME", "INT", "IPV4", "UNSIGNED", "FLOAT", "STRING", "WILDCARD"})
 _PIECES = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|$)|\s+|.', re.DOTALL)
 
 MISSING_DOT = "missing `.` at the end of a rule"
@@ -482,7 +486,7 @@ def _catalogue(start: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
 # How terminals read in "expected ..." (punctuation reads as itself) and tokens
 # in "unexpected ...".
 _TOKEN_KINDS = {"NAME": "name", "QNAME": "name", "STRING": "string"}
-_TOKEN_KINDS.update(dict.fromkeys(("INT", "UNSIGNED", "FLOAT"), "number"))
+_TOKEN_KINDS.update(dict.fromkeys(("INT", "UNSIGNED", "FLOAT", "IPV4"), "number"))
 _PHRASES = {name: f"a {kind}" for name, kind in _TOKEN_KINDS.items()}
 _PHRASES.update(dict.fromkeys(("PLUS", "MINUS", "STAR", "SLASH", "PERCENT"), "an operator"))
 _PHRASES.update(dict.fromkeys(("CARET", "BITWISE"), "an operator"))

@@ -316,3 +316,13 @@ _SAMPLE = """
 reach(x, y) :- edge(x, y) ; reach(x, z), edge(z, y), !stop(z).
 deg(x, n) :- edge(x, _), n = count : { edge(x, _) }, n + 1 > -2.
 """
+
+
+def test_ipv4_literals_are_numbers_as_in_souffle() -> None:
+    program = parse_program(".decl a(x: number)\na(10.10.10.10).\na(255.255.255.255).\na(1.5e3).")
+    values = [rule.head.args[0] for rule in program.rules]
+    assert [(v.value, v.type) for v in values] == [  # type: ignore[union-attr]
+        (168430090, "number"),
+        (4294967295, "number"),
+        (1500.0, "float"),
+    ]
