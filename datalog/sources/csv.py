@@ -28,6 +28,7 @@ stdout in Soufflé's framing (a `---------------` line, the name, a
 
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
@@ -57,6 +58,8 @@ ARROW_TYPES: dict[str, pa.DataType] = {
 _INTEGER = re.compile(r"[+-]?[0-9]+\Z")
 _NATURAL = re.compile(r"\+?[0-9]+\Z")
 _BOUNDS = {"number": (-(2**63), 2**63 - 1), "unsigned": (0, 2**64 - 1)}
+
+_log = logging.getLogger("deltalog")
 
 
 class FactFileError(DatalogError):
@@ -122,6 +125,9 @@ def _file(directive: Directive, info: RelationInfo, folder: str | Path, default:
 
 def read_facts(file: FactFile) -> pa.Table:
     """The facts of `file` as a typed table; `FactFileError` if any line is bad."""
+    if not file.path.exists():  # as Soufflé: an input nobody wrote is an empty relation
+        _log.warning("no fact file %s: `%s` starts empty", file.path, file.relation.name)
+        return _empty(file.relation)
     if not file.path.is_file():
         raise FactFileError(f"cannot open fact file for `{file.relation.name}`", file.path)
     if file.relation.arity == 0 or len(file.delimiter) != 1:
@@ -130,6 +136,13 @@ def read_facts(file: FactFile) -> pa.Table:
         return _read_arrow(file)
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return _read_strictly(file)  # names the first bad line, or reads what arrow could not
+
+
+def _empty(info: RelationInfo) -> pa.Table:
+    if info.arity == 0:
+        return pa.table({"present": pa.array([], pa.bool_())})
+    arrays = [pa.array([], ARROW_TYPES[t]) for t in info.types]
+    return pa.table(arrays, names=[f"c{i}" for i in range(info.arity)])
 
 
 def _read_arrow(file: FactFile) -> pa.Table:
@@ -155,17 +168,16 @@ def _read_strictly(file: FactFile) -> pa.Table:
     info = file.relation
     columns: list[list[Any]] = [[] for _ in info.types]
     rows = 0
-    try:
-        with file.path.open(encoding="utf-8", newline="") as stream:
-            for number, raw in enumerate(stream, 1):
-                line = raw.rstrip("\r\n")
-                if (file.headers and number == 1) or not line:
-                    continue
-                for column, value in zip(columns, _fields(file, number, line), strict=True):
-                    column.append(value)
-                rows += 1
-    except UnicodeDecodeError as exc:
-        raise FactFileError(f"the file is not UTF-8 text ({exc.reason})", file.path) from None
+    # Bytes that are not UTF-8 become U+FFFD, as a lenient reader of Soufflé's byte
+    # strings can (every symbol must be text to be logged and served).
+    with file.path.open(encoding="utf-8", errors="replace", newline="") as stream:
+        for number, raw in enumerate(stream, 1):
+            line = raw.rstrip("\r\n")
+            if (file.headers and number == 1) or not line:
+                continue
+            for column, value in zip(columns, _fields(file, number, line), strict=True):
+                column.append(value)
+            rows += 1
     if info.arity == 0:
         return pa.table({"present": pa.array([True] * min(rows, 1))})
     arrays = [pa.array(c, ARROW_TYPES[t]) for c, t in zip(columns, info.types, strict=True)]
@@ -310,8 +322,8 @@ def format_value(value: object) -> str:
 
 def write_rows(stream: IO[str], rows: Iterable[tuple[Any, ...]], delimiter: str = "\t") -> None:
     """Rows as delimited text lines, one at a time (so a lazy iterable stays lazy)."""
-    for row in rows:
-        stream.write(delimiter.join(map(format_value, row)) + "\n")
+    for row in rows:  # a nullary relation that holds is written `()`, as Soufflé does
+        stream.write((delimiter.join(map(format_value, row)) if row else "()") + "\n")
 
 
 def write_outputs(

@@ -136,10 +136,27 @@ def test_the_caret_points_at_the_bad_field(tmp_path: Path) -> None:
     assert caret.index("^") == source.index("12x")
 
 
-def test_a_missing_file_is_an_error(tmp_path: Path) -> None:
+def test_a_missing_file_is_an_empty_relation_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     db = _db()
-    with pytest.raises(FactFileError, match="cannot open fact file for `edge`"):
-        load_inputs(db, tmp_path, progress=False)
+    assert load_inputs(db, tmp_path, progress=False)["edge"] == 0
+    assert db.query("edge(x, y)") == []
+    assert "no fact file" in caplog.text and "edge" in caplog.text
+
+
+def test_bytes_that_are_not_utf8_are_read_as_replacement_characters(tmp_path: Path) -> None:
+    db = _db(".decl s(x: symbol, n: number)\n.input s")
+    (tmp_path / "s.facts").write_bytes(b"ok\t1\nbad\xff\xfe\t2\n")
+    load_inputs(db, tmp_path, progress=False)
+    assert sorted(db.query("s(x, n)")) == [("bad\ufffd\ufffd", 2), ("ok", 1)]
+
+
+def test_a_nullary_relation_that_holds_is_written_as_parentheses(tmp_path: Path) -> None:
+    db = _db(".decl yes()\n.decl no()\n.output yes\n.output no\nyes().")
+    write_outputs(db, tmp_path)
+    assert (tmp_path / "yes.csv").read_text() == "()\n"
+    assert (tmp_path / "no.csv").read_text() == ""
 
 
 def test_large_loads_are_chunked_with_progress(
