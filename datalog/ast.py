@@ -225,6 +225,17 @@ class Program:
     directives: tuple[Directive, ...] = ()
     rules: tuple[Rule, ...] = ()
     source: str = field(default="", compare=False, repr=False)
+    pragmas: tuple[Pragma, ...] = ()
+
+
+@dataclass(frozen=True)
+class Pragma:
+    """`.pragma "key" "value"`: a Soufflé option; every one is an optimisation or
+    engine hint for Deltalog (none changes an answer), reported by `explain`."""
+
+    key: str
+    value: str = ""
+    span: Span = field(default=NOWHERE, compare=False)
 
 
 @dataclass(frozen=True)

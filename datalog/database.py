@@ -102,6 +102,7 @@ class Database:
                 directives=self.program.directives + parsed.directives,
                 rules=self.program.rules + parsed.rules,
                 source=text,
+                pragmas=self.program.pragmas + parsed.pragmas,
             )
             checked = check_program(merged)
             new_facts = [f for f in checked.facts if _fact_key(f) not in self._facts]
@@ -296,6 +297,12 @@ class Database:
             self.engine.drop(built.dataflow)
             lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
             lines += [f"  {n}" for n in built.notes]
+            lines += [
+                f"  pragma {p.key!r}{f' = {p.value!r}' if p.value else ''}: an engine hint, "
+                "accepted; it changes no answer here (delta queries, magic sets and "
+                "arrangements are chosen per query)"
+                for p in self.program.pragmas
+            ]
             lines.append("shared arrangements: " + (", ".join(built.shared) or "none"))
             return "\n".join(lines)
 

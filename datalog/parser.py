@@ -121,7 +121,13 @@ class _Builder(Transformer[Token, Any]):
             directives=tuple(n for n in flat if isinstance(n, ast.Directive)),
             rules=tuple(n for n in flat if isinstance(n, ast.Rule)),
             source=self.source,
+            pragmas=tuple(n for n in flat if isinstance(n, ast.Pragma)),
         )
+
+    def pragma(self, meta: Meta, children: list[Any]) -> ast.Pragma:
+        key, value = children
+        text = "" if value is None else _unescape(value)
+        return ast.Pragma(_unescape(key), text, _span(meta))
 
     def decl(self, meta: Meta, children: list[Any]) -> list[ast.Decl]:
         names, columns, *qualifiers = children
@@ -274,12 +280,12 @@ def _body(node: _Alternatives | ast.Atom) -> tuple[ast.Literal, ...]:
 # does), rules on what the parser would have accepted, and finally a plain
 # "unexpected X; expected Y" in words rather than terminal names.
 
-_DIRECTIVES = (".decl", ".type", ".input", ".output", ".printsize")
+_DIRECTIVES = (".decl", ".type", ".input", ".output", ".printsize", ".pragma")
 _UNSUPPORTED = frozenset(
-    (".functor", ".comp", ".init", ".pragma", ".plan", ".include", ".limitsize", ".number_type")
+    (".functor", ".comp", ".init", ".plan", ".include", ".limitsize", ".number_type")
 )
-_STATEMENT_START = frozenset({"NAME", "QNAME", "_DECL", "_TYPE", "DIRECTIVE", "$END"})
-_CLOSING = frozenset({"_DOT", "_IF", "_DECL", "_TYPE", "DIRECTIVE", "$END"})
+_STATEMENT_START = frozenset({"NAME", "QNAME", "_DECL", "_TYPE", "_PRAGMA", "DIRECTIVE", "$END"})
+_CLOSING = frozenset({"_DOT", "_IF", "_DECL", "_TYPE", "_PRAGMA", "DIRECTIVE", "$END"})
 _TERM_START = frozenset({"NAME", "QNAME", "INT", "IPV4", "UNSIGNED", "FLOAT", "STRING", "WILDCARD"})
 _PIECES = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|$)|\s+|.', re.DOTALL)
 

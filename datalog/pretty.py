@@ -39,11 +39,17 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 def format_program(program: ast.Program) -> str:
     """The whole program, one item per line: types, decls, directives, rules."""
-    lines = [format_type(t) for t in program.types]
+    lines = [format_pragma(p) for p in program.pragmas]
+    lines += [format_type(t) for t in program.types]
     lines += [format_decl(d) for d in program.decls]
     lines += [format_directive(d) for d in program.directives]
     lines += [format_rule(r) for r in program.rules]
     return "".join(line + "\n" for line in lines)
+
+
+def format_pragma(pragma: ast.Pragma) -> str:
+    value = f" {_quote(pragma.value)}" if pragma.value else ""
+    return f".pragma {_quote(pragma.key)}{value}"
 
 
 def format_decl(decl: ast.Decl) -> str:

@@ -326,3 +326,14 @@ def test_ipv4_literals_are_numbers_as_in_souffle() -> None:
         (4294967295, "number"),
         (1500.0, "float"),
     ]
+
+
+def test_pragmas_are_accepted_with_or_without_a_value_and_explained() -> None:
+    from datalog import Database
+
+    program = parse_program('.pragma "magic-transform" "*"\n.pragma "legacy"\n.decl e(x: number)')
+    assert [(p.key, p.value) for p in program.pragmas] == [("magic-transform", "*"), ("legacy", "")]
+    db = Database()
+    db.define('.pragma "magic-transform" "*"\n.decl e(x: number)\ne(1).')
+    assert "pragma 'magic-transform' = '*': an engine hint" in db.explain("e(x)")
+    assert db.query("e(x)") == [(1,)]
