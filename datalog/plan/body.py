@@ -195,11 +195,52 @@ class BodyCompiler:
     def antijoin(self, binding: Binding, atom: Atom) -> Binding:
         """Rows of `binding` with no matching tuple in `atom` (stratified negation)."""
         view = self._atom_view(atom)
-        if view.deferred:
-            raise UnsupportedError("expressions inside a negated atom are not supported", atom.span)
         self.notes.append(f"antijoin {atom.name}{view.describe()} on {list(view.vars)}")
         negated = Binding(project(view.stream(), view.positions), view.vars)
-        return self.antijoin_binding(binding, negated)
+        if not view.deferred:
+            return self.antijoin_binding(binding, negated)
+        return self._antijoin_computed(binding, negated, view.deferred)
+
+    def _antijoin_computed(
+        self, binding: Binding, negated: Binding, deferred: Sequence[Literal]
+    ) -> Binding:
+        """`!r(x + 1, y)`: the arguments are computed on `binding`'s rows first. A row
+        where one has no value (say `x / 0`) matches no tuple: the negation holds."""
+        pairs = [
+            (cmp.left.name, cmp.right)
+            for cmp in deferred
+            if isinstance(cmp, Comparison) and isinstance(cmp.left, Var)
+        ]
+        names, terms = [name for name, _ in pairs], [term for _, term in pairs]
+        computes = [
+            self.evaluator(binding.vars, term, self.types[name])
+            for name, term in zip(names, terms, strict=True)
+        ]
+
+        def evaluated(u: Updates) -> tuple[list[np.ndarray], np.ndarray]:
+            columns, ok = [], np.ones(len(u), dtype=bool)
+            for compute in computes:
+                values, valid = compute(u)
+                columns.append(values)
+                if valid is not None:
+                    ok &= valid
+            return columns, ok
+
+        def with_values(u: Updates) -> Updates:
+            columns, ok = evaluated(u)
+            return u.with_columns((*u.columns, *columns)).take(ok)
+
+        def without_values(u: Updates) -> Updates:
+            return u.take(~evaluated(u)[1])
+
+        dtypes = (*binding.stream.dtypes, *(np.dtype(DTYPES[self.types[n]]) for n in names))
+        extended = Binding(
+            map_updates(binding.stream, with_values, dtypes), (*binding.vars, *names)
+        )
+        kept = self.antijoin_binding(extended, negated)
+        back = project(kept.stream, [kept.vars.index(v) for v in binding.vars])
+        valueless = map_updates(binding.stream, without_values, binding.stream.dtypes)
+        return Binding(concat([back, valueless]), binding.vars)
 
     def antijoin_binding(self, binding: Binding, negated: Binding) -> Binding:
         """Rows of `binding` whose `negated.vars` values are not a row of `negated`."""
