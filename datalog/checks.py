@@ -28,6 +28,7 @@ from datalog.passes.normalize_disjunctions import (
     normalize_disjunctions,
 )
 from datalog.passes.resolve_types import resolve_types
+from datalog.passes.scope_aggregates import scope_aggregates
 from datalog.passes.stratify_rules import stratify_rules
 from datalog.passes.variables import occurrences
 from datalog.schema import Schema
@@ -142,7 +143,7 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
     check_clause_arity(ctx, query.body)
     check_aggregate_disjunctions(ctx, query.body)
     answer_vars = _answer_variables(query.body)
-    bodies = expand_body(query.body)
+    bodies = [scope_aggregates(body) for body in expand_body(query.body)]
     types = []
     for body in bodies:
         check_clause(ctx, None, body)

@@ -1,4 +1,4 @@
-"""Pass: expand disjunctions into several rules and set facts apart.
+"""Pass: expand disjunctions into several rules, set facts apart, scope aggregates.
 
 Layer: datalog. `h :- a, (b ; c), d.` becomes `h :- a, b, d.` and `h :- a, c, d.`
 (distributing the disjunction over the conjunction, recursively). A disjunction
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from datalog.ast import Aggregate, Disjunction, Literal, Rule
 from datalog.errors import UnsupportedError
 from datalog.passes.context import CheckContext
+from datalog.passes.scope_aggregates import scope_aggregates
 from datalog.passes.variables import nodes
 
 
@@ -22,7 +23,7 @@ def normalize_disjunctions(ctx: CheckContext) -> None:
             continue
         check_aggregate_disjunctions(ctx, (rule.head, *rule.body))
         for body in expand_body(rule.body):
-            ctx.rules.append(Rule(rule.head, body, rule.span))
+            ctx.rules.append(Rule(rule.head, scope_aggregates(body), rule.span))
 
 
 def check_aggregate_disjunctions(ctx: CheckContext, literals: Sequence[Literal]) -> None:
