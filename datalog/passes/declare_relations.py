@@ -11,7 +11,6 @@ from datalog.errors import (
     DatalogSemanticError,
     DuplicateDeclarationError,
     UnknownNameError,
-    UnsupportedError,
     did_you_mean,
 )
 from datalog.passes.context import CheckContext
@@ -28,12 +27,11 @@ def declare_relations(ctx: CheckContext) -> None:
             ctx.report(DuplicateDeclarationError, message, decl.span)
             continue
         ctx.declarations[decl.name] = decl
-        if "eqrel" in decl.qualifiers:
-            message = (
-                f"`eqrel` (on `{decl.name}`) is not supported yet: declare the relation "
-                "without it and derive the equivalence closure with rules"
-            )
-            ctx.report(UnsupportedError, message, decl.span)
+        if "eqrel" in decl.qualifiers and (
+            decl.arity != 2 or decl.columns[0].type != decl.columns[1].type
+        ):
+            message = f"`eqrel` needs a binary relation of one type; `{decl.name}` is not"
+            ctx.report(DatalogSemanticError, message, decl.span)
         info = _relation_info(ctx, decl)
         if info is not None:
             ctx.relations[decl.name] = info

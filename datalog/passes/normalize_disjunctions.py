@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from datalog.ast import Aggregate, Disjunction, Literal, Rule
+from datalog.ast import Aggregate, Atom, Decl, Disjunction, Literal, Rule, Var, Wildcard
 from datalog.errors import UnsupportedError
 from datalog.passes.context import CheckContext
 from datalog.passes.scope_aggregates import scope_aggregates
@@ -24,6 +24,25 @@ def normalize_disjunctions(ctx: CheckContext) -> None:
         check_aggregate_disjunctions(ctx, (rule.head, *rule.body))
         for body in expand_body(rule.body):
             ctx.rules.append(Rule(rule.head, scope_aggregates(body), rule.span))
+    for decl in ctx.program.decls:
+        if "eqrel" in decl.qualifiers and decl.arity == 2:
+            ctx.rules.extend(equivalence_rules(decl))
+
+
+def equivalence_rules(decl: Decl) -> list[Rule]:
+    """An `eqrel` relation is the reflexive, symmetric and transitive closure of what
+    is inserted into it or derived for it: three rules over it say so, and the
+    engine maintains them like any recursion (retractions included)."""
+    x, y, z = Var("x", decl.span), Var("y", decl.span), Var("z", decl.span)
+
+    def atom(a: Var, b: Var | Wildcard) -> Atom:
+        return Atom(decl.name, (a, b), decl.span)
+
+    return [
+        Rule(atom(x, x), (atom(x, Wildcard(decl.span)),), decl.span),
+        Rule(atom(y, x), (atom(x, y),), decl.span),
+        Rule(atom(x, z), (atom(x, y), atom(y, z)), decl.span),
+    ]
 
 
 def check_aggregate_disjunctions(ctx: CheckContext, literals: Sequence[Literal]) -> None:
