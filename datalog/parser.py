@@ -346,13 +346,35 @@ def _explain(error: UnexpectedInput, text: str, start: str) -> DatalogSyntaxErro
     position = error.pos_in_stream if isinstance(error, UnexpectedCharacters) else None
     if isinstance(error, UnexpectedToken) and error.token.type in ("_DOT", "SLASH"):
         position = error.token.start_pos
-    found = _text_problem(text, position, error) if position is not None else None
+    where = position if position is not None else getattr(error, "pos_in_stream", None)
+    found = _feature_problem(text, where) if where is not None else None
+    if found is None and position is not None:
+        found = _text_problem(text, position, error)
     if found is None and isinstance(error, UnexpectedToken):
         found = _token_problem(error, text, start)
     if found is None:
         found = _bad_character(text, error)
     message, span = found
     return DatalogSyntaxError(message, span, text)
+
+
+# Soufflé features outside the core language, recognized where parsing stops.
+_FEATURES: tuple[tuple[str, int, str], ...] = (  # (text, its offset from the stop, message)
+    ("[", 0, "records (`[a, b]`) are not supported; use more columns"),
+    ("$", 0, "algebraic data types (`$Branch(...)`) are not supported"),
+    ("{", 0, "algebraic data types (`.type T = A {...} | B {...}`) are not supported"),
+    ("choice-domain", -6, "`choice-domain` is not supported"),
+)
+
+
+def _feature_problem(text: str, pos: int) -> tuple[str, ast.Span] | None:
+    for feature, offset, message in _FEATURES:
+        at = pos + offset
+        if feature == "{" and not re.search(r"\.type\b[^.]*$", text[:pos]):
+            continue  # a brace outside a `.type`: an aggregate's body, say
+        if at >= 0 and text.startswith(feature, at):
+            return message, _span_at(text, at, len(feature))
+    return None
 
 
 def _text_problem(text: str, pos: int, error: UnexpectedInput) -> tuple[str, ast.Span] | None:

@@ -3,6 +3,8 @@ syntax problem as a DatalogSyntaxError with a plain-words message."""
 
 from __future__ import annotations
 
+import re
+
 import lark
 import pytest
 from hypothesis import given
@@ -337,3 +339,20 @@ def test_pragmas_are_accepted_with_or_without_a_value_and_explained() -> None:
     db.define('.pragma "magic-transform" "*"\n.decl e(x: number)\ne(1).')
     assert "pragma 'magic-transform' = '*': an engine hint" in db.explain("e(x)")
     assert db.query("e(x)") == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (".type Pair = [a: number, b: number]", "records (`[a, b]`) are not supported"),
+        (".decl r(p: number)\nr([1, 2]).", "records (`[a, b]`) are not supported"),
+        (".type T = Leaf {x: number} | Node {}", "algebraic data types"),
+        ("r($Leaf(1)).", "algebraic data types"),
+        (".decl r(x: number) choice-domain x", "`choice-domain` is not supported"),
+        (".comp C { }", "the Soufflé directive `.comp` is not supported"),
+        (".plan 0: (1, 2)", "the Soufflé directive `.plan` is not supported"),
+    ],
+)
+def test_souffle_features_outside_the_core_are_named_when_refused(text: str, message: str) -> None:
+    with pytest.raises(DatalogSyntaxError, match=re.escape(message)):
+        parse_program(text)
