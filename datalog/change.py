@@ -6,7 +6,7 @@ Layer: datalog (API). Imports the standard library only, so that
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +22,16 @@ class Change:
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.rows, self.diffs, self.epoch))
+
+    def to_arrow(self, columns: Sequence[str] | None = None) -> Any:
+        """The rows as a `pyarrow.Table` (columns `columns`, or c0, c1, ...) with a
+        `diff` column."""
+        import pyarrow as pa
+
+        width = len(self.rows[0]) if self.rows else len(columns or ())
+        names = list(columns) if columns is not None else [f"c{i}" for i in range(width)]
+        data = {name: [row[i] for row in self.rows] for i, name in enumerate(names)}
+        return pa.table({**data, "diff": pa.array(self.diffs, pa.int64())})
 
 
 Callback = Callable[[Change], None]

@@ -236,6 +236,15 @@ class Database:
                 for var, col, kind in zip(checked.answer_vars, updates.columns, types, strict=True)
             }
 
+    def query_arrow(self, text: str, plan: JoinPlan = "auto") -> Any:
+        """The current answer as a `pyarrow.Table` whose columns are named after the
+        query's variables (symbols as strings); `.to_pandas()` or
+        `polars.from_arrow(...)` from there."""
+        import pyarrow as pa
+
+        columns = self.query_columns(text, plan)
+        return pa.table({name: pa.array(column) for name, column in columns.items()})
+
     @contextmanager
     def _read_only(self) -> Iterator[None]:
         """Symbols a one-shot query interns (its constants, functor results) are
@@ -265,6 +274,7 @@ class Database:
             key, checked = self._check_query(text, plan)
             live = self.live.get(key) or self._start_live(key, checked, plan)
             sub = Subscription(key, checked.answer_vars, callback, live)
+            sub.unsubscribe = self.unsubscribe
             live.subscribers.append(sub)
             state = live.state.accumulate(None)
             rows = to_rows(state.columns, live.types, self.symbols, len(state))

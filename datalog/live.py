@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from datalog.ast import ColumnType
@@ -37,10 +38,22 @@ class Subscription:
     active: bool = True
     errors: deque[Exception] = field(default_factory=lambda: deque(maxlen=KEPT_ERRORS))
     error_count: int = 0  # every error the callback raised, kept or not
+    unsubscribe: Callable[[Subscription], None] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         state = "active" if self.active else "closed"
         return f"<Subscription {self.query!r} ({state}, {self.error_count} errors)>"
+
+    def close(self) -> None:
+        """Unsubscribe (the dataflow goes with its last subscriber)."""
+        if self.active and self.unsubscribe is not None:
+            self.unsubscribe(self)
+
+    def __enter__(self) -> Subscription:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass(eq=False)

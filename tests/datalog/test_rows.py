@@ -75,3 +75,18 @@ def test_arrow_string_columns_are_interned_without_python_strings(db: Database) 
     with pytest.raises(TransactionError, match="needs number values, got strings"):
         db.insert("e", pa.table({"a": ["1"], "b": [2]}))
     assert len(db.query("s(x)")) == 3
+
+
+def test_answers_come_out_as_arrow_tables_and_changes_too(db: Database) -> None:
+    db.insert("e", [(1, 2), (3, 4)])
+    table = db.query_arrow("e(src, dst), src < 3")
+    assert table.column_names == ["src", "dst"] and table.to_pylist() == [{"src": 1, "dst": 2}]
+    db.insert("s", [("a",)])
+    assert db.query_arrow("s(x)").column("x").to_pylist() == ["a"]
+    seen = []
+    with db.subscribe("e(x, y)", seen.append) as sub:
+        db.insert("e", [(5, 6)])
+        assert sub.active
+    assert not sub.active and db.live == {}
+    change = seen[-1].to_arrow(["x", "y"])
+    assert change.to_pylist() == [{"x": 5, "y": 6, "diff": 1}]
