@@ -22,16 +22,13 @@ from itertools import count
 from datalog.ast import (
     Aggregate,
     Atom,
-    BinOp,
-    Call,
     Comparison,
     Literal,
-    Neg,
     Negation,
     Term,
     Var,
 )
-from datalog.passes.variables import nodes, occurrences, term_variables
+from datalog.passes.variables import nodes, occurrences, term_variables, with_children
 
 
 def scope_aggregates(body: Sequence[Literal]) -> tuple[Literal, ...]:
@@ -48,13 +45,7 @@ def scope_aggregates(body: Sequence[Literal]) -> tuple[Literal, ...]:
             clashing = (inner - bound) & outside  # local, but named like an outer variable
             local = {name: f"{name}~{next(fresh)}" for name in sorted(clashing)}
             return _renamed(term, local) if local else term
-        if isinstance(term, BinOp):
-            return replace(term, left=scoped(term.left), right=scoped(term.right))
-        if isinstance(term, Neg):
-            return replace(term, operand=scoped(term.operand))
-        if isinstance(term, Call):
-            return replace(term, args=tuple(scoped(a) for a in term.args))
-        return term
+        return with_children(term, scoped)
 
     return tuple(
         replace(lit, left=scoped(lit.left), right=scoped(lit.right))
@@ -93,16 +84,10 @@ def _renamed(term: Term, names: dict[str, str]) -> Term:
     """`term` with the variables in `names` renamed, everywhere inside it."""
     if isinstance(term, Var):
         return replace(term, name=names.get(term.name, term.name))
-    if isinstance(term, BinOp):
-        return replace(term, left=_renamed(term.left, names), right=_renamed(term.right, names))
-    if isinstance(term, Neg):
-        return replace(term, operand=_renamed(term.operand, names))
-    if isinstance(term, Call):
-        return replace(term, args=tuple(_renamed(a, names) for a in term.args))
     if isinstance(term, Aggregate):
         target = None if term.target is None else _renamed(term.target, names)
         return replace(term, target=target, body=_renamed_body(term.body, names))
-    return term
+    return with_children(term, lambda sub: _renamed(sub, names))
 
 
 def _renamed_body(body: Sequence[Literal], names: dict[str, str]) -> tuple[Literal, ...]:

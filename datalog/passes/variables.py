@@ -7,7 +7,8 @@ it; the others are local to it (Soufflé semantics).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import replace
 
 from datalog.ast import (
     Aggregate,
@@ -180,3 +181,15 @@ def ready(literal: Literal, bound: Collection[str], groups: Groups) -> bool:
         (isinstance(literal.left, Var) and right <= set(bound))
         or (isinstance(literal.right, Var) and left <= set(bound))
     )
+
+
+def with_children(term: Term, fn: Callable[[Term], Term]) -> Term:
+    """`term` with `fn` applied to each direct subterm (of arithmetic, negation and
+    functor calls; other terms have none)."""
+    if isinstance(term, BinOp):
+        return replace(term, left=fn(term.left), right=fn(term.right))
+    if isinstance(term, Neg):
+        return replace(term, operand=fn(term.operand))
+    if isinstance(term, Call):
+        return replace(term, args=tuple(fn(a) for a in term.args))
+    return term

@@ -22,19 +22,16 @@ import numpy as np
 from datalog.ast import (
     Aggregate,
     Atom,
-    BinOp,
-    Call,
     ColumnType,
     Comparison,
     Literal,
-    Neg,
     Term,
     Var,
     Wildcard,
 )
 from datalog.expressions import DTYPES
 from datalog.passes.term_types import resolve_type
-from datalog.passes.variables import nodes
+from datalog.passes.variables import nodes, with_children
 from differential.batch import Column, Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Owner
@@ -153,13 +150,7 @@ def lift_aggregates(
             name = compiler.fresh_var(_aggregate_type(term, compiler.types), "_agg")
             found.append(Aggregation(term, name, groups.get(id(term), frozenset()), compiler))
             return Var(name, term.span)
-        if isinstance(term, BinOp):
-            return replace(term, left=lift(term.left), right=lift(term.right))
-        if isinstance(term, Neg):
-            return replace(term, operand=lift(term.operand))
-        if isinstance(term, Call):
-            return replace(term, args=tuple(lift(a) for a in term.args))
-        return term
+        return with_children(term, lift)
 
     out: list[Literal] = []
     for lit in body:

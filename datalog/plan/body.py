@@ -217,21 +217,12 @@ class BodyCompiler:
             for name, term in zip(names, terms, strict=True)
         ]
 
-        def evaluated(u: Updates) -> tuple[list[np.ndarray], np.ndarray]:
-            columns, ok = [], np.ones(len(u), dtype=bool)
-            for compute in computes:
-                values, valid = compute(u)
-                columns.append(values)
-                if valid is not None:
-                    ok &= valid
-            return columns, ok
-
         def with_values(u: Updates) -> Updates:
-            columns, ok = evaluated(u)
+            columns, ok = _evaluate_all(computes, u)
             return u.with_columns((*u.columns, *columns)).take(ok)
 
         def without_values(u: Updates) -> Updates:
-            return u.take(~evaluated(u)[1])
+            return u.take(~_evaluate_all(computes, u)[1])
 
         dtypes = (*binding.stream.dtypes, *(np.dtype(DTYPES[self.types[n]]) for n in names))
         extended = Binding(
@@ -333,12 +324,7 @@ class BodyCompiler:
         computes = [self.evaluator(binding.vars, a, k) for a, k in zip(args, kinds, strict=True)]
 
         def build(u: Updates) -> Updates:
-            cols, valid = [], np.ones(len(u), dtype=bool)
-            for compute in computes:
-                values, ok = compute(u)
-                cols.append(values)
-                if ok is not None:
-                    valid &= ok
+            cols, valid = _evaluate_all(computes, u)
             out = u.with_columns(tuple(cols))
             return out if valid.all() else out.take(valid)
 
@@ -347,6 +333,18 @@ class BodyCompiler:
 
 
 UNIT = "__unit__"
+Compute = Callable[[Updates], tuple[np.ndarray, np.ndarray | None]]
+
+
+def _evaluate_all(computes: Sequence[Compute], u: Updates) -> tuple[list[np.ndarray], np.ndarray]:
+    """Each expression's column, and the rows where every one has a value."""
+    columns, ok = [], np.ones(len(u), dtype=bool)
+    for compute in computes:
+        values, valid = compute(u)
+        columns.append(values)
+        if valid is not None:
+            ok &= valid
+    return columns, ok
 
 
 @dataclass
