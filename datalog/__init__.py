@@ -20,9 +20,9 @@ __version__ = "0.1.0"
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
     "Database": "datalog.database",
-    "Transaction": "datalog.database",
+    "Transaction": "datalog.transaction",
     "Change": "datalog.change",
-    "Subscription": "datalog.database",
+    "Subscription": "datalog.live",
     "parse_program": "datalog.parser",
     "parse_query": "datalog.parser",
     "DatalogError": "datalog.errors",
@@ -67,7 +67,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from datalog.change import Change
-    from datalog.database import Database, Subscription, Transaction
+    from datalog.database import Database, Subscription
     from datalog.errors import (
         ArityError,
         BudgetExceeded,
@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     )
     from datalog.parser import parse_program, parse_query
     from datalog.sources.csv import FactFileError
+    from datalog.transaction import Transaction
 
 
 def __getattr__(name: str) -> Any:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -29,9 +29,7 @@ from datalog.checks import CheckedProgram, check_program, check_query
 from datalog.errors import (
     BudgetExceeded,
     TransactionError,
-    UnknownNameError,
     UnsupportedError,
-    did_you_mean,
 )
 from datalog.live import Callback, Change, LiveQuery, Subscription, deliver
 from datalog.parser import parse_program, parse_query
@@ -39,9 +37,10 @@ from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_query
-from datalog.rows import to_columns, to_rows
+from datalog.rows import to_rows
 from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
+from datalog.transaction import Transaction
 from differential.batch import Updates, concat, consolidate
 from differential.dataflow import Interrupted, interrupt, unbudgeted
 from differential.dataflow import budget as dataflow_budget
@@ -447,71 +446,8 @@ class Database:
             self._delivering -= 1
 
 
-class Transaction:
-    """Inserts and retractions, validated as they are added, applied at commit."""
-
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self.parts: list[tuple[str, tuple[np.ndarray, ...], bool]] = []
-        self.done = False
-
-    def insert(self, relation: str, rows: object) -> None:
-        self.parts.append((relation, self._columns(relation, rows), True))
-
-    def retract(self, relation: str, rows: object) -> None:
-        self.parts.append((relation, self._columns(relation, rows), False))
-
-    def _columns(self, relation: str, rows: object) -> tuple[np.ndarray, ...]:
-        if self.done:
-            raise TransactionError("this transaction has already committed")
-        info = self.db.checked.schema.get(relation)
-        if info is None or relation == UNIT:
-            names = self.db.checked.schema.names()
-            raise UnknownNameError(f"unknown relation `{relation}`{did_you_mean(relation, names)}")
-        if info.arity == 0:
-            return (np.zeros(_nullary_rows(relation, rows), dtype=np.int64),)
-        return to_columns(info, rows, self.db.symbols)
-
-    def commit(self) -> int:
-        """Apply everything as one epoch (also done on leaving the `with` block)."""
-        self.done = True
-        self.db._refuse_in_callback("commit")
-        if not self.parts:
-            return self.db.engine.epoch
-        grouped: dict[str, list[tuple[tuple[np.ndarray, ...], bool]]] = {}
-        for relation, cols, inserting in self.parts:
-            grouped.setdefault(relation, []).append((cols, inserting))
-        requests = {rel: _requests(parts) for rel, parts in grouped.items()}
-        self.db._checkpoint_if_due()  # before, not after: the commit that grew the log
-        offset = durable.log_commit(self.db, self.db.engine.epoch + 1, self.parts)
-        try:
-            epoch = self.db.engine.commit(requests)
-        except BaseException:
-            durable.undo(self.db, offset)
-            self.db._restart_live()
-            raise
-        return epoch
-
-
 def _fact_key(fact: Any) -> tuple[object, ...]:
     return (fact.head.name, *(arg.value for arg in fact.head.args))
-
-
-def _nullary_rows(relation: str, rows: object) -> int:
-    """How many (empty) rows of a nullary relation `rows` holds."""
-    if not isinstance(rows, Iterable):
-        raise TransactionError(f"rows for `{relation}` must be iterable")
-    found = list(rows)
-    if any(not isinstance(r, tuple) or r for r in found):
-        raise TransactionError(f"`{relation}` has no columns: its only row is `()`")
-    return len(found)
-
-
-def _requests(parts: list[tuple[tuple[np.ndarray, ...], bool]]) -> Requests:
-    arity = len(parts[0][0])
-    columns = tuple(np.concatenate([p[0][i] for p in parts]) for i in range(arity))
-    inserting = np.concatenate([np.full(len(p[0][0]) if p[0] else 0, p[1]) for p in parts])
-    return Requests(columns, inserting.astype(bool))
 
 
 def _dtype(kind: str) -> type[np.generic]:
