@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Generator, Iterable, Mapping
 from typing import Any
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -97,6 +97,25 @@ class Subscription:
         self.queue.put_nowait(_END)
 
 
+class Connecting:
+    """A connection being opened: awaitable, or an async context that closes it."""
+
+    def __init__(self, opening: Coroutine[Any, Any, Client]) -> None:
+        self.opening = opening
+        self.client: Client | None = None
+
+    def __await__(self) -> Generator[Any, None, Client]:
+        return self.opening.__await__()
+
+    async def __aenter__(self) -> Client:
+        self.client = await self.opening
+        return self.client
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self.client is not None:
+            await self.client.close()
+
+
 class Client:
     """One WebSocket connection; requests may be issued concurrently."""
 
@@ -110,8 +129,15 @@ class Client:
         self.reader = asyncio.get_running_loop().create_task(self._read())
 
     @classmethod
-    async def connect(cls, url: str, token: str | None = None, **options: Any) -> Client:
-        """Connect (and authenticate, if a token is given). `options` go to websockets."""
+    def connect(cls, url: str, token: str | None = None, **options: Any) -> Connecting:
+        """Connect (and authenticate, if a token is given). `options` go to websockets.
+
+        Await it (`client = await Client.connect(url)`) or use it as a context
+        (`async with Client.connect(url) as client:`, which closes the client)."""
+        return Connecting(cls._open(url, token, options))
+
+    @classmethod
+    async def _open(cls, url: str, token: str | None, options: dict[str, Any]) -> Client:
         ws = await connect(url, max_size=options.pop("max_size", 16 * 1024 * 1024), **options)
         client = cls(ws)
         if token is not None:

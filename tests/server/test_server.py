@@ -430,3 +430,12 @@ def test_sigterm_stops_the_server_even_during_a_runaway_computation(tmp_path: Pa
         asyncio.run(talk())
         assert process.wait(10) == 0
         assert time.monotonic() - started < 10
+
+
+def test_the_client_is_an_async_context_that_closes_itself() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        async with Client.connect(server.url) as client:
+            assert await client.ping() >= 0
+        assert client.ws.close_code is not None
+
+    run(scenario)
