@@ -273,7 +273,7 @@ class Database:
             key, checked = self._check_query(text, plan)
             live = self.live.get(key) or self._start_live(key, checked, plan)
             sub = Subscription(key, checked.answer_vars, callback, live)
-            sub.unsubscribe = self.unsubscribe
+            sub.unsubscribe, sub.symbols = self.unsubscribe, self.symbols
             live.subscribers.append(sub)
             state = live.state.accumulate(None)
             rows = to_rows(state.columns, live.types, self.symbols, len(state))

@@ -10,6 +10,7 @@ epoch, so each subscriber gets one `Change` per epoch, in increasing epochs.
 
 from __future__ import annotations
 
+import html
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from differential.trace.spine import Spine
 
 _log = logging.getLogger("deltalog")
 KEPT_ERRORS = 10  # a subscription keeps its last few errors (and counts them all)
+MAX_HTML_ROWS = 50  # rows a notebook shows of an answer
 
 
 @dataclass(eq=False)
@@ -39,10 +41,32 @@ class Subscription:
     errors: deque[Exception] = field(default_factory=lambda: deque(maxlen=KEPT_ERRORS))
     error_count: int = 0  # every error the callback raised, kept or not
     unsubscribe: Callable[[Subscription], None] | None = field(default=None, repr=False)
+    symbols: SymbolTable | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
         state = "active" if self.active else "closed"
         return f"<Subscription {self.query!r} ({state}, {self.error_count} errors)>"
+
+    def _repr_html_(self) -> str:
+        """The current answer as an HTML table (Jupyter shows it live on re-display)."""
+        rows = self.rows()
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in row) + "</tr>"
+            for row in rows[:MAX_HTML_ROWS]
+        )
+        more = (
+            f"<p>… {len(rows) - MAX_HTML_ROWS:,} more rows</p>" if len(rows) > MAX_HTML_ROWS else ""
+        )
+        caption = f"<caption>{html.escape(self.query)}: {len(rows):,} rows</caption>"
+        return f"<table>{caption}<tr>{head}</tr>{body}</table>{more}"
+
+    def rows(self) -> list[tuple[object, ...]]:
+        """The answer this subscription holds now, sorted."""
+        if self.live is None or not self.active or self.symbols is None:
+            return []
+        state = self.live.state.accumulate(None)
+        return sorted(to_rows(state.columns, self.live.types, self.symbols, len(state)))
 
     def close(self) -> None:
         """Unsubscribe (the dataflow goes with its last subscriber)."""

@@ -90,3 +90,13 @@ def test_answers_come_out_as_arrow_tables_and_changes_too(db: Database) -> None:
     assert not sub.active and db.live == {}
     change = seen[-1].to_arrow(["x", "y"])
     assert change.to_pylist() == [{"x": 5, "y": 6, "diff": 1}]
+
+
+def test_a_live_subscription_shows_its_current_answer_in_a_notebook(db: Database) -> None:
+    sub = db.subscribe("e(src, dst)", lambda change: None)
+    db.insert("e", [(1, 2), (3, 4)])
+    page = sub._repr_html_()
+    assert "<th>src</th><th>dst</th>" in page and "<td>3</td><td>4</td>" in page
+    assert "2 rows" in page and sub.rows() == [(1, 2), (3, 4)]
+    sub.close()
+    assert sub.rows() == [] and repr(sub).endswith("(closed, 0 errors)>")
