@@ -31,7 +31,7 @@ from datalog.errors import (
     TransactionError,
     UnsupportedError,
 )
-from datalog.live import Callback, Change, LiveQuery, Subscription, deliver
+from datalog.live import Callback, Change, LiveQuery, Pacing, Subscription, deliver, tick
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, QueryPlan
@@ -266,13 +266,22 @@ class Database:
             self.engine.drop(built.dataflow)
             return answer, checked.answer_types
 
-    def subscribe(self, text: str, callback: Callback, plan: JoinPlan = "auto") -> Subscription:
-        """Call `callback` with the current answer, then with every epoch's changes."""
+    def subscribe(
+        self,
+        text: str,
+        callback: Callback,
+        plan: JoinPlan = "auto",
+        granularity: dict[str, float] | None = None,
+    ) -> Subscription:
+        """Call `callback` with the current answer, then with every epoch's changes, or
+        (with `granularity={"epochs": N}` or `{"seconds": S}`) with the changes
+        consolidated at most every N epochs or S seconds, as the server paces them."""
         with self.lock:
             self._refuse_in_callback("subscribe")
+            pacing = _pacing(granularity, self.engine.epoch)
             key, checked = self._check_query(text, plan)
             live = self.live.get(key) or self._start_live(key, checked, plan)
-            sub = Subscription(key, checked.answer_vars, callback, live)
+            sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
             sub.unsubscribe, sub.symbols = self.unsubscribe, self.symbols
             live.subscribers.append(sub)
             state = live.state.accumulate(None)
@@ -429,6 +438,15 @@ class Database:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _tick(self, epoch: int) -> None:
+        """After a commit: paced subscribers get what is due."""
+        self._delivering += 1
+        try:
+            for live in list(self.live.values()):
+                tick(live.subscribers, epoch)
+        finally:
+            self._delivering -= 1
+
     def _refuse_in_callback(self, what: str) -> None:
         """Commits, definitions and subscriptions from inside a subscriber would change
         the database while an epoch is being handed out: they are refused."""
@@ -444,6 +462,18 @@ class Database:
             deliver(live, updates, epoch, self.symbols)
         finally:
             self._delivering -= 1
+
+
+def _pacing(granularity: dict[str, float] | None, epoch: int) -> Pacing | None:
+    if not granularity:
+        return None
+    unknown = set(granularity) - {"epochs", "seconds"}
+    epochs, seconds = granularity.get("epochs", 1), granularity.get("seconds", 0.0)
+    if unknown or not isinstance(epochs, int) or epochs < 1 or seconds < 0:
+        raise UnsupportedError(
+            f"granularity takes {{'epochs': N}} (N >= 1) and/or {{'seconds': S}}, not {granularity}"
+        )
+    return Pacing(epochs, float(seconds), delivered=epoch)
 
 
 def _fact_key(fact: Any) -> tuple[object, ...]:

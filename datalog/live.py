@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import html
 import logging
-from collections import deque
-from collections.abc import Callable
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from datalog.ast import ColumnType
 from datalog.change import Callback, Change
@@ -42,6 +44,7 @@ class Subscription:
     error_count: int = 0  # every error the callback raised, kept or not
     unsubscribe: Callable[[Subscription], None] | None = field(default=None, repr=False)
     symbols: SymbolTable | None = field(default=None, repr=False)
+    pacing: Pacing | None = None  # None: every epoch's change at once
 
     def __repr__(self) -> str:
         state = "active" if self.active else "closed"
@@ -109,7 +112,45 @@ def deliver(live: LiveQuery, updates: Updates, epoch: int, symbols: SymbolTable)
     rows = to_rows(updates.columns, live.types, symbols, len(updates))
     change = Change(rows, updates.diffs.tolist(), epoch)
     for sub in list(live.subscribers):
-        if sub.active:
+        if sub.active and sub.pacing is None:
+            notify(sub, change)
+        elif sub.active and sub.pacing is not None:
+            sub.pacing.hold(change)
+
+
+@dataclass
+class Pacing:
+    """A subscriber's granularity: changes are held and delivered consolidated at most
+    every `epochs` epochs or every `seconds` seconds (at the first commit after that),
+    as the server does; rows whose changes cancel out are not delivered."""
+
+    epochs: int = 1
+    seconds: float = 0.0
+    delivered: int = 0  # the epoch of the last delivery
+    at: float = field(default_factory=time.monotonic)  # when it happened
+    held: Counter[tuple[Any, ...]] = field(default_factory=Counter)
+
+    def hold(self, change: Change) -> None:
+        for row, diff in zip(change.rows, change.diffs, strict=True):
+            self.held[row] += diff
+
+    def due(self, epoch: int) -> Change | None:
+        """The held changes, consolidated, if it is time to deliver them at `epoch`."""
+        if epoch < self.delivered + self.epochs or time.monotonic() < self.at + self.seconds:
+            return None
+        rows = sorted(row for row, n in self.held.items() if n)
+        change = Change(rows, [self.held[row] for row in rows], epoch)
+        self.held.clear()
+        if not rows:
+            return None
+        self.delivered, self.at = epoch, time.monotonic()
+        return change
+
+
+def tick(subscriptions: Sequence[Subscription], epoch: int) -> None:
+    """After a commit: deliver what paced subscriptions hold once it is due."""
+    for sub in subscriptions:
+        if sub.active and sub.pacing is not None and (change := sub.pacing.due(epoch)):
             notify(sub, change)
 
 

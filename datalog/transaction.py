@@ -69,6 +69,7 @@ class Transaction:
             durable.undo(self.db, offset)
             self.db._restart_live()
             raise
+        self.db._tick(epoch)
         return epoch
 
 

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from datalog.database import Change, Database
-from datalog.errors import DatalogError, TransactionError
+from datalog.errors import DatalogError, TransactionError, UnsupportedError
 from differential.engine import Engine
 
 PROGRAM = """
@@ -186,3 +188,41 @@ def test_a_budget_stops_a_runaway_regular_expression() -> None:
     assert time.monotonic() - started < 3
     db.retract("s", [("a" * 40 + "b",)])
     assert db.query("hit(x)") == [("aaa",)]  # and without a budget, matching still works
+
+
+def test_paced_subscriptions_deliver_consolidated_changes_every_n_epochs_or_s_seconds() -> None:
+    import time
+
+    db = Database()
+    db.define(".decl e(x: number)")
+    by_epochs: list[Change] = []
+    by_time: list[Change] = []
+    start = db.epoch
+    db.subscribe("e(x)", by_epochs.append, granularity={"epochs": 4})
+    db.subscribe("e(x)", by_time.append, granularity={"seconds": 0.2})
+    arrivals = []
+    for i in range(12):  # each commit inserts i and retracts i - 1: one row in, one out
+        with db.transaction() as tx:
+            tx.insert("e", [(i,)])
+            tx.retract("e", [(i - 1,)])
+        arrivals.append((time.monotonic(), len(by_time)))
+        time.sleep(0.05)
+    epochs = [c.epoch for c in by_epochs[1:]]
+    assert epochs == [start + 4, start + 8, start + 12]
+    # consolidated: of four commits, only the last row in and the first row out remain
+    assert [sorted(zip(c.rows, c.diffs, strict=True)) for c in by_epochs[1:]] == [
+        [((3,), 1)],
+        [((3,), -1), ((7,), 1)],
+        [((7,), -1), ((11,), 1)],
+    ]
+    answer: dict[tuple[object, ...], int] = {}
+    for change in by_time:
+        for row, diff in zip(change.rows, change.diffs, strict=True):
+            answer[row] = answer.get(row, 0) + diff
+    delivered = [t for (t, n), (_, m) in zip(arrivals[1:], arrivals, strict=False) if n > m]
+    assert all(b - a >= 0.19 for a, b in itertools.pairwise(delivered)), delivered
+    assert len(by_time) >= 3
+    held = sum(1 for row, n in answer.items() if n)
+    assert held <= 1 and (answer.get((by_time[-1].epoch - start - 1,), 0) == 1)
+    with pytest.raises(UnsupportedError, match="granularity"):
+        db.subscribe("e(x)", by_time.append, granularity={"epoch": 2})
