@@ -24,9 +24,14 @@ from hypothesis import strategies as st
 from differential.batch import Updates
 from differential.dataflow import Scope, Stream
 from differential.operators.arrange import ArrangeOp
+from differential.operators.enter import EnterArranged
+from differential.operators.iterate import Subscope, Variable
 from differential.operators.join import JoinOp
+from differential.operators.linear import concat, enter, leave
 from differential.operators.reduce import ReduceOp, count, distinct, minimum
 from differential.time import Time
+from tests.differential.harness import Op, SetModel, collection, new_engine, requests
+from tests.differential.test_oracle import graph_streams
 
 pytestmark = pytest.mark.usefixtures("small_path")
 
@@ -166,3 +171,47 @@ def test_join_is_right_at_every_time_of_the_lattice(left: Timed, right: Timed) -
         return Counter({r: n for r, n in out.items() if n})
 
     _check([left, right], output, joined)
+
+
+def _within(edges: set[Row], roots: set[Row], hops: int) -> Counter[Row]:
+    """Nodes within `hops` steps of a root (hops >= 0), as a set collection."""
+    reached = {r[0] for r in roots}
+    frontier = set(reached)
+    for _ in range(hops):
+        frontier = {b for a, b in edges if a in frontier} - reached
+        reached |= frontier
+    return Counter({(n,): 1 for n in reached})
+
+
+@given(graph_streams())
+def test_iteration_is_right_at_every_epoch_and_iteration(
+    stream: list[dict[str, list[Op]]],
+) -> None:
+    """Inside the scope of `reach(y) :- root(y). reach(y) :- reach(x), edge(x, y).`,
+    the distinct's output accumulated at `(epoch, i)` is exactly the nodes within
+    `i` steps of a root, with the inputs as of `epoch`: every pair of an outer and
+    an inner time, not only what leaves the scope."""
+    note(f"stream: {stream}")
+    eng = new_engine({"edge": 2, "root": 1})
+    df = eng.dataflow("lattice")
+    edges = df.import_input("edge", [0, 1], 1)
+    roots = collection(df, "root", 1).output
+    sub = Subscope(df.root)
+    var = Variable(sub.inner, [I64], "reach")
+    step = JoinOp(ArrangeOp(var.output, 1), EnterArranged(sub.inner, edges), [1]).output
+    dist = ReduceOp(ArrangeOp(concat([enter(roots, sub.inner), step]), 1), distinct, [], "d")
+    var.set(dist.output)
+    inner = _collect(dist.output)
+    df.capture(leave(dist.output), "reach")
+    eng.start(df)
+    model = SetModel(["edge", "root"])
+    states = []
+    for txn in stream:
+        eng.commit({name: requests(ops, 2 if name == "edge" else 1) for name, ops in txn.items()})
+        for name, ops in txn.items():
+            model.apply(name, ops)
+        states.append((eng.epoch, set(model.relations["edge"]), set(model.relations["root"])))
+    for epoch, edge_rows, root_rows in states:
+        for hops in range(7):  # 5 nodes: at most 4 hops matter; more must be stable
+            expected = _within(edge_rows, root_rows, hops)
+            assert _at(inner, (epoch, hops)) == expected, f"epoch {epoch}, iteration {hops}"
