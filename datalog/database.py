@@ -313,6 +313,7 @@ class Database:
             key, checked = self._check_query(text, plan)
             built = Planner(self.engine, self.checked, self.symbols, plan).build(checked, key)
             self.engine.drop(built.dataflow)
+            operators = built.dataflow.describe()
             lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
             lines += [f"  {n}" for n in built.notes]
             lines += [
@@ -322,6 +323,8 @@ class Database:
                 for p in self.program.pragmas
             ]
             lines.append("shared arrangements: " + (", ".join(built.shared) or "none"))
+            lines.append("dataflow (the operators built, stateful ones):")
+            lines += [f"  {line}" for line in operators]
             return "\n".join(lines)
 
     def stats(self) -> dict[str, object]:

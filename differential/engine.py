@@ -77,6 +77,11 @@ class Dataflow:
             op.release()
         self.imports = []
 
+    def describe(self) -> list[str]:
+        """The stateful operators as built, one per line, iteration scopes indented:
+        what runs, whatever the planner meant to build."""
+        return _describe(self.root, "")
+
     def arrangements(self) -> list[tuple[str, int, int]]:
         """`(operator, tuples, batches)` for every arrangement this dataflow owns."""
         rows = []
@@ -85,6 +90,16 @@ class Dataflow:
             if batches or tuples:
                 rows.append((op.describe(), tuples, batches))
         return rows
+
+
+def _describe(scope: Scope, indent: str) -> list[str]:
+    lines = []
+    for op in scope.operators:
+        lines.append(indent + op.describe())
+        inner = getattr(op, "inner", None)
+        if isinstance(inner, Scope):
+            lines += _describe(inner, indent + "  ")
+    return lines
 
 
 class Engine:

@@ -197,3 +197,12 @@ def test_explain_says_when_wcoj_was_asked_for_but_not_built() -> None:
     db = Database()
     db.define(DECLS + ".decl r(x: number)\nr(x) :- e(x, _), v(y), x < y.")
     assert "joined binary instead" in db.explain("r(x)", plan="wcoj")
+
+
+def test_explain_lists_the_operators_actually_built() -> None:
+    db = Database()
+    db.define(STAR)
+    built = db.explain("star(p)", plan="wcoj").split("dataflow (the operators built")[1]
+    assert "delta_query(first(p, _), last(p, _), age(p, _))" in built and "join(" not in built
+    built = db.explain("star(p)", plan="binary").split("dataflow (the operators built")[1]
+    assert "join(" in built and "delta_query" not in built
