@@ -72,6 +72,7 @@ class Database:
         self._facts: set[tuple[object, ...]] = set()  # every fact defined so far
         self._quiet = 0  # >0 while replaying or committing a define's facts: no log
         self._delivering = 0  # >0 while subscribers are being called
+        self._paced: list[Subscription] = []  # subscriptions with a granularity
         self.engine = Engine()
         self.symbols = SymbolTable()
         self.program = Program()
@@ -284,6 +285,8 @@ class Database:
             sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
             sub.unsubscribe, sub.symbols = self.unsubscribe, self.symbols
             live.subscribers.append(sub)
+            if pacing is not None:
+                self._paced.append(sub)
             state = live.state.accumulate(None)
             rows = to_rows(state.columns, live.types, self.symbols, len(state))
             self._delivering += 1
@@ -300,6 +303,8 @@ class Database:
         with self.lock:
             live = sub.live
             sub.active = False
+            if sub in self._paced:
+                self._paced.remove(sub)
             if live is None or sub not in live.subscribers:
                 return
             live.subscribers.remove(sub)
@@ -442,11 +447,13 @@ class Database:
         self.close()
 
     def _tick(self, epoch: int) -> None:
-        """After a commit: paced subscribers get what is due."""
+        """After a commit: paced subscribers get what is due (only they are visited:
+        a commit costs nothing more for subscriptions without a granularity)."""
+        if not self._paced:
+            return
         self._delivering += 1
         try:
-            for live in list(self.live.values()):
-                tick(live.subscribers, epoch)
+            tick(list(self._paced), epoch)
         finally:
             self._delivering -= 1
 

@@ -98,8 +98,11 @@ class Hub:
             self._unwatch(session, watch)
 
     def send(self, session: Session, message: dict[str, Any]) -> None:
+        self.send_text(session, encode(message))
+
+    def send_text(self, session: Session, text: str) -> None:
         if not session.closed:
-            self.host.send(session, encode(message))
+            self.host.send(session, text)
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -114,8 +117,10 @@ class Hub:
                 return
             handler = getattr(self, f"_on_{request.type}")
             with self.db.budget(self.limits.seconds):
-                answer: dict[str, Any] | None = handler(session, request)
-            if answer is not None:
+                answer: dict[str, Any] | str | None = handler(session, request)
+            if isinstance(answer, str):  # encoded already (to check its size)
+                self.send_text(session, answer)
+            elif answer is not None:
                 self.send(session, answer)
         except (ProtocolError, DatalogError) as error:
             self.send(session, error_reply(error, request_id))
@@ -163,20 +168,21 @@ class Hub:
                 watch.tick(epoch)
         return epoch
 
-    def _on_query(self, session: Session, request: Request) -> dict[str, Any]:
+    def _on_query(self, session: Session, request: Request) -> str:
         rows = self.db.query(request.fields["text"], plan=request.fields["plan"])
         self._check_size(len(rows))
         return self._fits(reply(request, "rows", rows=rows, epoch=self.db.epoch))
 
-    def _fits(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """`answer`, unless its JSON is larger than a client takes in one frame."""
-        size = len(encode(answer))
-        if size > self.limits.reply_bytes:
+    def _fits(self, answer: dict[str, Any]) -> str:
+        """`answer` as JSON (encoded once, sent as is), unless it is larger than a
+        client takes in one frame."""
+        text = encode(answer)
+        if len(text) > self.limits.reply_bytes:
             raise ProtocolError(
-                f"the answer is {size:,} bytes of JSON, more than one message may carry "
-                f"({self.limits.reply_bytes:,}): ask for fewer or smaller rows"
+                f"the answer is {len(text):,} bytes of JSON, more than one message may "
+                f"carry ({self.limits.reply_bytes:,}): ask for fewer or smaller rows"
             )
-        return answer
+        return text
 
     def _check_size(self, rows: int) -> None:
         if rows > self.limits.answer_rows:
@@ -200,7 +206,7 @@ class Hub:
 
     # --- subscriptions -------------------------------------------------------------------
 
-    def _on_subscribe(self, session: Session, request: Request) -> dict[str, Any]:
+    def _on_subscribe(self, session: Session, request: Request) -> str:
         fields = request.fields
         feed = self._feed(fields["text"], fields["plan"])
         epoch = self.db.epoch
