@@ -4,6 +4,7 @@ syntax problem as a DatalogSyntaxError with a plain-words message."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import lark
 import pytest
@@ -356,3 +357,22 @@ def test_pragmas_are_accepted_with_or_without_a_value_and_explained() -> None:
 def test_souffle_features_outside_the_core_are_named_when_refused(text: str, message: str) -> None:
     with pytest.raises(DatalogSyntaxError, match=re.escape(message)):
         parse_program(text)
+
+
+def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalog import parser
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    parser._lark.cache_clear()
+    try:
+        assert parse_program("a(1).").rules
+        cached = list((tmp_path / "deltalog").iterdir())
+        assert len(cached) == 1 and cached[0].stat().st_size > 0
+        assert (tmp_path / "deltalog").stat().st_mode & 0o077 == 0
+        cached[0].write_bytes(b"not a pickle")
+        parser._lark.cache_clear()
+        assert parse_query("r(x, y)").body
+    finally:
+        parser._lark.cache_clear()
