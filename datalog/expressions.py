@@ -93,6 +93,11 @@ def evaluate_comparison(
     return _Evaluator(columns, types, symbols, size).comparison(comparison)
 
 
+def _ndim(value: object) -> int:
+    """`np.ndim` without its dispatch (arrays and numpy scalars have `ndim`)."""
+    return int(getattr(value, "ndim", 0))
+
+
 def both(left: Mask | None, right: Mask | None) -> Mask | None:
     """The conjunction of two validity masks (None means all valid)."""
     if left is None:
@@ -253,6 +258,8 @@ class _Evaluator:
 
 def arithmetic(op: str, left: Array, right: Array, column_type: ColumnType) -> Result:
     """`left op right` per row in `column_type`, and where it has a value."""
+    if op in _WRAPPING and column_type != "float" and (_ndim(left) or _ndim(right)):
+        return _integer_arithmetic(op, left, right, column_type)  # arrays wrap silently
     with np.errstate(all="ignore"):
         if column_type == "float":
             return _float_arithmetic(op, left, right)
@@ -274,13 +281,17 @@ def _integer_arithmetic(op: str, a: Array, b: Array, column_type: ColumnType) ->
         negative = b < 0
         exponent = np.where(negative, 0, b).astype(a.dtype)
         return np.power(a, exponent), (~negative if negative.any() else None)
-    shift = np.bitwise_and(b, 63).astype(np.uint64)
-    if op == "bshl":
-        return np.left_shift(a.view(np.uint64), shift).view(a.dtype), None
-    if op == "bshr":
+    if op in ("bshl", "bshr"):
+        shift = np.bitwise_and(b, 63).astype(np.uint64)
+        if op == "bshl":
+            return np.left_shift(a.view(np.uint64), shift).view(a.dtype), None
         return np.right_shift(a, shift.astype(a.dtype)), None
     return _INTEGER_UFUNCS[op](a, b), None
 
+
+# Integer operations that wrap around without a warning on arrays (numpy warns only
+# for scalars), so they need no `errstate`, which costs microseconds to enter.
+_WRAPPING = frozenset({"+", "-", "*", "band", "bor", "bxor", "bshl", "bshr"})
 
 _INTEGER_UFUNCS: dict[str, Callable[[Array, Array], Array]] = {
     "+": np.add,
@@ -368,9 +379,9 @@ def compile_term(
 
     def columns_of(columns: Sequence[Array], n: int) -> Result:
         values, valid = compiled(columns, n)
-        if np.ndim(values) == 0:  # constants stay scalars inside: one column at the end
+        if _ndim(values) == 0:  # constants stay scalars inside: one column at the end
             values = np.full(n, values)
-        if valid is not None and np.ndim(valid) == 0:
+        if valid is not None and _ndim(valid) == 0:
             valid = np.full(n, bool(valid))
         return values, valid
 
@@ -408,7 +419,7 @@ def compile_comparison(
         mask = holds(a, b)
         ok = both(a_ok, b_ok)
         mask = mask if ok is None else mask & ok
-        return mask if np.ndim(mask) else np.full(n, bool(mask))
+        return mask if _ndim(mask) else np.full(n, bool(mask))
 
     return compare
 

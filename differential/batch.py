@@ -69,6 +69,16 @@ class Updates:
             tuple(c[index] for c in self.columns), self.times[:, index], self.diffs[index]
         )
 
+    def select(self, mask: npt.NDArray[np.bool_]) -> Updates:
+        """The updates where `mask` holds; `self` itself when it holds everywhere
+        (a few rows are checked in Python: cheaper than a numpy reduction)."""
+        if len(mask) <= small.FEW:
+            if all(mask.tolist()):
+                return self
+        elif mask.all():
+            return self
+        return self.take(mask)
+
     def negate(self) -> Updates:
         return Updates(self.columns, self.times, -self.diffs)
 

@@ -34,7 +34,7 @@ def column(time: Time, n: int = 1) -> Times:
 
 def join_times(a: Time | None, b: Time) -> Time:
     """The least upper bound of two times (`a` None: nothing yet, so `b`)."""
-    return b if a is None else tuple(max(x, y) for x, y in zip(a, b, strict=True))
+    return b if a is None else tuple(map(max, a, b))
 
 
 def le(a: Time, b: Time) -> bool:

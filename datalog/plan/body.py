@@ -21,7 +21,13 @@ import numpy as np
 
 from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Term, Var, Wildcard
 from datalog.errors import UnsupportedError
-from datalog.expressions import DTYPES, compile_comparison, compile_term, evaluate_comparison
+from datalog.expressions import (
+    DTYPES,
+    both,
+    compile_comparison,
+    compile_term,
+    evaluate_comparison,
+)
 from datalog.passes.term_types import resolve_type
 from datalog.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
@@ -219,10 +225,12 @@ class BodyCompiler:
 
         def with_values(u: Updates) -> Updates:
             columns, ok = _evaluate_all(computes, u)
-            return u.with_columns((*u.columns, *columns)).take(ok)
+            extended = u.with_columns((*u.columns, *columns))
+            return extended if ok is None else extended.select(ok)
 
         def without_values(u: Updates) -> Updates:
-            return u.take(~_evaluate_all(computes, u)[1])
+            ok = _evaluate_all(computes, u)[1]
+            return u.take(np.zeros(0, dtype=np.intp)) if ok is None else u.take(~ok)
 
         dtypes = (*binding.stream.dtypes, *(np.dtype(DTYPES[self.types[n]]) for n in names))
         extended = Binding(
@@ -294,7 +302,7 @@ class BodyCompiler:
         def extend(u: Updates) -> Updates:
             values, valid = compute(u)
             out = u.with_columns((*u.columns, values))
-            return out if valid is None else out.take(valid)
+            return out if valid is None else out.select(valid)
 
         dtypes = (*binding.stream.dtypes, np.dtype(DTYPES[kind]))
         self.notes.append(f"compute {name}")
@@ -308,7 +316,8 @@ class BodyCompiler:
 
         def compute(u: Updates) -> tuple[np.ndarray, np.ndarray | None]:
             values, valid = evaluate(u.columns, len(u))
-            return np.asarray(values).astype(dtype, copy=False), valid
+            values = np.asarray(values)
+            return (values if values.dtype == dtype else values.astype(dtype)), valid
 
         return compute
 
@@ -326,7 +335,7 @@ class BodyCompiler:
         def build(u: Updates) -> Updates:
             cols, valid = _evaluate_all(computes, u)
             out = u.with_columns(tuple(cols))
-            return out if valid.all() else out.take(valid)
+            return out if valid is None else out.select(valid)
 
         dtypes = [np.dtype(DTYPES[k]) for k in kinds]
         return map_updates(binding.stream, build, dtypes)
@@ -336,14 +345,16 @@ UNIT = "__unit__"
 Compute = Callable[[Updates], tuple[np.ndarray, np.ndarray | None]]
 
 
-def _evaluate_all(computes: Sequence[Compute], u: Updates) -> tuple[list[np.ndarray], np.ndarray]:
-    """Each expression's column, and the rows where every one has a value."""
-    columns, ok = [], np.ones(len(u), dtype=bool)
+def _evaluate_all(
+    computes: Sequence[Compute], u: Updates
+) -> tuple[list[np.ndarray], np.ndarray | None]:
+    """Each expression's column, and the rows where every one has a value (None: all)."""
+    columns: list[np.ndarray] = []
+    ok: np.ndarray | None = None
     for compute in computes:
         values, valid = compute(u)
         columns.append(values)
-        if valid is not None:
-            ok &= valid
+        ok = both(ok, valid)
     return columns, ok
 
 

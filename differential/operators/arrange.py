@@ -99,10 +99,8 @@ def count_in(batches: Sequence[Batch], hashes: Hashes) -> Owner:
     return total
 
 
-def combine(parts: list[tuple[Owner, Updates]], empty: Updates) -> tuple[Owner, Updates]:
-    parts = [p for p in parts if len(p[0])]
-    if not parts:
-        return np.empty(0, dtype=np.intp), empty
+def combine(parts: list[tuple[Owner, Updates]]) -> tuple[Owner, Updates]:
+    """Lookups' parts (at least one) as one."""
     if len(parts) == 1:
         return parts[0]
     return np.concatenate([p[0] for p in parts]), concat([p[1] for p in parts])
@@ -124,8 +122,14 @@ class BatchesArranged(Arranged):
         include_delta: bool,
         columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
-        parts = [lookup_batch(b, keys, hashes, columns) for b in self.seen(time, include_delta)]
-        return combine(parts, self.empty(columns))
+        parts = [
+            part
+            for batch in self.seen(time, include_delta)
+            if (part := lookup_batch(batch, keys, hashes, columns)) is not None
+        ]
+        if not parts:
+            return np.empty(0, dtype=np.intp), self.empty(columns)
+        return combine(parts)
 
     def entries(self, time: Time, include_delta: bool) -> Updates:
         return consolidate(
@@ -139,7 +143,12 @@ class BatchesArranged(Arranged):
         return sum(len(b) for b in self.seen(time, include_delta))
 
 
-_DEFERRED = 32  # times an arrangement may hold unarranged before it arranges them anyway
+# An arrangement nobody reads keeps its times' updates unarranged: every `_DEFERRED`
+# times they are concatenated into one part (no sort), and they are arranged into the
+# trace only once they outgrow `_DEFERRED_ROWS` and the trace itself (so the sorting
+# stays amortized, and memory within a constant factor of the arranged size).
+_DEFERRED = 32
+_DEFERRED_ROWS = 4096
 
 
 class ArrangeOp(BatchesArranged):
@@ -191,9 +200,17 @@ class ArrangeOp(BatchesArranged):
             unread = batch if batch is not None else self.pending_updates
             self.deferred.append((unread, self.pending_time))
             self._deferred_latest = join_times(self._deferred_latest, self.pending_time)
-            if len(self.deferred) > _DEFERRED:  # a stream nobody reads: arrange as it goes
-                self._settle()
+            if len(self.deferred) > _DEFERRED:  # a stream nobody reads: bound what waits
+                self._coalesce()
             self.pending_updates, self.pending_time, self._pending_batch = None, None, None
+
+    def _coalesce(self) -> None:
+        """Concatenate the deferred parts into one, or arrange them once they are many."""
+        parts = [i.updates() if isinstance(i, Batch) else i for i, _ in self.deferred]
+        # `_settle` reads only the first time (the arranged batch's lower bound).
+        self.deferred = [(concat(parts), self.deferred[0][1])]
+        if len(self.deferred[0][0]) > max(_DEFERRED_ROWS, len(self.spine)):
+            self._settle()
 
     def _settle(self) -> Spine:
         """The trace, with every deferred time arranged into it (before any read of it).

@@ -47,7 +47,7 @@ def project(stream: Stream, indices: Sequence[int]) -> Stream:
 
 def filter_rows(stream: Stream, predicate: MaskFn) -> Stream:
     """Keep the updates whose columns satisfy `predicate` (a vectorized mask)."""
-    return map_updates(stream, lambda u: u.take(predicate(u.columns)), stream.dtypes)
+    return map_updates(stream, lambda u: u.select(predicate(u.columns)), stream.dtypes)
 
 
 def flat_map(stream: Stream, fn: ExpandFn, dtypes: Sequence[np.dtype]) -> Stream:

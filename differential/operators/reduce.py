@@ -34,7 +34,7 @@ from differential.batch import (
     sort_order,
 )
 from differential.dataflow import Operator, Stream
-from differential.operators.arrange import Arranged, Owner, combine
+from differential.operators.arrange import Arranged, Owner
 from differential.time import (
     Antichain,
     Time,
@@ -184,7 +184,7 @@ class ReduceOp(Operator):
         return (
             len(self.source.dtypes) == self.source.key_arity  # keys only, no values
             and time not in self.scheduled
-            and bool((changes.diffs > 0).all())
+            and _all_positive(changes.diffs)
             and self.source.history_before(time)
         )
 
@@ -211,9 +211,12 @@ class ReduceOp(Operator):
             np.add.at(counts, owner, found.diffs)
             present = counts > 0
             fresh = np.flatnonzero(~present)
-        if not len(fresh):
+        n = len(fresh)
+        if not n:
             return
-        result = Updates.at([k[fresh] for k in keys], time, 1)
+        if n < len(keys[0]):
+            keys = tuple(k[fresh] for k in keys)
+        result = Updates(keys, column(time, n), np.ones(n, dtype=np.int64))
         if self.seen is not None:
             self.unbuilt.append(result)
         else:
@@ -261,7 +264,7 @@ class ReduceOp(Operator):
     def _current_output(
         self, keys: tuple[Column, ...], hashes: npt.NDArray[np.int64], time: Time
     ) -> tuple[Owner, list[Column], Counts]:
-        owner, found = combine([self.trace.lookup(keys, hashes)], self.trace.empty())
+        owner, found = self.trace.lookup(keys, hashes)
         k = self.source.key_arity
         now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
         visible = less_equal(found.times, now)
@@ -280,6 +283,12 @@ class ReduceOp(Operator):
 
     def describe(self) -> str:
         return f"{self.name}({self.source.describe()})"
+
+
+def _all_positive(diffs: Counts) -> bool:
+    if len(diffs) <= small.FEW:  # a few rows: cheaper in Python than a numpy reduction
+        return min(diffs.tolist(), default=1) > 0
+    return bool((diffs > 0).all())
 
 
 def _entries(

@@ -48,6 +48,7 @@ class HashTable:
         slots = max(16, _LOAD * capacity)
         self.size = 0
         self._slots_n = np.uint64(slots)
+        self._slots_int = slots
         self._keys = np.full(slots, _EMPTY, dtype=np.int64)
         wide = slots >= np.iinfo(np.int32).max
         self._values = np.empty(slots, dtype=np.intp if wide else np.int32)  # read where a key is
@@ -65,36 +66,27 @@ class HashTable:
             high = (hashes.view(np.uint64) * _MIX) >> np.uint64(32)
             return ((high * self._slots_n) >> np.uint64(32)).view(np.intp)
 
-    def slot_of(self, hashes: list[int]) -> list[int]:
-        """`_slots` for a few hashes as Python ints (no numpy call per key)."""
-        n = int(self._slots_n)
-        return [(((h & _MASK64) * _MIX_INT & _MASK64) >> 32) * n >> 32 for h in hashes]
-
-    def find_few(self, hashes: list[int]) -> list[int]:
-        """`find` for a few hashes, probing slot by slot in Python."""
-        keys, values, size = self._keys, self._values, len(self._keys)
-        found = []
-        for h, slot in zip(hashes, self.slot_of(hashes), strict=True):
-            while True:
-                held = int(keys[slot])
-                if held == h:
-                    found.append(int(values[slot]))
-                    break
-                if held == _EMPTY:
-                    found.append(-1)
-                    break
-                slot = slot + 1 if slot + 1 < size else 0
-        return found
-
-    def insert_few(self, hashes: list[int], values: list[int]) -> None:
-        """`insert` for a few distinct hashes (none present yet)."""
+    def find_slot(self, h: int) -> tuple[int, bool]:
+        """For one hash (not `_EMPTY`), probing in Python: the slot that holds it
+        (True), or the free slot where it would go (False)."""
         keys, size = self._keys, len(self._keys)
-        for h, value, slot in zip(hashes, values, self.slot_of(hashes), strict=True):
-            while int(keys[slot]) != _EMPTY:
-                slot = slot + 1 if slot + 1 < size else 0
-            keys[slot] = h
-            self._values[slot] = value
-        self.size += len(hashes)
+        slot = (((h & _MASK64) * _MIX_INT & _MASK64) >> 32) * self._slots_int >> 32
+        while True:
+            held = int(keys[slot])
+            if held == h:
+                return slot, True
+            if held == _EMPTY:
+                return slot, False
+            slot = slot + 1 if slot + 1 < size else 0
+
+    def value_at(self, slot: int) -> int:
+        return int(self._values[slot])
+
+    def put(self, slot: int, h: int, value: int) -> None:
+        """Hold `h` in the free `slot` that `find_slot` gave (room permitting)."""
+        self._keys[slot] = h
+        self._values[slot] = value
+        self.size += 1
 
     def _next(self, slots: Index) -> Index:
         after = slots + 1
@@ -194,6 +186,18 @@ class LookupCache:
     def __init__(self) -> None:
         self.asked = 0
         self.index: HashIndex | None = None
+        self._listed: tuple[list[int], list[tuple[object, ...]] | None] | None = None
+
+    def listed(
+        self, hashes: Hashes, keys: Sequence[Column], identity: bool
+    ) -> tuple[list[int], list[tuple[object, ...]] | None]:
+        """The batch's sorted `hashes` as a Python list and, unless the hash is the
+        key (`identity`), its key rows as tuples: built on first use, for looking a
+        few keys up in a small batch with `bisect`."""
+        if self._listed is None:
+            rows = None if identity else list(zip(*(k.tolist() for k in keys), strict=True))
+            self._listed = hashes.tolist(), rows
+        return self._listed
 
     def index_for(self, hashes: Hashes, queries: int) -> HashIndex | None:
         """The index of the sorted column `hashes`, if built or now worth building."""
@@ -263,28 +267,29 @@ class KeySet:
         return self._admit_many(hashes, keys)
 
     def _admit_few(self, hashes: list[int], keys: Sequence[Column]) -> list[int]:
-        """`admit` key by key in Python: a handful of keys costs no numpy calls per step."""
+        """`admit` key by key in Python: a handful of keys costs no numpy calls per step.
+
+        Each key is placed as soon as it is found absent, so a repeat later in the
+        same call finds it present.
+        """
         rows = list(zip(*(k.tolist() for k in keys), strict=True)) or [()] * len(hashes)
-        held = self.table.find_few(hashes)
-        added: list[int] = []
-        new: dict[int, tuple[object, ...]] = {}  # hash -> key, of the keys added now
-        for row, (h, key, at) in enumerate(zip(hashes, rows, held, strict=True)):
-            if at >= 0 and (self.identity or self._stored(at) == key):
-                continue
-            if at < 0 and h != _EMPTY and new.get(h, key) == key:
-                if h not in new:
-                    new[h] = key
+        self._reserve(len(hashes))
+        table, added = self.table, []
+        for row, (h, key) in enumerate(zip(hashes, rows, strict=True)):
+            if h != _EMPTY:
+                slot, held = table.find_slot(h)
+                if not held:
+                    table.put(slot, h, self.size)
+                    for stored, value in zip(self._store, key, strict=True):
+                        stored[self.size] = value
+                    self.size += 1
                     added.append(row)
-                continue
-            if key not in self.overflow:  # its hash is held by another key (rare)
+                    continue
+                if self.identity or self._stored(table.value_at(slot)) == key:
+                    continue  # present
+            if key not in self.overflow:  # its hash is another key's, or the free marker
                 self.overflow.add(key)
                 added.append(row)
-        if new:
-            self._reserve(len(new))
-            self.table.insert_few(list(new), list(range(self.size, self.size + len(new))))
-            for i, stored in enumerate(self._store):
-                stored[self.size : self.size + len(new)] = [key[i] for key in new.values()]
-            self.size += len(new)
         return added
 
     def _stored(self, at: int) -> tuple[object, ...]:

@@ -168,8 +168,11 @@ class Spine:
         """Every entry whose key equals a query key, as `(query row, entries)`;
         `columns` picks the columns gathered (default all)."""
         hashes = key_hash(keys) if hashes is None else hashes
-        found = [lookup_batch(batch, keys, hashes, columns) for batch in self.batches]
-        found = [(owner, part) for owner, part in found if len(owner)]
+        found = [
+            part
+            for batch in self.batches
+            if (part := lookup_batch(batch, keys, hashes, columns)) is not None
+        ]
         if not found:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return np.concatenate([owner for owner, _ in found]), concat([p for _, p in found])

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from datalog import ast
 from datalog.errors import DatalogSyntaxError
-from datalog.parser import BODY_ERRORS, STATEMENT_ERRORS, parse_program, parse_query
+from datalog.parser import parse_program, parse_query
 from datalog.pretty import format_program
+from datalog.syntax_errors import BODY_ERRORS, STATEMENT_ERRORS
 
 x, y, z = ast.Var("x"), ast.Var("y"), ast.Var("z")
 
@@ -362,17 +363,17 @@ def test_souffle_features_outside_the_core_are_named_when_refused(text: str, mes
 def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from datalog import parser
+    from datalog import grammar
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    parser._lark.cache_clear()
+    grammar.lark_parser.cache_clear()
     try:
         assert parse_program("a(1).").rules
         cached = list((tmp_path / "deltalog").iterdir())
         assert len(cached) == 1 and cached[0].stat().st_size > 0
         assert (tmp_path / "deltalog").stat().st_mode & 0o077 == 0
         cached[0].write_bytes(b"not a pickle")
-        parser._lark.cache_clear()
+        grammar.lark_parser.cache_clear()
         assert parse_query("r(x, y)").body
     finally:
-        parser._lark.cache_clear()
+        grammar.lark_parser.cache_clear()

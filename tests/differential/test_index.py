@@ -120,3 +120,17 @@ def _admit_matches_a_python_set(batches: list[list[tuple[int, int]]], collide: b
         reference |= new
         assert sorted(added) == sorted(new)  # each new key once (any of its rows)
         assert len(seen) == len(reference)
+
+
+@pytest.mark.parametrize("few", [0, 1_000], ids=["vectorized", "key-by-key"])
+def test_the_smallest_integer_is_a_key_like_any_other(few: int) -> None:
+    """Its identity hash equals the table's free-slot marker: it must still be admitted
+    once, and found present afterwards."""
+    smallest = np.iinfo(np.int64).min
+    with mock.patch.object(small, "FEW", few):
+        seen = KeySet([np.dtype(np.int64)], identity=True)
+        keys = np.array([smallest, 5, smallest], dtype=np.int64)
+        assert seen.admit(keys, [keys]).tolist() == [0, 1]
+        assert seen.admit(keys, [keys]).tolist() == []
+        assert seen.contains(keys, [keys]).tolist() == [True, True, True]
+        assert len(seen) == 2

@@ -1,0 +1,340 @@
+"""Syntax errors in plain words: a lark error becomes one `DatalogSyntaxError`.
+
+Layer: datalog (language). Imports `lark`, `datalog.ast`, `datalog.errors` and
+`datalog.grammar`.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from lark import Token
+from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+from datalog import ast
+from datalog.errors import DatalogSyntaxError, did_you_mean
+from datalog.grammar import lark_parser, span_of
+
+# --- syntax errors ---------------------------------------------------------------------
+#
+# A lark error becomes one DatalogSyntaxError, trying in order: problems visible
+# in the raw text (strings, comments, unknown directives, brackets), the catalogue
+# of malformed snippets below (matched by parser state, as lark's `match_examples`
+# does), rules on what the parser would have accepted, and finally a plain
+# "unexpected X; expected Y" in words rather than terminal names.
+
+_DIRECTIVES = (".decl", ".type", ".input", ".output", ".printsize", ".pragma")
+_UNSUPPORTED = frozenset(
+    (".functor", ".comp", ".init", ".plan", ".include", ".limitsize", ".number_type")
+)
+_STATEMENT_START = frozenset({"NAME", "QNAME", "_DECL", "_TYPE", "_PRAGMA", "DIRECTIVE", "$END"})
+_CLOSING = frozenset({"_DOT", "_IF", "_DECL", "_TYPE", "_PRAGMA", "DIRECTIVE", "$END"})
+_TERM_START = frozenset({"NAME", "QNAME", "INT", "IPV4", "UNSIGNED", "FLOAT", "STRING", "WILDCARD"})
+_PIECES = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|$)|\s+|.', re.DOTALL)
+
+MISSING_DOT = "missing `.` at the end of a rule"
+AFTER_HEAD = "expected `:-` or `.` after the head"
+
+# (message, snippets): whole statements, tried first and after another statement.
+STATEMENT_ERRORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "a `.decl` needs a column list like `(x: number)`",
+        (".decl edge\n", ".decl edge x: number", ".decl a, b\n"),
+    ),
+    (
+        "a column needs a type, like `x: number`",
+        (".decl edge(x, y: number)", ".decl edge(x)", ".decl edge(x: number, y)"),
+    ),
+    (
+        "expected a type name such as `number` or `symbol`",
+        (".decl e(x: )", ".decl e(x: number, y: )", ".type T <: 1", ".type T = A | 1"),
+    ),
+    (
+        "a `.type` needs `<:` or `=` and a base type, like `.type Id <: number`",
+        (".type T\n", ".type T number"),
+    ),
+    (AFTER_HEAD, ("a(x) b(x).", "a() b().", "a(x), b(x) c(x).")),
+    ("a rule needs a body after `:-`", ("a(x) :- .", "a(x) :- ", "a(x), b(x) :- .")),
+    (
+        'an option needs a value, like `filename="edge.facts"`',
+        (".input e(filename)", ".input e(filename=)", '.input e(a="x", b)'),
+    ),
+    ("a directive needs a relation name, like `.output reach`", (".output\n", ".output (x)")),
+)
+
+# (message, snippets): rule bodies, also tried after one and two other literals.
+BODY_ERRORS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("expected a literal after `,`", ("b(x), .", "b(x), ;", "b(x),")),
+    ("expected a literal after `;`", ("b(x); .", "b(x); ,", "b(x);")),
+    ("`!` must be followed by an atom, like `!edge(x, y)`", ("!x = 1.", "!(b(x)).", "!!b(x).")),
+    (
+        "an aggregate needs `:` before its body, like `count : { edge(x, _) }`",
+        ("n = count { b(x) }.", "n = count(x).", "n = sum x { b(x) }."),
+    ),
+    (
+        "an aggregate body is `{ ... }` or an atom, like `count : { edge(x, _) }`",
+        ("n = count : x.", "n = count : 1.", "n = sum x : y."),
+    ),
+    ("expected a term after the operator", ("y = x + .", "y = x * ,", "y = 2 ^ .", "y = x band .")),
+    ("expected a term after the comparison operator", ("y = .", "y < ;", "y != ,")),
+    (
+        "a literal is an atom like `edge(x, y)` or a comparison like `x = y`",
+        ("x.", "x, b(x).", "1.", '"s".', "x + 1.", "_."),
+    ),
+    ('`contains` and `match` take two arguments, like `contains("a", s)`', ("contains(x).",)),
+)
+
+
+def explain(error: UnexpectedInput, text: str, start: str) -> DatalogSyntaxError:
+    position = error.pos_in_stream if isinstance(error, UnexpectedCharacters) else None
+    if isinstance(error, UnexpectedToken) and error.token.type in ("_DOT", "SLASH"):
+        position = error.token.start_pos
+    where = position if position is not None else getattr(error, "pos_in_stream", None)
+    found = _feature_problem(text, where) if where is not None else None
+    if found is None and position is not None:
+        found = _text_problem(text, position, error)
+    if found is None and isinstance(error, UnexpectedToken):
+        found = _token_problem(error, text, start)
+    if found is None:
+        found = _bad_character(text, error)
+    message, span = found
+    return DatalogSyntaxError(message, span, text)
+
+
+# Soufflé features outside the core language, recognized where parsing stops.
+_FEATURES: tuple[tuple[str, int, str], ...] = (  # (text, its offset from the stop, message)
+    ("[", 0, "records (`[a, b]`) are not supported; use more columns"),
+    ("$", 0, "algebraic data types (`$Branch(...)`) are not supported"),
+    ("{", 0, "algebraic data types (`.type T = A {...} | B {...}`) are not supported"),
+    ("choice-domain", -6, "`choice-domain` is not supported"),
+)
+
+
+def _feature_problem(text: str, pos: int) -> tuple[str, ast.Span] | None:
+    for feature, offset, message in _FEATURES:
+        at = pos + offset
+        if feature == "{" and not re.search(r"\.type\b[^.]*$", text[:pos]):
+            continue  # a brace outside a `.type`: an aggregate's body, say
+        if at >= 0 and text.startswith(feature, at):
+            return message, _span_at(text, at, len(feature))
+    return None
+
+
+def _text_problem(text: str, pos: int, error: UnexpectedInput) -> tuple[str, ast.Span] | None:
+    """Problems seen in the raw text at `pos`: comments, strings, directives."""
+    if text.startswith("/*", pos):
+        return "unterminated comment: `/*` has no closing `*/`", _span_at(text, pos, 2)
+    if text.startswith('"', pos):
+        return _bad_string(text, pos)
+    word = re.match(r"\.[A-Za-z_]\w*", text[pos:])
+    expected = set(getattr(error, "expected", None) or getattr(error, "allowed", None) or ())
+    if word and "_DECL" in expected:
+        name = word.group()
+        span = _span_at(text, pos, len(name))
+        if name in _UNSUPPORTED:
+            return f"the Soufflé directive `{name}` is not supported", span
+        return f"unknown directive `{name}`{did_you_mean(name, _DIRECTIVES)}", span
+    return None
+
+
+def _bad_string(text: str, pos: int) -> tuple[str, ast.Span]:
+    escape = re.compile(r'"(?:[^"\\\n]|\\["\\ntr])*(\\.?)').match(text, pos)
+    if escape and escape.group(1):
+        where = escape.start(1)
+        bad = escape.group(1)
+        message = f'unknown escape `{bad}` in a string; use `\\"`, `\\\\`, `\\n`, `\\t` or `\\r`'
+        return message, _span_at(text, where, len(bad))
+    message = 'unterminated string: a string must end with `"` on the same line'
+    return message, _span_at(text, pos, 1)
+
+
+def _bad_character(text: str, error: UnexpectedInput) -> tuple[str, ast.Span]:
+    pos = error.pos_in_stream or 0
+    char = text[pos] if pos < len(text) else ""
+    return f"unexpected character `{char}`", _span_at(text, pos, 1)
+
+
+def _token_problem(error: UnexpectedToken, text: str, start: str) -> tuple[str, ast.Span]:
+    token = error.token
+    pos = len(text) if token.type == "$END" else token.start_pos or 0
+    accepts = error.accepts or error.expected
+    unbalanced = _bracket_problem(text, pos, token.type, accepts)
+    if unbalanced is not None:
+        return unbalanced
+    message = _match_examples(error, start) or _accepts_rule(text, pos, token, accepts)
+    if message == AFTER_HEAD and token.type == "$END":
+        message = "missing `.` at the end of a fact"
+    if message is not None:
+        return message, _missingspan_of(text, pos, token)
+    wanted = _join(_expected_phrases(accepts))
+    message = f"unexpected {_describe(token)}; expected {wanted}"
+    return message, _missingspan_of(text, pos, token) if token.type == "$END" else span_of(token)
+
+
+def _bracket_problem(
+    text: str, pos: int, token_type: str, accepts: set[str]
+) -> tuple[str, ast.Span] | None:
+    parens, braces = _depths(text, pos)
+    if token_type == "_RPAR" and parens <= 0:
+        return "unbalanced parenthesis: this `)` has no matching `(`", _span_at(text, pos, 1)
+    if token_type == "_RBRACE" and braces <= 0:
+        return "unbalanced braces: this `}` has no matching `{`", _span_at(text, pos, 1)
+    later = token_type in ("NAME", "QNAME") and _on_later_line(text, pos)
+    closing = token_type in _CLOSING or text.startswith(":-", pos) or later
+    if closing and parens > 0 and "_RPAR" in accepts:
+        return "unbalanced parenthesis: missing `)`", _after_previous(text, pos)
+    if closing and braces > 0 and "_RBRACE" in accepts:
+        return "unbalanced braces: missing `}`", _after_previous(text, pos)
+    return None
+
+
+def _accepts_rule(text: str, pos: int, token: Token, accepts: set[str]) -> str | None:
+    """Messages that follow from what the parser would have taken instead."""
+    if "_IF" in accepts:
+        return AFTER_HEAD
+    if "_DOT" in accepts and (token.type in _STATEMENT_START or _on_later_line(text, pos)):
+        return MISSING_DOT
+    if "_COMMA" in accepts and token.type in _TERM_START and _depths(text, pos)[0] > 0:
+        return "missing `,` between arguments"
+    return None
+
+
+_Failure = tuple[int, int, frozenset[str], str]
+
+
+def _failure(error: UnexpectedToken) -> _Failure:
+    """Where a parse stopped: stack depth, LALR state, acceptable terminals, token."""
+    state = error.state
+    accepts = frozenset(error.accepts or ())
+    return len(state.state_stack), state.position, accepts, error.token.type
+
+
+def _match_examples(error: UnexpectedToken, start: str) -> str | None:
+    """The message of the catalogue snippet that fails like `error` does.
+
+    The algorithm of `UnexpectedInput.match_examples(parse, catalogue, True)`, with
+    the snippets' failures computed once; also, lark 1.3.1's own version raises
+    TypeError (it formats a ParserState with `%d`) when two states agree but their
+    accepts differ. Same stack, state and accepts match; the same token wins.
+    """
+    failure = _failure(error)
+    fallback = None
+    for known, message in _known_failures(start):
+        if known[:3] == failure[:3]:
+            if known[3] == failure[3]:
+                return message
+            fallback = fallback or message
+    return fallback
+
+
+@functools.cache
+def _known_failures(start: str) -> tuple[tuple[_Failure, str], ...]:
+    found = []
+    for message, snippets in _catalogue(start):
+        for snippet in snippets:
+            try:
+                lark_parser().parse(snippet, start=start)
+            except UnexpectedToken as error:
+                found.append((_failure(error), message))
+    return tuple(found)
+
+
+@functools.cache
+def _catalogue(start: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """The snippets as `match_examples` wants them, in each context that changes
+    the parser's stack: first statement or a later one, first literal or later."""
+    before = ("", "q(x), ", "q(x), r(x), ")
+    bodies = [(m, tuple(b + s for s in snippets for b in before)) for m, snippets in BODY_ERRORS]
+    if start == "query":
+        return tuple(bodies)
+    rules = [(m, tuple(f"h(x) :- {s}" for s in snippets)) for m, snippets in bodies]
+    statements = [*STATEMENT_ERRORS, *rules]
+    return tuple((m, tuple(p + s for s in ss for p in ("", "p(1).\n"))) for m, ss in statements)
+
+
+# --- wording and positions --------------------------------------------------------------
+
+# How terminals read in "expected ..." (punctuation reads as itself) and tokens
+# in "unexpected ...".
+_TOKEN_KINDS = {"NAME": "name", "QNAME": "name", "STRING": "string"}
+_TOKEN_KINDS.update(dict.fromkeys(("INT", "UNSIGNED", "FLOAT", "IPV4"), "number"))
+_PHRASES = {name: f"a {kind}" for name, kind in _TOKEN_KINDS.items()}
+_PHRASES.update(dict.fromkeys(("PLUS", "MINUS", "STAR", "SLASH", "PERCENT"), "an operator"))
+_PHRASES.update(dict.fromkeys(("CARET", "BITWISE"), "an operator"))
+_PHRASES.update(dict.fromkeys(("COUNT", "AGGREGATE_FUNCTION"), "an aggregate"))
+_PHRASES.update(
+    {
+        "WILDCARD": "`_`",
+        "BUILTIN": "`contains` or `match`",
+        "COMPARE": "a comparison (`=`, `!=`, `<`, `<=`, `>`, `>=`)",
+        "QUALIFIER": "a qualifier such as `btree`",
+        "DIRECTIVE": "`.input`, `.output` or `.printsize`",
+        "$END": "end of input",
+    }
+)
+_TERM_TERMINALS = frozenset(_TERM_START | {"COUNT", "AGGREGATE_FUNCTION", "MINUS", "_LPAR"})
+
+
+def _expected_phrases(accepts: set[str]) -> list[str]:
+    names = set(accepts)
+    phrases: list[str] = []
+    if "_DECL" in names:
+        names -= {"_DECL", "_TYPE", "DIRECTIVE", "NAME", "QNAME", "$END"}
+        phrases += ["a declaration", "a directive", "a rule"]
+    elif {"NAME", "INT", "STRING"} <= names:
+        literal = "_BANG" in names
+        names -= _TERM_TERMINALS | ({"_BANG", "BUILTIN"} if literal else set())
+        phrases.append("a literal" if literal else "a term")
+    words = [_PHRASES.get(n) or f"`{lark_parser().get_terminal(n).pattern.value}`" for n in names]
+    for phrase in sorted(words, key=lambda w: (not w.startswith("`"), w)):
+        if phrase not in phrases:
+            phrases.append(phrase)
+    return phrases
+
+
+def _join(phrases: list[str]) -> str:
+    if len(phrases) <= 1:
+        return "".join(phrases)
+    return ", ".join(phrases[:-1]) + " or " + phrases[-1]
+
+
+def _describe(token: Token) -> str:
+    if token.type == "$END":
+        return "end of input"
+    kind = _TOKEN_KINDS.get(token.type)
+    return f"{kind} `{token}`" if kind else f"`{token}`"
+
+
+def _significant(text: str, end: int) -> list[re.Match[str]]:
+    """The pieces of `text[:end]` that are neither blanks nor comments."""
+    pieces = _PIECES.finditer(text, 0, end)
+    return [m for m in pieces if not m.group().isspace() and not m.group().startswith(("//", "/*"))]
+
+
+def _depths(text: str, end: int) -> tuple[int, int]:
+    pieces = [m.group() for m in _significant(text, end)]
+    return pieces.count("(") - pieces.count(")"), pieces.count("{") - pieces.count("}")
+
+
+def _on_later_line(text: str, pos: int) -> bool:
+    pieces = _significant(text, pos)
+    return "\n" in text[pieces[-1].end() if pieces else 0 : pos]
+
+
+def _after_previous(text: str, pos: int) -> ast.Span:
+    """A one-character span just after the last token before `pos`."""
+    pieces = _significant(text, pos)
+    return _span_at(text, pieces[-1].end() if pieces else 0, 1)
+
+
+def _missingspan_of(text: str, pos: int, token: Token) -> ast.Span:
+    if token.type == "$END" or _on_later_line(text, pos):
+        return _after_previous(text, pos)
+    return span_of(token)
+
+
+def _span_at(text: str, offset: int, width: int) -> ast.Span:
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return ast.Span(line, column, line, column + width, offset, offset + width)
