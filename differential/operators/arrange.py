@@ -26,7 +26,14 @@ from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time, join_times, le
 from differential.trace.batch import Batch, Description, Hashes, key_hash
-from differential.trace.cursor import count_per_key, lookup_batch
+from differential.trace.cursor import (
+    Entry,
+    columns_of,
+    count_per_key,
+    lookup_batch,
+    lookup_entries,
+    python_entries,
+)
 from differential.trace.spine import Spine, TraceHandle
 
 Owner = npt.NDArray[np.intp]
@@ -56,6 +63,17 @@ class Arranged(Operator, ABC):
         `columns` picks the columns gathered (default all): a caller that needs
         only times and diffs, or only the values, does not copy the keys.
         """
+
+    def lookup_entries(
+        self, hashes: list[int], keys: list[tuple[object, ...]], time: Time, include_delta: bool
+    ) -> list[Entry]:
+        """`lookup` for a few keys given as Python values, answered as Python entries
+        `(query row, time, values, diff)`: for steps that work on lists."""
+        if not hashes:
+            return []
+        columns = columns_of(keys, self.dtypes[: self.key_arity])
+        owner, found = self.lookup(columns, np.array(hashes, dtype=np.int64), time, include_delta)
+        return python_entries(owner, found, self.key_arity)
 
     @abstractmethod
     def entries(self, time: Time, include_delta: bool) -> Updates:
@@ -130,6 +148,14 @@ class BatchesArranged(Arranged):
         if not parts:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return combine(parts)
+
+    def lookup_entries(
+        self, hashes: list[int], keys: list[tuple[object, ...]], time: Time, include_delta: bool
+    ) -> list[Entry]:
+        found: list[Entry] = []
+        for batch in self.seen(time, include_delta):
+            lookup_entries(batch, hashes, keys, found)
+        return found
 
     def entries(self, time: Time, include_delta: bool) -> Updates:
         return consolidate(

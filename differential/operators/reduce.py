@@ -17,7 +17,7 @@ In the root scope history is always `<= t` and nothing is scheduled.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +45,7 @@ from differential.time import (
     split_by_time,
 )
 from differential.trace.batch import Hashes, key_hash
+from differential.trace.cursor import Entry, columns_of
 from differential.trace.index import KeySet
 from differential.trace.spine import Spine
 
@@ -112,10 +113,13 @@ class ReduceOp(Operator):
         if keys is None:
             return
         hashes = key_hash(keys)
+        if self.lists_ok and len(hashes) <= small.FEW * _LIST_FACTOR:
+            asked = list(zip(*(k.tolist() for k in keys), strict=True)) or [()] * len(hashes)
+            found = self.source.lookup_entries(hashes.tolist(), asked, time, True)
+            if len(found) <= small.FEW * _LIST_FACTOR:
+                self._emit(self._step_lists(keys, hashes, asked, found, time), time)
+                return
         owner, history = self.source.lookup(keys, hashes, time, True)
-        if self.lists_ok and len(owner) <= small.FEW * _LIST_FACTOR:
-            self._emit(self._step_lists(keys, hashes, owner, history, time), time)
-            return
         self._schedule_joins(keys, owner, history.times, time)
         linear = self.reducer in LINEAR
         groups = _accumulate(owner, history, self.source.key_arity, time, len(hashes), linear)
@@ -139,15 +143,20 @@ class ReduceOp(Operator):
             self.output.send(result)
 
     def _step_lists(
-        self, keys: tuple[Column, ...], hashes: Hashes, owner: Owner, history: Updates, time: Time
+        self,
+        keys: tuple[Column, ...],
+        hashes: Hashes,
+        asked: list[tuple[object, ...]],
+        history: list[Entry],
+        time: Time,
     ) -> Updates | None:
         """`step` for a few keys with a short history, on Python lists: the same
         interesting times scheduled, the same groups handed to the reducer and the
         same change out as the numpy path, without its fixed cost per numpy call."""
         k = self.source.key_arity
-        accumulated: dict[tuple[int, ...], int] = {}
+        accumulated: dict[tuple[object, ...], int] = {}
         later: dict[Time, set[int]] = {}
-        for o, t, row, d in _entries(owner, history, k):
+        for o, t, row, d in history:
             if le(t, time):
                 accumulated[(o, *row)] = accumulated.get((o, *row), 0) + d
             else:  # a key changed at `time` meets history not `<=` it: revisit the join
@@ -158,24 +167,23 @@ class ReduceOp(Operator):
         live = sorted((row, n) for row, n in accumulated.items() if n)
         groups = Groups(
             np.array([row[0] for row, _ in live], dtype=np.intp),
-            _columns([row[1:] for row, _ in live], self.source.dtypes[k:]),
+            tuple(columns_of([row[1:] for row, _ in live], self.source.dtypes[k:])),
             np.array([n for _, n in live], dtype=np.int64),
             len(hashes),
         )
         d_owner, d_cols, d_mult = self.reducer(groups)
-        wanted: dict[tuple[int, ...], int] = {}
+        wanted: dict[tuple[object, ...], int] = {}
         out_rows = zip(d_owner.tolist(), *(c.tolist() for c in d_cols), strict=True)
         for row, n in zip(out_rows, d_mult.tolist(), strict=True):
             wanted[row] = wanted.get(row, 0) + n
-        o_owner, found = self.trace.lookup(keys, hashes)
-        for o, t, row, d in _entries(o_owner, found, k):
+        for o, t, row, d in self.trace.lookup_entries(hashes.tolist(), asked):
             if le(t, time):
                 wanted[(o, *row)] = wanted.get((o, *row), 0) - d
         change = sorted((row, n) for row, n in wanted.items() if n)
         if not change:
             return None
         rows = np.array([row[0] for row, _ in change], dtype=np.intp)
-        values = _columns([row[1:] for row, _ in change], self.output.dtypes[k:])
+        values = columns_of([row[1:] for row, _ in change], self.output.dtypes[k:])
         diffs = np.array([n for _, n in change], dtype=np.int64)
         return Updates((*(c[rows] for c in keys), *values), column(time, len(diffs)), diffs)
 
@@ -289,23 +297,6 @@ def _all_positive(diffs: Counts) -> bool:
     if len(diffs) <= small.FEW:  # a few rows: cheaper in Python than a numpy reduction
         return min(diffs.tolist(), default=1) > 0
     return bool((diffs > 0).all())
-
-
-def _entries(
-    owner: Owner, found: Updates, k: int
-) -> Iterator[tuple[int, Time, tuple[int, ...], int]]:
-    """`(owner, time, values, diff)` of each found entry, as Python values."""
-    values = list(zip(*(c.tolist() for c in found.columns[k:]), strict=True))
-    if not values:
-        values = [()] * len(owner)
-    times = [tuple(t) for t in found.times.T.tolist()]
-    return zip(owner.tolist(), times, values, found.diffs.tolist(), strict=True)
-
-
-def _columns(rows: Sequence[tuple[int, ...]], dtypes: Sequence[np.dtype]) -> tuple[Column, ...]:
-    """Rows of Python integers as typed columns (empty columns when there are none)."""
-    by_column = list(zip(*rows, strict=True)) if rows else [()] * len(dtypes)
-    return tuple(np.array(v, dtype=d) for v, d in zip(by_column, dtypes, strict=True))
 
 
 def _accumulate(

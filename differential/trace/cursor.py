@@ -19,6 +19,7 @@ import numpy.typing as npt
 
 from differential import small
 from differential.batch import Column, Updates
+from differential.time import Time
 from differential.trace.batch import Batch, Hashes
 from differential.trace.index import HashIndex
 
@@ -48,6 +49,9 @@ def expand_ranges(lo: Index, hi: Index) -> tuple[Index, Index]:
 # hashes (built once per batch) when a few keys are looked up: `bisect` costs a
 # fraction of a microsecond, a `searchsorted` call about two.
 _LISTED = 1024
+
+# Matched entries beyond which a few keys' ranges are expanded with numpy after all.
+_EXPANDED = 256
 
 # Fewer query keys than this are binary-searched even in an indexed batch: two
 # `searchsorted` calls cost less than the probe rounds' numpy calls.
@@ -117,14 +121,18 @@ def _seek_few(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
                     query.append(i)
                     entry.append(j)
         return Matches(np.array(query, dtype=np.intp), np.array(entry, dtype=np.intp))
-    lo = batch.hashes.searchsorted(hashes, "left").tolist()
-    hi = batch.hashes.searchsorted(hashes, "right").tolist()
-    for i, (start, end) in enumerate(zip(lo, hi, strict=True)):
-        if end > start:
+    lo, hi = _ranges(batch, hashes, None)
+    starts, ends = lo.tolist(), hi.tolist()
+    if sum(ends) - sum(starts) > _EXPANDED:  # a few keys with many entries (a hub)
+        matches = Matches(*expand_ranges(lo, hi))
+    else:
+        for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
             query.extend([i] * (end - start))
             entry.extend(range(start, end))
-    matches = Matches(np.array(query, dtype=np.intp), np.array(entry, dtype=np.intp))
-    return matches if batch.identity_hash or not entry else _same_keys(batch, keys, matches)
+        matches = Matches(np.array(query, dtype=np.intp), np.array(entry, dtype=np.intp))
+    if batch.identity_hash or not len(matches.query):
+        return matches
+    return _same_keys(batch, keys, matches)
 
 
 def _same_keys(batch: Batch, keys: Sequence[Column], m: Matches) -> Matches:
@@ -141,6 +149,49 @@ def count_per_key(batch: Batch, hashes: Hashes) -> Index:
         return np.zeros(len(hashes), dtype=np.intp)
     lo, hi = key_ranges(batch, hashes)
     return hi - lo
+
+
+# `(query row, time, value columns, diff)` of one entry found, as Python values.
+Entry = tuple[int, Time, tuple[object, ...], int]
+
+
+def lookup_entries(
+    batch: Batch, hashes: list[int], keys: list[tuple[object, ...]], found: list[Entry]
+) -> None:
+    """Append to `found` the entries of `batch` under the query keys (`hashes` and
+    key rows as Python values): `lookup_batch` for a few keys, without numpy.
+
+    A small batch is read from Python lists kept with it; a large one is searched
+    with numpy and only its matches become Python values.
+    """
+    if len(batch) > _LISTED:
+        columns = columns_of(keys, [k.dtype for k in batch.keys])
+        part = lookup_batch(batch, columns, np.array(hashes, dtype=np.int64))
+        if part is not None:
+            found.extend(python_entries(part[0], part[1], batch.key_arity))
+        return
+    listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
+    values, times, diffs = batch.cache.entries(batch.values, batch.times, batch.diffs)
+    for i, h in enumerate(hashes):
+        start = bisect_left(listed, h)
+        for j in range(start, bisect_right(listed, h, start)):
+            if stored is None or stored[j] == keys[i]:
+                found.append((i, times[j], values[j], diffs[j]))
+
+
+def columns_of(rows: Sequence[tuple[object, ...]], dtypes: Sequence[np.dtype]) -> list[Column]:
+    """Rows of Python values as typed columns (empty columns when there are none)."""
+    by_column = list(zip(*rows, strict=True)) if rows else [()] * len(dtypes)
+    return [np.array(v, dtype=d) for v, d in zip(by_column, dtypes, strict=True)]
+
+
+def python_entries(owner: Index, found: Updates, key_arity: int) -> list[Entry]:
+    """Found entries (`lookup_batch`'s answer) as Python values."""
+    values = list(zip(*(c.tolist() for c in found.columns[key_arity:]), strict=True))
+    if not values:
+        values = [()] * len(owner)
+    times = [tuple(t) for t in found.times.T.tolist()]
+    return list(zip(owner.tolist(), times, values, found.diffs.tolist(), strict=True))
 
 
 def lookup_batch(

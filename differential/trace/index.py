@@ -187,6 +187,9 @@ class LookupCache:
         self.asked = 0
         self.index: HashIndex | None = None
         self._listed: tuple[list[int], list[tuple[object, ...]] | None] | None = None
+        self._entries: tuple[list[tuple[object, ...]], list[tuple[int, ...]], list[int]] | None = (
+            None
+        )
 
     def listed(
         self, hashes: Hashes, keys: Sequence[Column], identity: bool
@@ -198,6 +201,16 @@ class LookupCache:
             rows = None if identity else list(zip(*(k.tolist() for k in keys), strict=True))
             self._listed = hashes.tolist(), rows
         return self._listed
+
+    def entries(
+        self, values: Sequence[Column], times: npt.NDArray[np.int64], diffs: npt.NDArray[np.int64]
+    ) -> tuple[list[tuple[object, ...]], list[tuple[int, ...]], list[int]]:
+        """The batch's value rows, times and diffs as Python values (built on first
+        use), for reading a few keys' entries of a small batch without numpy."""
+        if self._entries is None:
+            rows = list(zip(*(c.tolist() for c in values), strict=True)) or [()] * len(diffs)
+            self._entries = rows, [tuple(t) for t in times.T.tolist()], diffs.tolist()
+        return self._entries
 
     def index_for(self, hashes: Hashes, queries: int) -> HashIndex | None:
         """The index of the sorted column `hashes`, if built or now worth building."""

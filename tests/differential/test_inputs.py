@@ -7,11 +7,14 @@ arrangement, and the input's accumulated state is compared with the model.
 from __future__ import annotations
 
 from collections import Counter
+from unittest import mock
 
 import numpy as np
+import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from differential import small
 from differential.engine import Engine
 from differential.inputs import Semantics
 from tests.differential.harness import I64, Accumulated, Op, Row, collection, counter, requests
@@ -67,15 +70,17 @@ def diff(before: dict[Row, int], after: dict[Row, int]) -> dict[Row, int]:
 STREAMS = st.lists(ops(2, 3, max_size=8), min_size=1, max_size=6)
 
 
-@given(STREAMS)
-def test_set_semantics_commit_exactly_the_change_of_the_set(stream: Stream) -> None:
+@pytest.mark.parametrize("few", [0, 1_000], ids=["vectorized", "row-by-row"])
+@given(stream=STREAMS)
+def test_set_semantics_commit_exactly_the_change_of_the_set(few: int, stream: Stream) -> None:
     note(f"stream: {stream}")
-    obs, model = Observed("set"), set[Row]()
-    for txn in stream:
-        after = set_model(model, txn)
-        assert obs.commit(txn) == diff(dict.fromkeys(model, 1), dict.fromkeys(after, 1))
-        model = after
-        assert obs.state() == dict.fromkeys(model, 1) == obs.acc.rows()
+    with mock.patch.object(small, "FEW", few):
+        obs, model = Observed("set"), set[Row]()
+        for txn in stream:
+            after = set_model(model, txn)
+            assert obs.commit(txn) == diff(dict.fromkeys(model, 1), dict.fromkeys(after, 1))
+            model = after
+            assert obs.state() == dict.fromkeys(model, 1) == obs.acc.rows()
 
 
 def test_set_reinsert_and_retract_of_absent_rows_are_no_ops() -> None:

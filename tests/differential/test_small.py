@@ -143,8 +143,11 @@ def test_few_keys_of_two_columns_find_exactly_their_entries(
     hashes = hashing(keys)
     stored = list(zip(*(c.tolist() for c in batch.keys), strict=True))
     expected = sorted((q, e) for q, p in enumerate(probe) for e, k in enumerate(stored) if k == p)
-    for listed in (0, 1_000):
-        with mock.patch.object(cursor, "_LISTED", listed):
+    for listed, expanded in ((0, 0), (0, 1_000), (1_000, 0)):  # list, or search (and expand)
+        with (
+            mock.patch.object(cursor, "_LISTED", listed),
+            mock.patch.object(cursor, "_EXPANDED", expanded),
+        ):
             python, vectorized = both_ways(lambda: lookup_batch(batch, keys, hashes))
         for found in (python, vectorized):
             pairs = [] if found is None else found[0].tolist()
