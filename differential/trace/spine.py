@@ -4,10 +4,11 @@ Layer: differential (trace).
 
 Invariant, whenever a reader sees the batches: they are ordered oldest to
 newest and, in a trace of more than `_SMALL_TRACE` entries, each batch is more
-than twice the size of the one after it, so a trace of `n` entries has
-O(log n) batches and each entry takes part in O(log n) merges (amortized
-merging; differential-dataflow spreads that work with fuel, we do it when a
-reader next looks). A smaller trace holds at most `_SMALL_BATCHES` batches.
+than twice the size of the one after it, except for a tail of at most
+`_SMALL_BATCHES` batches of at most `_TAIL` entries each; so a trace of `n`
+entries has O(log n) batches and each entry takes part in O(log n) merges
+(amortized merging; differential-dataflow spreads that work with fuel, we do it
+when a reader next looks). A smaller trace holds at most `_SMALL_BATCHES` batches.
 Appends only queue batches: nothing merges until someone reads (or
 `_LAZY_BATCHES` wait).
 
@@ -36,6 +37,11 @@ _LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
 # overhead (about 100 us), far more than looking keys up in a few more batches.
 _SMALL_TRACE = 256
 _SMALL_BATCHES = 4
+# In a larger trace, batches of at most `_TAIL` entries (the last few epochs' or
+# iterations') wait at the end, at most `_SMALL_BATCHES` of them, and then merge
+# all at once: a trace growing by one small batch per commit merges a few times
+# per `_TAIL` commits instead of about twice per commit.
+_TAIL = 64
 
 
 class TraceHandle:
@@ -131,14 +137,24 @@ class Spine:
                 merged = merge(batches, self.since)
                 batches[:] = [merged] if len(merged) else []
             return
-        while True:
-            sizes = [len(b) for b in batches]
+        tail = len(batches)
+        while tail and len(batches[tail - 1]) <= _TAIL:
+            tail -= 1
+        if len(batches) - tail > _SMALL_BATCHES:  # merge the small batches at once
+            merged = merge(batches[tail:], self.since)
+            batches[tail:] = [merged] if len(merged) else []
+            if len(merged) <= _TAIL:
+                return
+            tail = len(batches)
+        while True:  # the geometric invariant, among the batches before the tail
+            sizes = [len(b) for b in batches[:tail]]
             pairs = [i for i in range(len(sizes) - 1) if sizes[i] <= 2 * sizes[i + 1]]
             if not pairs:
                 return
             i = pairs[-1]
             merged = merge(batches[i : i + 2], self.since)
             batches[i : i + 2] = [merged] if len(merged) else []
+            tail -= 1 if len(merged) else 2
 
     def all_at_or_before(self, time: Time) -> bool:
         """Every entry's time is `<= time` (no history a reduce would revisit later)."""
