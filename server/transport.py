@@ -11,9 +11,11 @@ thread produces are collected per job and handed to the loop in one
 
 Back-pressure. A connection's requests are handled one at a time (the next frame
 is read once the previous one is done), so a flooding client waits on its own
-TCP window. Outgoing messages wait in a bounded per-connection outbox; a client
-that lets it overflow is sent a final error and dropped, and the engine never
-waits for any socket.
+TCP window. An outgoing message is written to the socket at once while the
+socket keeps up (nothing queued, nothing buffered in the transport); otherwise it
+waits in a bounded per-connection outbox, which a writer task drains at the
+socket's pace. A client that lets the outbox overflow is sent a final error and
+dropped, and the engine never waits for any socket.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 from websockets.asyncio.server import Server as WsServer
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from datalog import Database
 from server.feeds import HistoryLimits
@@ -73,6 +76,8 @@ class Connection:
             return
         if isinstance(item, _Close):
             self._finish(item)
+        elif self._write_now(item):
+            return
         elif (
             len(self.queue) >= self.limits.outbox
             or self.queued_bytes + len(item) > self.limits.outbox_bytes
@@ -82,6 +87,19 @@ class Connection:
             self.queue.append(item)
             self.queued_bytes += len(item)
             self.ready.set()
+
+    def _write_now(self, text: str) -> bool:
+        """Write `text` to the socket without a trip through the writer task, if nothing
+        is waiting before it (an idle writer, an empty transport buffer) and the
+        connection is open: what `ws.send` does, minus waiting for a drain."""
+        ws = self.ws
+        if self.ready.is_set() or ws.state is not State.OPEN:
+            return False
+        if ws.transport.get_write_buffer_size() > 0:  # the client is behind: queue
+            return False
+        ws.protocol.send_text(text.encode())
+        ws.transport.write(b"".join(ws.protocol.data_to_send()))
+        return True
 
     def _overflow(self) -> None:
         """Too slow: replace the backlog by one error, close, and abort if even that stalls."""
