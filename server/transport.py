@@ -6,8 +6,9 @@ Threads. The asyncio event loop only moves bytes; every `Hub` call (so every
 `Database` call, and the subscription callbacks that run inside commits) runs on
 one worker thread, the engine thread. A long query therefore never stalls other
 clients' sockets, and the hub never needs a lock of its own. Messages the engine
-thread produces are collected per job and handed to the loop in one
-`call_soon_threadsafe`, in the order they were produced.
+thread produces are collected per job and handed to the loop, in the order they
+were produced and together with the job's result, in one `call_soon_threadsafe`
+(one wake-up of the loop per request).
 
 Back-pressure. A connection's requests are handled one at a time (the next frame
 is read once the previous one is done), so a flooding client waits on its own
@@ -201,23 +202,27 @@ class DeltalogServer:
             await self.stop()
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run `fn(*args)` on the engine thread, then deliver what it sent."""
+        """Run `fn(*args)` on the engine thread; deliver what it sent, then return."""
         assert self.loop is not None
-        return await self.loop.run_in_executor(self.engine, self._job, fn, args)
+        done: asyncio.Future[Any] = self.loop.create_future()
+        self.engine.submit(self._job, fn, args, done)
+        return await done
 
     # --- engine thread -------------------------------------------------------------------
 
-    def _job(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    def _job(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], done: asyncio.Future[Any] | None
+    ) -> None:
+        """Run `fn`, then hand the loop what it sent and how it ended, in one wake-up."""
+        result, error = None, None
         try:
-            return fn(*args)
-        finally:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self.pending and self.loop is not None:
-            batch, self.pending = self.pending, []
+            result = fn(*args)
+        except BaseException as exc:  # raised again where it is awaited
+            error = exc
+        batch, self.pending = self.pending, []
+        if self.loop is not None and (batch or done is not None or error is not None):
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-                self.loop.call_soon_threadsafe(_run_all, batch)
+                self.loop.call_soon_threadsafe(_deliver, batch, done, result, error)
 
     # Host, for the hub: called on the engine thread.
     def send(self, session: Session, text: str) -> None:
@@ -242,7 +247,7 @@ class DeltalogServer:
 
     def _submit(self, callback: Callable[[], None]) -> None:
         with contextlib.suppress(RuntimeError):  # shutting down: timers no longer matter
-            self.engine.submit(self._job, callback, ())
+            self.engine.submit(self._job, callback, (), None)
 
     async def _serve(self, ws: ServerConnection) -> None:
         session: Session = await self.run(self.hub.open)
@@ -269,6 +274,24 @@ class DeltalogServer:
     def _check_auth(self, connection: Connection) -> None:
         if not connection.session.authenticated and not connection.closing:
             connection.push(_Close(1008, "authentication timed out"))
+
+
+def _deliver(
+    batch: list[tuple[Callable[..., None], tuple[Any, ...]]],
+    done: asyncio.Future[Any] | None,
+    result: Any,
+    error: BaseException | None,
+) -> None:
+    """On the loop: send a job's messages, then wake whoever awaits the job."""
+    _run_all(batch)
+    if done is None:
+        if error is not None:
+            _log.error("a timer's job failed", exc_info=error)
+    elif not done.cancelled():
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
 
 
 def _run_all(batch: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
