@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
-from server.protocol import Granularity
+from server.protocol import Granularity, encode
 
 if TYPE_CHECKING:
     from datalog import Change, Subscription
@@ -32,7 +33,7 @@ Row = tuple[Any, ...]
 class Outbox(Protocol):
     """Where a watch sends its messages, and how it asks for a later flush."""
 
-    def send(self, message: dict[str, Any]) -> None: ...
+    def send_text(self, text: str) -> None: ...
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> None: ...
 
@@ -91,8 +92,9 @@ class Feed:
         self.history.append(Entry(change.epoch, rows, list(change.diffs)))
         self.history_rows += len(rows)
         self._compact()
+        text = ChangeText(change.epoch, rows, change.diffs)
         for watch in list(self.watches):
-            watch.offer(change.epoch, rows, change.diffs)
+            watch.offer(text)
 
     def _compact(self) -> None:
         limits = self.limits
@@ -131,11 +133,11 @@ class Watch:
     timer: bool = False
     active: bool = True
 
-    def offer(self, epoch: int, rows: list[Row], diffs: list[int]) -> None:
+    def offer(self, change: ChangeText) -> None:
         if self.granularity.immediate:
-            self._send(epoch, rows, diffs)
+            self._send(change)
             return
-        _accumulate(self.buffer, rows, diffs)
+        _accumulate(self.buffer, change.rows, change.diffs)
         if self.granularity.seconds > 0 and not self.timer:
             self.timer = True
             due = self.flushed_at + self.granularity.seconds - time.monotonic()
@@ -159,23 +161,41 @@ class Watch:
         rows, diffs = _consolidated(self.buffer)
         self.buffer.clear()
         if rows:
-            self._send(epoch, rows, diffs)
+            self._send(ChangeText(epoch, rows, diffs))
 
-    def _send(self, epoch: int, rows: Iterable[Row], diffs: Iterable[int]) -> None:
-        """One `change` message, or several of `CHUNK_ROWS` rows (all but the last with
-        `"more": true`), so that no frame outgrows what a client accepts."""
-        self.delivered = epoch
-        rows, diffs = list(rows), list(diffs)
-        message = {"type": "change", "subscription": self.number, "epoch": epoch}
+    def _send(self, change: ChangeText) -> None:
+        self.delivered = change.epoch
+        for text in change.messages(self.number):
+            self.outbox.send_text(text)
+
+
+@dataclass(frozen=True, eq=False)
+class ChangeText:
+    """A change to deliver, and its `change` messages as JSON, encoded once for all
+    the watches that forward it: only the subscription number differs between them."""
+
+    epoch: int
+    rows: list[Row]
+    diffs: list[int]
+
+    def messages(self, subscription: int) -> Iterator[str]:
+        head = f'{{"type":"change","subscription":{subscription},'
+        return (head + tail for tail in self._tails)
+
+    @cached_property
+    def _tails(self) -> list[str]:
+        """Each message after its subscription number: one of `CHUNK_ROWS` rows at most
+        (all but the last with `"more": true`), so no frame outgrows what a client takes."""
+        rows, diffs, tails = self.rows, self.diffs, []
         for start in range(0, len(rows), CHUNK_ROWS):
             end = start + CHUNK_ROWS
             more = {"more": True} if end < len(rows) else {}
-            self.outbox.send(
-                {**message, "rows": rows[start:end], "diffs": diffs[start:end], **more}
-            )
+            part = {"epoch": self.epoch, "rows": rows[start:end], "diffs": diffs[start:end]}
+            tails.append(encode({**part, **more})[1:])  # without its opening brace
+        return tails
 
 
-def _accumulate(total: Counter[Row], rows: list[Row], diffs: Iterable[int]) -> None:
+def _accumulate(total: Counter[Row], rows: list[Row], diffs: list[int]) -> None:
     for row, diff in zip(rows, diffs, strict=True):
         total[row] += diff
 

@@ -53,8 +53,8 @@ class SessionOutbox:
     def __init__(self, hub: Hub, session: Session) -> None:
         self.hub, self.session = hub, session
 
-    def send(self, message: dict[str, Any]) -> None:
-        self.hub.send(self.session, message)
+    def send_text(self, text: str) -> None:
+        self.hub.send_text(self.session, text)
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> None:
         self.hub.host.call_later(delay, callback)

@@ -6,14 +6,17 @@ Threads. The asyncio event loop only moves bytes; every `Hub` call (so every
 `Database` call, and the subscription callbacks that run inside commits) runs on
 one worker thread, the engine thread. A long query therefore never stalls other
 clients' sockets, and the hub never needs a lock of its own. Messages the engine
-thread produces are collected per job and handed to the loop in one
-`call_soon_threadsafe`, in the order they were produced.
+thread produces are collected per job and handed to the loop, in the order they
+were produced and together with the job's result, in one `call_soon_threadsafe`
+(one wake-up of the loop per request).
 
 Back-pressure. A connection's requests are handled one at a time (the next frame
 is read once the previous one is done), so a flooding client waits on its own
-TCP window. Outgoing messages wait in a bounded per-connection outbox; a client
-that lets it overflow is sent a final error and dropped, and the engine never
-waits for any socket.
+TCP window. An outgoing message is written to the socket at once while the
+socket keeps up (nothing queued, nothing buffered in the transport); otherwise it
+waits in a bounded per-connection outbox, which a writer task drains at the
+socket's pace. A client that lets the outbox overflow is sent a final error and
+dropped, and the engine never waits for any socket.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from typing import Any
 from websockets.asyncio.server import Server as WsServer
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
+from websockets.protocol import State
 
 from datalog import Database
 from server.feeds import HistoryLimits
@@ -73,6 +77,8 @@ class Connection:
             return
         if isinstance(item, _Close):
             self._finish(item)
+        elif self._write_now(item):
+            return
         elif (
             len(self.queue) >= self.limits.outbox
             or self.queued_bytes + len(item) > self.limits.outbox_bytes
@@ -82,6 +88,19 @@ class Connection:
             self.queue.append(item)
             self.queued_bytes += len(item)
             self.ready.set()
+
+    def _write_now(self, text: str) -> bool:
+        """Write `text` to the socket without a trip through the writer task, if nothing
+        is waiting before it (an idle writer, an empty transport buffer) and the
+        connection is open: what `ws.send` does, minus waiting for a drain."""
+        ws = self.ws
+        if self.ready.is_set() or ws.state is not State.OPEN:
+            return False
+        if ws.transport.get_write_buffer_size() > 0:  # the client is behind: queue
+            return False
+        ws.protocol.send_text(text.encode())
+        ws.transport.write(b"".join(ws.protocol.data_to_send()))
+        return True
 
     def _overflow(self) -> None:
         """Too slow: replace the backlog by one error, close, and abort if even that stalls."""
@@ -183,23 +202,27 @@ class DeltalogServer:
             await self.stop()
 
     async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run `fn(*args)` on the engine thread, then deliver what it sent."""
+        """Run `fn(*args)` on the engine thread; deliver what it sent, then return."""
         assert self.loop is not None
-        return await self.loop.run_in_executor(self.engine, self._job, fn, args)
+        done: asyncio.Future[Any] = self.loop.create_future()
+        self.engine.submit(self._job, fn, args, done)
+        return await done
 
     # --- engine thread -------------------------------------------------------------------
 
-    def _job(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    def _job(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], done: asyncio.Future[Any] | None
+    ) -> None:
+        """Run `fn`, then hand the loop what it sent and how it ended, in one wake-up."""
+        result, error = None, None
         try:
-            return fn(*args)
-        finally:
-            self._flush()
-
-    def _flush(self) -> None:
-        if self.pending and self.loop is not None:
-            batch, self.pending = self.pending, []
+            result = fn(*args)
+        except BaseException as exc:  # raised again where it is awaited
+            error = exc
+        batch, self.pending = self.pending, []
+        if self.loop is not None and (batch or done is not None or error is not None):
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-                self.loop.call_soon_threadsafe(_run_all, batch)
+                self.loop.call_soon_threadsafe(_deliver, batch, done, result, error)
 
     # Host, for the hub: called on the engine thread.
     def send(self, session: Session, text: str) -> None:
@@ -224,7 +247,7 @@ class DeltalogServer:
 
     def _submit(self, callback: Callable[[], None]) -> None:
         with contextlib.suppress(RuntimeError):  # shutting down: timers no longer matter
-            self.engine.submit(self._job, callback, ())
+            self.engine.submit(self._job, callback, (), None)
 
     async def _serve(self, ws: ServerConnection) -> None:
         session: Session = await self.run(self.hub.open)
@@ -251,6 +274,24 @@ class DeltalogServer:
     def _check_auth(self, connection: Connection) -> None:
         if not connection.session.authenticated and not connection.closing:
             connection.push(_Close(1008, "authentication timed out"))
+
+
+def _deliver(
+    batch: list[tuple[Callable[..., None], tuple[Any, ...]]],
+    done: asyncio.Future[Any] | None,
+    result: Any,
+    error: BaseException | None,
+) -> None:
+    """On the loop: send a job's messages, then wake whoever awaits the job."""
+    _run_all(batch)
+    if done is None:
+        if error is not None:
+            _log.error("a timer's job failed", exc_info=error)
+    elif not done.cancelled():
+        if error is not None:
+            done.set_exception(error)
+        else:
+            done.set_result(result)
 
 
 def _run_all(batch: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:

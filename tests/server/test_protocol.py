@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from datalog import Database
+from server import feeds
 from server.feeds import HistoryLimits
 from server.protocol import ProtocolError, parse_request
 from server.session import Hub, Session
@@ -128,6 +129,19 @@ def test_subscriptions_to_the_same_query_share_one_feed() -> None:
     assert len(hub.feeds) == 1  # lingers for resumes
     host.fire()
     assert hub.feeds == {} and hub.db.stats()["queries"] == {}
+
+
+def test_a_large_change_comes_in_parts_to_every_watcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(feeds, "CHUNK_ROWS", 2)
+    hub, host, session = _hub()
+    _send(hub, session, type="subscribe", id=1, text="reach(1, y)")
+    _send(hub, session, type="subscribe", id=2, text="reach(1, y)")  # same feed, number 2
+    _send(hub, session, type="transact", id=3, inserts={"edge": [[1, 2], [1, 3], [1, 4]]})
+    *_, a1, a2, b1, b2, reply = host.take()
+    part = {"type": "change", "epoch": reply["epoch"]}
+    assert a1 == {**part, "subscription": 1, "rows": [[2], [3]], "diffs": [1, 1], "more": True}
+    assert a2 == {**part, "subscription": 1, "rows": [[4]], "diffs": [1]}
+    assert (b1, b2) == ({**a1, "subscription": 2}, {**a2, "subscription": 2})
 
 
 def test_epoch_granularity_consolidates_and_waits_for_n_epochs() -> None:

@@ -314,6 +314,33 @@ def test_a_slow_client_is_dropped_without_stalling_anyone(limits: Limits) -> Non
     run(scenario, limits=limits)
 
 
+def test_a_client_that_falls_behind_gets_every_message_in_order() -> None:
+    """Messages written at once while a client keeps up, queued while it lags, and
+    written at once again after it caught up, arrive in the order they were sent."""
+
+    async def scenario(server: DeltalogServer) -> None:
+        writer = await Client.connect(server.url)
+        await writer.define(".decl big(i: number, pad: symbol)")
+        lagging = await connect(server.url, max_queue=1)  # reads nothing for a while
+        await lagging.send(json.dumps({"type": "subscribe", "id": 1, "text": "big(i, pad)"}))
+        assert json.loads(await lagging.recv())["type"] == "snapshot"
+        pad = "x" * 2000
+        epochs = [
+            await writer.transact({"big": [(e * 50 + k, pad) for k in range(50)]})
+            for e in range(100)  # 10 MB: more than the socket buffers hold
+        ]
+        await lagging.send(json.dumps({"type": "ping", "id": 2}))
+        messages = [json.loads(await asyncio.wait_for(lagging.recv(), 5)) for _ in epochs]
+        assert [m["epoch"] for m in messages] == epochs
+        assert json.loads(await asyncio.wait_for(lagging.recv(), 5))["type"] == "pong"
+        epochs.append(await writer.transact({"big": [(-1, pad)]}))  # caught up: at once
+        assert json.loads(await asyncio.wait_for(lagging.recv(), 5))["epoch"] == epochs[-1]
+        await lagging.close()
+        await writer.close()
+
+    run(scenario)
+
+
 @contextlib.contextmanager
 def _deltalog_serve(*args: str) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """A `deltalog serve` process on a free port, and its URL; killed at the end."""
