@@ -30,7 +30,7 @@ from differential.batch import Column, Updates, consolidate, integral, run_start
 from differential.operators.arrange import SharedArrangement
 from differential.time import column
 from differential.trace.batch import key_hash
-from differential.trace.cursor import columns_of
+from differential.trace.cursor import FewKeys, columns_of
 
 Semantics = Literal["set", "multiset", "last_write_wins"]
 
@@ -106,9 +106,11 @@ class Input:
         for row, inserting in zip(asked, requests.inserting.tolist(), strict=True):
             last[row] = inserting  # the last request on a row decides
         rows = sorted(last)
-        hashes = key_hash(columns_of(rows, self.dtypes)).tolist()
+        columns = columns_of(rows, self.dtypes)
+        hashes = key_hash(columns)
         present = [0] * len(rows)
-        for owner, _, _, diff in self.presence.spine.lookup_entries(hashes, rows):
+        wanted = FewKeys(rows, hashes.tolist(), columns, hashes)
+        for owner, _, _, diff in self.presence.spine.lookup_entries(wanted):
             present[owner] += diff
         changes = [int(last[row]) - (count > 0) for row, count in zip(rows, present, strict=True)]
         kept = [i for i, change in enumerate(changes) if change]

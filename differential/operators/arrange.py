@@ -28,7 +28,7 @@ from differential.time import Antichain, Time, join_times, le
 from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import (
     Entry,
-    columns_of,
+    FewKeys,
     count_per_key,
     lookup_batch,
     lookup_entries,
@@ -64,15 +64,13 @@ class Arranged(Operator, ABC):
         only times and diffs, or only the values, does not copy the keys.
         """
 
-    def lookup_entries(
-        self, hashes: list[int], keys: list[tuple[object, ...]], time: Time, include_delta: bool
-    ) -> list[Entry]:
-        """`lookup` for a few keys given as Python values, answered as Python entries
-        `(query row, time, values, diff)`: for steps that work on lists."""
-        if not hashes:
+    def lookup_entries(self, keys: FewKeys, time: Time, include_delta: bool) -> list[Entry]:
+        """`lookup` for a few keys, answered as Python entries `(query row, time,
+        values, diff)`: for steps that work on lists."""
+        if not len(keys):
             return []
-        columns = columns_of(keys, self.dtypes[: self.key_arity])
-        owner, found = self.lookup(columns, np.array(hashes, dtype=np.int64), time, include_delta)
+        columns, hashes = keys.columns(self.dtypes[: self.key_arity])
+        owner, found = self.lookup(columns, hashes, time, include_delta)
         return python_entries(owner, found, self.key_arity)
 
     @abstractmethod
@@ -149,12 +147,10 @@ class BatchesArranged(Arranged):
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return combine(parts)
 
-    def lookup_entries(
-        self, hashes: list[int], keys: list[tuple[object, ...]], time: Time, include_delta: bool
-    ) -> list[Entry]:
+    def lookup_entries(self, keys: FewKeys, time: Time, include_delta: bool) -> list[Entry]:
         found: list[Entry] = []
         for batch in self.seen(time, include_delta):
-            lookup_entries(batch, hashes, keys, found)
+            lookup_entries(batch, keys, found)
         return found
 
     def entries(self, time: Time, include_delta: bool) -> Updates:

@@ -18,7 +18,7 @@ from differential.dataflow import Operator, Scope, Stream
 from differential.operators.arrange import Arranged, Owner
 from differential.time import Time
 from differential.trace.batch import Batch, Hashes
-from differential.trace.cursor import Entry
+from differential.trace.cursor import Entry, FewKeys
 
 
 class EnterArranged(Arranged):
@@ -62,11 +62,9 @@ class EnterArranged(Arranged):
         owner, ups = self.outer.lookup(keys, hashes, time[:-1], include, columns)
         return owner, _lift(ups)
 
-    def lookup_entries(
-        self, hashes: list[int], keys: list[tuple[object, ...]], time: Time, include_delta: bool
-    ) -> list[Entry]:
+    def lookup_entries(self, keys: FewKeys, time: Time, include_delta: bool) -> list[Entry]:
         include = include_delta or time[-1] != 0
-        found = self.outer.lookup_entries(hashes, keys, time[:-1], include)
+        found = self.outer.lookup_entries(keys, time[:-1], include)
         return [(o, (*t, 0), values, d) for o, t, values, d in found]
 
     def entries(self, time: Time, include_delta: bool) -> Updates:

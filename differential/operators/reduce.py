@@ -45,7 +45,7 @@ from differential.time import (
     split_by_time,
 )
 from differential.trace.batch import Hashes, key_hash
-from differential.trace.cursor import Entry, columns_of
+from differential.trace.cursor import Entry, FewKeys, columns_of
 from differential.trace.index import KeySet
 from differential.trace.spine import Spine
 
@@ -114,10 +114,10 @@ class ReduceOp(Operator):
             return
         hashes = key_hash(keys)
         if self.lists_ok and len(hashes) <= small.FEW * _LIST_FACTOR:
-            asked = list(zip(*(k.tolist() for k in keys), strict=True)) or [()] * len(hashes)
-            found = self.source.lookup_entries(hashes.tolist(), asked, time, True)
+            asked = FewKeys.of(keys, hashes)
+            found = self.source.lookup_entries(asked, time, True)
             if len(found) <= small.FEW * _LIST_FACTOR:
-                self._emit(self._step_lists(keys, hashes, asked, found, time), time)
+                self._emit(self._step_lists(keys, asked, found, time), time)
                 return
         owner, history = self.source.lookup(keys, hashes, time, True)
         self._schedule_joins(keys, owner, history.times, time)
@@ -145,8 +145,7 @@ class ReduceOp(Operator):
     def _step_lists(
         self,
         keys: tuple[Column, ...],
-        hashes: Hashes,
-        asked: list[tuple[object, ...]],
+        asked: FewKeys,
         history: list[Entry],
         time: Time,
     ) -> Updates | None:
@@ -169,14 +168,14 @@ class ReduceOp(Operator):
             np.array([row[0] for row, _ in live], dtype=np.intp),
             tuple(columns_of([row[1:] for row, _ in live], self.source.dtypes[k:])),
             np.array([n for _, n in live], dtype=np.int64),
-            len(hashes),
+            len(asked),
         )
         d_owner, d_cols, d_mult = self.reducer(groups)
         wanted: dict[tuple[object, ...], int] = {}
         out_rows = zip(d_owner.tolist(), *(c.tolist() for c in d_cols), strict=True)
         for row, n in zip(out_rows, d_mult.tolist(), strict=True):
             wanted[row] = wanted.get(row, 0) + n
-        for o, t, row, d in self.trace.lookup_entries(hashes.tolist(), asked):
+        for o, t, row, d in self.trace.lookup_entries(asked):
             if le(t, time):
                 wanted[(o, *row)] = wanted.get((o, *row), 0) - d
         change = sorted((row, n) for row, n in wanted.items() if n)

@@ -155,27 +155,58 @@ def count_per_key(batch: Batch, hashes: Hashes) -> Index:
 Entry = tuple[int, Time, tuple[object, ...], int]
 
 
-def lookup_entries(
-    batch: Batch, hashes: list[int], keys: list[tuple[object, ...]], found: list[Entry]
-) -> None:
-    """Append to `found` the entries of `batch` under the query keys (`hashes` and
-    key rows as Python values): `lookup_batch` for a few keys, without numpy.
+class FewKeys:
+    """A few query keys as Python rows with their hashes and, for a large batch that
+    must be searched with numpy, the same as columns (made once, on first use)."""
+
+    __slots__ = ("_columns", "_hashes", "hashes", "rows")
+
+    def __init__(
+        self,
+        rows: list[tuple[object, ...]],
+        hashes: list[int],
+        columns: Sequence[Column] | None = None,
+        hash_column: Hashes | None = None,
+    ) -> None:
+        self.rows, self.hashes = rows, hashes
+        self._columns, self._hashes = columns, hash_column
+
+    @staticmethod
+    def of(columns: Sequence[Column], hashes: Hashes) -> FewKeys:
+        rows = list(zip(*(c.tolist() for c in columns), strict=True)) or [()] * len(hashes)
+        return FewKeys(rows, hashes.tolist(), columns, hashes)
+
+    def __len__(self) -> int:
+        return len(self.hashes)
+
+    def columns(self, dtypes: Sequence[np.dtype]) -> tuple[Sequence[Column], Hashes]:
+        """The keys as columns of `dtypes`, and their hashes."""
+        if self._columns is None or self._hashes is None:
+            self._columns = columns_of(self.rows, dtypes)
+            self._hashes = np.array(self.hashes, dtype=np.int64)
+        return self._columns, self._hashes
+
+
+def lookup_entries(batch: Batch, keys: FewKeys, found: list[Entry]) -> None:
+    """Append to `found` the entries of `batch` under the query keys:
+    `lookup_batch` for a few keys, without numpy.
 
     A small batch is read from Python lists kept with it; a large one is searched
     with numpy and only its matches become Python values.
     """
     if len(batch) > _LISTED:
-        columns = columns_of(keys, [k.dtype for k in batch.keys])
-        part = lookup_batch(batch, columns, np.array(hashes, dtype=np.int64))
+        columns, hashes = keys.columns([k.dtype for k in batch.keys])
+        part = lookup_batch(batch, columns, hashes)
         if part is not None:
             found.extend(python_entries(part[0], part[1], batch.key_arity))
         return
     listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
     values, times, diffs = batch.cache.entries(batch.values, batch.times, batch.diffs)
-    for i, h in enumerate(hashes):
+    rows = keys.rows
+    for i, h in enumerate(keys.hashes):
         start = bisect_left(listed, h)
         for j in range(start, bisect_right(listed, h, start)):
-            if stored is None or stored[j] == keys[i]:
+            if stored is None or stored[j] == rows[i]:
                 found.append((i, times[j], values[j], diffs[j]))
 
 

@@ -29,7 +29,7 @@ import numpy.typing as npt
 from differential.batch import Column, Updates, concat, consolidate, run_starts
 from differential.time import Antichain, Time, column, join_times, le, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
-from differential.trace.cursor import Entry, lookup_batch, lookup_entries
+from differential.trace.cursor import Entry, FewKeys, lookup_batch, lookup_entries
 
 _LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
 # A trace of at most `_SMALL_TRACE` entries holds at most `_SMALL_BATCHES` batches
@@ -193,11 +193,12 @@ class Spine:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return np.concatenate([owner for owner, _ in found]), concat([p for _, p in found])
 
-    def lookup_entries(self, hashes: list[int], keys: list[tuple[object, ...]]) -> list[Entry]:
-        """`lookup` for a few keys given as Python values, answered as Python entries."""
+    def lookup_entries(self, keys: FewKeys) -> list[Entry]:
+        """`lookup` for a few keys, answered as Python entries `(query row, time,
+        values, diff)`."""
         found: list[Entry] = []
         for batch in self.batches:
-            lookup_entries(batch, hashes, keys, found)
+            lookup_entries(batch, keys, found)
         return found
 
     def updates(self) -> Updates:
