@@ -3,7 +3,10 @@ syntax problem as a DatalogSyntaxError with a plain-words message."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import lark
@@ -375,5 +378,28 @@ def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
         cached[0].write_bytes(b"not a pickle")
         grammar.lark_parser.cache_clear()
         assert parse_query("r(x, y)").body
+    finally:
+        grammar.lark_parser.cache_clear()
+
+
+def test_syntax_errors_are_explained_by_a_parser_loaded_from_another_process_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LALR state numbers depend on the process that built the tables (string hashing):
+    the catalogue of malformed snippets must be matched in the parser in use."""
+    from datalog import grammar
+
+    bad = "size(n) :- n = count { edge(_, _) }."
+    message = "an aggregate needs `:` before its body"
+    with pytest.raises(DatalogSyntaxError, match=message):
+        parse_program(bad)  # the catalogue, as seen by this process's parser
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONHASHSEED": "1"}
+    code = "from datalog.grammar import lark_parser; lark_parser()"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    grammar.lark_parser.cache_clear()
+    try:
+        with pytest.raises(DatalogSyntaxError, match=message):
+            parse_program(bad)
     finally:
         grammar.lark_parser.cache_clear()
