@@ -64,14 +64,17 @@ class Arranged(Operator, ABC):
         only times and diffs, or only the values, does not copy the keys.
         """
 
-    def lookup_entries(self, keys: FewKeys, time: Time, include_delta: bool) -> list[Entry]:
+    def lookup_entries(
+        self, keys: FewKeys, time: Time, include_delta: bool, limit: int
+    ) -> list[Entry] | None:
         """`lookup` for a few keys, answered as Python entries `(query row, time,
-        values, diff)`: for steps that work on lists."""
+        values, diff)`, or None when they are more than `limit`: for steps that work
+        on lists while they are short."""
         if not len(keys):
             return []
         columns, hashes = keys.columns(self.dtypes[: self.key_arity])
         owner, found = self.lookup(columns, hashes, time, include_delta)
-        return python_entries(owner, found, self.key_arity)
+        return python_entries(owner, found, self.key_arity) if len(owner) <= limit else None
 
     @abstractmethod
     def entries(self, time: Time, include_delta: bool) -> Updates:
@@ -147,10 +150,13 @@ class BatchesArranged(Arranged):
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return combine(parts)
 
-    def lookup_entries(self, keys: FewKeys, time: Time, include_delta: bool) -> list[Entry]:
+    def lookup_entries(
+        self, keys: FewKeys, time: Time, include_delta: bool, limit: int
+    ) -> list[Entry] | None:
         found: list[Entry] = []
         for batch in self.seen(time, include_delta):
-            lookup_entries(batch, keys, found)
+            if not lookup_entries(batch, keys, found, limit):
+                return None
         return found
 
     def entries(self, time: Time, include_delta: bool) -> Updates:

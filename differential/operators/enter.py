@@ -62,10 +62,12 @@ class EnterArranged(Arranged):
         owner, ups = self.outer.lookup(keys, hashes, time[:-1], include, columns)
         return owner, _lift(ups)
 
-    def lookup_entries(self, keys: FewKeys, time: Time, include_delta: bool) -> list[Entry]:
+    def lookup_entries(
+        self, keys: FewKeys, time: Time, include_delta: bool, limit: int
+    ) -> list[Entry] | None:
         include = include_delta or time[-1] != 0
-        found = self.outer.lookup_entries(keys, time[:-1], include)
-        return [(o, (*t, 0), values, d) for o, t, values, d in found]
+        found = self.outer.lookup_entries(keys, time[:-1], include, limit)
+        return None if found is None else [(o, (*t, 0), v, d) for o, t, v, d in found]
 
     def entries(self, time: Time, include_delta: bool) -> Updates:
         return _lift(self.outer.entries(time[:-1], include_delta or time[-1] != 0))

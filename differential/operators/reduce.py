@@ -115,8 +115,8 @@ class ReduceOp(Operator):
         hashes = key_hash(keys)
         if self.lists_ok and len(hashes) <= small.FEW * _LIST_FACTOR:
             asked = FewKeys.of(keys, hashes)
-            found = self.source.lookup_entries(asked, time, True)
-            if len(found) <= small.FEW * _LIST_FACTOR:
+            found = self.source.lookup_entries(asked, time, True, small.FEW * _LIST_FACTOR)
+            if found is not None:
                 self._emit(self._step_lists(keys, asked, found, time), time)
                 return
         owner, history = self.source.lookup(keys, hashes, time, True)

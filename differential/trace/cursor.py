@@ -187,9 +187,13 @@ class FewKeys:
         return self._columns, self._hashes
 
 
-def lookup_entries(batch: Batch, keys: FewKeys, found: list[Entry]) -> None:
-    """Append to `found` the entries of `batch` under the query keys:
-    `lookup_batch` for a few keys, without numpy.
+def lookup_entries(
+    batch: Batch, keys: FewKeys, found: list[Entry], limit: int | None = None
+) -> bool:
+    """Append to `found` the entries of `batch` under the query keys: `lookup_batch`
+    for a few keys, without numpy. False (and `found` incomplete) as soon as more
+    than `limit` entries are found, if given: the caller wants lists only while they
+    are short.
 
     A small batch is read from Python lists kept with it; a large one is searched
     with numpy and only its matches become Python values.
@@ -198,8 +202,10 @@ def lookup_entries(batch: Batch, keys: FewKeys, found: list[Entry]) -> None:
         columns, hashes = keys.columns([k.dtype for k in batch.keys])
         part = lookup_batch(batch, columns, hashes)
         if part is not None:
+            if limit is not None and len(found) + len(part[0]) > limit:
+                return False
             found.extend(python_entries(part[0], part[1], batch.key_arity))
-        return
+        return True
     listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
     values, times, diffs = batch.cache.entries(batch.values, batch.times, batch.diffs)
     rows = keys.rows
@@ -208,6 +214,7 @@ def lookup_entries(batch: Batch, keys: FewKeys, found: list[Entry]) -> None:
         for j in range(start, bisect_right(listed, h, start)):
             if stored is None or stored[j] == rows[i]:
                 found.append((i, times[j], values[j], diffs[j]))
+    return limit is None or len(found) <= limit
 
 
 def columns_of(rows: Sequence[tuple[object, ...]], dtypes: Sequence[np.dtype]) -> list[Column]:

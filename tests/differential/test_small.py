@@ -22,7 +22,7 @@ from differential.time import Antichain
 from differential.trace import batch as trace_batch
 from differential.trace import cursor
 from differential.trace.batch import Batch, Description, key_hash
-from differential.trace.cursor import lookup_batch
+from differential.trace.cursor import Entry, FewKeys, lookup_batch, lookup_entries, python_entries
 from tests.differential.strategies import updates
 
 T = TypeVar("T")
@@ -155,3 +155,21 @@ def test_few_keys_of_two_columns_find_exactly_their_entries(
             if found is not None:
                 got = sorted(zip(pairs, found[1].diffs.tolist(), strict=True))
                 assert got == sorted((q, int(batch.diffs[e])) for q, e in expected)
+
+
+@given(updates(kinds=("i", "i"), domain=2), st.lists(st.integers(-2, 2), max_size=4))
+def test_entries_of_a_few_keys_stop_past_their_limit(u: Updates, probe: list[int]) -> None:
+    """Read as Python entries, small batches from lists and large ones with numpy, the
+    entries are `lookup_batch`'s, unless there are more than the limit: then False."""
+    batch = Batch.build(u, 1, Description(Antichain([(0,)]), Antichain(), Antichain()))
+    keys = (np.array(probe, dtype=np.int64),)
+    part = lookup_batch(batch, keys, key_hash(keys))
+    expected = [] if part is None else python_entries(part[0], part[1], 1)
+    for listed in (0, 1_000):
+        with mock.patch.object(cursor, "_LISTED", listed):
+            found: list[Entry] = []
+            assert lookup_entries(batch, FewKeys.of(keys, key_hash(keys)), found)
+            assert sorted(found) == sorted(expected)
+            if expected:
+                limit = len(expected) - 1
+                assert not lookup_entries(batch, FewKeys.of(keys, key_hash(keys)), [], limit)
