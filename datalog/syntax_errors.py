@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import re
 
-from lark import Token
+from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
 from datalog import ast
@@ -220,7 +220,7 @@ def _match_examples(error: UnexpectedToken, start: str) -> str | None:
     """
     failure = _failure(error)
     fallback = None
-    for known, message in _known_failures(start):
+    for known, message in _known_failures(lark_parser(), start):
         if known[:3] == failure[:3]:
             if known[3] == failure[3]:
                 return message
@@ -229,12 +229,15 @@ def _match_examples(error: UnexpectedToken, start: str) -> str | None:
 
 
 @functools.cache
-def _known_failures(start: str) -> tuple[tuple[_Failure, str], ...]:
+def _known_failures(parser: Lark, start: str) -> tuple[tuple[_Failure, str], ...]:
+    """The catalogue's failures under `parser`: LALR state numbers differ from one
+    build of the tables to another (and a cached build is another), so they are
+    computed per parser, never carried over to a rebuilt one."""
     found = []
     for message, snippets in _catalogue(start):
         for snippet in snippets:
             try:
-                lark_parser().parse(snippet, start=start)
+                parser.parse(snippet, start=start)
             except UnexpectedToken as error:
                 found.append((_failure(error), message))
     return tuple(found)
