@@ -63,9 +63,8 @@ class Database:
     ) -> None:
         """An empty database in memory, or the durable one in directory `path`.
 
-        `functors` binds user-defined functors (`.functor f(...)`, called `@f(...)`)
-        to Python functions: `{"f": fn}`, or `{"f": datalog.vectorized(fn)}` for one
-        that takes and returns numpy columns (see `register_functor`).
+        `functors` binds `.functor`s to Python functions: `{"f": fn}`, or
+        `{"f": datalog.vectorized(fn)}` (see `register_functor`).
 
         With a path, every definition and committed transaction is written to the
         log (fsynced unless `sync=False`) before it is applied, and a checkpoint
@@ -196,14 +195,10 @@ class Database:
         return dependencies(self.checked, _relations_read(checked))
 
     def register_functor(self, name: str, function: object, vectorized: bool = False) -> None:
-        """Bind the user-defined functor `name` (`.functor name(...)`) to `function`.
-
-        Plain: called per distinct argument tuple with Python values (int, float,
-        str for symbols), returning one value. `vectorized=True`: called per batch
-        with numpy columns (symbols as object arrays of str), returning a column.
-        Functors must be pure. Dataflows built from now on use it; live ones keep
-        the function they were built with.
-        """
+        """Bind `.functor name(...)` to a pure `function`: called per distinct argument
+        tuple with Python values, or `vectorized` per batch with numpy columns
+        (symbols as object arrays of str); see `datalog.functor_calls`. Dataflows
+        built from now on use it; live ones keep the function they were built with."""
         with self.lock:
             key, found = binding(name, function, vectorized)
             self.functors[key] = found

@@ -59,7 +59,7 @@ def call_columns(
         if functor.vectorized:
             values[rows] = _vectorized(call, functor, taken, symbols)
         else:
-            values[rows] = _per_row(call, functor, taken, symbols)
+            values[rows] = _per_row(call, functor, taken, symbols, len(rows))
     return values, ok
 
 
@@ -88,8 +88,10 @@ def bound(call: Call) -> UserFunctor:
 # -- plain functors: once per distinct argument tuple ---------------------------------
 
 
-def _per_row(call: Call, functor: UserFunctor, args: list[Array], symbols: SymbolTable) -> Array:
-    first, inverse = _distinct(args)
+def _per_row(
+    call: Call, functor: UserFunctor, args: list[Array], symbols: SymbolTable, n: int
+) -> Array:
+    first, inverse = _distinct(args, n)
     kinds = functor.params
     columns = [_python(arg[first], k, symbols) for arg, k in zip(args, kinds, strict=True)]
     rows: list[tuple[Value, ...]] = [()] * len(first)
@@ -104,10 +106,9 @@ def _per_row(call: Call, functor: UserFunctor, args: list[Array], symbols: Symbo
     return distinct[inverse]
 
 
-def _distinct(args: list[Array]) -> tuple[Array, Array]:
-    """The first row of each distinct argument tuple, and each row's tuple index
-    (by bit pattern: every column is 8 bytes wide)."""
-    n = len(args[0]) if args else 1
+def _distinct(args: list[Array], n: int) -> tuple[Array, Array]:
+    """The first of `n` rows of each distinct argument tuple, and each row's tuple
+    index (by bit pattern: every column is 8 bytes wide)."""
     if not args:
         return np.zeros(1, dtype=np.intp), np.zeros(n, dtype=np.intp)
     bits = [np.ascontiguousarray(arg).view(np.int64) for arg in args]
