@@ -38,7 +38,10 @@ _EXPORTS: dict[str, str] = {
     "TransactionError": "datalog.errors",
     "UnsupportedError": "datalog.errors",
     "BudgetExceeded": "datalog.errors",
+    "FunctorError": "datalog.errors",
+    "UnboundFunctorError": "datalog.errors",
     "FactFileError": "datalog.sources.csv",
+    "vectorized": "datalog.functors",
 }
 
 __all__ = [
@@ -62,7 +65,10 @@ __all__ = [
     "TransactionError",
     "UnsupportedError",
     "BudgetExceeded",
+    "FunctorError",
+    "UnboundFunctorError",
     "FactFileError",
+    "vectorized",
 ]
 
 if TYPE_CHECKING:
@@ -76,13 +82,16 @@ if TYPE_CHECKING:
         DatalogSemanticError,
         DatalogSyntaxError,
         DuplicateDeclarationError,
+        FunctorError,
         RangeRestrictionError,
         StratificationError,
         TransactionError,
         TypeMismatchError,
+        UnboundFunctorError,
         UnknownNameError,
         UnsupportedError,
     )
+    from datalog.functors import vectorized
     from datalog.parser import parse_program, parse_query
     from datalog.sources.csv import FactFileError
     from datalog.transaction import Transaction

@@ -7,9 +7,10 @@ transformer only builds them; all validation runs as separate passes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 from typing import Literal as Lit
-from typing import TypeAlias
 
 
 @dataclass(frozen=True)
@@ -78,12 +79,33 @@ class Neg:
 
 
 @dataclass(frozen=True)
+class UserFunctor:
+    """A user-defined functor (`.functor`) as its calls carry it: the parameter and
+    result types, erased to primitive ones (attached by the checker), and the Python
+    function bound to it (attached when a dataflow is planned; None before)."""
+
+    name: str  # without the `@`
+    params: tuple[ColumnType, ...]
+    result: ColumnType
+    function: Callable[..., Any] | None = field(default=None, compare=False, repr=False)
+    vectorized: bool = False
+
+    def declaration(self) -> FunctorDecl:
+        """A `.functor` declaring this signature (parameters named `x1`, `x2`...)."""
+        params = tuple(Column(f"x{i + 1}", kind) for i, kind in enumerate(self.params))
+        return FunctorDecl(self.name, params, self.result)
+
+
+@dataclass(frozen=True)
 class Call:
-    """A functor: `cat`, `strlen`, `substr`, `to_number`, `to_string`, `min`, `max`..."""
+    """A functor: `cat`, `strlen`, `substr`, `to_number`, `to_string`, `min`, `max`...,
+    or a user-defined one, `@name(...)` (`function` keeps the `@`); `functor` is its
+    signature once checked (not compared: it follows from the program)."""
 
     function: str
     args: tuple[Term, ...]
     span: Span = field(default=NOWHERE, compare=False)
+    functor: UserFunctor | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -201,6 +223,18 @@ class TypeDecl:
 
 
 @dataclass(frozen=True)
+class FunctorDecl:
+    """`.functor name(a: number, b: symbol): number [stateful]`: a functor written in
+    Python and bound at run time (`Database(functors=...)`). `stateful` is refused."""
+
+    name: str
+    params: tuple[Column, ...]
+    result: str  # a ColumnType or a declared `.type` name (erased by the checker)
+    stateful: bool = False
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
 class Directive:
     """`.input r(filename="x", delimiter=",")`, `.output r`, `.printsize r`."""
 
@@ -226,6 +260,7 @@ class Program:
     rules: tuple[Rule, ...] = ()
     source: str = field(default="", compare=False, repr=False)
     pragmas: tuple[Pragma, ...] = ()
+    functors: tuple[FunctorDecl, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 
 from datalog.ast import ColumnType, Directive, Literal, Program, Query, Rule
 from datalog.errors import DatalogError, RangeRestrictionError, TypeMismatchError, raise_all
+from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
 from datalog.passes.check_names import check_clause_names, check_names
 from datalog.passes.check_range_restriction import check_clause, check_range_restriction
 from datalog.passes.context import CheckContext
+from datalog.passes.declare_functors import declare_functors
 from datalog.passes.declare_relations import declare_relations
 from datalog.passes.infer_types import Types, infer_clause_types, infer_types
 from datalog.passes.normalize_disjunctions import (
@@ -47,7 +49,9 @@ __all__ = [
 PASSES: tuple[Callable[[CheckContext], None], ...] = (
     resolve_types,
     declare_relations,
+    declare_functors,
     normalize_disjunctions,
+    attach_signatures,
     check_names,
     check_arity,
     check_range_restriction,
@@ -100,7 +104,7 @@ def check_program(program: Program) -> CheckedProgram:
     strata = stratify_rules(ctx)
     raise_all(ordered_errors(ctx.errors, program.source))
     return CheckedProgram(
-        schema=Schema(ctx.relations),
+        schema=Schema(ctx.relations, ctx.signatures),
         rules=tuple(ctx.rules),
         facts=tuple(ctx.facts),
         strata=strata,
@@ -139,11 +143,14 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
     ctx = CheckContext(Program(source=query.source))
     ctx.relations = dict(schema.relations)
     ctx.declarations = {name: info.decl for name, info in schema.relations.items()}
+    ctx.signatures = dict(schema.functors)
     check_clause_names(ctx, query.body)
     check_clause_arity(ctx, query.body)
     check_aggregate_disjunctions(ctx, query.body)
     answer_vars = _answer_variables(query.body)
-    bodies = [scope_aggregates(body) for body in expand_body(query.body)]
+    bodies = [
+        signed_body(scope_aggregates(body), schema.functors) for body in expand_body(query.body)
+    ]
     types = []
     for body in bodies:
         check_clause(ctx, None, body)

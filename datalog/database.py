@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -31,7 +31,8 @@ from datalog.errors import (
     TransactionError,
     UnsupportedError,
 )
-from datalog.live import Callback, Change, LiveQuery, Pacing, Subscription, deliver, tick
+from datalog.functors import FunctorBinding, binding, bindings
+from datalog.live import Callback, Change, LiveQuery, Subscription, deliver, pacing_of, tick
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, QueryPlan
@@ -58,8 +59,12 @@ class Database:
         path: str | os.PathLike[str] | None = None,
         sync: bool = True,
         checkpoint_every: int = 1000,
+        functors: Mapping[str, object] | None = None,
     ) -> None:
         """An empty database in memory, or the durable one in directory `path`.
+
+        `functors` binds `.functor`s to Python functions: `{"f": fn}`, or
+        `{"f": datalog.vectorized(fn)}` (see `register_functor`).
 
         With a path, every definition and committed transaction is written to the
         log (fsynced unless `sync=False`) before it is applied, and a checkpoint
@@ -79,6 +84,7 @@ class Database:
         self.checked: CheckedProgram = check_program(self.program)
         self.live: dict[str, LiveQuery] = {}
         self.lock = threading.RLock()
+        self.functors: dict[str, FunctorBinding] = bindings(functors)
         self.engine.create_input(UNIT, [np.dtype(np.int64)])
         self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
         if path is not None:
@@ -103,6 +109,7 @@ class Database:
                 rules=self.program.rules + parsed.rules,
                 source=text,
                 pragmas=self.program.pragmas + parsed.pragmas,
+                functors=self.program.functors + parsed.functors,
             )
             checked = check_program(merged)
             new_facts = [f for f in checked.facts if _fact_key(f) not in self._facts]
@@ -186,6 +193,15 @@ class Database:
 
         checked = check_query(parse_query(query_text), self.checked.schema)
         return dependencies(self.checked, _relations_read(checked))
+
+    def register_functor(self, name: str, function: object, vectorized: bool = False) -> None:
+        """Bind `.functor name(...)` to a pure `function`: called per distinct argument
+        tuple with Python values, or `vectorized` per batch with numpy columns
+        (symbols as object arrays of str); see `datalog.functor_calls`. Dataflows
+        built from now on use it; live ones keep the function they were built with."""
+        with self.lock:
+            key, found = binding(name, function, vectorized)
+            self.functors[key] = found
 
     # -- transactions ------------------------------------------------------------
 
@@ -279,7 +295,7 @@ class Database:
         consolidated at most every N epochs or S seconds, as the server paces them."""
         with self.lock:
             self._refuse_in_callback("subscribe")
-            pacing = _pacing(granularity, self.engine.epoch)
+            pacing = pacing_of(granularity, self.engine.epoch)
             key, checked = self._check_query(text, plan)
             live = self.live.get(key) or self._start_live(key, checked, plan)
             sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
@@ -316,7 +332,7 @@ class Database:
         """The strata, per-rule plans and shared arrangements a query would use."""
         with self.lock, self._read_only():
             key, checked = self._check_query(text, plan)
-            built = Planner(self.engine, self.checked, self.symbols, plan).build(checked, key)
+            built = self._planner(plan).build(checked, key)
             self.engine.drop(built.dataflow)
             operators = built.dataflow.describe()
             lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
@@ -372,7 +388,7 @@ class Database:
         If building or starting fails, the dataflow is dropped: no reader is left
         holding back the compaction of shared arrangements.
         """
-        plan = Planner(self.engine, self.checked, self.symbols, join_plan).build(checked, key)
+        plan = self._planner(join_plan).build(checked, key)
         captured: list[Updates] = []
         plan.output.listeners.append(lambda u, _e: captured.append(u))
         try:
@@ -383,6 +399,9 @@ class Database:
         plan.output.listeners.clear()
         dtypes = [np.dtype(_dtype(t)) for t in checked.answer_types]
         return plan, concat([Updates.empty(len(dtypes), 1, dtypes), *captured])
+
+    def _planner(self, join_plan: JoinPlan) -> Planner:
+        return Planner(self.engine, self.checked, self.symbols, join_plan, functors=self.functors)
 
     def _restart_live(self) -> None:
         """Rebuild the live queries' dataflows, which an aborted commit dropped. The
@@ -472,18 +491,6 @@ class Database:
             deliver(live, updates, epoch, self.symbols)
         finally:
             self._delivering -= 1
-
-
-def _pacing(granularity: dict[str, float] | None, epoch: int) -> Pacing | None:
-    if not granularity:
-        return None
-    unknown = set(granularity) - {"epochs", "seconds"}
-    epochs, seconds = granularity.get("epochs", 1), granularity.get("seconds", 0.0)
-    if unknown or not isinstance(epochs, int) or epochs < 1 or seconds < 0:
-        raise UnsupportedError(
-            f"granularity takes {{'epochs': N}} (N >= 1) and/or {{'seconds': S}}, not {granularity}"
-        )
-    return Pacing(epochs, float(seconds), delivered=epoch)
 
 
 def _fact_key(fact: Any) -> tuple[object, ...]:

@@ -118,6 +118,15 @@ class UnsupportedError(DatalogError):
     category = "unsupported"
 
 
+class UnboundFunctorError(UnknownNameError):
+    """A query needs a declared `.functor` that no Python function is bound to."""
+
+
+class FunctorError(DatalogError):
+    """A user-defined functor raised, or returned a value that does not fit its
+    declared result type. The request that ran it changed nothing."""
+
+
 class DatalogErrors(DatalogError):
     """All the errors found in one program, reported together."""
 

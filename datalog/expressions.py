@@ -38,6 +38,7 @@ from datalog.ast import (
     Wildcard,
 )
 from datalog.errors import UnsupportedError
+from datalog.functor_calls import call_columns
 from datalog.passes.term_types import comparison_type, resolve_type
 from datalog.symbols import SymbolTable
 
@@ -175,6 +176,9 @@ class _Evaluator:
         return values, ok
 
     def call(self, term: Call, column_type: ColumnType) -> Result:
+        if term.functor is not None:  # user-defined (`@f`): a Python function
+            args, ok = self.operands(term.args, term.functor.params)
+            return call_columns(term, args, ok, self.symbols, self.size)
         functor = functions.FUNCTORS[term.function]
         arg_types: list[ColumnType] = [
             (functor.param(i) if functor.params is not None else column_type)

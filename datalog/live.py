@@ -20,6 +20,7 @@ from typing import Any
 
 from datalog.ast import ColumnType
 from datalog.change import Callback, Change
+from datalog.errors import UnsupportedError
 from datalog.plan.build import QueryPlan
 from datalog.plan.wcoj import JoinPlan
 from datalog.rows import to_rows
@@ -169,3 +170,16 @@ def notify(sub: Subscription, change: Change) -> None:
         sub.errors.append(exc)
         sub.error_count += 1
         _log.exception("subscriber of %s failed at epoch %d", sub.query, change.epoch)
+
+
+def pacing_of(granularity: dict[str, float] | None, epoch: int) -> Pacing | None:
+    """The pacing `subscribe(..., granularity=...)` asks for (None: every epoch)."""
+    if not granularity:
+        return None
+    unknown = set(granularity) - {"epochs", "seconds"}
+    epochs, seconds = granularity.get("epochs", 1), granularity.get("seconds", 0.0)
+    if unknown or not isinstance(epochs, int) or epochs < 1 or seconds < 0:
+        raise UnsupportedError(
+            f"granularity takes {{'epochs': N}} (N >= 1) and/or {{'seconds': S}}, not {granularity}"
+        )
+    return Pacing(epochs, float(seconds), delivered=epoch)

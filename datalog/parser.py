@@ -101,6 +101,7 @@ class _Builder(Transformer[Token, Any]):
             rules=tuple(n for n in flat if isinstance(n, ast.Rule)),
             source=self.source,
             pragmas=tuple(n for n in flat if isinstance(n, ast.Pragma)),
+            functors=tuple(n for n in flat if isinstance(n, ast.FunctorDecl)),
         )
 
     def pragma(self, meta: Meta, children: list[Any]) -> ast.Pragma:
@@ -121,6 +122,14 @@ class _Builder(Transformer[Token, Any]):
     def column(self, meta: Meta, children: list[Token]) -> ast.Column:
         name, type_name = children
         return ast.Column(str(name), str(type_name), span_of(meta))
+
+    def functor_decl(self, meta: Meta, children: list[Any]) -> ast.FunctorDecl:
+        name, params, result, stateful = children
+        span = span_of(meta)
+        return ast.FunctorDecl(str(name), params or (), str(result), stateful is not None, span)
+
+    def unnamed_param(self, meta: Meta, children: list[Token]) -> ast.Column:
+        return ast.Column("", str(children[0]), span_of(meta))
 
     def type_union(self, meta: Meta, children: list[Token]) -> ast.TypeDecl:
         name, *bases = children
@@ -240,7 +249,7 @@ class _Builder(Transformer[Token, Any]):
         return ast.Aggregate(name, target, _body(body), span_of(meta))
 
     # Rules whose nodes share a shape share a method.
-    columns = options = heads = conjunction = terms = _tuple
+    columns = functor_params = options = heads = conjunction = terms = _tuple
     qualifier = word_option = _text
     subtype = type_union
     head = atom

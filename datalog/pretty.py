@@ -15,6 +15,7 @@ __all__ = [
     "format_program",
     "format_decl",
     "format_type",
+    "format_functor",
     "format_directive",
     "format_rule",
     "format_body",
@@ -38,9 +39,10 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 def format_program(program: ast.Program) -> str:
-    """The whole program, one item per line: types, decls, directives, rules."""
+    """The whole program, one item per line: types, functors, decls, directives, rules."""
     lines = [format_pragma(p) for p in program.pragmas]
     lines += [format_type(t) for t in program.types]
+    lines += [format_functor(f) for f in program.functors]
     lines += [format_decl(d) for d in program.decls]
     lines += [format_directive(d) for d in program.directives]
     lines += [format_rule(r) for r in program.rules]
@@ -62,6 +64,12 @@ def format_type(type_decl: ast.TypeDecl) -> str:
     if len(type_decl.bases) == 1:
         return f".type {type_decl.name} <: {type_decl.bases[0]}"
     return f".type {type_decl.name} = {' | '.join(type_decl.bases)}"
+
+
+def format_functor(functor: ast.FunctorDecl) -> str:
+    params = ", ".join(f"{p.name}: {p.type}" if p.name else p.type for p in functor.params)
+    stateful = " stateful" if functor.stateful else ""
+    return f".functor {functor.name}({params}): {functor.result}{stateful}"
 
 
 def format_directive(directive: ast.Directive) -> str:

@@ -1,9 +1,11 @@
 """The reference evaluator: the oracle every engine answer is compared with.
 
 Layer: datalog. Plain Python, naive bottom-up evaluation with set semantics
-(DESIGN §10). Imports only the datalog language modules and the scalar
-semantics of `datalog.functions`; never numpy-vectorized code, `differential`
-or `joins`. Slow on purpose: obviously correct matters more than speed.
+(DESIGN §10). Imports only the datalog language modules, the scalar
+semantics of `datalog.functions` and `datalog.functor_calls` for user functors
+(a program with functors is bound first: `datalog.functors.bind_program`);
+never numpy-vectorized code, `differential` or `joins`. Slow on purpose:
+obviously correct matters more than speed.
 
 Values are Python int (number, unsigned), float and str (symbol). Each stratum
 is evaluated to fixpoint by re-deriving every rule from the current relations
@@ -44,6 +46,7 @@ from datalog.ast import (
 from datalog.checks import CheckedProgram, CheckedQuery
 from datalog.errors import TransactionError
 from datalog.functions import Value
+from datalog.functor_calls import call_values
 from datalog.passes.term_types import comparison_type, resolve_type
 from datalog.passes.variables import aggregate_groups, needed, ready
 from datalog.schema import RelationInfo, Schema
@@ -243,6 +246,13 @@ class Solver:
         raise ValueError("`_` has no value")
 
     def call(self, term: Call, env: Env, kind: ColumnType) -> Value | None:
+        if term.functor is not None:  # user-defined: bind the program first (`functors`)
+            values = [
+                self.evaluate(a, env, p)
+                for a, p in zip(term.args, term.functor.params, strict=True)
+            ]
+            present = [value for value in values if value is not None]
+            return call_values(term, present) if len(present) == len(values) else None
         functor = functions.FUNCTORS[term.function]
         args: list[Value] = []
         for index, arg in enumerate(term.args):

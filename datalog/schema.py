@@ -11,7 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from datalog.ast import NOWHERE, ColumnType, Decl, Semantics, Span
+from datalog.ast import NOWHERE, ColumnType, Decl, Semantics, Span, UserFunctor
 from datalog.errors import UnknownNameError, did_you_mean
 
 
@@ -32,12 +32,15 @@ class RelationInfo:
 
 @dataclass(frozen=True)
 class Schema:
-    """Relation name -> `RelationInfo`, in declaration order."""
+    """Relation name -> `RelationInfo`, in declaration order; and the user-defined
+    functors (`.functor`, name without `@` -> signature)."""
 
     relations: Mapping[str, RelationInfo] = field(default_factory=dict)
+    functors: Mapping[str, UserFunctor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "relations", MappingProxyType(dict(self.relations)))
+        object.__setattr__(self, "functors", MappingProxyType(dict(self.functors)))
 
     def __contains__(self, name: object) -> bool:
         return name in self.relations

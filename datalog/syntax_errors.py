@@ -24,13 +24,15 @@ from datalog.grammar import lark_parser, span_of
 # does), rules on what the parser would have accepted, and finally a plain
 # "unexpected X; expected Y" in words rather than terminal names.
 
-_DIRECTIVES = (".decl", ".type", ".input", ".output", ".printsize", ".pragma")
-_UNSUPPORTED = frozenset(
-    (".functor", ".comp", ".init", ".plan", ".include", ".limitsize", ".number_type")
+_DIRECTIVES = (".decl", ".type", ".functor", ".input", ".output", ".printsize", ".pragma")
+_UNSUPPORTED = frozenset((".comp", ".init", ".plan", ".include", ".limitsize", ".number_type"))
+_STATEMENT_START = frozenset(
+    {"NAME", "QNAME", "_DECL", "_TYPE", "_FUNCTOR", "_PRAGMA", "DIRECTIVE", "$END"}
 )
-_STATEMENT_START = frozenset({"NAME", "QNAME", "_DECL", "_TYPE", "_PRAGMA", "DIRECTIVE", "$END"})
-_CLOSING = frozenset({"_DOT", "_IF", "_DECL", "_TYPE", "_PRAGMA", "DIRECTIVE", "$END"})
-_TERM_START = frozenset({"NAME", "QNAME", "INT", "IPV4", "UNSIGNED", "FLOAT", "STRING", "WILDCARD"})
+_CLOSING = frozenset({"_DOT", "_IF", "_DECL", "_TYPE", "_FUNCTOR", "_PRAGMA", "DIRECTIVE", "$END"})
+_TERM_START = frozenset(
+    {"NAME", "QNAME", "INT", "IPV4", "UNSIGNED", "FLOAT", "STRING", "WILDCARD", "FUNCTOR_NAME"}
+)
 _PIECES = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|$)|\s+|.', re.DOTALL)
 
 MISSING_DOT = "missing `.` at the end of a rule"
@@ -230,8 +232,9 @@ def _match_examples(error: UnexpectedToken, start: str) -> str | None:
 
 @functools.cache
 def _known_failures(parser: Lark, start: str) -> tuple[tuple[_Failure, str], ...]:
-    """The catalogue's failures in `parser`'s states (their numbers differ between
-    parsers built in different processes, and a cached parser may come from one)."""
+    """The catalogue's failures under `parser`: LALR state numbers differ from one
+    build of the tables to another (and a cached build is another), so they are
+    computed per parser, never carried over to a rebuilt one."""
     found = []
     for message, snippets in _catalogue(start):
         for snippet in snippets:
@@ -271,6 +274,8 @@ _PHRASES.update(
         "BUILTIN": "`contains` or `match`",
         "COMPARE": "a comparison (`=`, `!=`, `<`, `<=`, `>`, `>=`)",
         "QUALIFIER": "a qualifier such as `btree`",
+        "STATEFUL": "`stateful`",
+        "FUNCTOR_NAME": "a functor call like `@f(x)`",
         "DIRECTIVE": "`.input`, `.output` or `.printsize`",
         "$END": "end of input",
     }
@@ -282,7 +287,7 @@ def _expected_phrases(accepts: set[str]) -> list[str]:
     names = set(accepts)
     phrases: list[str] = []
     if "_DECL" in names:
-        names -= {"_DECL", "_TYPE", "DIRECTIVE", "NAME", "QNAME", "$END"}
+        names -= {"_DECL", "_TYPE", "_FUNCTOR", "DIRECTIVE", "NAME", "QNAME", "$END"}
         phrases += ["a declaration", "a directive", "a rule"]
     elif {"NAME", "INT", "STRING"} <= names:
         literal = "_BANG" in names

@@ -43,6 +43,15 @@ def check_atom_arity(ctx: CheckContext, atom: Atom) -> None:
 
 
 def check_call_arity(ctx: CheckContext, call: Call) -> None:
+    if call.function.startswith("@"):
+        arity = ctx.functor_arity(call.function[1:])
+        if arity is not None and arity != len(call.args):
+            message = (
+                f"arity mismatch: `{call.function}` is declared with "
+                f"{_count(arity, 'argument')} but is given {len(call.args)}"
+            )
+            ctx.report(ArityError, message, call.span)
+        return
     functor = FUNCTORS.get(call.function)
     if functor is None:
         return

@@ -42,6 +42,9 @@ def check_relation_name(ctx: CheckContext, atom: Atom) -> None:
 
 
 def check_functor_name(ctx: CheckContext, call: Call) -> None:
+    if call.function.startswith("@"):
+        check_user_functor_name(ctx, call)
+        return
     if call.function in FUNCTORS:
         return
     if call.function in AGGREGATE_FUNCTIONS:
@@ -51,4 +54,16 @@ def check_functor_name(ctx: CheckContext, call: Call) -> None:
         )
     else:
         message = f"unknown functor `{call.function}`{did_you_mean(call.function, FUNCTORS)}"
+    ctx.report(UnknownNameError, message, call.span)
+
+
+def check_user_functor_name(ctx: CheckContext, call: Call) -> None:
+    name = call.function[1:]
+    if ctx.functor_arity(name) is not None:
+        return
+    declared = [f"@{n}" for n in (*ctx.functors, *ctx.signatures)]
+    hint = (
+        did_you_mean(call.function, declared) or f"; declare it with `.functor {name}(...): type`"
+    )
+    message = f"unknown functor `{call.function}`{hint}"
     ctx.report(UnknownNameError, message, call.span)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from datalog.ast import Atom, ColumnType, Decl, Program, Rule, Span
+from datalog.ast import Atom, ColumnType, Decl, FunctorDecl, Program, Rule, Span, UserFunctor
 from datalog.errors import DatalogError
 from datalog.schema import RelationInfo
 
@@ -24,6 +24,8 @@ class CheckContext:
     rules: list[Rule] = field(default_factory=list)  # normalized, no facts
     facts: list[Rule] = field(default_factory=list)
     variable_types: list[dict[str, ColumnType]] = field(default_factory=list)
+    functors: dict[str, FunctorDecl] = field(default_factory=dict)  # first of each name
+    signatures: dict[str, UserFunctor] = field(default_factory=dict)  # fully typed ones
 
     def report(self, error_type: type[DatalogError], message: str, span: Span) -> None:
         self.errors.append(error_type(message, span, self.program.source))
@@ -34,6 +36,13 @@ class CheckContext:
         if info is None or info.arity != len(atom.args):
             return None
         return info
+
+    def functor_arity(self, name: str) -> int | None:
+        """The arity of the user-defined functor `name` (no `@`), None if undeclared."""
+        if name in self.signatures:
+            return len(self.signatures[name].params)
+        decl = self.functors.get(name)
+        return None if decl is None else len(decl.params)
 
     def clauses(self) -> list[Rule]:
         """Every normalized clause: rules, then facts."""

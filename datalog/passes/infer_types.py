@@ -24,6 +24,7 @@ from datalog.ast import (
     Literal,
     Neg,
     Term,
+    UserFunctor,
     Var,
     Wildcard,
 )
@@ -86,6 +87,9 @@ def _propagate(term: Term, expected: ColumnType | None, types: Types) -> None:
         own = fixed_type(term, types) or expected
         for operand in (term.left, term.right) if isinstance(term, BinOp) else (term.operand,):
             _propagate(operand, own, types)
+    elif isinstance(term, Call) and term.functor is not None:
+        for arg, kind in zip(term.args, term.functor.params, strict=False):
+            _propagate(arg, kind, types)
     elif isinstance(term, Call) and term.function in FUNCTORS:
         functor = FUNCTORS[term.function]
         own = fixed_type(term, types) or expected
@@ -172,6 +176,8 @@ class TermChecker:
         return own
 
     def call_type(self, term: Call, expected: ColumnType | None) -> ColumnType | None:
+        if term.functor is not None:
+            return self.user_call_type(term, term.functor)
         functor = FUNCTORS.get(term.function)
         if functor is None:
             return None  # reported by check_names
@@ -184,6 +190,13 @@ class TermChecker:
             else:
                 self.check(arg, param, where)
         return functor.result or own
+
+    def user_call_type(self, term: Call, functor: UserFunctor) -> ColumnType | None:
+        if len(term.args) != len(functor.params):
+            return None  # reported by check_arity
+        for index, (arg, param) in enumerate(zip(term.args, functor.params, strict=True)):
+            self.check(arg, param, f"argument {index + 1} of `{term.function}`")
+        return functor.result
 
     def aggregate_type(self, term: Aggregate) -> ColumnType | None:
         if term.target is None:

@@ -36,6 +36,8 @@ def fixed_type(term: Term, types: Mapping[str, ColumnType]) -> ColumnType | None
 
 
 def _call_type(term: Call, types: Mapping[str, ColumnType]) -> ColumnType | None:
+    if term.functor is not None:  # user-defined: its declared result
+        return term.functor.result
     functor = FUNCTORS.get(term.function)
     if functor is None:
         return None  # an unknown functor (reported by the checker) has no type

@@ -193,3 +193,29 @@ def with_children(term: Term, fn: Callable[[Term], Term]) -> Term:
     if isinstance(term, Call):
         return replace(term, args=tuple(fn(a) for a in term.args))
     return term
+
+
+def map_terms(body: Sequence[Literal], fn: Callable[[Term], Term]) -> tuple[Literal, ...]:
+    """`body` with `fn` applied to every term at any depth, innermost first: into
+    negations, disjunctions and aggregates (their targets and bodies)."""
+    return tuple(_map_literal(literal, fn) for literal in body)
+
+
+def map_term(term: Term, fn: Callable[[Term], Term]) -> Term:
+    """`term` with `fn` applied to it and to each of its sub-terms, innermost first."""
+    if isinstance(term, Aggregate):
+        target = None if term.target is None else map_term(term.target, fn)
+        return fn(replace(term, target=target, body=map_terms(term.body, fn)))
+    return fn(with_children(term, lambda sub: map_term(sub, fn)))
+
+
+def _map_literal(literal: Literal, fn: Callable[[Term], Term]) -> Literal:
+    if isinstance(literal, Atom):
+        return replace(literal, args=tuple(map_term(arg, fn) for arg in literal.args))
+    if isinstance(literal, Negation):
+        atom = replace(literal.atom, args=tuple(map_term(a, fn) for a in literal.atom.args))
+        return replace(literal, atom=atom)
+    if isinstance(literal, Comparison):
+        return replace(literal, left=map_term(literal.left, fn), right=map_term(literal.right, fn))
+    alternatives = tuple(map_terms(alternative, fn) for alternative in literal.alternatives)
+    return replace(literal, alternatives=alternatives)

@@ -13,7 +13,7 @@ projection of the query's bodies onto its answer variables.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count as counter
 
@@ -22,6 +22,7 @@ import numpy as np
 from datalog.ast import Atom, Comparison, Const, Literal, Negation, Var
 from datalog.checks import CheckedProgram, CheckedQuery, dependencies
 from datalog.expressions import DTYPES
+from datalog.functors import FunctorBinding, bind_program, bind_query
 from datalog.passes.variables import nodes
 from datalog.plan.body import Binding, BodyCompiler
 from datalog.plan.magic import try_specialize
@@ -57,8 +58,10 @@ class Planner:
         symbols: SymbolTable,
         join_plan: JoinPlan = "auto",
         specialize: bool = True,
+        functors: Mapping[str, FunctorBinding] | None = None,
     ) -> None:
         self.join_plan: JoinPlan = join_plan
+        self.functors = functors or {}
         self.specialize = specialize
         self.inputs: dict[str, str] = {}  # adorned copy -> the relation whose facts it reads
         self.engine = engine
@@ -73,6 +76,8 @@ class Planner:
             self.program, query = specialized.program, specialized.query
             self.inputs = specialized.inputs
             self.notes.append("specialized to the query's constants (magic sets)")
+        query = bind_query(query, self.functors)  # user functors: the functions bound now
+        self.program = bind_program(self.program, self.functors, _relations_read(query))
         dataflow = self.engine.dataflow(name)
         root = Sources(dataflow, dataflow.root, self.program.schema)
         needed = dependencies(self.program, _relations_read(query))

@@ -172,7 +172,9 @@ class _Rewriter:
         base = self.program
         decls = tuple(_erased(info.decl, info.types) for info in base.schema.relations.values())
         extra = tuple(_erased(d, self._types(d)) for d in self.decls.values())
-        program = Program(decls=decls + extra, rules=base.rules + tuple(self.rules))
+        functors = tuple(f.declaration() for f in base.schema.functors.values())
+        rules = base.rules + tuple(self.rules)
+        program = Program(decls=decls + extra, rules=rules, functors=functors)
         try:
             checked = check_program(program)
         except DatalogError:  # a rewrite the checker rejects: plan unspecialized

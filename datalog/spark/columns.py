@@ -11,7 +11,8 @@ and the bitwise operators on numbers, `+ - * / % ^` on floats, `cat`,
 `strlen`, `substr`, `to_number`, `to_string` of integers, `min`/`max`.
 Anything else raises `UnsupportedError` at the term's position: integer `^`
 (no wrapping power in Spark) and `to_string` of a float (Spark does not print
-floats as Python's `repr`).
+floats as Python's `repr`), and user-defined functors (`@f`: Python functions are
+bound to an embedded `Database` only).
 """
 
 from __future__ import annotations
@@ -119,6 +120,9 @@ _INTEGER_OPS = {
 
 
 def call(term: Call, names: Names, kind: ColumnType) -> Column:
+    if term.function.startswith("@"):
+        message = f"user-defined functors (`{term.function}`) are not supported on Spark"
+        raise UnsupportedError(message, term.span)
     functor = FUNCTORS[term.function]
     args = []
     for index, arg in enumerate(term.args):

@@ -4,7 +4,8 @@ Each `golden/programs/<case>.dl` (first line `// title: ...`) is a classic
 program with its facts; its `.output` directives name the relations to check.
 `<case>.expected` holds those relations' rows, relation by relation in
 directive order, rows sorted, one `relation: row` line each (values written as
-Datalog constants). Regenerate with
+Datalog constants). Programs may call the user-defined functors of `FUNCTORS`
+(declared with `.functor` in the program). Regenerate with
 `UPDATE_GOLDEN=1 pytest tests/datalog/test_program_golden.py` (from the
 reference evaluator) and review the diff.
 """
@@ -16,15 +17,26 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from datalog import reference
 from datalog.checks import CheckedProgram, check_program
 from datalog.database import Database
+from datalog.functors import bind_program, bindings, vectorized
 from datalog.parser import parse_program
 
 GOLDEN = Path(__file__).parent / "golden" / "programs"
 CASES = sorted(GOLDEN.glob("*.dl"))
+
+# The Python functions golden programs may bind their `.functor`s to.
+FUNCTORS = {
+    "slug": lambda s: s.lower().replace(" ", "-"),
+    "clamp": lambda x, low, high: min(max(x, low), high),
+    "hypot": vectorized(np.hypot),
+    "digits": vectorized(lambda n: np.array([len(str(abs(v))) for v in n.tolist()])),
+    "initial": vectorized(lambda s: np.array([w[:1].upper() for w in s], dtype=object)),
+}
 
 
 def value_text(value: object) -> str:
@@ -49,7 +61,7 @@ def query_of(checked: CheckedProgram, relation: str) -> str:
 
 
 def engine_text(source: str, checked: CheckedProgram) -> str:
-    db = Database()
+    db = Database(functors=FUNCTORS)
     db.define(source)
     lines: list[str] = []
     for relation in outputs(checked):
@@ -58,7 +70,7 @@ def engine_text(source: str, checked: CheckedProgram) -> str:
 
 
 def reference_text(checked: CheckedProgram) -> str:
-    relations = reference.evaluate(checked, {})
+    relations = reference.evaluate(bind_program(checked, bindings(FUNCTORS)), {})
     lines: list[str] = []
     for relation in outputs(checked):
         lines += render(relation, relations[relation])
