@@ -197,11 +197,16 @@ class _Evaluator:
     ) -> Array:
         if len(args) == 1:
             return args[0]
+        if column_type != "symbol":  # the first of equal values wins, as in `min()`
+            better = np.less if name == "min" else np.greater
+            best = args[0]
+            for arg in args[1:]:  # -0.0 and 0.0 are equal, but print differently
+                wins = better(arg, best)
+                if column_type == "float":
+                    wins |= np.isnan(arg)  # NaN propagates, as numpy's minimum does
+                best = np.where(wins, arg, best)
+            return best
         stacked = np.stack(args, axis=1)
-        if column_type != "symbol":
-            reduce = np.minimum if name == "min" else np.maximum
-            with np.errstate(all="ignore"):
-                return reduce.reduce(stacked, axis=1)
         ranks = np.stack(self.symbol_ranks(args, ok), axis=1)
         pick = ranks.argmin(axis=1) if name == "min" else ranks.argmax(axis=1)
         return stacked[np.arange(self.size), pick]

@@ -233,3 +233,17 @@ def test_string_functors_intern_their_results() -> None:
     values, valid = evaluate_term(term, columns, TYPES, symbols)
     assert valid is None
     assert symbols.strings(values).tolist() == ["ab!", "cd!", "ab!"]
+
+
+def test_min_and_max_of_equal_values_give_the_first_as_the_scalar_semantics_do() -> None:
+    """-0.0 and 0.0 are equal but print differently: the first argument wins."""
+    from datalog import Database
+
+    db = Database()
+    db.define(
+        ".decl f(k: number, a: float, b: float)\n.decl r(k: number, lo: symbol, hi: symbol)\n"
+        "r(k, to_string(min(a, b)), to_string(max(a, b))) :- f(k, a, b)."
+    )
+    db.insert("f", [(1, 0.0, -0.0), (2, -0.0, 0.0), (3, float("inf"), 1.0)])
+    expected = [(1, "0.0", "0.0"), (2, "-0.0", "-0.0"), (3, "1.0", "inf")]
+    assert sorted(db.query("r(k, lo, hi)")) == expected
