@@ -26,7 +26,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, concat, consolidate, run_starts
+from differential import small
+from differential.batch import Column, Updates, concat, consolidate, integral, run_starts
 from differential.time import Antichain, Time, column, join_times, le, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import Entry, FewKeys, lookup_batch, lookup_entries
@@ -74,6 +75,7 @@ class Spine:
         self.latest: Time | None = None
         self.handles: list[TraceHandle] = []
         self.default_since = Antichain([(0,) * depth])
+        self._recent = _Recent()
 
     # -- readers and compaction -------------------------------------------------
 
@@ -98,16 +100,30 @@ class Spine:
 
     # -- writing ----------------------------------------------------------------
 
-    def insert(self, updates: Updates, lower: Antichain, upper: Antichain) -> Batch | None:
-        """Arrange `updates` into a new batch and append it; returns the batch."""
+    def insert(self, updates: Updates, lower: Antichain, upper: Antichain) -> None:
+        """Add `updates`: a few rows of integer columns wait unarranged (`_Recent`)
+        until a reader needs batches; others are arranged into a new batch now."""
         if len(updates) == 0:
-            return None
+            return
+        if len(updates) <= small.FEW and self._recent.fits(updates):
+            self._recent.add(updates, self.key_arity, lower)
+            self.latest = join_times(self.latest, tuple(updates.times.max(axis=1).tolist()))
+            return
+        self._arrange_recent()
         batch = Batch.build(updates, self.key_arity, Description(lower, upper, Antichain()))
         self.append(batch)
-        return batch
+
+    def _arrange_recent(self) -> None:
+        """Arrange the updates waiting unarranged into one batch, appended."""
+        waiting = self._recent.take()
+        if waiting is not None:
+            updates, lower = waiting
+            description = Description(lower, Antichain(), Antichain())
+            self.append(Batch.build(updates, self.key_arity, description))
 
     def append(self, batch: Batch) -> None:
         """Append an already arranged batch (same key arity) and restore the invariant."""
+        self._arrange_recent()  # batches stay in the order they came
         if len(batch):
             self.latest = join_times(self.latest, tuple(batch.times.max(axis=1).tolist()))
             self._batches.append(batch)
@@ -123,6 +139,7 @@ class Spine:
         wait): an arrangement nobody reads for a while, like the input of a
         `distinct` whose input only grows, then costs no merges at all.
         """
+        self._arrange_recent()
         if self._unmerged:
             self._maintain()
         return self._batches
@@ -169,7 +186,7 @@ class Spine:
     # -- reading ----------------------------------------------------------------
 
     def __len__(self) -> int:
-        return sum(len(b) for b in self._batches)
+        return sum(len(b) for b in self._batches) + self._recent.rows
 
     @property
     def batch_count(self) -> int:
@@ -196,9 +213,12 @@ class Spine:
     def lookup_entries(self, keys: FewKeys) -> list[Entry]:
         """`lookup` for a few keys, answered as Python entries `(query row, time,
         values, diff)`."""
+        if self._unmerged:
+            self._maintain()
         found: list[Entry] = []
-        for batch in self.batches:
+        for batch in self._batches:  # what waits unarranged is read as it is
             lookup_entries(batch, keys, found)
+        self._recent.lookup(keys, found)
         return found
 
     def updates(self) -> Updates:
@@ -238,3 +258,52 @@ class Spine:
     def empty(self, columns: Sequence[int] | None = None) -> Updates:
         dtypes = self.dtypes if columns is None else [self.dtypes[i] for i in columns]
         return Updates.empty(len(dtypes), self.depth, dtypes)
+
+
+# Rows that may wait unarranged in a trace (integer columns only, like every list path).
+_RECENT_ROWS = 256
+
+
+class _Recent:
+    """Updates of a few rows each, appended to a trace without arranging them, and
+    indexed by key in a dict: a reader of a few keys finds them in Python, and the
+    first reader that needs batches arranges them all in one batch. A reduce step
+    over a few keys then builds no batch for its output."""
+
+    def __init__(self) -> None:
+        self.parts: list[Updates] = []
+        self.rows = 0
+        self.lower: Antichain | None = None
+        self.by_key: dict[tuple[object, ...], list[tuple[Time, tuple[object, ...], int]]] = {}
+
+    def _clear(self) -> None:
+        self.parts, self.rows, self.lower, self.by_key = [], 0, None, {}
+
+    def fits(self, updates: Updates) -> bool:
+        columns = updates.columns
+        return bool(columns) and self.rows + len(updates) <= _RECENT_ROWS and integral(columns)
+
+    def add(self, updates: Updates, key_arity: int, lower: Antichain) -> None:
+        rows = list(zip(*(c.tolist() for c in updates.columns), strict=True))
+        times = [tuple(t) for t in updates.times.T.tolist()]
+        for row, time, diff in zip(rows, times, updates.diffs.tolist(), strict=True):
+            self.by_key.setdefault(row[:key_arity], []).append((time, row[key_arity:], diff))
+        self.parts.append(updates)
+        self.rows += len(updates)
+        if self.lower is None:
+            self.lower = lower
+
+    def lookup(self, keys: FewKeys, found: list[Entry]) -> None:
+        if self.rows:
+            for i, row in enumerate(keys.rows):
+                for time, values, diff in self.by_key.get(row, ()):
+                    found.append((i, time, values, diff))
+
+    def take(self) -> tuple[Updates, Antichain] | None:
+        """All the waiting updates, and the lower bound of the first; then none wait."""
+        if not self.parts:
+            return None
+        assert self.lower is not None
+        taken = (concat(self.parts), self.lower)
+        self._clear()
+        return taken
