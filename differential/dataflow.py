@@ -85,11 +85,11 @@ def remaining() -> float | None:
     deadline = _BUDGET.deadline
     if deadline is None:
         return None
-    _check_budget()
+    check_budget()
     return max(deadline - clock.monotonic(), 0.001)
 
 
-def _check_budget() -> None:
+def check_budget() -> None:
     deadline = _BUDGET.deadline
     if deadline is not None and clock.monotonic() > deadline:
         raise Interrupted(
@@ -231,7 +231,7 @@ class Scope:
         """Process every pending time that extends `prefix`, in lexicographic order."""
         while (time := self.next_time(prefix)) is not None:
             if _BUDGET.deadline is not None:
-                _check_budget()
+                check_budget()
             self.steps += 1
             for op in self.operators:
                 if op.ready(time):

@@ -38,7 +38,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from differential.batch import Updates, concat
-from differential.dataflow import Operator, Scope, Stream
+from differential.dataflow import Operator, Scope, Stream, check_budget
 from differential.time import Time
 from joins.extenders import (
     AntijoinExtender,
@@ -177,6 +177,7 @@ class DeltaQueryOp(Operator):
             sizes = np.take_along_axis(counts, winner[None, :], axis=0)[0]
         parts = []
         for rows in _chunks(len(prefixes), sizes):
+            check_budget()  # a huge extension stops between two chunks when time is up
             for w, proposer in enumerate(extenders):
                 mine = rows[winner[rows] == w]
                 if not len(mine):

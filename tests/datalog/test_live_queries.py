@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from unittest import mock
 
 import pytest
 
@@ -226,3 +227,47 @@ def test_paced_subscriptions_deliver_consolidated_changes_every_n_epochs_or_s_se
     assert held <= 1 and (answer.get((by_time[-1].epoch - start - 1,), 0) == 1)
     with pytest.raises(UnsupportedError, match="granularity"):
         db.subscribe("e(x)", by_time.append, granularity={"epoch": 2})
+
+
+@pytest.mark.parametrize(
+    ("program", "query", "n"),
+    [
+        (".decl p(x: number, y: number)\np(x, y) :- a(x), b(y).", "p(x, y)", 300),
+        ("", "a(x), b(y), c(z)", 60),
+    ],
+    ids=["join", "delta-query"],
+)
+def test_a_budget_stops_a_huge_product_between_two_chunks_and_changes_nothing(
+    program: str, query: str, n: int
+) -> None:
+    """A cartesian product is computed in chunks, and the budget is checked between
+    them: the step stops after a few chunks, not after the whole product."""
+    from datalog.errors import BudgetExceeded
+    from differential.dataflow import Interrupted
+    from differential.operators import join
+    from joins import delta_query
+
+    db = Database()
+    db.define(".decl a(x: number)\n.decl b(y: number)\n.decl c(z: number)\n" + program)
+    for relation in "abc":
+        db.insert(relation, [(i,) for i in range(n)])
+    checks = 0
+
+    def check() -> None:  # the budget runs out at the third check inside the step
+        nonlocal checks
+        checks += 1
+        if checks == 3:
+            raise Interrupted("stopped: the computation ran past its time budget")
+
+    with (
+        mock.patch.object(join, "_PAIRS", 1_000),
+        mock.patch.object(delta_query, "_PROPOSALS", 1_000),
+        mock.patch.object(join, "check_budget", check),
+        mock.patch.object(delta_query, "check_budget", check),
+        pytest.raises(BudgetExceeded),
+        db.budget(60),
+    ):
+        db.query(query)
+    assert checks == 3  # stopped inside the step, at its third chunk
+    assert len(db.query("a(x)")) == n
+    assert len(db.query(query)) == n ** (3 if "c(z)" in query else 2)
