@@ -42,6 +42,7 @@ _EXPORTS: dict[str, str] = {
     "UnboundFunctorError": "datalog.errors",
     "FactFileError": "datalog.sources.csv",
     "vectorized": "datalog.functors",
+    "functors_in_file": "datalog.functors",
 }
 
 __all__ = [
@@ -69,6 +70,7 @@ __all__ = [
     "UnboundFunctorError",
     "FactFileError",
     "vectorized",
+    "functors_in_file",
 ]
 
 if TYPE_CHECKING:
@@ -91,7 +93,7 @@ if TYPE_CHECKING:
         UnknownNameError,
         UnsupportedError,
     )
-    from datalog.functors import vectorized
+    from datalog.functors import functors_in_file, vectorized
     from datalog.parser import parse_program, parse_query
     from datalog.sources.csv import FactFileError
     from datalog.transaction import Transaction

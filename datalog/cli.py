@@ -63,8 +63,10 @@ def _parser() -> argparse.ArgumentParser:
         "--engine", choices=("embedded", "spark"), default="embedded",
         help="evaluate in this process (default) or on Spark (needs pyspark and Java)",
     )  # fmt: skip
+    _functors_option(run)
     run.set_defaults(command=run_program)
     repl = commands.add_parser("repl", help="an interactive session (reads stdin)")
+    _functors_option(repl)
     repl.set_defaults(command=run_repl)
     demo = commands.add_parser("demo", help="run the built-in social-graph example")
     demo.set_defaults(command=run_demo)
@@ -75,6 +77,24 @@ def _parser() -> argparse.ArgumentParser:
     recover.set_defaults(command=run_recover)
     commands.add_parser("serve", help="serve a database over WebSocket (serve --help)")
     return parser
+
+
+def _functors_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--functors", type=Path, action="append", default=[], metavar="FILE.py",
+        help="bind `.functor`s to the functions of this Python file (its FUNCTORS mapping, "
+        "or its public functions by name); may be repeated",
+    )  # fmt: skip
+
+
+def load_functors(paths: Sequence[Path]) -> dict[str, object]:
+    """The functors offered by the files `--functors` names, later files winning."""
+    from datalog import functors_in_file
+
+    found: dict[str, object] = {}
+    for path in paths:
+        found.update(functors_in_file(path))
+    return found
 
 
 # --- run --------------------------------------------------------------------------------
@@ -98,7 +118,7 @@ def run_program(args: argparse.Namespace) -> int:
     if args.engine == "spark":
         return _run_on_spark(text, args)
     try:
-        db = Database()
+        db = Database(functors=load_functors(args.functors))
         db.define(text)
         load_inputs(db, args.fact_dir, progress=args.progress)
         write_outputs(db, args.output_dir, sys.stdout)
@@ -201,10 +221,17 @@ def stats_summary(stats: dict[str, Any]) -> list[str]:
 
 
 def run_repl(args: argparse.Namespace) -> int:
+    from datalog.database import Database
+    from datalog.errors import DatalogError
     from datalog.repl import Session
 
+    try:
+        db = Database(functors=load_functors(args.functors))
+    except DatalogError as error:
+        print(error.format(), file=sys.stderr)
+        return 1
     interactive = sys.stdin.isatty()
-    session = Session()
+    session = Session(db)
     if interactive:
         print(f"deltalog {datalog.__version__}: type :help for commands, :quit to leave")
     for line in _lines(interactive, session.prompt):

@@ -15,14 +15,24 @@ rebinding a name to a different function affects dataflows built afterwards).
 
 from __future__ import annotations
 
+import importlib.util
+import inspect
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from os import PathLike
+from pathlib import Path
 from typing import Any
 
 from datalog.ast import Call, Rule, Term
 from datalog.checks import CheckedProgram, CheckedQuery, dependencies
-from datalog.errors import DatalogError, UnboundFunctorError, UnsupportedError, raise_all
+from datalog.errors import (
+    DatalogError,
+    FunctorError,
+    UnboundFunctorError,
+    UnsupportedError,
+    raise_all,
+)
 from datalog.passes.variables import map_term, map_terms
 from datalog.strata import Stratum
 
@@ -32,6 +42,7 @@ __all__ = [
     "bind_query",
     "binding",
     "bindings",
+    "functors_in_file",
     "vectorized",
 ]
 
@@ -67,6 +78,33 @@ def binding(name: object, function: object, vectorized: bool = False) -> tuple[s
 def bindings(functors: Mapping[str, object] | None) -> dict[str, FunctorBinding]:
     """`Database(functors=...)` checked: name -> callable or `FunctorBinding`."""
     return dict(binding(name, fn) for name, fn in (functors or {}).items())
+
+
+def functors_in_file(path: str | PathLike[str]) -> dict[str, object]:
+    """The functors a Python file offers, for `deltalog run --functors FILE.py`: its
+    `FUNCTORS` mapping if it has one, else every public function (or
+    `vectorized(...)` binding) defined in the file itself, by its name."""
+    location = Path(path)
+    spec = importlib.util.spec_from_file_location(f"_deltalog_functors_{location.stem}", location)
+    if spec is None or spec.loader is None or not location.is_file():
+        raise UnsupportedError(f"cannot load functors from {location}: not a Python file")
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # the file's own error, reported with its name
+        raise FunctorError(f"loading functors from {location} raised {exc!r}") from exc
+    offered = getattr(module, "FUNCTORS", None)
+    if isinstance(offered, Mapping):
+        return dict(offered)
+    return {
+        name: value
+        for name, value in vars(module).items()
+        if not name.startswith("_")
+        and (
+            isinstance(value, FunctorBinding)
+            or (inspect.isfunction(value) and value.__module__ == module.__name__)
+        )
+    }
 
 
 def bind_program(

@@ -5,6 +5,7 @@ this module by name at run time (docs/adr/0006-server-entry-point.md), so the
 core never imports the server.
 
     deltalog serve [--host 127.0.0.1] [--port 6262] [--token TOKEN] [--db DIR] [--program F.dl]
+                   [--functors F.py]
 """
 
 from __future__ import annotations
@@ -40,6 +41,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--program", type=Path, help="a Datalog program to define at start (if not yet defined)"
     )
+    parser.add_argument(
+        "--functors", type=Path, action="append", default=[], metavar="FILE.py",
+        help="bind `.functor`s to the functions of this Python file (may be repeated)",
+    )  # fmt: skip
     parser.add_argument("--history", type=int, default=1000, help="changed epochs kept per query")
     parser.add_argument(
         "--budget", type=float, default=30.0,
@@ -63,12 +68,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ImportError:
         print("error: the server needs websockets: pip install 'deltalog[server]'", file=sys.stderr)
         return 1
-    from datalog import Database, DatalogError
+    from datalog import Database, DatalogError, functors_in_file
     from server.feeds import HistoryLimits
     from server.transport import DeltalogServer, Limits
 
     try:
-        db = Database(args.db) if args.db is not None else Database()
+        functors: dict[str, object] = {}
+        for path in args.functors:
+            functors.update(functors_in_file(path))
+        db = Database(args.db, functors=functors)
         if args.program is not None and not db.program.decls:
             db.define(args.program.read_text(encoding="utf-8"))
     except (OSError, DatalogError) as error:

@@ -225,3 +225,50 @@ def test_bad_arguments_to_the_api_are_datalog_errors() -> None:
         db.query("e(x)", plan="fast")  # type: ignore[arg-type]
     with pytest.raises(DatalogSyntaxError, match="nested too deeply"):
         db.query("e(x), x = " + "-" * 20_000 + "1")
+
+
+FUNCTOR_PROGRAM = """\
+.functor slug(s: symbol): symbol
+.functor twice(x: number): number
+.decl name(p: number, s: symbol)
+.decl handle(p: number, h: symbol, t: number)
+.output handle(IO=stdout)
+handle(p, @slug(s), @twice(p)) :- name(p, s).
+name(1, "Ada Lovelace").
+name(2, "Alan Turing").
+"""
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import numpy as np\nfrom datalog import vectorized\n\n"
+        "def slug(s):\n    return s.lower().replace(' ', '-')\n\n"
+        "twice = vectorized(lambda x: np.asarray(x) * 2)\n",
+        "def _slug(s):\n    return s.lower().replace(' ', '-')\n\n"
+        "FUNCTORS = {'slug': _slug, 'twice': lambda x: 2 * x}\n",
+    ],
+    ids=["public-functions", "FUNCTORS-mapping"],
+)
+def test_run_binds_functors_from_a_python_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], source: str
+) -> None:
+    (tmp_path / "p.dl").write_text(FUNCTOR_PROGRAM)
+    (tmp_path / "fns.py").write_text(source)
+    argv = ["run", str(tmp_path / "p.dl"), "--functors", str(tmp_path / "fns.py")]
+    code, out, err = _run([*argv, "-D", str(tmp_path)], capsys)
+    assert code == 0, err
+    assert "1\tada-lovelace\t2" in out and "2\talan-turing\t4" in out
+
+
+def test_run_reports_a_functor_file_that_fails_or_is_missing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "p.dl").write_text(FUNCTOR_PROGRAM)
+    (tmp_path / "bad.py").write_text("raise RuntimeError('no luck')\n")
+    for functors, message in [("bad.py", "no luck"), ("absent.py", "not a Python file")]:
+        argv = ["run", str(tmp_path / "p.dl"), "--functors", str(tmp_path / functors)]
+        code, _, err = _run(argv, capsys)
+        assert code == 1 and message in err and "Traceback" not in err
+    code, _, err = _run(["run", str(tmp_path / "p.dl")], capsys)  # none given
+    assert code == 1 and "not bound to a Python function" in err
