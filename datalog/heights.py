@@ -1,0 +1,230 @@
+"""Minimal proof heights: the evaluation behind `Database.why` (docs/adr/0018).
+
+Layer: datalog. Plain Python on the reference evaluator's `Solver` (hash indexes
+added); never `differential` or `joins`. Runs only when someone asks `why`, so
+normal evaluation annotates nothing.
+
+The height of a tuple is 0 for a base tuple (inserted by a transaction or a fact of
+the program) and otherwise 1 + the largest height among the positive premises of its
+lowest rule instance, as in Soufflé's provenance. Negated atoms and aggregates read
+complete lower strata and add nothing to it.
+
+`minimal_heights` evaluates the strata in order. Inside a stratum, round L solves
+every rule with one positive atom restricted to the tuples of height exactly L - 1
+and the others to heights below L (semi-naive by height), so a tuple first appears
+in the round equal to its minimal height. The rounds stop when a round finds nothing
+and no relation the stratum reads holds a tuple of height L or more.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from datalog.ast import Aggregate, Atom, ColumnType, Literal, Negation, Rule, Term, Var, Wildcard
+from datalog.checks import CheckedProgram
+from datalog.functions import Value
+from datalog.passes.variables import aggregate_groups
+from datalog.reference import Env, Row, Solver
+from datalog.schema import Schema
+from differential.dataflow import remaining
+
+__all__ = ["Prepared", "Table", "HeightSolver", "minimal_heights", "prepare"]
+
+
+class Table:
+    """One relation's tuples with their minimal heights, listed by height and
+    hash-indexed (lazily) by the columns a lookup binds. Rows are only added
+    between rounds, never while a solver iterates them."""
+
+    def __init__(self) -> None:
+        self.heights: dict[Row, int] = {}
+        self.levels: list[list[Row]] = []
+        self.indexes: dict[tuple[int, ...], dict[Row, list[Row]]] = {}
+
+    def add(self, row: Row, height: int) -> None:
+        if row in self.heights:
+            return
+        self.heights[row] = height
+        while len(self.levels) <= height:
+            self.levels.append([])
+        self.levels[height].append(row)
+        for positions, index in self.indexes.items():
+            index.setdefault(tuple(row[p] for p in positions), []).append(row)
+
+    @property
+    def top(self) -> int:
+        """The largest height held (-1 when empty)."""
+        return len(self.levels) - 1
+
+    def level(self, height: int) -> Sequence[Row]:
+        return self.levels[height] if 0 <= height < len(self.levels) else ()
+
+    def lookup(self, positions: tuple[int, ...], key: Row) -> Sequence[Row] | KeysView[Row]:
+        """The rows whose columns at `positions` equal `key`."""
+        if not positions:
+            return self.heights.keys()
+        index = self.indexes.get(positions)
+        if index is None:
+            index = {}
+            for row in self.heights:
+                index.setdefault(tuple(row[p] for p in positions), []).append(row)
+            self.indexes[positions] = index
+        return index.get(key, ())
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A checked rule ready to solve: each `_` of a top-level positive atom named (so a
+    premise's full tuple is in the solution), with its variable types and groups."""
+
+    rule: Rule
+    head: Atom
+    body: tuple[Literal, ...]
+    types: Mapping[str, ColumnType]
+    groups: Mapping[int, frozenset[str]]
+
+    @property
+    def positives(self) -> tuple[Atom, ...]:
+        return tuple(literal for literal in self.body if isinstance(literal, Atom))
+
+
+def prepare(rule: Rule, types: Mapping[str, ColumnType], schema: Schema) -> Prepared:
+    named = dict(types)
+    body: list[Literal] = []
+    for literal in rule.body:
+        if isinstance(literal, Atom):
+            args: list[Term] = []
+            for arg, kind in zip(literal.args, schema.types(literal.name), strict=True):
+                if isinstance(arg, Wildcard):
+                    arg = Var(f"_#{len(named)}")
+                    named[arg.name] = kind
+                args.append(arg)
+            literal = replace(literal, args=tuple(args))
+        body.append(literal)
+    groups = aggregate_groups(rule.head.args, body)
+    return Prepared(rule, rule.head, tuple(body), named, groups)
+
+
+class HeightSolver(Solver):
+    """Solves a body against `tables`: positive atoms see only tuples of height at
+    most `limit` (`delta`, one atom of the body, exactly `limit`); negations and
+    aggregates see the complete relations."""
+
+    def __init__(
+        self,
+        tables: Mapping[str, Table],
+        schema: Schema,
+        prepared: Prepared,
+        limit: int | None,
+        delta: Atom | None = None,
+    ) -> None:
+        super().__init__({}, schema, prepared.types, prepared.groups)
+        self.tables, self.limit, self.delta = tables, limit, delta
+
+    @contextmanager
+    def _complete(self) -> Iterator[None]:
+        saved, self.limit = self.limit, None
+        try:
+            yield
+        finally:
+            self.limit = saved
+
+    def apply(self, literal: Literal, env: Env) -> Iterator[Env]:
+        if not isinstance(literal, Negation):
+            yield from super().apply(literal, env)
+            return
+        with self._complete():
+            found = any(True for _ in self.match_atom(literal.atom, env))
+        if not found:
+            yield env
+
+    def aggregate(self, term: Aggregate, env: Env) -> Value | None:
+        with self._complete():
+            return super().aggregate(term, env)
+
+    def match_atom(self, atom: Atom, env: Env) -> Iterator[Env]:
+        expected: list[Value | None] = []  # what `unify` checks besides variables
+        positions: list[int] = []  # the columns the lookup binds, and their values
+        key: list[Value] = []
+        for i, (arg, kind) in enumerate(zip(atom.args, self.schema.types(atom.name), strict=True)):
+            value = env.get(arg.name) if isinstance(arg, Var) else None
+            if not isinstance(arg, Var | Wildcard):
+                value = self.value(arg, env, kind)
+                if value is None:
+                    return  # an argument without a value: the binding is dropped
+            expected.append(None if isinstance(arg, Var) else value)
+            if value is not None:
+                positions.append(i)
+                key.append(value)
+        table = self.tables.get(atom.name) or Table()
+        limit = self.limit
+        if atom is self.delta and limit is not None:
+            rows: Iterable[Row] = table.level(limit)
+        else:
+            rows = table.lookup(tuple(positions), tuple(key))
+        heights = table.heights
+        for row in rows:
+            if limit is None or heights[row] <= limit:
+                extended = self.unify(atom.args, expected, row, env)
+                if extended is not None:
+                    yield extended
+
+
+def minimal_heights(
+    checked: CheckedProgram, base: Mapping[str, Iterable[Row]], relations: Iterable[str]
+) -> dict[str, Table]:
+    """The minimal height of every tuple of `relations` (closed under dependencies)
+    over the `base` tuples, which have height 0."""
+    tables = {name: Table() for name in relations}
+    for name, rows in base.items():
+        for row in rows:
+            tables[name].add(row, 0)
+    for stratum in checked.strata:
+        if stratum.relations & tables.keys():
+            rules = [prepare(r, checked.types_of(r), checked.schema) for r in stratum.rules]
+            _evaluate_stratum(rules, tables, checked.schema)
+    return tables
+
+
+def _evaluate_stratum(rules: list[Prepared], tables: dict[str, Table], schema: Schema) -> None:
+    reads = {atom.name for rule in rules for atom in rule.positives}
+    level = 1
+    while True:
+        new: dict[tuple[str, Row], None] = {}
+        for rule in rules:
+            remaining()  # stops here once a budget is spent (`Database.budget`)
+            for row in _round(rule, tables, schema, level):
+                if row not in tables[rule.head.name].heights:
+                    new[(rule.head.name, row)] = None
+        for name, row in new:
+            tables[name].add(row, level)
+        if not new and all(tables[name].top < level for name in reads):
+            return
+        level += 1
+
+
+def _round(
+    rule: Prepared, tables: Mapping[str, Table], schema: Schema, level: int
+) -> Iterator[Row]:
+    """The head rows of `rule`'s instances whose highest positive premise has
+    height `level - 1` (for a rule without positive atoms: all, in round 1)."""
+    positives = rule.positives
+    if not positives:
+        if level == 1:
+            yield from _heads(HeightSolver(tables, schema, rule, 0), rule, rule.body)
+        return
+    for atom in dict.fromkeys(positives):
+        table = tables.get(atom.name)
+        if table is None or not table.level(level - 1):
+            continue
+        body = (atom, *(literal for literal in rule.body if literal is not atom))
+        yield from _heads(HeightSolver(tables, schema, rule, level - 1, atom), rule, body)
+
+
+def _heads(solver: HeightSolver, rule: Prepared, body: tuple[Literal, ...]) -> Iterator[Row]:
+    for env in solver.solve(body, {}):
+        row = solver.head_row(rule.head, env)
+        if row is not None:
+            yield row
