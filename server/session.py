@@ -195,6 +195,12 @@ class Hub:
         text = self.db.explain(request.fields["text"], plan=request.fields["plan"])
         return reply(request, "explanation", text=text)
 
+    def _on_why(self, session: Session, request: Request) -> str:
+        derivation = self.db.why(request.fields["fact"])
+        answer = reply(request, "derivation", derivation=derivation.to_dict(),
+                       text=str(derivation), epoch=self.db.epoch)  # fmt: skip
+        return self._fits(answer)
+
     def _on_stats(self, session: Session, request: Request) -> dict[str, Any]:
         feeds = {
             key: {"watchers": len(f.watches), "history_epochs": len(f.history),

@@ -225,3 +225,21 @@ def test_bad_arguments_to_the_api_are_datalog_errors() -> None:
         db.query("e(x)", plan="fast")  # type: ignore[arg-type]
     with pytest.raises(DatalogSyntaxError, match="nested too deeply"):
         db.query("e(x), x = " + "-" * 20_000 + "1")
+
+
+def test_repl_why_prints_the_proof_tree(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (
+        ".decl edge(x: number, y: number)\n.decl reach(x: number, y: number)\n"
+        "reach(x, y) :- edge(x, y).\nreach(x, z) :- reach(x, y), edge(y, z).\n"
+        ":insert edge (1, 2) (2, 3)\n:why reach(1, 3)\n:why reach(3, 1)\n:why\n:help\n"
+    )
+    code, out, err = _run(["repl"], capsys, stdin=text)
+    assert code == 0
+    assert (
+        "reach(1, 3)  <- reach(x, z) :- reach(x, y), edge(y, z).  [line 1]\n"
+        "  reach(1, 2)  <- reach(x, y) :- edge(x, y).  [line 1]\n"
+        "    edge(1, 2)  (base fact)\n"
+        "  edge(2, 3)  (base fact)\n"
+    ) in out
+    assert ":why FACT" in out
+    assert "`reach(3, 1)` does not hold" in err and "a fact is missing" in err
