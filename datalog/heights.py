@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from datalog.ast import Aggregate, Atom, ColumnType, Literal, Negation, Rule, Term, Var, Wildcard
 from datalog.checks import CheckedProgram
@@ -30,7 +30,7 @@ from datalog.reference import Env, Row, Solver
 from datalog.schema import Schema
 from differential.dataflow import remaining
 
-__all__ = ["Prepared", "Table", "HeightSolver", "minimal_heights", "prepare"]
+__all__ = ["HeightSolver", "Prepared", "Table", "invariant_columns", "minimal_heights", "prepare"]
 
 
 class Table:
@@ -84,6 +84,7 @@ class Prepared:
     body: tuple[Literal, ...]
     types: Mapping[str, ColumnType]
     groups: Mapping[int, frozenset[str]]
+    seed: Mapping[str, Value] = field(default_factory=dict)  # variables bound by demand
 
     @property
     def positives(self) -> tuple[Atom, ...]:
@@ -197,19 +198,81 @@ class HeightSolver(Solver):
 
 
 def minimal_heights(
-    checked: CheckedProgram, base: Mapping[str, Iterable[Row]], relations: Iterable[str]
+    checked: CheckedProgram,
+    base: Mapping[str, Iterable[Row]],
+    relations: Iterable[str],
+    demand: tuple[str, Row] | None = None,
 ) -> dict[str, Table]:
     """The minimal height of every tuple of `relations` (closed under dependencies)
-    over the `base` tuples, which have height 0."""
+    over the `base` tuples, which have height 0.
+
+    With a `demand` (a relation and the tuple asked about), the demanded relation is
+    restricted to the tuples that agree with it on its invariant columns (see
+    `invariant_columns`): `reach(1, y)` only, say, for `reach(1, 4)`. Only tuples
+    that agree there can be premises of the demanded tuple, so its height and
+    proofs are unchanged."""
     tables = {name: Table() for name in relations}
+    fixed = _fixed_columns(checked, demand)
     for name, rows in base.items():
         for row in rows:
-            tables[name].add(row, 0)
+            if demand is None or name != demand[0] or _agrees(row, demand[1], fixed):
+                tables[name].add(row, 0)
     for stratum in checked.strata:
         if stratum.relations & tables.keys():
             rules = [prepare(r, checked.types_of(r), checked.schema) for r in stratum.rules]
+            if demand is not None and demand[0] in stratum.relations:
+                seeded = (_seeded(rule, demand[1], fixed) for rule in rules)
+                rules = [rule for rule in seeded if rule is not None]
             _evaluate_stratum(rules, tables, checked.schema)
     return tables
+
+
+def invariant_columns(rules: Sequence[Rule], relation: str) -> list[int]:
+    """The columns of `relation` that each of its rules copies unchanged from every
+    occurrence of `relation` in its body (column 0 of `reach` in the linear
+    transitive closure): a tuple's proofs only use tuples of `relation` with the
+    same values there. None when some other relation of its stratum is defined."""
+    own = [rule for rule in rules if rule.head.name == relation]
+    if len(own) != len(rules):
+        return []
+    found = []
+    for column in range(len(own[0].head.args) if own else 0):
+        heads = [rule.head.args[column] for rule in own]
+        if all(
+            isinstance(head, Var)
+            and all(atom.args[column] == head for atom in _atoms_of(rule, relation))
+            for head, rule in zip(heads, own, strict=True)
+        ):
+            found.append(column)
+    return found
+
+
+def _atoms_of(rule: Rule, relation: str) -> list[Atom]:
+    return [lit for lit in rule.body if isinstance(lit, Atom) and lit.name == relation]
+
+
+def _fixed_columns(checked: CheckedProgram, demand: tuple[str, Row] | None) -> list[int]:
+    if demand is None:
+        return []
+    for stratum in checked.strata:
+        if demand[0] in stratum.relations:
+            return invariant_columns(stratum.rules, demand[0])
+    return []
+
+
+def _agrees(row: Row, wanted: Row, columns: Sequence[int]) -> bool:
+    return all(row[i] == wanted[i] for i in columns)
+
+
+def _seeded(rule: Prepared, wanted: Row, columns: Sequence[int]) -> Prepared | None:
+    """`rule` with its head's invariant variables bound to the demanded values (None
+    when one variable would need two: the rule derives no tuple that agrees)."""
+    seed: Env = {}
+    for i in columns:
+        name = rule.head.args[i].name  # type: ignore[union-attr]
+        if seed.setdefault(name, wanted[i]) != wanted[i]:
+            return None
+    return replace(rule, seed=seed)
 
 
 def _evaluate_stratum(rules: list[Prepared], tables: dict[str, Table], schema: Schema) -> None:
@@ -248,7 +311,7 @@ def _round(
 
 
 def _heads(solver: HeightSolver, rule: Prepared, body: tuple[Literal, ...]) -> Iterator[Row]:
-    for env in solver.solve(body, {}):
+    for env in solver.solve(body, dict(rule.seed)):
         row = solver.head_row(rule.head, env)
         if row is not None:
             yield row

@@ -146,7 +146,7 @@ def why(db: Database, text: str) -> Derivation:
     relation, row = _target(db, text)
     checked = bind_program(db.checked, db.functors, [relation])
     needed = dependencies(checked, [relation])
-    tables = minimal_heights(checked, _base(db, needed), needed)
+    tables = minimal_heights(checked, _base(db, needed), needed, demand=(relation, row))
     if row not in tables[relation].heights:
         fact = _format_fact(relation, row, checked.schema.types(relation))
         raise FactNotFoundError(

@@ -24,6 +24,7 @@ from datalog.ast import Aggregate, Atom, Negation, Rule, Var, Wildcard
 from datalog.checks import CheckedProgram, check_program
 from datalog.errors import ArityError, BudgetExceeded, UnknownNameError
 from datalog.functions import Value
+from datalog.heights import invariant_columns
 from datalog.parser import parse_program
 from datalog.passes.variables import aggregate_groups
 from datalog.pretty import format_rule
@@ -195,6 +196,35 @@ def test_symbols_floats_and_functor_heads() -> None:
         'loud("ADA", 1.5)  <- loud(@up(s), 1.5) :- name(_, s).  [line 4]',
         '  name(1, "ada")  (base fact)',
     ]
+
+
+@pytest.mark.parametrize(
+    ("rules", "columns"),
+    [
+        ("r(x, y) :- e(x, y).  r(x, z) :- r(x, y), e(y, z).", [0]),
+        ("r(x, y) :- e(x, y).  r(x, z) :- e(x, y), r(y, z).", [1]),
+        ("r(x, y) :- e(x, y).  r(x, z) :- r(x, y), r(y, z).", []),
+        ("r(x, y) :- e(x, y).  r(x, y) :- r(x, _), e(_, y).", [0]),
+        ("r(x, y) :- e(x, y).  r(x, y) :- e(x, y), s(y).  s(y) :- r(_, y).", []),
+    ],
+)
+def test_demand_keeps_only_the_columns_every_rule_copies(rules: str, columns: list[int]) -> None:
+    decls = ".decl e(a: number, b: number)\n.decl r(a: number, b: number)\n.decl s(a: number)\n"
+    checked = check_program(parse_program(decls + rules))
+    stratum = next(s for s in checked.strata if "r" in s.relations)
+    assert invariant_columns(stratum.rules, "r") == columns
+
+
+def test_demand_restricts_the_evaluation_to_the_asked_row() -> None:
+    db = tc([(i, j) for i in range(30) for j in range(30) if i != j])
+    from datalog import heights
+
+    calls: list[int] = []
+    original = heights.Table.add
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(heights.Table, "add", lambda t, r, h: (calls.append(h), original(t, r, h)))
+        assert db.why("reach(3, 3)").height == 2
+    assert len(calls) < 30 * 30 + 30 + 10  # edges, then reach(3, _) only (not 30 * 30)
 
 
 def test_a_spent_budget_stops_why() -> None:
