@@ -134,8 +134,8 @@ class HeightSolver(Solver):
 
     def solve(self, body: Sequence[Literal], env: Env) -> Iterator[Env]:
         """As the reference solver, but taking the cheapest ready literal first: a
-        filter, then the `delta` atom, then the atom with the fewest unbound and most
-        bound columns (a hash lookup on the bound ones)."""
+        filter, then the atom with the fewest unbound and most bound columns (a hash
+        lookup on the bound ones), the `delta` atom first among equals."""
         if not body:
             yield env
             return
@@ -150,11 +150,10 @@ class HeightSolver(Solver):
     def _cost(self, literal: Literal, env: Env) -> int:
         if not isinstance(literal, Atom):
             return -2
-        if literal is self.delta:
-            return -1
         unbound = sum(isinstance(a, Wildcard) or (isinstance(a, Var) and a.name not in env)
                       for a in literal.args)  # fmt: skip
-        return 2 * unbound - (len(literal.args) - unbound)  # a bound column narrows the lookup
+        bound = len(literal.args) - unbound  # a bound column narrows the lookup
+        return 2 * unbound - bound - (literal is self.delta)
 
     def apply(self, literal: Literal, env: Env) -> Iterator[Env]:
         if not isinstance(literal, Negation):
@@ -185,13 +184,15 @@ class HeightSolver(Solver):
                 key.append(value)
         table = self.tables.get(atom.name) or Table()
         limit = self.limit
-        if atom is self.delta and limit is not None:
-            rows: Iterable[Row] = table.level(limit)
+        exact = atom is self.delta and limit is not None  # only tuples of height `limit`
+        if exact and not positions:
+            rows: Iterable[Row] = table.level(limit)  # type: ignore[arg-type]
         else:
             rows = table.lookup(tuple(positions), tuple(key))
         heights = table.heights
         for row in rows:
-            if limit is None or heights[row] <= limit:
+            height = heights[row]
+            if limit is None or (height == limit if exact else height <= limit):
                 extended = self.unify(atom.args, expected, row, env)
                 if extended is not None:
                     yield extended
