@@ -30,6 +30,8 @@ from datalog.reference import Env, Row, Solver
 from datalog.schema import Schema
 from differential.dataflow import remaining
 
+Rows = Sequence[Row] | KeysView[Row]
+
 __all__ = ["HeightSolver", "Prepared", "Table", "invariant_columns", "minimal_heights", "prepare"]
 
 
@@ -61,7 +63,7 @@ class Table:
     def level(self, height: int) -> Sequence[Row]:
         return self.levels[height] if 0 <= height < len(self.levels) else ()
 
-    def lookup(self, positions: tuple[int, ...], key: Row) -> Sequence[Row] | KeysView[Row]:
+    def lookup(self, positions: tuple[int, ...], key: Row) -> Rows:
         """The rows whose columns at `positions` equal `key`."""
         if not positions:
             return self.heights.keys()
@@ -148,12 +150,11 @@ class HeightSolver(Solver):
             yield from self.solve(rest, extended)
 
     def _cost(self, literal: Literal, env: Env) -> int:
+        """How many tuples matching `literal` would scan (-1 for a filter)."""
         if not isinstance(literal, Atom):
-            return -2
-        unbound = sum(isinstance(a, Wildcard) or (isinstance(a, Var) and a.name not in env)
-                      for a in literal.args)  # fmt: skip
-        bound = len(literal.args) - unbound  # a bound column narrows the lookup
-        return 2 * unbound - bound - (literal is self.delta)
+            return -1
+        found = self._candidates(literal, env)
+        return 0 if found is None else len(found[0])
 
     def apply(self, literal: Literal, env: Env) -> Iterator[Env]:
         if not isinstance(literal, Negation):
@@ -169,7 +170,26 @@ class HeightSolver(Solver):
             return super().aggregate(term, env)
 
     def match_atom(self, atom: Atom, env: Env) -> Iterator[Env]:
-        expected: list[Value | None] = []  # what `unify` checks besides variables
+        found = self._candidates(atom, env)
+        table = self.tables.get(atom.name)
+        if found is None or table is None:
+            return
+        rows, expected = found
+        heights, limit = table.heights, self.limit
+        exact = atom is self.delta and limit is not None  # only tuples of height `limit`
+        for row in rows:
+            height = heights[row]
+            if limit is None or (height == limit if exact else height <= limit):
+                extended = self.unify(atom.args, expected, row, env)
+                if extended is not None:
+                    yield extended
+
+    def _candidates(self, atom: Atom, env: Env) -> tuple[Rows, list[Value | None]] | None:
+        """The tuples to scan for `atom` (a superset of its matches: the smaller of the
+        hash lookup on its bound columns and, for `delta`, its height's list) and
+        the values `unify` checks besides variables; None when an argument has no
+        value (the binding is dropped)."""
+        expected: list[Value | None] = []
         positions: list[int] = []  # the columns the lookup binds, and their values
         key: list[Value] = []
         for i, (arg, kind) in enumerate(zip(atom.args, self.schema.types(atom.name), strict=True)):
@@ -177,25 +197,19 @@ class HeightSolver(Solver):
             if not isinstance(arg, Var | Wildcard):
                 value = self.value(arg, env, kind)
                 if value is None:
-                    return  # an argument without a value: the binding is dropped
+                    return None
             expected.append(None if isinstance(arg, Var) else value)
             if value is not None:
                 positions.append(i)
                 key.append(value)
-        table = self.tables.get(atom.name) or Table()
-        limit = self.limit
-        exact = atom is self.delta and limit is not None  # only tuples of height `limit`
-        if exact and not positions:
-            rows: Iterable[Row] = table.level(limit)  # type: ignore[arg-type]
-        else:
-            rows = table.lookup(tuple(positions), tuple(key))
-        heights = table.heights
-        for row in rows:
-            height = heights[row]
-            if limit is None or (height == limit if exact else height <= limit):
-                extended = self.unify(atom.args, expected, row, env)
-                if extended is not None:
-                    yield extended
+        table = self.tables.get(atom.name)
+        if table is None:
+            return (), expected
+        rows = table.lookup(tuple(positions), tuple(key))
+        if atom is self.delta and self.limit is not None:
+            level = table.level(self.limit)
+            rows = level if len(level) < len(rows) else rows
+        return rows, expected
 
 
 def minimal_heights(

@@ -232,3 +232,13 @@ def test_why_replies_with_the_proof_as_nested_json_and_text() -> None:
     assert absent["error"]["category"] == "not_found" and "does not hold" in str(absent)
     assert (open_fact["error"]["category"], open_fact["error"]["column"]) == ("incorrect", 10)
     assert missing["error"]["category"] == "incorrect" and "`fact`" in str(missing)
+
+
+def test_a_proof_too_deep_for_nested_json_is_an_error_not_a_fault() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="transact", id=1, inserts={"edge": [[i, i + 1] for i in range(1200)]})
+    _send(hub, session, type="why", id=2, fact="reach(0, 1200)")
+    _send(hub, session, type="why", id=3, fact="reach(0, 300)")
+    _, deep, shallow = host.take()
+    assert deep["error"]["category"] == "incorrect" and "too deep" in deep["error"]["message"]
+    assert shallow["derivation"]["height"] == 300
