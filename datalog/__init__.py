@@ -39,6 +39,8 @@ _EXPORTS: dict[str, str] = {
     "UnsupportedError": "datalog.errors",
     "BudgetExceeded": "datalog.errors",
     "FunctorError": "datalog.errors",
+    "FactNotFoundError": "datalog.errors",
+    "Derivation": "datalog.provenance",
     "UnboundFunctorError": "datalog.errors",
     "FactFileError": "datalog.sources.csv",
     "vectorized": "datalog.functors",
@@ -67,6 +69,8 @@ __all__ = [
     "UnsupportedError",
     "BudgetExceeded",
     "FunctorError",
+    "FactNotFoundError",
+    "Derivation",
     "UnboundFunctorError",
     "FactFileError",
     "vectorized",
@@ -84,6 +88,7 @@ if TYPE_CHECKING:
         DatalogSemanticError,
         DatalogSyntaxError,
         DuplicateDeclarationError,
+        FactNotFoundError,
         FunctorError,
         RangeRestrictionError,
         StratificationError,
@@ -95,6 +100,7 @@ if TYPE_CHECKING:
     )
     from datalog.functors import functors_in_file, vectorized
     from datalog.parser import parse_program, parse_query
+    from datalog.provenance import Derivation
     from datalog.sources.csv import FactFileError
     from datalog.transaction import Transaction
 

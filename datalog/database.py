@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -49,6 +49,9 @@ from differential.engine import Engine
 from differential.inputs import Requests
 from differential.time import column
 from differential.trace.spine import Spine
+
+if TYPE_CHECKING:
+    from datalog.provenance import Derivation
 
 
 class Database:
@@ -347,6 +350,14 @@ class Database:
             lines.append("dataflow (the operators built, stateful ones):")
             lines += [f"  {line}" for line in operators]
             return "\n".join(lines)
+
+    def why(self, fact: str) -> Derivation:
+        """Why the ground `fact` (`"reach(1, 4)"`) holds now: a proof of minimal height
+        (`datalog.provenance`; computed on demand from the current base relations)."""
+        from datalog.provenance import why
+
+        with self.lock:
+            return why(self, fact)
 
     def stats(self) -> dict[str, object]:
         with self.lock:

@@ -127,6 +127,12 @@ class FunctorError(DatalogError):
     declared result type. The request that ran it changed nothing."""
 
 
+class FactNotFoundError(DatalogError):
+    """`why` was asked about a tuple that is not in its relation now."""
+
+    category = "not_found"
+
+
 class DatalogErrors(DatalogError):
     """All the errors found in one program, reported together."""
 

@@ -30,6 +30,7 @@ Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x
 :watch QUERY            subscribe: print every change of the answer with its epoch
 :unwatch [N]            stop watch N (default: every watch)
 :explain QUERY          show the strata, plans and shared arrangements of a query
+:why FACT               why a fact holds: a proof tree of minimal height, e.g. :why reach(1, 3)
 :stats                  relations, dataflows and live queries
 :help                   this text
 :quit                   leave (also end of input)"""
@@ -56,6 +57,7 @@ class Session:
             "watch": self.watch,
             "unwatch": self.unwatch,
             "explain": self.explain,
+            "why": self.why,
             "stats": self.stats,
             "help": lambda _rest: print(HELP),
         }
@@ -128,6 +130,11 @@ class Session:
 
     def explain(self, text: str) -> None:
         print(self.db.explain(_query_text(text)))
+
+    def why(self, text: str) -> None:
+        if not text.strip():
+            raise DatalogError("a fact is missing, e.g. `:why reach(1, 3)`")
+        print(self.db.why(text.strip()))
 
     def stats(self, _rest: str) -> None:
         for line in stats_summary(self.db.stats()):

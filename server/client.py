@@ -201,6 +201,12 @@ class Client:
     async def explain(self, text: str, plan: str = "auto") -> str:
         return str((await self.request("explain", text=text, plan=plan))["text"])
 
+    async def why(self, fact: str) -> dict[str, Any]:
+        """Why the ground `fact` holds now: the reply's `derivation` (nested `{kind, fact,
+        relation, values, rule, height, premises}`), printed `text` and `epoch`."""
+        reply = await self.request("why", fact=fact)
+        return {key: reply[key] for key in ("derivation", "text", "epoch")}
+
     async def stats(self) -> dict[str, Any]:
         return dict((await self.request("stats"))["stats"])
 

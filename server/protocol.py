@@ -183,6 +183,10 @@ def _parse_subscribe(m: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _parse_why(m: dict[str, Any]) -> dict[str, Any]:
+    return {"fact": _text(m, "fact")}
+
+
 def _parse_unsubscribe(m: dict[str, Any]) -> dict[str, Any]:
     subscription = _optional_int(m, "subscription")
     if subscription is None:
@@ -206,6 +210,7 @@ _PARSERS = {
     "subscribe": _parse_subscribe,
     "unsubscribe": _parse_unsubscribe,
     "explain": _parse_query,
+    "why": _parse_why,
     "stats": _parse_nothing,
     "ping": _parse_nothing,
 }

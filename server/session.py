@@ -195,6 +195,18 @@ class Hub:
         text = self.db.explain(request.fields["text"], plan=request.fields["plan"])
         return reply(request, "explanation", text=text)
 
+    def _on_why(self, session: Session, request: Request) -> str:
+        derivation = self.db.why(request.fields["fact"])
+        answer = reply(request, "derivation", derivation=derivation.to_dict(),
+                       text=str(derivation), epoch=self.db.epoch)  # fmt: skip
+        try:
+            return self._fits(answer)
+        except RecursionError:  # JSON nests objects only as deep as Python recurses
+            raise ProtocolError(
+                f"the proof is {derivation.height} steps high, too deep to send as nested "
+                "JSON; ask about a tuple closer to the base facts, or use the Python API"
+            ) from None
+
     def _on_stats(self, session: Session, request: Request) -> dict[str, Any]:
         feeds = {
             key: {"watchers": len(f.watches), "history_epochs": len(f.history),

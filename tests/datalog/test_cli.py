@@ -272,3 +272,21 @@ def test_run_reports_a_functor_file_that_fails_or_is_missing(
         assert code == 1 and message in err and "Traceback" not in err
     code, _, err = _run(["run", str(tmp_path / "p.dl")], capsys)  # none given
     assert code == 1 and "not bound to a Python function" in err
+
+
+def test_repl_why_prints_the_proof_tree(capsys: pytest.CaptureFixture[str]) -> None:
+    text = (
+        ".decl edge(x: number, y: number)\n.decl reach(x: number, y: number)\n"
+        "reach(x, y) :- edge(x, y).\nreach(x, z) :- reach(x, y), edge(y, z).\n"
+        ":insert edge (1, 2) (2, 3)\n:why reach(1, 3)\n:why reach(3, 1)\n:why\n:help\n"
+    )
+    code, out, err = _run(["repl"], capsys, stdin=text)
+    assert code == 0
+    assert (
+        "reach(1, 3)  <- reach(x, z) :- reach(x, y), edge(y, z).  [line 1]\n"
+        "  reach(1, 2)  <- reach(x, y) :- edge(x, y).  [line 1]\n"
+        "    edge(1, 2)  (base fact)\n"
+        "  edge(2, 3)  (base fact)\n"
+    ) in out
+    assert ":why FACT" in out
+    assert "`reach(3, 1)` does not hold" in err and "a fact is missing" in err

@@ -210,3 +210,35 @@ def test_the_client_loads_no_engine() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+def test_why_replies_with_the_proof_as_nested_json_and_text() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="transact", id=1, inserts={"edge": [[1, 2], [2, 3]]})
+    _send(hub, session, type="why", id=2, fact="reach(1, 3)")
+    _send(hub, session, type="why", id=3, fact="reach(3, 1)")
+    _send(hub, session, type="why", id=4, fact="reach(1, y)")
+    _send(hub, session, type="why", id=5)
+    _, proof, absent, open_fact, missing = host.take()
+    assert (proof["type"], proof["id"], proof["epoch"]) == ("derivation", 2, hub.db.epoch)
+    tree = proof["derivation"]
+    assert (tree["fact"], tree["relation"], tree["values"], tree["height"]) == (
+        "reach(1, 3)", "reach", [1, 3], 2)  # fmt: skip
+    assert tree["rule"] == {"text": "reach(x, z) :- reach(x, y), edge(y, z).", "line": 5,
+                            "column": 1}  # fmt: skip
+    assert [p["fact"] for p in tree["premises"]] == ["reach(1, 2)", "edge(2, 3)"]
+    assert tree["premises"][1]["rule"] is None and tree["premises"][1]["kind"] == "base"
+    assert proof["text"] == str(hub.db.why("reach(1, 3)"))
+    assert absent["error"]["category"] == "not_found" and "does not hold" in str(absent)
+    assert (open_fact["error"]["category"], open_fact["error"]["column"]) == ("incorrect", 10)
+    assert missing["error"]["category"] == "incorrect" and "`fact`" in str(missing)
+
+
+def test_a_proof_too_deep_for_nested_json_is_an_error_not_a_fault() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="transact", id=1, inserts={"edge": [[i, i + 1] for i in range(1200)]})
+    _send(hub, session, type="why", id=2, fact="reach(0, 1200)")
+    _send(hub, session, type="why", id=3, fact="reach(0, 300)")
+    _, deep, shallow = host.take()
+    assert deep["error"]["category"] == "incorrect" and "too deep" in deep["error"]["message"]
+    assert shallow["derivation"]["height"] == 300

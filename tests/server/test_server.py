@@ -50,6 +50,13 @@ def test_errors_are_replied_and_the_connection_goes_on() -> None:
         assert await client.transact(inserts={"edge": [(1, 2)]}) > 0
         assert await client.query("reach(1, y)") == [(2,)]
         assert "shared arrangements" in await client.explain("reach(1, y)")
+        why = await client.why("reach(1, 2)")
+        assert why["text"] == "reach(1, 2)  <- reach(x, y) :- edge(x, y).  [line 4]\n" \
+            "  edge(1, 2)  (base fact)"  # fmt: skip
+        assert why["derivation"]["premises"][0]["values"] == [1, 2]
+        with pytest.raises(ServerError) as caught:
+            await client.why("reach(2, 1)")
+        assert caught.value.category == "not_found"
         assert (await client.stats())["server"]["sessions"] == 1
         await client.close()
 
@@ -226,7 +233,7 @@ def test_with_a_token_nothing_is_served_before_auth() -> None:
 
 def _garbage(rng: random.Random) -> str | bytes:
     kinds = ["define", "transact", "query", "subscribe", "unsubscribe", "explain", "stats",
-             "ping", "auth", "nope", 7, None]  # fmt: skip
+             "ping", "auth", "why", "nope", 7, None]  # fmt: skip
     values = [None, True, -1, 2**70, 1.5, "x", [], {}, [[1]], [["a", "b"]], {"edge": [[1]]},
               {"edge": [["a", 1]]}, {"edge": 5}, {"nope": [[1, 2]]}, "edge(x, y", "reach(x)",
               ".decl", "reach(1, y) :- edg(1, y).", {"epochs": "2"}, "\udcff"]  # fmt: skip
@@ -237,7 +244,7 @@ def _garbage(rng: random.Random) -> str | bytes:
         return "".join(chr(rng.randrange(32, 0x2FF)) for _ in range(rng.randrange(60)))
     message = {"type": rng.choice(kinds), "id": rng.choice([1, "a", None, [2]])}
     for field in rng.sample(["text", "inserts", "retracts", "plan", "granularity",
-                             "resume_from", "subscription", "token"], 3):  # fmt: skip
+                             "resume_from", "subscription", "token", "fact"], 3):  # fmt: skip
         message[field] = rng.choice(values)
     text = json.dumps(message)
     return text[: rng.randrange(len(text) + 1)] if roll > 0.9 else text
