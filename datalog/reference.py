@@ -166,7 +166,7 @@ def dominated(rows: set[Row], dominances: Sequence[Dominance]) -> set[Row]:
         row
         for row in rows
         for other in rows
-        if other != row and dominates(row, other) and (other < row or not dominates(other, row))  # type: ignore[operator]
+        if other != row and dominates(row, other) and (other < row or not dominates(other, row))
     }
 
 
