@@ -184,6 +184,18 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class Subsumption:
+    """`r(x, d1) <= r(x, d2) :- d2 <= d1.` (Soufflé's subsumptive clause): a tuple of
+    `r` matching `dominated` is removed while a tuple matching `dominating` exists
+    for which `body` (comparisons over both atoms' variables) holds."""
+
+    dominated: Atom
+    dominating: Atom
+    body: tuple[Literal, ...]
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
 class Column:
     name: str
     type: str  # a ColumnType or a declared `.type` name (erased by the checker)
@@ -261,6 +273,7 @@ class Program:
     source: str = field(default="", compare=False, repr=False)
     pragmas: tuple[Pragma, ...] = ()
     functors: tuple[FunctorDecl, ...] = ()
+    subsumptions: tuple[Subsumption, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
 from datalog.passes.check_names import check_clause_names, check_names
 from datalog.passes.check_range_restriction import check_clause, check_range_restriction
+from datalog.passes.check_subsumptions import check_subsumptions
 from datalog.passes.context import CheckContext
 from datalog.passes.declare_functors import declare_functors
 from datalog.passes.declare_relations import declare_relations
@@ -35,6 +36,7 @@ from datalog.passes.stratify_rules import stratify_rules
 from datalog.passes.variables import occurrences
 from datalog.schema import Schema
 from datalog.strata import Stratum, reads
+from datalog.subsumption import Dominance, dominances_by_relation
 
 __all__ = [
     "PASSES",
@@ -56,12 +58,14 @@ PASSES: tuple[Callable[[CheckContext], None], ...] = (
     check_arity,
     check_range_restriction,
     infer_types,
+    check_subsumptions,
 )
 
 
 @dataclass(frozen=True)
 class CheckedProgram:
-    """A program that passed every check. `variable_types[i]` types `rules[i]`."""
+    """A program that passed every check. `variable_types[i]` types `rules[i]`;
+    `dominances` holds the subsumptive clauses of each subsumed relation."""
 
     schema: Schema
     rules: tuple[Rule, ...]
@@ -70,6 +74,7 @@ class CheckedProgram:
     directives: tuple[Directive, ...]
     variable_types: tuple[Mapping[str, ColumnType], ...]
     source: str = field(default="", compare=False, repr=False)
+    dominances: Mapping[str, tuple[Dominance, ...]] = field(default_factory=dict)
     _types_by_rule: dict[Rule, Mapping[str, ColumnType]] = field(
         init=False, compare=False, repr=False
     )
@@ -103,6 +108,7 @@ def check_program(program: Program) -> CheckedProgram:
         check(ctx)
     strata = stratify_rules(ctx)
     raise_all(ordered_errors(ctx.errors, program.source))
+    dominances = dominances_by_relation(ctx.dominances)
     return CheckedProgram(
         schema=Schema(ctx.relations, ctx.signatures),
         rules=tuple(ctx.rules),
@@ -111,6 +117,7 @@ def check_program(program: Program) -> CheckedProgram:
         directives=program.directives,
         variable_types=tuple(ctx.variable_types),
         source=program.source,
+        dominances=dominances,
     )
 
 

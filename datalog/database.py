@@ -113,6 +113,7 @@ class Database:
                 source=text,
                 pragmas=self.program.pragmas + parsed.pragmas,
                 functors=self.program.functors + parsed.functors,
+                subsumptions=self.program.subsumptions + parsed.subsumptions,
             )
             checked = check_program(merged)
             new_facts = [f for f in checked.facts if _fact_key(f) not in self._facts]
@@ -150,7 +151,7 @@ class Database:
                 affected = self._affected(parsed)
                 for live in affected:  # the changes new rules cause wait for their epoch
                     live.held = self._rebuild(live)
-                rules = any(rule.body for rule in parsed.rules)
+                rules = any(rule.body for rule in parsed.rules) or bool(parsed.subsumptions)
                 self._insert_facts(facts, new_epoch=rules and own_epoch)
             except BaseException:  # a fact out of its type's range, say: nothing changes
                 self.program, self.checked = before[0], before[1]
@@ -188,6 +189,7 @@ class Database:
     def _affected(self, parsed: Program) -> list[LiveQuery]:
         """The live queries that read relations the new rules define."""
         heads = {r.head.name for r in parsed.rules if r.body}
+        heads |= {s.dominated.name for s in parsed.subsumptions}
         return [live for live in self.live.values() if heads & self._reads(live.query_text)]
 
     def _reads(self, query_text: str) -> set[str]:

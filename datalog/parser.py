@@ -102,6 +102,7 @@ class _Builder(Transformer[Token, Any]):
             source=self.source,
             pragmas=tuple(n for n in flat if isinstance(n, ast.Pragma)),
             functors=tuple(n for n in flat if isinstance(n, ast.FunctorDecl)),
+            subsumptions=tuple(n for n in flat if isinstance(n, ast.Subsumption)),
         )
 
     def pragma(self, meta: Meta, children: list[Any]) -> ast.Pragma:
@@ -170,6 +171,10 @@ class _Builder(Transformer[Token, Any]):
         heads, body = children
         span = span_of(meta)
         return [ast.Rule(head, body.as_body(), span) for head in heads]
+
+    def subsumption(self, meta: Meta, children: list[Any]) -> list[ast.Subsumption]:
+        dominated, dominating, body = children
+        return [ast.Subsumption(dominated, dominating, body.as_body(), span_of(meta))]
 
     def query(self, meta: Meta, children: list[Any]) -> ast.Query:
         return ast.Query(children[0].as_body(), self.source, span_of(meta))

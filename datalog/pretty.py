@@ -18,6 +18,7 @@ __all__ = [
     "format_functor",
     "format_directive",
     "format_rule",
+    "format_subsumption",
     "format_body",
     "format_literal",
     "format_term",
@@ -46,6 +47,7 @@ def format_program(program: ast.Program) -> str:
     lines += [format_decl(d) for d in program.decls]
     lines += [format_directive(d) for d in program.directives]
     lines += [format_rule(r) for r in program.rules]
+    lines += [format_subsumption(s) for s in program.subsumptions]
     return "".join(line + "\n" for line in lines)
 
 
@@ -85,6 +87,12 @@ def format_rule(rule: ast.Rule) -> str:
     if rule.is_fact:
         return f"{head}."
     return f"{head} :- {format_body(rule.body)}."
+
+
+def format_subsumption(clause: ast.Subsumption) -> str:
+    """`r(x, d1) <= r(x, d2) :- d2 <= d1.`"""
+    dominated, dominating = format_literal(clause.dominated), format_literal(clause.dominating)
+    return f"{dominated} <= {dominating} :- {format_body(clause.body)}."
 
 
 def format_body(body: tuple[ast.Literal, ...]) -> str:

@@ -12,6 +12,10 @@ is evaluated to fixpoint by re-deriving every rule from the current relations
 until nothing new appears. A body is solved literal by literal, always taking
 the first literal whose inputs are bound (checked programs always have one).
 
+A stratum with subsumed relations starts from nothing instead: each round adds
+the facts and what the rules derive, then removes every dominated tuple
+(`dominated`, pairwise over the relation), until a round changes nothing.
+
 Aggregates (Soufflé semantics): the variables of the aggregate body that occur
 outside it group it; the aggregate ranges over the SET of distinct satisfying
 assignments of its body's variables, each `_` of a positive atom counting as
@@ -50,6 +54,7 @@ from datalog.functor_calls import call_values
 from datalog.passes.term_types import comparison_type, resolve_type
 from datalog.passes.variables import aggregate_groups, needed, ready
 from datalog.schema import RelationInfo, Schema
+from datalog.subsumption import Dominance, dominated_var, dominating_var
 
 Row = tuple[Value, ...]
 Relations = dict[str, set[Row]]
@@ -71,9 +76,34 @@ def evaluate(checked: CheckedProgram, facts: Mapping[str, Iterable[Sequence[Valu
             relations[fact.head.name].add(row)
     for stratum in checked.strata:
         rules = [(rule, checked.types_of(rule)) for rule in stratum.rules]
+        if stratum.relations & checked.dominances.keys():
+            _subsuming_fixpoint(rules, relations, checked, stratum.relations)
+            continue
         while _derive_once(rules, relations, checked.schema):
             pass
     return relations
+
+
+def _subsuming_fixpoint(
+    rules: list[tuple[Rule, Mapping[str, ColumnType]]],
+    relations: Relations,
+    checked: CheckedProgram,
+    members: Iterable[str],
+) -> None:
+    """A stratum with subsumed relations, from nothing: each round adds the facts and
+    what the rules derive from the current tuples, then removes the dominated tuples
+    of the subsumed relations; until a round changes nothing."""
+    facts = {name: set(relations[name]) for name in members}
+    current: dict[str, set[Row]] = {name: set() for name in members}
+    while True:
+        relations.update({name: set(rows) | facts[name] for name, rows in current.items()})
+        _derive_once(rules, relations, checked.schema)
+        for name, dominances in checked.dominances.items():
+            if name in current:
+                relations[name] -= dominated(relations[name], dominances)
+        if all(relations[name] == current[name] for name in current):
+            return
+        current = {name: set(relations[name]) for name in current}
 
 
 def answer(checked: CheckedQuery, relations: Mapping[str, set[Row]]) -> set[Row]:
@@ -122,6 +152,32 @@ def _derive_once(
             relations[name].add(row)
             new = True
     return new
+
+
+def dominated(rows: set[Row], dominances: Sequence[Dominance]) -> set[Row]:
+    """The rows some other row beats under any of `dominances` (one relation's
+    subsumptive clauses): it dominates the row, and either the row does not
+    dominate it or it is the lesser of the two (`datalog.subsumption`)."""
+
+    def dominates(low: Row, high: Row) -> bool:
+        return any(_dominates(d, low, high) for d in dominances)
+
+    return {
+        row
+        for row in rows
+        for other in rows
+        if other != row and dominates(row, other) and (other < row or not dominates(other, row))
+    }
+
+
+def _dominates(dominance: Dominance, low: Row, high: Row) -> bool:
+    """Whether `high` dominates `low` under one normalized clause."""
+    if any(low[i] != high[i] for i in dominance.group):
+        return False
+    env: Env = {dominated_var(i): v for i, v in enumerate(low)}
+    env.update({dominating_var(i): v for i, v in enumerate(high)})
+    solver = Solver({}, Schema(), dominance.types, {})
+    return all(any(True for _ in solver.compare(c, env)) for c in dominance.condition)
 
 
 class Solver:

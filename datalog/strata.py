@@ -109,11 +109,12 @@ def _pop_component(node: str, stack: list[str], on_stack: set[str]) -> list[str]
 
 
 def stratify(
-    rules: Sequence[Rule], source: str = ""
+    rules: Sequence[Rule], source: str = "", subsumed: Iterable[str] = ()
 ) -> tuple[tuple[Stratum, ...], list[StratificationError]]:
-    """The strata of `rules` in evaluation order, and the stratification errors."""
+    """The strata of `rules` in evaluation order, and the stratification errors.
+    The `subsumed` relations are derived (have a stratum) even without rules."""
     edges = list(dependency_edges(rules))
-    graph: dict[str, list[str]] = {}
+    graph: dict[str, list[str]] = {name: [] for name in subsumed}
     for rule in rules:
         graph.setdefault(rule.head.name, [])
     for edge in edges:
@@ -123,7 +124,7 @@ def stratify(
         graph.setdefault(edge.body, [])
     components = strongly_connected_components(graph)
     component_of = {name: i for i, members in enumerate(components) for name in members}
-    heads = {rule.head.name for rule in rules}
+    heads = {rule.head.name for rule in rules} | set(subsumed)
     strata = []
     for members in components:
         if not heads.intersection(members):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datalog.ast import Atom, ColumnType, Decl, FunctorDecl, Program, Rule, Span, UserFunctor
 from datalog.errors import DatalogError
 from datalog.schema import RelationInfo
+from datalog.subsumption import Dominance
 
 
 @dataclass
@@ -26,6 +27,7 @@ class CheckContext:
     variable_types: list[dict[str, ColumnType]] = field(default_factory=list)
     functors: dict[str, FunctorDecl] = field(default_factory=dict)  # first of each name
     signatures: dict[str, UserFunctor] = field(default_factory=dict)  # fully typed ones
+    dominances: list[Dominance] = field(default_factory=list)  # checked subsumptive clauses
 
     def report(self, error_type: type[DatalogError], message: str, span: Span) -> None:
         self.errors.append(error_type(message, span, self.program.source))

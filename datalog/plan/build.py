@@ -27,6 +27,7 @@ from datalog.passes.variables import nodes
 from datalog.plan.body import Binding, BodyCompiler
 from datalog.plan.magic import try_specialize
 from datalog.plan.sources import Sources
+from datalog.plan.subsume import subsume
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_body, format_rule
 from datalog.strata import Stratum
@@ -132,17 +133,25 @@ class Planner:
         for rel, var in variables.items():
             inner.define(rel, var.output)
         results = {}
+        # With subsumption the stratum is inflationary, as Soufflé's: each round
+        # also sees the tuples of the last one (the variables), and only
+        # subsumption removes any (ADR 0017).
+        inflationary = bool(stratum.relations & self.program.dominances.keys())
         with root.scope.inserting_before(scope):
             for rel, var in variables.items():
-                results[rel] = self._relation(inner, rel, stratum)
+                own = var.output if inflationary else None
+                results[rel] = self._relation(inner, rel, stratum, own)
                 var.set(results[rel])
         for rel, result in results.items():
             root.define(rel, leave(result))
 
-    def _relation(self, sources: Sources, rel: str, stratum: Stratum) -> Stream:
-        """The distinct union of `rel`'s inserted facts and its rules' heads."""
+    def _relation(
+        self, sources: Sources, rel: str, stratum: Stratum, own: Stream | None = None
+    ) -> Stream:
+        """The distinct union of `rel`'s inserted facts and its rules' heads (and of
+        `own`, its variable, if given); its undominated tuples if it is subsumed."""
         kinds = self.program.schema.types(rel)
-        parts: list[Stream] = []
+        parts: list[Stream] = [] if own is None else [own]
         source = self.inputs.get(rel, rel)
         if source in self.engine.inputs:  # magic relations have no input
             inserted = sources.input_collection(source)
@@ -162,6 +171,9 @@ class Planner:
             )
             binding = compiler.compile(rule.body, rule.head.args)
             parts.append(compiler.head(binding, rule.head.args, kinds))
+        dominances = self.program.dominances.get(rel)
+        if dominances and kinds:
+            return subsume(concat(parts), dominances, self.symbols, self.notes)
         union = Binding(concat(parts), tuple(f"_c{i}" for i in range(len(kinds))))
         return BodyCompiler(sources, {}, self.symbols, [], self.fresh).distinct(union).stream
 

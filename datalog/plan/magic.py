@@ -10,8 +10,8 @@ relation `magic@p@bf` holding the bindings actually asked for, and magic rules
 that pass bindings from a rule's head and the body literals before an atom to
 that atom. The query then reads `p@bf`, seeded with `magic@p@bf(1)`.
 
-Only positive programs are specialized (no negation or aggregate anywhere in
-what the query depends on): there the rewritten program is stratifiable and
+Only positive programs are specialized (no negation, aggregate or subsumed
+relation anywhere in what the query depends on): there the rewritten program is stratifiable and
 monotone, so `p@bf` may also hold the facts transactions inserted into `p`
 (all true facts of `p`), which keeps the copies simple. Anything else is
 planned unspecialized.
@@ -69,6 +69,8 @@ def specialize(program: CheckedProgram, query: CheckedQuery) -> Specialized | No
     needed = dependencies(program, reads)
     rules = [r for r in program.rules if r.head.name in needed]
     if any(_not_positive(r.body) for r in rules) or _not_positive(body):
+        return None
+    if needed & program.dominances.keys():  # subsumption removes tuples: not monotone
         return None
     seeds = [(i, lit) for i, lit in enumerate(body) if _asks(lit, derived)]
     if not seeds:

@@ -63,7 +63,11 @@ def evaluate(
 
 
 def require_supported(checked: CheckedProgram) -> None:
-    """`UnsupportedError` at the declaration of a relation Spark cannot hold."""
+    """`UnsupportedError` at the declaration of a relation Spark cannot hold (or at
+    a subsumptive clause: Spark's semi-naive evaluation never removes tuples)."""
+    for dominances in checked.dominances.values():
+        message = "subsumption is not supported on Spark"
+        raise UnsupportedError(message, dominances[0].span)
     for info in checked.schema.relations.values():
         if "unsigned" in info.types:
             message = f"`{info.name}`: unsigned columns are not supported on Spark"
