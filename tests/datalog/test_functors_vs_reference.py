@@ -8,7 +8,6 @@ relation must equal the reference evaluator's answer on the current facts.
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import numpy as np
@@ -16,10 +15,11 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database, reference, vectorized
+from datalog import Database, reference, vectorized
 from datalog.checks import check_program, check_query
 from datalog.functors import FunctorBinding, bind_program, bind_query, bindings
 from datalog.parser import parse_program, parse_query
+from tests.datalog.answers import Accumulated
 
 PROGRAM = """
 .functor mix(a: number, b: number): number
@@ -58,19 +58,6 @@ facts: st.SearchStrategy[Fact] = st.one_of(
     st.tuples(st.just("name"), st.tuples(numbers, st.sampled_from(("a", "b", "c")))),
 )
 steps = st.lists(st.tuples(st.booleans(), st.lists(facts, max_size=6)), min_size=1, max_size=6)
-
-
-class Accumulated:
-    def __init__(self) -> None:
-        self.counts: Counter[tuple[Any, ...]] = Counter()
-
-    def __call__(self, change: Change) -> None:
-        for row, diff in zip(change.rows, change.diffs, strict=True):
-            self.counts[row] += diff
-
-    def rows(self) -> set[tuple[Any, ...]]:
-        assert all(n in (0, 1) for n in self.counts.values())
-        return {row for row, n in self.counts.items() if n}
 
 
 def expected(functors: dict[str, FunctorBinding], current: set[Fact]) -> dict[str, set[Any]]:

@@ -10,7 +10,6 @@ with the small-batch kernels on and off (`small_path`).
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
 import networkx as nx
@@ -21,13 +20,14 @@ from hypothesis import strategies as st
 
 from datalog import reference
 from datalog.checks import check_program
-from datalog.database import Change, Database
+from datalog.database import Database
 from datalog.parser import parse_program
 from datalog.plan.subsume import dominance_reducer
 from datalog.pretty import format_program, format_subsumption
 from datalog.subsumption import normalize
 from datalog.symbols import SymbolTable
 from differential.operators.reduce import Groups
+from tests.datalog.answers import Accumulated
 
 pytestmark = pytest.mark.usefixtures("small_path")
 
@@ -56,21 +56,6 @@ pareto(x, h1, d1) <= pareto(x, h2, d2) :- h2 <= h1, d2 <= d1.
 """
 QUERIES = ("level(x, n)", "dist(x, d)", "label(x, l)", "pareto(x, h, d)")
 Edge = tuple[int, int, int]
-
-
-class Accumulated:
-    """A subscription's answer: its snapshot plus every change since."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[tuple[Any, ...]] = Counter()
-
-    def __call__(self, change: Change) -> None:
-        for row, diff in zip(change.rows, change.diffs, strict=True):
-            self.counts[row] += diff
-
-    def rows(self) -> set[tuple[Any, ...]]:
-        assert all(n in (0, 1) for n in self.counts.values()), self.counts
-        return {row for row, n in self.counts.items() if n}
 
 
 def expected(edges: set[Edge]) -> dict[str, set[tuple[Any, ...]]]:

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from datalog.database import Change, Database
+from datalog.database import Database
 from datalog.plan.wcoj import JoinPlan
 from joins.extenders import ConstantExtender, Prefixes, Proposals, UnaryExtender
 from joins.pipeline import Pipeline
+from tests.datalog.answers import Accumulated
 
 DECLS = """
 .decl e(x: number, y: number)
@@ -28,21 +29,6 @@ DECLS = """
 """
 
 HUB = 0  # e(HUB, y) for 200 values of y: a key with a huge fan-out
-
-
-class Answer:
-    """A subscription's accumulated rows."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[tuple[Any, ...]] = Counter()
-
-    def __call__(self, change: Change) -> None:
-        for row, diff in zip(change.rows, change.diffs, strict=True):
-            self.counts[row] += diff
-
-    def rows(self) -> set[tuple[Any, ...]]:
-        assert all(n in (0, 1) for n in self.counts.values())
-        return {row for row, n in self.counts.items() if n}
 
 
 @pytest.fixture
@@ -63,13 +49,13 @@ def proposed(monkeypatch: pytest.MonkeyPatch) -> Iterator[Counter[str]]:
     yield seen
 
 
-def _db(query: str) -> tuple[Database, dict[str, Answer]]:
+def _db(query: str) -> tuple[Database, dict[str, Accumulated]]:
     db = Database()
     db.define(DECLS)
     db.insert("e", [(HUB, y) for y in range(1, 201)])
     db.insert("v", [(5,), (7,)])
     plans: tuple[JoinPlan, ...] = ("wcoj", "binary")
-    answers: dict[str, Answer] = {plan: Answer() for plan in plans}
+    answers: dict[str, Accumulated] = {plan: Accumulated() for plan in plans}
     for plan in plans:
         db.subscribe(query, answers[plan], plan=plan)
     return db, answers
@@ -141,7 +127,7 @@ def test_a_negated_multiset_input_is_read_as_the_set_of_its_present_tuples() -> 
     db = Database()
     db.define(DECLS + ".decl m(x: number, y: number) multiset\n")
     query = "e(a, b), e(b, c), !m(a, c)"
-    answers = {plan: Answer() for plan in ("wcoj", "binary")}
+    answers = {plan: Accumulated() for plan in ("wcoj", "binary")}
     db.subscribe(query, answers["wcoj"], plan="wcoj")
     db.subscribe(query, answers["binary"], plan="binary")
     db.insert("e", [(1, 2), (2, 3), (2, 4)])
@@ -175,7 +161,7 @@ def test_a_star_of_wildcard_atoms_takes_a_delta_query_not_binary_joins() -> None
     assert "delta query (worst-case optimal) over first(p, _), last(p, _), age(p, _)" in (
         db.explain("star(p)", plan="wcoj")
     )
-    answers = {plan: Answer() for plan in ("wcoj", "binary")}
+    answers = {plan: Accumulated() for plan in ("wcoj", "binary")}
     for plan, answer in answers.items():
         db.subscribe("star(p)", answer, plan=plan)  # type: ignore[arg-type]
     facts: dict[str, set[tuple[Any, ...]]] = {"first": set(), "last": set(), "age": set()}
