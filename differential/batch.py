@@ -95,6 +95,17 @@ class Updates:
         return [(*(col[i] for col in data), times[i], int(self.diffs[i])) for i in range(len(self))]
 
 
+def python_rows(columns: Sequence[Column], n: int) -> list[tuple[object, ...]]:
+    """The `n` rows of `columns` as Python tuples (`n` empty ones without columns):
+    what the kernels for a few rows work on."""
+    return list(zip(*(c.tolist() for c in columns), strict=True)) or [()] * n
+
+
+def python_times(times: Times) -> list[Time]:
+    """A time column as Python tuples, one per update."""
+    return [tuple(t) for t in times.T.tolist()]
+
+
 def concat(parts: Sequence[Updates]) -> Updates:
     """All updates of `parts` (same arity and depth) in one `Updates`."""
     nonempty = [p for p in parts if len(p)]

@@ -11,14 +11,14 @@ a cursor walk over every query key.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates
+from differential.batch import Column, Updates, python_rows, python_times
 from differential.time import Time
 from differential.trace.batch import Batch, Hashes
 from differential.trace.index import HashIndex
@@ -107,19 +107,10 @@ def _seek_few(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     query: list[int] = []
     entry: list[int] = []
     if len(batch) <= _LISTED:
-        listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
-        asked = list(zip(*(k.tolist() for k in keys), strict=True)) if stored else []
-        for i, h in enumerate(hashes.tolist()):
-            start = bisect_left(listed, h)
-            end = bisect_right(listed, h, start)
-            if stored is None:
-                query.extend([i] * (end - start))
-                entry.extend(range(start, end))
-                continue
-            for j in range(start, end):
-                if stored[j] == asked[i]:
-                    query.append(i)
-                    entry.append(j)
+        rows = None if batch.identity_hash else python_rows(keys, len(hashes))
+        for i, j in _listed_pairs(batch, hashes.tolist(), rows):
+            query.append(i)
+            entry.append(j)
         return Matches(np.array(query, dtype=np.intp), np.array(entry, dtype=np.intp))
     lo, hi = _ranges(batch, hashes, None)
     starts, ends = lo.tolist(), hi.tolist()
@@ -133,6 +124,20 @@ def _seek_few(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     if batch.identity_hash or not len(matches.query):
         return matches
     return _same_keys(batch, keys, matches)
+
+
+def _listed_pairs(
+    batch: Batch, hashes: list[int], rows: Sequence[tuple[object, ...]] | None
+) -> Iterator[tuple[int, int]]:
+    """`(query row, entry)` pairs of a small batch, read from the Python lists it
+    keeps: hashes bisected, mixed hashes confirmed against the query's key `rows`
+    (which only an identity hash may leave out)."""
+    listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
+    for i, h in enumerate(hashes):
+        start = bisect_left(listed, h)
+        for j in range(start, bisect_right(listed, h, start)):
+            if stored is None or (rows is not None and stored[j] == rows[i]):
+                yield i, j
 
 
 def _same_keys(batch: Batch, keys: Sequence[Column], m: Matches) -> Matches:
@@ -173,8 +178,7 @@ class FewKeys:
 
     @staticmethod
     def of(columns: Sequence[Column], hashes: Hashes) -> FewKeys:
-        rows = list(zip(*(c.tolist() for c in columns), strict=True)) or [()] * len(hashes)
-        return FewKeys(rows, hashes.tolist(), columns, hashes)
+        return FewKeys(python_rows(columns, len(hashes)), hashes.tolist(), columns, hashes)
 
     def __len__(self) -> int:
         return len(self.hashes)
@@ -206,14 +210,9 @@ def lookup_entries(
                 return False
             found.extend(python_entries(part[0], part[1], batch.key_arity))
         return True
-    listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
     values, times, diffs = batch.cache.entries(batch.values, batch.times, batch.diffs)
-    rows = keys.rows
-    for i, h in enumerate(keys.hashes):
-        start = bisect_left(listed, h)
-        for j in range(start, bisect_right(listed, h, start)):
-            if stored is None or stored[j] == rows[i]:
-                found.append((i, times[j], values[j], diffs[j]))
+    for i, j in _listed_pairs(batch, keys.hashes, keys.rows):
+        found.append((i, times[j], values[j], diffs[j]))
     return limit is None or len(found) <= limit
 
 
@@ -225,10 +224,8 @@ def columns_of(rows: Sequence[tuple[object, ...]], dtypes: Sequence[np.dtype]) -
 
 def python_entries(owner: Index, found: Updates, key_arity: int) -> list[Entry]:
     """Found entries (`lookup_batch`'s answer) as Python values."""
-    values = list(zip(*(c.tolist() for c in found.columns[key_arity:]), strict=True))
-    if not values:
-        values = [()] * len(owner)
-    times = [tuple(t) for t in found.times.T.tolist()]
+    values = python_rows(found.columns[key_arity:], len(owner))
+    times = python_times(found.times)
     return list(zip(owner.tolist(), times, values, found.diffs.tolist(), strict=True))
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column
+from differential.batch import Column, python_rows, python_times
 
 Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
@@ -198,7 +198,7 @@ class LookupCache:
         key (`identity`), its key rows as tuples: built on first use, for looking a
         few keys up in a small batch with `bisect`."""
         if self._listed is None:
-            rows = None if identity else list(zip(*(k.tolist() for k in keys), strict=True))
+            rows = None if identity else python_rows(keys, len(hashes))
             self._listed = hashes.tolist(), rows
         return self._listed
 
@@ -208,8 +208,8 @@ class LookupCache:
         """The batch's value rows, times and diffs as Python values (built on first
         use), for reading a few keys' entries of a small batch without numpy."""
         if self._entries is None:
-            rows = list(zip(*(c.tolist() for c in values), strict=True)) or [()] * len(diffs)
-            self._entries = rows, [tuple(t) for t in times.T.tolist()], diffs.tolist()
+            rows = python_rows(values, len(diffs))
+            self._entries = rows, python_times(times), diffs.tolist()
         return self._entries
 
     def index_for(self, hashes: Hashes, queries: int) -> HashIndex | None:
@@ -285,7 +285,7 @@ class KeySet:
         Each key is placed as soon as it is found absent, so a repeat later in the
         same call finds it present.
         """
-        rows = list(zip(*(k.tolist() for k in keys), strict=True)) or [()] * len(hashes)
+        rows = python_rows(keys, len(hashes))
         self._reserve(len(hashes))
         table, added = self.table, []
         for row, (h, key) in enumerate(zip(hashes, rows, strict=True)):

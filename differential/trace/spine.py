@@ -27,7 +27,16 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates, concat, consolidate, integral, run_starts
+from differential.batch import (
+    Column,
+    Updates,
+    concat,
+    consolidate,
+    integral,
+    python_rows,
+    python_times,
+    run_starts,
+)
 from differential.time import Antichain, Time, column, join_times, le, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import Entry, FewKeys, lookup_batch, lookup_entries
@@ -284,8 +293,8 @@ class _Recent:
         return bool(columns) and self.rows + len(updates) <= _RECENT_ROWS and integral(columns)
 
     def add(self, updates: Updates, key_arity: int, lower: Antichain) -> None:
-        rows = list(zip(*(c.tolist() for c in updates.columns), strict=True))
-        times = [tuple(t) for t in updates.times.T.tolist()]
+        rows = python_rows(updates.columns, len(updates))
+        times = python_times(updates.times)
         for row, time, diff in zip(rows, times, updates.diffs.tolist(), strict=True):
             self.by_key.setdefault(row[:key_arity], []).append((time, row[key_arity:], diff))
         self.parts.append(updates)
