@@ -53,6 +53,7 @@ class Limits:
     max_frame: int = 16 * 1024 * 1024  # bytes of one incoming frame
     auth_timeout: float = 10.0  # seconds to authenticate before the connection is closed
     abort_after: float = 2.0  # seconds a dropped client gets to take its final error
+    close_timeout: float = 2.0  # seconds a client gets to answer a close before it is cut off
 
 
 @dataclass(frozen=True)
@@ -176,7 +177,12 @@ class DeltalogServer:
         self.loop = asyncio.get_running_loop()
         host, port = self.address
         self.ws_server = await serve(
-            self._serve, host, port, max_size=self.limits.max_frame, compression=None
+            self._serve,
+            host,
+            port,
+            max_size=self.limits.max_frame,
+            compression=None,
+            close_timeout=self.limits.close_timeout,
         )
 
     async def stop(self) -> None:

@@ -9,6 +9,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -464,6 +465,22 @@ def test_sigterm_stops_the_server_even_during_a_runaway_computation(tmp_path: Pa
         asyncio.run(talk())
         assert process.wait(10) == 0
         assert time.monotonic() - started < 10
+
+
+def test_sigterm_does_not_wait_for_a_client_that_never_answers_the_close() -> None:
+    with _deltalog_serve() as (process, url):
+        host, port = url.removeprefix("ws://").split(":")
+        with socket.create_connection((host, int(port))) as silent:  # upgrades, then stays mute
+            silent.sendall(
+                f"GET / HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\n"
+                "Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                "Sec-WebSocket-Version: 13\r\n\r\n".encode()
+            )
+            assert silent.recv(4096).startswith(b"HTTP/1.1 101")
+            started = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(8) == 0
+            assert time.monotonic() - started < 5  # the close timeout, not websockets' 10 s
 
 
 def test_the_client_is_an_async_context_that_closes_itself() -> None:
