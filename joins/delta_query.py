@@ -37,9 +37,11 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from differential import small
 from differential.batch import Updates, concat
 from differential.dataflow import Operator, Scope, Stream, check_budget
 from differential.time import Time
+from joins import few
 from joins.extenders import (
     AntijoinExtender,
     CollectionExtender,
@@ -85,6 +87,8 @@ class DeltaQueryOp(Operator):
             v: p.by_both.dtypes[p.vars.index(v)] for p in reversed(patterns) for v in p.vars
         }
         self.output = Stream(scope, [self.dtypes[v] for v in self.out_vars], "delta_query")
+        integers = all(d.kind == "i" for d in self.dtypes.values())
+        self.listed = [integers and self._listable(p) for p in self.pipelines]
 
     def ready(self, time: Time) -> bool:
         return any(p.by_both.has_delta(time) for p in self.patterns)
@@ -150,6 +154,10 @@ class DeltaQueryOp(Operator):
     def _run(
         self, pipeline: Pipeline, changes: Updates, new: frozenset[int], time: Time
     ) -> Updates:
+        if len(changes) <= small.FEW and self.listed[pipeline.source]:
+            found = self._run_few(pipeline, changes, new, time)
+            if found is not None:
+                return found
         prefixes = Prefixes(self.patterns[pipeline.source].vars, changes)
         prefixes = self._validate(prefixes, pipeline.first, new, time)
         for stage in pipeline.stages:
@@ -160,6 +168,76 @@ class DeltaQueryOp(Operator):
         order = [prefixes.vars.index(v) for v in self.out_vars]
         u = prefixes.updates
         return Updates(tuple(u.columns[i] for i in order), u.times, u.diffs)
+
+    def _listable(self, pipeline: Pipeline) -> bool:
+        """Whether the pipeline may run on Python lists (`joins.few`): bindings
+        propose and validate, no negation, no constant proposes."""
+        return all(
+            not s.negations
+            and not s.constants
+            and all(len(self.patterns[j].vars) == 2 for j in s.proposers)
+            for s in (pipeline.first, *pipeline.stages)
+        )
+
+    def _run_few(
+        self, pipeline: Pipeline, changes: Updates, new: frozenset[int], time: Time
+    ) -> Updates | None:
+        """`_run` on Python prefixes (None: a lookup found too many entries, run numpy).
+
+        Predicates filter the finished rows: they commute with extending."""
+        vars_ = self.patterns[pipeline.source].vars
+        prefixes = few.prefixes_of(changes)
+        for stage in (pipeline.first, *pipeline.stages):
+            extended: list[few.Prefix] | None = prefixes
+            if stage.variable:
+                bindings = [self._binding(j, vars_, stage.variable, new) for j in stage.proposers]
+                extended = few.extend(prefixes, bindings, time)
+                vars_ = (*vars_, stage.variable)
+            checked = (
+                None if extended is None else self._check_few(extended, vars_, stage, new, time)
+            )
+            if checked is None:
+                return None
+            prefixes = checked
+        found = Prefixes(
+            vars_, few.to_updates(prefixes, [self.dtypes[v] for v in vars_], len(time))
+        )
+        for stage in (pipeline.first, *pipeline.stages):
+            for k in stage.predicates:
+                found = self.predicates[k].filter(found, time)
+        u = found.updates
+        return Updates(tuple(u.columns[vars_.index(v)] for v in self.out_vars), u.times, u.diffs)
+
+    def _check_few(
+        self,
+        prefixes: list[few.Prefix],
+        vars_: tuple[str, ...],
+        stage: Stage,
+        new: frozenset[int],
+        time: Time,
+    ) -> list[few.Prefix] | None:
+        """`_validate` on Python prefixes, but for predicates (see `_run_few`)."""
+        for k in stage.fixed:
+            const = self.constants[k]
+            prefixes = few.constant(prefixes, vars_.index(const.var), const.value.item())
+        for j in (*stage.unary, *stage.complete):
+            where = [vars_.index(v) for v in self.patterns[j].vars]
+            found = few.matched(prefixes, where, self.patterns[j].by_both, time, j in new)
+            if found is None:
+                return None
+            prefixes = found
+        return prefixes
+
+    def _binding(
+        self, j: int, vars_: tuple[str, ...], var: str, new: frozenset[int]
+    ) -> few.Binding:
+        """Binary binding `j` proposing `var` from the bound variable of prefixes in `vars_`."""
+        p = self.patterns[j]
+        first = p.vars[1] == var
+        by_key = p.by_first if first else p.by_second
+        assert by_key is not None
+        key = p.vars[0] if first else p.vars[1]
+        return few.Binding(vars_.index(key), first, by_key, p.by_both, j in new)
 
     def _extend(
         self, prefixes: Prefixes, stage: Stage, new: frozenset[int], time: Time

@@ -412,6 +412,33 @@ class ImportOp(BatchesArranged):
         visible = pending is not None and (include_delta or self.shared.pending_epoch != time[0])
         return [*self.shared.spine.batches, *([pending] if visible and pending else [])]
 
+    def _pending_seen(self, time: Time, include_delta: bool) -> Batch | None:
+        """The pending batch, if a reader at `time` sees it (not while snapshotting)."""
+        pending = self.shared.pending
+        if pending is not None and (include_delta or self.shared.pending_epoch != time[0]):
+            return pending
+        return None
+
+    def lookup_entries(
+        self, keys: FewKeys, time: Time, include_delta: bool, limit: int
+    ) -> list[Entry] | None:
+        """Without arranging the few rows waiting in the trace (read by key)."""
+        if self.snapshot is not None:
+            return super().lookup_entries(keys, time, include_delta, limit)
+        found: list[Entry] = []
+        if not self.shared.spine.find_entries(keys, found, limit):
+            return None
+        pending = self._pending_seen(time, include_delta)
+        if pending is not None and not lookup_entries(pending, keys, found, limit):
+            return None
+        return found
+
+    def visible(self, time: Time, include_delta: bool) -> int:
+        if self.snapshot is not None:
+            return super().visible(time, include_delta)
+        pending = self._pending_seen(time, include_delta)
+        return len(self.shared.spine) + (len(pending) if pending is not None else 0)
+
     def advance(self, epoch: int) -> None:
         self.snapshot = None
         self.handle.set_frontier(Antichain([(epoch,)]))

@@ -163,18 +163,7 @@ class ReduceOp(Operator):
         for at, owners in sorted(later.items()):
             rows = np.array(sorted(owners), dtype=np.intp)
             self.scheduled.setdefault(at, []).append(tuple(c[rows] for c in keys))
-        live = sorted((row, n) for row, n in accumulated.items() if n)
-        groups = Groups(
-            np.array([row[0] for row, _ in live], dtype=np.intp),
-            tuple(columns_of([row[1:] for row, _ in live], self.source.dtypes[k:])),
-            np.array([n for _, n in live], dtype=np.int64),
-            len(asked),
-        )
-        d_owner, d_cols, d_mult = self.reducer(groups)
-        wanted: dict[tuple[object, ...], int] = {}
-        out_rows = zip(d_owner.tolist(), *(c.tolist() for c in d_cols), strict=True)
-        for row, n in zip(out_rows, d_mult.tolist(), strict=True):
-            wanted[row] = wanted.get(row, 0) + n
+        wanted = self._reduce_lists(accumulated, len(asked))
         for o, t, row, d in self.trace.lookup_entries(asked):
             if le(t, time):
                 wanted[(o, *row)] = wanted.get((o, *row), 0) - d
@@ -185,6 +174,29 @@ class ReduceOp(Operator):
         values = columns_of([row[1:] for row, _ in change], self.output.dtypes[k:])
         diffs = np.array([n for _, n in change], dtype=np.int64)
         return Updates((*(c[rows] for c in keys), *values), column(time, len(diffs)), diffs)
+
+    def _reduce_lists(
+        self, accumulated: dict[tuple[object, ...], int], n_keys: int
+    ) -> dict[tuple[object, ...], int]:
+        """The reducer's output rows `(query row, *values)` and multiplicities for
+        the accumulated input rows; `distinct` (one copy of each row present) in
+        Python, others handed their numpy groups."""
+        if self.reducer is distinct:
+            return {row: 1 for row, n in accumulated.items() if n > 0}
+        k = self.source.key_arity
+        live = sorted((row, n) for row, n in accumulated.items() if n)
+        groups = Groups(
+            np.array([row[0] for row, _ in live], dtype=np.intp),
+            tuple(columns_of([row[1:] for row, _ in live], self.source.dtypes[k:])),
+            np.array([n for _, n in live], dtype=np.int64),
+            n_keys,
+        )
+        d_owner, d_cols, d_mult = self.reducer(groups)
+        wanted: dict[tuple[object, ...], int] = {}
+        out_rows = zip(d_owner.tolist(), *(c.tolist() for c in d_cols), strict=True)
+        for row, n in zip(out_rows, d_mult.tolist(), strict=True):
+            wanted[row] = wanted.get(row, 0) + n
+        return wanted
 
     def _monotone(self, changes: Updates, time: Time) -> bool:
         """Only insertions at `time`, no history beyond it, nothing scheduled here."""

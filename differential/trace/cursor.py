@@ -203,17 +203,50 @@ def lookup_entries(
     with numpy and only its matches become Python values.
     """
     if len(batch) > _LISTED:
-        columns, hashes = keys.columns([k.dtype for k in batch.keys])
-        part = lookup_batch(batch, columns, hashes)
-        if part is not None:
-            if limit is not None and len(found) + len(part[0]) > limit:
-                return False
-            found.extend(python_entries(part[0], part[1], batch.key_arity))
-        return True
+        return _ranged_entries(batch, keys, found, limit)
     values, times, diffs = batch.cache.entries(batch.values, batch.times, batch.diffs)
     for i, j in _listed_pairs(batch, keys.hashes, keys.rows):
         found.append((i, times[j], values[j], diffs[j]))
     return limit is None or len(found) <= limit
+
+
+_LAST = np.iinfo(np.int64).max
+
+
+def _hash_ranges(column: Hashes, hashes: list[int]) -> tuple[list[int], list[int]]:
+    """`[lo, hi)` of each hash in a sorted hash column, with one `searchsorted`:
+    the run of `h` ends where `h + 1` would start."""
+    if _LAST in hashes:
+        return column.searchsorted(hashes, "left").tolist(), column.searchsorted(
+            hashes, "right"
+        ).tolist()
+    bounds = column.searchsorted([b for h in hashes for b in (h, h + 1)]).tolist()
+    return bounds[0::2], bounds[1::2]
+
+
+def _ranged_entries(batch: Batch, keys: FewKeys, found: list[Entry], limit: int | None) -> bool:
+    """`lookup_entries` in a large batch: each key's range found by binary search,
+    and only that range's slices of the columns converted to Python values."""
+    starts, ends = _hash_ranges(batch.hashes, keys.hashes)
+    if limit is not None and len(found) + sum(ends) - sum(starts) > limit:
+        return False  # an upper bound (mixed hashes may collide): the caller goes to numpy
+    for i, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
+        if lo == hi:
+            continue
+        values = python_rows([c[lo:hi] for c in batch.values], hi - lo)
+        times = python_times(batch.times[:, lo:hi])
+        diffs = batch.diffs[lo:hi].tolist()
+        if batch.identity_hash:
+            found.extend(zip([i] * (hi - lo), times, values, diffs, strict=True))
+            continue
+        stored = python_rows([c[lo:hi] for c in batch.keys], hi - lo)
+        row = keys.rows[i]
+        found.extend(
+            (i, t, v, d)
+            for k, t, v, d in zip(stored, times, values, diffs, strict=True)
+            if k == row
+        )
+    return True
 
 
 def columns_of(rows: Sequence[tuple[object, ...]], dtypes: Sequence[np.dtype]) -> list[Column]:

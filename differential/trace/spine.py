@@ -114,7 +114,7 @@ class Spine:
         until a reader needs batches; others are arranged into a new batch now."""
         if len(updates) == 0:
             return
-        if len(updates) <= small.FEW and self._recent.fits(updates):
+        if len(updates) <= small.FEW and self._recent.fits(updates.columns, len(updates)):
             self._recent.add(updates, self.key_arity, lower)
             self.latest = join_times(self.latest, tuple(updates.times.max(axis=1).tolist()))
             return
@@ -123,22 +123,29 @@ class Spine:
         self.append(batch)
 
     def _arrange_recent(self) -> None:
-        """Arrange the updates waiting unarranged into one batch, appended."""
-        waiting = self._recent.take()
-        if waiting is not None:
-            updates, lower = waiting
-            description = Description(lower, Antichain(), Antichain())
-            self.append(Batch.build(updates, self.key_arity, description))
+        """The batches waiting in `_Recent` join the spine (those that came as updates
+        arranged into one batch first)."""
+        for batch in self._recent.take(self.key_arity):
+            self._push(batch)
 
     def append(self, batch: Batch) -> None:
-        """Append an already arranged batch (same key arity) and restore the invariant."""
+        """Append an already arranged batch (same key arity) and restore the invariant;
+        a batch of a few rows waits in `_Recent` (indexed by key) until a reader
+        needs batches."""
+        if not len(batch):
+            return
+        self.latest = join_times(self.latest, tuple(batch.times.max(axis=1).tolist()))
+        if len(batch) <= small.FEW and self._recent.fits(batch.columns, len(batch)):
+            self._recent.hold(batch)
+            return
         self._arrange_recent()  # batches stay in the order they came
-        if len(batch):
-            self.latest = join_times(self.latest, tuple(batch.times.max(axis=1).tolist()))
-            self._batches.append(batch)
-            self._unmerged += 1
-            if self._unmerged > _LAZY_BATCHES:
-                self._maintain()
+        self._push(batch)
+
+    def _push(self, batch: Batch) -> None:
+        self._batches.append(batch)
+        self._unmerged += 1
+        if self._unmerged > _LAZY_BATCHES:
+            self._maintain()
 
     @property
     def batches(self) -> list[Batch]:
@@ -222,13 +229,20 @@ class Spine:
     def lookup_entries(self, keys: FewKeys) -> list[Entry]:
         """`lookup` for a few keys, answered as Python entries `(query row, time,
         values, diff)`."""
+        found: list[Entry] = []
+        self.find_entries(keys, found)
+        return found
+
+    def find_entries(self, keys: FewKeys, found: list[Entry], limit: int | None = None) -> bool:
+        """Append `lookup_entries` to `found`; False (`found` incomplete) once they
+        are more than `limit`."""
         if self._unmerged:
             self._maintain()
-        found: list[Entry] = []
-        for batch in self._batches:  # what waits unarranged is read as it is
-            lookup_entries(batch, keys, found)
+        for batch in self._batches:  # what waits in `_Recent` is read by key as it is
+            if not lookup_entries(batch, keys, found, limit):
+                return False
         self._recent.lookup(keys, found)
-        return found
+        return limit is None or len(found) <= limit
 
     def updates(self) -> Updates:
         """Every entry of the trace (not consolidated across batches)."""
@@ -274,33 +288,46 @@ _RECENT_ROWS = 256
 
 
 class _Recent:
-    """Updates of a few rows each, appended to a trace without arranging them, and
-    indexed by key in a dict: a reader of a few keys finds them in Python, and the
-    first reader that needs batches arranges them all in one batch. A reduce step
-    over a few keys then builds no batch for its output."""
+    """Updates and batches of a few rows each, appended to a trace without merging
+    them, and indexed by key in a dict: a reader of a few keys finds them in Python,
+    and the first reader that needs batches gets them all (updates arranged into one
+    batch). A reduce step over a few keys then builds no batch for its output, and a
+    trace growing by one small batch per commit is read by key with one dict probe
+    instead of one search per batch."""
 
     def __init__(self) -> None:
-        self.parts: list[Updates] = []
+        self.parts: list[Updates | Batch] = []
         self.rows = 0
         self.lower: Antichain | None = None
+        self.loose = False  # some parts are updates, not batches
         self.by_key: dict[tuple[object, ...], list[tuple[Time, tuple[object, ...], int]]] = {}
 
     def _clear(self) -> None:
         self.parts, self.rows, self.lower, self.by_key = [], 0, None, {}
+        self.loose = False
 
-    def fits(self, updates: Updates) -> bool:
-        columns = updates.columns
-        return bool(columns) and self.rows + len(updates) <= _RECENT_ROWS and integral(columns)
+    def fits(self, columns: Sequence[Column], rows: int) -> bool:
+        return bool(columns) and self.rows + rows <= _RECENT_ROWS and integral(columns)
 
     def add(self, updates: Updates, key_arity: int, lower: Antichain) -> None:
+        self._index(updates, key_arity)
+        self.parts.append(updates)
+        self.loose = True
+        if self.lower is None:
+            self.lower = lower
+
+    def hold(self, batch: Batch) -> None:
+        self._index(batch.updates(), batch.key_arity)
+        self.parts.append(batch)
+        if self.lower is None:
+            self.lower = batch.description.lower
+
+    def _index(self, updates: Updates, key_arity: int) -> None:
         rows = python_rows(updates.columns, len(updates))
         times = python_times(updates.times)
         for row, time, diff in zip(rows, times, updates.diffs.tolist(), strict=True):
             self.by_key.setdefault(row[:key_arity], []).append((time, row[key_arity:], diff))
-        self.parts.append(updates)
         self.rows += len(updates)
-        if self.lower is None:
-            self.lower = lower
 
     def lookup(self, keys: FewKeys, found: list[Entry]) -> None:
         if self.rows:
@@ -308,11 +335,17 @@ class _Recent:
                 for time, values, diff in self.by_key.get(row, ()):
                     found.append((i, time, values, diff))
 
-    def take(self) -> tuple[Updates, Antichain] | None:
-        """All the waiting updates, and the lower bound of the first; then none wait."""
-        if not self.parts:
-            return None
-        assert self.lower is not None
-        taken = (concat(self.parts), self.lower)
+    def take(self, key_arity: int) -> list[Batch]:
+        """The waiting parts as batches, in order (updates among them arranged, with
+        everything else, into one); then none wait."""
+        parts = self.parts
+        if not parts:
+            return []
+        lower, loose = self.lower, self.loose
         self._clear()
-        return taken
+        if not loose:  # batches only: they are arranged already
+            return parts  # type: ignore[return-value]
+        assert lower is not None
+        updates = concat([p.updates() if isinstance(p, Batch) else p for p in parts])
+        description = Description(lower, Antichain(), Antichain())
+        return [Batch.build(updates, key_arity, description)]

@@ -157,19 +157,29 @@ def test_few_keys_of_two_columns_find_exactly_their_entries(
                 assert got == sorted((q, int(batch.diffs[e])) for q, e in expected)
 
 
-@given(updates(kinds=("i", "i"), domain=2), st.lists(st.integers(-2, 2), max_size=4))
-def test_entries_of_a_few_keys_stop_past_their_limit(u: Updates, probe: list[int]) -> None:
-    """Read as Python entries, small batches from lists and large ones with numpy, the
-    entries are `lookup_batch`'s, unless there are more than the limit: then False."""
-    batch = Batch.build(u, 1, Description(Antichain([(0,)]), Antichain(), Antichain()))
-    keys = (np.array(probe, dtype=np.int64),)
-    part = lookup_batch(batch, keys, key_hash(keys))
-    expected = [] if part is None else python_entries(part[0], part[1], 1)
+@given(
+    updates(kinds=("i", "i"), domain=2),
+    st.lists(st.tuples(st.integers(-2, 2), st.integers(-2, 2)), max_size=4),
+    st.sampled_from([1, 2]),
+    st.booleans(),
+)
+def test_entries_of_a_few_keys_stop_past_their_limit(
+    u: Updates, probe: list[tuple[int, int]], key_arity: int, collide: bool
+) -> None:
+    """Read as Python entries, small batches from lists and large ones by ranges, the
+    entries are `lookup_batch`'s, unless there are more than the limit: then False.
+    Mixed hashes (two key columns), colliding or not, are confirmed against the keys."""
+    hashing = (lambda cols: cols[0] % 2) if collide and key_arity == 2 else key_hash
+    with mock.patch.object(trace_batch, "key_hash", hashing):
+        batch = Batch.build(u, key_arity, Description(Antichain([(0,)]), Antichain(), Antichain()))
+    keys = tuple(np.array([p[i] for p in probe], dtype=np.int64) for i in range(key_arity))
+    part = lookup_batch(batch, keys, hashing(keys))
+    expected = [] if part is None else python_entries(part[0], part[1], key_arity)
     for listed in (0, 1_000):
         with mock.patch.object(cursor, "_LISTED", listed):
             found: list[Entry] = []
-            assert lookup_entries(batch, FewKeys.of(keys, key_hash(keys)), found)
+            assert lookup_entries(batch, FewKeys.of(keys, hashing(keys)), found)
             assert sorted(found) == sorted(expected)
             if expected:
                 limit = len(expected) - 1
-                assert not lookup_entries(batch, FewKeys.of(keys, key_hash(keys)), [], limit)
+                assert not lookup_entries(batch, FewKeys.of(keys, hashing(keys)), [], limit)

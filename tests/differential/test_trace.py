@@ -63,8 +63,12 @@ def spine_and_queries(draw: st.DrawFn) -> tuple[Spine, list[Updates], tuple[np.n
     kinds, key_arity = draw(KEYED)
     parts = draw(st.lists(updates(kinds=kinds, depth=2, domain=3), min_size=1, max_size=6))
     spine = Spine(key_arity, dtypes_of(parts[0]), 2)
-    for p in parts:
-        spine.insert(p, Antichain([(0, 0)]), Antichain([(0, 0)]))
+    zero = Antichain([(0, 0)])
+    for p, arranged in zip(parts, draw(st.lists(st.booleans(), min_size=6)), strict=False):
+        if arranged:  # a batch built by its writer (a shared arrangement's epoch)
+            spine.append(Batch.build(p, key_arity, Description(zero, zero, Antichain())))
+        else:
+            spine.insert(p, zero, zero)
     probe = draw(updates(kinds=kinds[:key_arity], depth=1, domain=4, max_size=30))
     return spine, parts, probe.columns
 

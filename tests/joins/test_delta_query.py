@@ -9,7 +9,8 @@ the same transaction. After every commit the `wcoj`, `binary` and `auto`
 subscriptions' accumulated outputs must equal each other and the reference
 evaluator, and no row's count may leave {0, 1}. The same holds for a recursive
 rule whose body is a delta query. Finally, a delta query holds no arranged
-intermediate results, where a chain of binary joins does.
+intermediate results, where a chain of binary joins does. Every test runs with
+pipelines over a few changes on Python lists (`joins.few`) and without.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -27,6 +29,8 @@ from datalog.checks import check_program, check_query
 from datalog.database import Change, Database
 from datalog.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
+
+pytestmark = pytest.mark.usefixtures("small_path")
 
 Row = tuple[int, ...]
 Op = tuple[str, str, Row]  # ("insert" | "retract", relation, row)

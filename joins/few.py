@@ -1,0 +1,171 @@
+"""A delta query's pipeline over a few changes, in plain Python.
+
+Layer: joins. Imports `differential` only.
+
+A single-edge update starts every pipeline of a delta query from one change,
+and each count, propose and validate then costs a dozen numpy calls (hashing,
+`searchsorted`, gathering) to move a handful of values: that fixed cost is the
+whole cost. Below `small.FEW` changes a pipeline runs here instead, on Python
+tuples: prefixes are `(row, time, diff)` with the row in the pipeline's variable
+order, and every lookup is one `Arranged.lookup_entries` call per extender over
+all prefixes at once, answered as Python entries.
+
+The steps are those of `joins.extenders` (the fewest entries propose, every other
+binding validates, times join and multiplicities multiply), so the results are
+the numpy path's up to order. A lookup that finds more than `LIMIT` entries (a
+hub) returns None and the caller runs the numpy path from the start: lists pay
+only while they are short. Only integer columns take this path (`FewKeys`'
+identity hashes), and only bindings, not negations, propose or validate here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from differential import small
+from differential.batch import Updates, python_rows, python_times
+from differential.operators.arrange import Arranged
+from differential.time import Time
+from differential.trace.cursor import FewKeys
+
+LIMIT = 8 * small.FEW  # entries one lookup may gather before the pipeline goes to numpy
+
+Row = tuple[object, ...]  # integers, as `FewKeys` rows
+Prefix = tuple[Row, Time, int]  # variable values in pipeline order, time, multiplicity
+Candidate = tuple[int, object, Time, int]  # prefix index, proposed value, time, multiplicity
+
+_MASK64 = (1 << 64) - 1
+
+
+def prefixes_of(updates: Updates) -> list[Prefix]:
+    """The changes a pipeline starts from, as Python prefixes."""
+    rows = python_rows(updates.columns, len(updates))
+    times = python_times(updates.times)
+    return list(zip(rows, times, updates.diffs.tolist(), strict=True))
+
+
+def to_updates(prefixes: list[Prefix], dtypes: Sequence[np.dtype], depth: int) -> Updates:
+    """Python prefixes as `Updates` with columns of `dtypes`."""
+    if not prefixes:
+        return Updates.empty(len(dtypes), depth, dtypes)
+    rows, times, diffs = zip(*prefixes, strict=True)
+    columns = tuple(
+        np.array(c, dtype=d) for c, d in zip(zip(*rows, strict=True), dtypes, strict=True)
+    )
+    return Updates(
+        columns, np.array(times, dtype=np.int64).T.copy(), np.array(diffs, dtype=np.int64)
+    )
+
+
+def join(a: Time, b: Time) -> Time:
+    """The least upper bound of two times (coordinate-wise maximum)."""
+    return a if a == b else tuple(map(max, a, b))
+
+
+def few_keys(rows: list[Row]) -> FewKeys:
+    """Query keys with the hashes `key_hash` gives their columns."""
+    if len(rows[0]) == 1:
+        return FewKeys(rows, [r[0] for r in rows])  # type: ignore[misc]  # identity
+    bits = [[r[k] & _MASK64 for r in rows] for k in range(len(rows[0]))]  # type: ignore[operator]
+    return FewKeys(rows, small.mixed_hash(bits, len(rows)))
+
+
+def matched(
+    prefixes: list[Prefix],
+    positions: Sequence[int],
+    arranged: Arranged,
+    time: Time,
+    include_delta: bool,
+) -> list[Prefix] | None:
+    """The prefixes whose values at `positions` are a key of `arranged` (keyed by all
+    its columns), each met with every entry found (a `Check`'s filter)."""
+    if not prefixes:
+        return prefixes
+    keys = few_keys([tuple(row[p] for p in positions) for row, _, _ in prefixes])
+    found = arranged.lookup_entries(keys, time, include_delta, LIMIT)
+    if found is None:
+        return None
+    out: list[Prefix] = []
+    for i, t, _, d in found:
+        row, pt, pd = prefixes[i]
+        out.append((row, join(pt, t), pd * d))
+    return out
+
+
+def constant(prefixes: list[Prefix], position: int, value: object) -> list[Prefix]:
+    """The prefixes whose value at `position` equals `value`."""
+    return [p for p in prefixes if p[0][position] == value]
+
+
+class Binding:
+    """A binary binding seen from a stage: `by_key` proposes values under the key at
+    `key_position`; `by_both` validates a pair, read in the binding's column order."""
+
+    def __init__(
+        self, key_position: int, key_first: bool, by_key: Arranged, by_both: Arranged, new: bool
+    ) -> None:
+        self.key_position = key_position
+        self.key_first = key_first
+        self.by_key, self.by_both, self.new = by_key, by_both, new
+
+    def proposals(
+        self, prefixes: list[Prefix], time: Time
+    ) -> list[list[tuple[object, Time, int]]] | None:
+        """Per prefix, the `(value, time, diff)` entries under its key."""
+        keys = few_keys([(row[self.key_position],) for row, _, _ in prefixes])
+        found = self.by_key.lookup_entries(keys, time, self.new, LIMIT)
+        if found is None:
+            return None
+        groups: list[list[tuple[object, Time, int]]] = [[] for _ in prefixes]
+        for i, t, values, d in found:
+            groups[i].append((values[0], t, d))
+        return groups
+
+    def validate(
+        self, prefixes: list[Prefix], candidates: list[Candidate], time: Time
+    ) -> list[Candidate] | None:
+        """The candidates whose pair is in the binding, met with its entries."""
+        if not candidates:
+            return candidates
+        p = self.key_position
+        if self.key_first:
+            pairs: list[Row] = [(prefixes[i][0][p], v) for i, v, _, _ in candidates]
+        else:
+            pairs = [(v, prefixes[i][0][p]) for i, v, _, _ in candidates]
+        found = self.by_both.lookup_entries(few_keys(pairs), time, self.new, LIMIT)
+        if found is None:
+            return None
+        out: list[Candidate] = []
+        for c, t, _, d in found:
+            i, v, ct, cd = candidates[c]
+            out.append((i, v, join(ct, t), cd * d))
+        return out
+
+
+def extend(prefixes: list[Prefix], bindings: list[Binding], time: Time) -> list[Prefix] | None:
+    """Bind one more variable: per prefix, the binding with the fewest entries
+    proposes, the others validate; survivors carry the value at the row's end."""
+    if not prefixes:
+        return prefixes
+    groups = []
+    for binding in bindings:
+        found = binding.proposals(prefixes, time)
+        if found is None:
+            return None
+        groups.append(found)
+    winners: list[list[Candidate]] = [[] for _ in bindings]
+    for i, (_, pt, pd) in enumerate(prefixes):
+        w = min(range(len(bindings)), key=lambda k: len(groups[k][i]))
+        winners[w].extend((i, v, join(pt, t), pd * d) for v, t, d in groups[w][i])
+    out: list[Prefix] = []
+    for w, candidates in enumerate(winners):
+        for o, other in enumerate(bindings):
+            if o != w:
+                checked = other.validate(prefixes, candidates, time)
+                if checked is None:
+                    return None
+                candidates = checked
+        out.extend((prefixes[i][0] + (v,), t, d) for i, v, t, d in candidates)
+    return out
