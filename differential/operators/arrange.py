@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, concat, consolidate
+from differential import small
+from differential.batch import Column, Updates, concat, consolidate, python_rows, python_times
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time, join_times, le
 from differential.trace.batch import Batch, Description, Hashes, key_hash
@@ -252,9 +253,27 @@ class ArrangeOp(BatchesArranged):
             self.spine.append(self.deferred[0][0])
         elif self.deferred:  # one sort for all of them, not one batch (and merge) per time
             parts = [i.updates() if isinstance(i, Batch) else i for i, _ in self.deferred]
-            self.spine.append(_arrange(concat(parts), self.key_arity, self.deferred[0][1]))
+            lower = Antichain([self.deferred[0][1]])
+            self.spine.insert(concat(parts), lower, Antichain())  # a few rows wait unsorted
         self.deferred, self._deferred_latest = [], None
         return self.spine
+
+    def lookup_entries(
+        self, keys: FewKeys, time: Time, include_delta: bool, limit: int
+    ) -> list[Entry] | None:
+        """Without arranging the few rows that wait in the trace, nor this time's
+        updates while they are unarranged (scanned)."""
+        found: list[Entry] = []
+        if not self._settle().find_entries(keys, found, limit):
+            return None
+        if self.pending_updates is None or not (include_delta or self.pending_time != time):
+            return found
+        if self._pending_batch is not None or len(self.pending_updates) > small.FEW:
+            pending = self.pending_batch
+            assert pending is not None
+            return found if lookup_entries(pending, keys, found, limit) else None
+        _scan_entries(self.pending_updates, self.key_arity, keys, found)
+        return found if len(found) <= limit else None
 
     def delta(self, time: Time) -> Batch | None:
         return self.pending_batch if self.pending_time == time else None
@@ -307,6 +326,18 @@ class ArrangeOp(BatchesArranged):
 def _arrange(updates: Updates, key_arity: int, time: Time) -> Batch:
     description = Description(Antichain([time]), Antichain(), Antichain())
     return Batch.build(updates, key_arity, description)
+
+
+def _scan_entries(updates: Updates, key_arity: int, keys: FewKeys, found: list[Entry]) -> None:
+    """Append the entries of a few unarranged `updates` under the query keys."""
+    wanted: dict[tuple[object, ...], list[int]] = {}
+    for i, row in enumerate(keys.rows):
+        wanted.setdefault(row, []).append(i)
+    rows = python_rows(updates.columns, len(updates))
+    times = python_times(updates.times)
+    for row, t, d in zip(rows, times, updates.diffs.tolist(), strict=True):
+        for i in wanted.get(row[:key_arity], ()):
+            found.append((i, t, row[key_arity:], d))
 
 
 def _hashes(updates: Updates, key_arity: int) -> Hashes:

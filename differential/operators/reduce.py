@@ -252,9 +252,9 @@ class ReduceOp(Operator):
 
     def _keys_at(self, time: Time) -> tuple[Column, ...] | None:
         parts = self.scheduled.pop(time, [])
-        delta = self.source.delta(time)
-        if delta is not None:
-            parts.append(delta.keys)
+        changes = self.source.changes(time)  # scanned: they need not be arranged now
+        if changes is not None:
+            parts.append(changes[0].columns[: self.source.key_arity])
         if not parts:
             return None
         cols = tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
