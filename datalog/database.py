@@ -114,6 +114,9 @@ class Database:
                 pragmas=self.program.pragmas + parsed.pragmas,
                 functors=self.program.functors + parsed.functors,
                 subsumptions=self.program.subsumptions + parsed.subsumptions,
+                components=self.program.components + parsed.components,
+                instances=self.program.instances + parsed.instances,
+                overrides=parsed.overrides,
             )
             checked = check_program(merged)
             new_facts = [f for f in checked.facts if _fact_key(f) not in self._facts]

@@ -354,8 +354,14 @@ def test_pragmas_are_accepted_with_or_without_a_value_and_explained() -> None:
         (".type T = Leaf {x: number} | Node {}", "algebraic data types"),
         ("r($Leaf(1)).", "algebraic data types"),
         (".decl r(x: number) choice-domain x", "`choice-domain` is not supported"),
-        (".comp C { }", "the Soufflé directive `.comp` is not supported"),
         (".plan 0: (1, 2)", "the Soufflé directive `.plan` is not supported"),
+        ('.include "graph.dl"', "the Soufflé directive `.include` is not supported"),
+        (".limitsize r(n=10)", "the Soufflé directive `.limitsize` is not supported"),
+        # inside a component's body too
+        (".comp C { .type P = [a: number] }", "records (`[a, b]`) are not supported"),
+        (".comp C { .type T = A {x: number} }", "algebraic data types"),
+        (".comp C { .decl r(x: number) choice-domain x }", "`choice-domain` is not supported"),
+        (".comp C { r(x) :- s(x). .plan 0: (1) }", "the Soufflé directive `.plan` is not"),
     ],
 )
 def test_souffle_features_outside_the_core_are_named_when_refused(text: str, message: str) -> None:
