@@ -21,8 +21,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, NamedTuple, TypeVar
 
-from datalog.ast import Atom, Component, Decl, Directive, Instance, Program, Rule, Span
-from datalog.ast import Subsumption, TypeDecl
+from datalog.ast import (
+    Atom,
+    Component,
+    Decl,
+    Directive,
+    Instance,
+    Program,
+    Rule,
+    Span,
+    Subsumption,
+    TypeDecl,
+)
 from datalog.errors import ComponentError, DatalogError, ordered_errors, raise_all
 from datalog.passes.check_components import check_components, resolve
 from datalog.passes.component_scopes import Binding, Scopes, bind
@@ -192,4 +202,4 @@ def _rebuilt(node: _Node, change: Callable[[Any], Any]) -> _Node:
     parts: Mapping[str, Any] = {
         f.name: _rebuilt(getattr(node, f.name), change) for f in fields(node)
     }
-    return change(replace(node, **parts))  # type: ignore[type-var]
+    return change(replace(node, **parts))
