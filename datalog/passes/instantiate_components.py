@@ -139,8 +139,10 @@ class _Expander:
         step = _Step(("init", id(component), frozenset(active.items())), instance.name)
         if any(s.key == step.key for s in path):
             chain = ".".join(s.name for s in (*path, step) if s.name)
-            message = f"component `{component.name}` is instantiated inside itself ({chain})"
-            self.errors.append(ComponentError(f"{message}, without end", instance.span))
+            message = f"component `{component.name}` is instantiated inside itself without end"
+            self.errors.append(
+                ComponentError(f"{message}: `{chain}` is another one", instance.span)
+            )
             return _Content()
         content = _Content()
         for nested in component.body.instances:
@@ -167,8 +169,11 @@ class _Expander:
             active = bind(binding, parent.params, base.args)
             step = _Step(("base", id(parent), frozenset(active.items())), "")
             if any(s.key == step.key for s in path):
-                message = f"component `{parent.name}` inherits from itself"
-                self.errors.append(ComponentError(message, base.span))
+                if base.name in binding:  # else reported with its cycle by check_components
+                    message = (
+                        f"component `{parent.name}` inherits from itself through `{base.name}`"
+                    )
+                    self.errors.append(ComponentError(message, base.span))
                 continue
             for nested in parent.body.instances:
                 content.add(self.instantiate(nested, parent, active, (*path, step)))
