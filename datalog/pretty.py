@@ -81,7 +81,7 @@ def format_pragma(pragma: ast.Pragma) -> str:
 
 def format_decl(decl: ast.Decl) -> str:
     columns = ", ".join(f"{c.name}: {c.type}" for c in decl.columns)
-    qualifiers = [] if decl.semantics == "set" else [decl.semantics]
+    qualifiers: list[str] = [] if decl.semantics == "set" else [decl.semantics]
     qualifiers += [
         q for q in ("eqrel", "overridable") if q in decl.qualifiers
     ]  # they mean something
