@@ -139,10 +139,10 @@ class _Expander:
         step = _Step(("init", id(component), frozenset(active.items())), instance.name)
         if any(s.key == step.key for s in path):
             chain = ".".join(s.name for s in (*path, step) if s.name)
-            message = f"component `{component.name}` is instantiated inside itself without end"
-            self.errors.append(
-                ComponentError(f"{message}: `{chain}` is another one", instance.span)
-            )
+            name = component.name
+            message = f"component `{name}` is instantiated inside itself without end"
+            again = f"`{chain}` would be another `{name}`"
+            self.errors.append(ComponentError(f"{message}: {again}", instance.span))
             return _Content()
         content = _Content()
         for nested in component.body.instances:
