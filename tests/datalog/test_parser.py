@@ -388,6 +388,25 @@ def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
         grammar.lark_parser.cache_clear()
 
 
+def test_a_changed_grammar_never_loads_the_tables_cached_for_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalog import grammar
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    grammar.lark_parser.cache_clear()
+    try:
+        assert parse_program(".comp C { }").components  # caches this grammar's tables
+        without = grammar.GRAMMAR_PATH.read_text().replace("          | component\n", "")
+        (tmp_path / "changed.lark").write_text(without)
+        monkeypatch.setattr(grammar, "GRAMMAR_PATH", tmp_path / "changed.lark")
+        grammar.lark_parser.cache_clear()
+        with pytest.raises(DatalogSyntaxError):
+            parse_program(".comp C { }")
+    finally:
+        grammar.lark_parser.cache_clear()
+
+
 def test_syntax_errors_are_explained_by_a_parser_loaded_from_another_process_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
