@@ -8,7 +8,7 @@ transformer only builds them; all validation runs as separate passes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias
 from typing import Literal as Lit
 
@@ -283,6 +283,11 @@ class Program:
     components: tuple[Component, ...] = ()
     instances: tuple[Instance, ...] = ()
     overrides: tuple[Override, ...] = ()  # only inside a component's body
+
+    def extended(self, later: Program) -> Program:
+        """This program's items followed by `later`'s, with `later`'s source text."""
+        items = {f.name: getattr(self, f.name) + getattr(later, f.name) for f in fields(self)}
+        return Program(**{**items, "source": later.source})
 
 
 # --- components (Soufflé's `.comp` / `.init`; expanded away before checking) -------

@@ -106,19 +106,7 @@ class Database:
         with self.lock:
             self._refuse_in_callback("define")
             parsed = parse_program(text)
-            merged = Program(
-                decls=self.program.decls + parsed.decls,
-                types=self.program.types + parsed.types,
-                directives=self.program.directives + parsed.directives,
-                rules=self.program.rules + parsed.rules,
-                source=text,
-                pragmas=self.program.pragmas + parsed.pragmas,
-                functors=self.program.functors + parsed.functors,
-                subsumptions=self.program.subsumptions + parsed.subsumptions,
-                components=self.program.components + parsed.components,
-                instances=self.program.instances + parsed.instances,
-                overrides=parsed.overrides,
-            )
+            merged = self.program.extended(parsed)
             checked = check_program(merged)
             # what the new text adds, its `.init`s expanded (they may add rules anywhere)
             parsed = instantiate_components(replace(parsed, components=merged.components))

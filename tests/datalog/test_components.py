@@ -170,6 +170,20 @@ def test_a_later_instance_that_adds_rules_to_an_outer_relation_updates_live_quer
     assert seen.rows() == {(0,), (1,), (2,), (3,), (5,)}
 
 
+def test_instances_survive_a_restart_of_a_durable_database(tmp_path: Path) -> None:
+    db = Database(tmp_path)
+    db.define(".comp C { .decl r(x: number) r(1). r(2). }")
+    db.define(".init a = C")
+    with db.transaction() as tx:
+        tx.retract("a.r", [(1,)])
+    db.define(".decl other(x: number)")  # re-expands `a`: its retracted fact stays out
+    db.checkpoint()
+    db.define(".init b = C")
+    db.close()
+    again = Database(tmp_path)
+    assert (again.query("a.r(x)"), again.query("b.r(x)")) == ([(2,)], [(1,), (2,)])
+
+
 def test_an_unknown_relation_of_an_instance_is_a_clear_query_error() -> None:
     db = Database()
     db.define(GRAPH + ".init g = Graph<number>")
