@@ -197,7 +197,8 @@ def _accepts_rule(text: str, pos: int, token: Token, accepts: set[str]) -> str |
     """Messages that follow from what the parser would have taken instead."""
     if "_IF" in accepts:
         return AFTER_HEAD
-    if "_DOT" in accepts and (token.type in _STATEMENT_START or _on_later_line(text, pos)):
+    ends = token.type in _STATEMENT_START or token.type == "_RBRACE"  # `}`: a component's end
+    if "_DOT" in accepts and (ends or _on_later_line(text, pos)):
         return MISSING_DOT
     if "_COMMA" in accepts and token.type in _TERM_START and _depths(text, pos)[0] > 0:
         return "missing `,` between arguments"
