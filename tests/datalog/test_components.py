@@ -14,12 +14,14 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from datalog import ast, reference
 from datalog.checks import check_program
 from datalog.cli import main
 from datalog.database import Database
-from datalog.errors import DatalogError, UnknownNameError
+from datalog.errors import DatalogError, DatalogErrors, DatalogSyntaxError, UnknownNameError
 from datalog.parser import parse_program
 from datalog.passes.instantiate_components import instantiate_components
 from datalog.pretty import format_program
@@ -111,6 +113,21 @@ def test_components_survive_the_pretty_printer(path: Path) -> None:
     text = format_program(program)
     assert parse_program(text) == program
     assert check_program(parse_program(text)).rules == check_program(program).rules
+
+
+@given(st.data())
+def test_a_component_program_missing_a_character_fails_clearly(data: st.DataObject) -> None:
+    text = (GOLDEN / "components_type_parameters.dl").read_text()
+    cut = data.draw(st.integers(0, len(text) - 1))
+    try:
+        check_program(parse_program(text[:cut] + text[cut + 1 :]))
+    except DatalogSyntaxError as error:
+        assert error.line >= 1 and "__ANON" not in error.message
+        assert not re.search(r"\b_[A-Z]+\b", error.message), error.message  # no terminal names
+    except DatalogErrors as errors:
+        assert all(error.line >= 1 for error in errors.errors)
+    except DatalogError as error:
+        assert error.line >= 1
 
 
 def test_a_component_of_one_definition_is_instantiated_by_a_later_one() -> None:
