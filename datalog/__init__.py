@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "RangeRestrictionError": "datalog.errors",
     "StratificationError": "datalog.errors",
     "DuplicateDeclarationError": "datalog.errors",
+    "ComponentError": "datalog.errors",
     "TransactionError": "datalog.errors",
     "UnsupportedError": "datalog.errors",
     "BudgetExceeded": "datalog.errors",
@@ -65,6 +66,7 @@ __all__ = [
     "RangeRestrictionError",
     "StratificationError",
     "DuplicateDeclarationError",
+    "ComponentError",
     "TransactionError",
     "UnsupportedError",
     "BudgetExceeded",
@@ -83,6 +85,7 @@ if TYPE_CHECKING:
     from datalog.errors import (
         ArityError,
         BudgetExceeded,
+        ComponentError,
         DatalogError,
         DatalogErrors,
         DatalogSemanticError,

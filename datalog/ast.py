@@ -8,14 +8,19 @@ transformer only builds them; all validation runs as separate passes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeAlias
 from typing import Literal as Lit
 
 
 @dataclass(frozen=True)
 class Span:
-    """Where a node came from: 1-based line/column, 0-based character offsets."""
+    """Where a node came from: 1-based line/column, 0-based character offsets.
+
+    `source` is empty for a node of the text being checked; a node brought in
+    from another text (a component declared by an earlier `define`) names that
+    text, so that errors about it quote the right line.
+    """
 
     line: int = 0
     column: int = 0
@@ -23,6 +28,7 @@ class Span:
     end_column: int = 0
     start: int = 0
     end: int = 0
+    source: str = field(default="", compare=False, repr=False)
 
 
 NOWHERE = Span()
@@ -274,6 +280,59 @@ class Program:
     pragmas: tuple[Pragma, ...] = ()
     functors: tuple[FunctorDecl, ...] = ()
     subsumptions: tuple[Subsumption, ...] = ()
+    components: tuple[Component, ...] = ()
+    instances: tuple[Instance, ...] = ()
+    overrides: tuple[Override, ...] = ()  # only inside a component's body
+
+    def extended(self, later: Program) -> Program:
+        """This program's items followed by `later`'s, with `later`'s source text."""
+        items = {f.name: getattr(self, f.name) + getattr(later, f.name) for f in fields(self)}
+        return Program(**{**items, "source": later.source})
+
+
+# --- components (Soufflé's `.comp` / `.init`; expanded away before checking) -------
+
+
+@dataclass(frozen=True)
+class ComponentType:
+    """`Name` or `Name<A, B>`: a component and its type arguments (or, declaring
+    it, its type parameters)."""
+
+    name: str
+    args: tuple[str, ...] = ()
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Component:
+    """`.comp Name<T1, T2> : Base<T1>, Other { body }`: a template of declarations,
+    rules and directives, instantiated by `.init`. `body.source` is the text that
+    declared it."""
+
+    name: str
+    params: tuple[str, ...]
+    bases: tuple[ComponentType, ...]
+    body: Program
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Instance:
+    """`.init name = Component<args>`: the component's relations and types become
+    `name.relation` and `name.Type`."""
+
+    name: str
+    component: ComponentType
+    span: Span = field(default=NOWHERE, compare=False)
+
+
+@dataclass(frozen=True)
+class Override:
+    """`.override relation` in a component: the rules its bases give the
+    (`overridable`) relation are dropped."""
+
+    relation: str
+    span: Span = field(default=NOWHERE, compare=False)
 
 
 @dataclass(frozen=True)

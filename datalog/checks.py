@@ -3,8 +3,9 @@
 Layer: datalog. May import the datalog language modules (ast, errors, schema,
 functions, strata, passes); never `differential`, `joins` or `server`.
 
-`check_program` runs the passes of `PASSES` in order over the AST, collects every
-error and raises them together (`errors.raise_all`). The result holds the schema
+`check_program` expands components (`instantiate_components`), then runs the
+passes of `PASSES` in order over the AST, collects every error and raises them
+together (`errors.raise_all`). The result holds the schema
 (primitive column types), the rules normalized (no disjunction, facts apart),
 the strata in evaluation order and the type of every variable of every rule.
 """
@@ -15,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from datalog.ast import ColumnType, Directive, Literal, Program, Query, Rule
-from datalog.errors import DatalogError, RangeRestrictionError, TypeMismatchError, raise_all
+from datalog.errors import RangeRestrictionError, TypeMismatchError, ordered_errors, raise_all
 from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
 from datalog.passes.check_names import check_clause_names, check_names
@@ -25,6 +26,7 @@ from datalog.passes.context import CheckContext
 from datalog.passes.declare_functors import declare_functors
 from datalog.passes.declare_relations import declare_relations
 from datalog.passes.infer_types import Types, infer_clause_types, infer_types
+from datalog.passes.instantiate_components import instantiate_components
 from datalog.passes.normalize_disjunctions import (
     check_aggregate_disjunctions,
     expand_body,
@@ -102,7 +104,11 @@ class CheckedQuery:
 
 
 def check_program(program: Program) -> CheckedProgram:
-    """Check `program`; raise every error found together, or return it checked."""
+    """Check `program`; raise every error found together, or return it checked.
+
+    Components are expanded first (their errors are raised alone: the other
+    checks would only repeat them as unknown relations)."""
+    program = instantiate_components(program)
     ctx = CheckContext(program)
     for check in PASSES:
         check(ctx)
@@ -132,17 +138,6 @@ def dependencies(checked: CheckedProgram, relations: Iterable[str]) -> set[str]:
             found.add(name)
             pending.extend(graph.get(name, ()))
     return found
-
-
-def ordered_errors(errors: list[DatalogError], source: str) -> list[DatalogError]:
-    """Errors without duplicates (normalized copies of one rule), by position."""
-    unique: dict[tuple[str, str, int, int, int], DatalogError] = {}
-    for error in errors:
-        span = error.span
-        key = (type(error).__name__, error.message, span.line, span.column, span.start)
-        if key not in unique:
-            unique[key] = error if error.source or not source else error.with_source(source)
-    return sorted(unique.values(), key=lambda e: (e.span.line, e.span.column))
 
 
 def check_query(query: Query, schema: Schema) -> CheckedQuery:

@@ -34,6 +34,7 @@ from datalog.errors import (
 from datalog.functors import FunctorBinding, binding, bindings
 from datalog.live import Callback, Change, LiveQuery, Subscription, deliver, pacing_of, tick
 from datalog.parser import parse_program, parse_query
+from datalog.passes.instantiate_components import instantiate_components
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.wcoj import JoinPlan
@@ -105,17 +106,10 @@ class Database:
         with self.lock:
             self._refuse_in_callback("define")
             parsed = parse_program(text)
-            merged = Program(
-                decls=self.program.decls + parsed.decls,
-                types=self.program.types + parsed.types,
-                directives=self.program.directives + parsed.directives,
-                rules=self.program.rules + parsed.rules,
-                source=text,
-                pragmas=self.program.pragmas + parsed.pragmas,
-                functors=self.program.functors + parsed.functors,
-                subsumptions=self.program.subsumptions + parsed.subsumptions,
-            )
+            merged = self.program.extended(parsed)
             checked = check_program(merged)
+            # what the new text adds, its `.init`s expanded (they may add rules anywhere)
+            parsed = instantiate_components(replace(parsed, components=merged.components))
             new_facts = [f for f in checked.facts if _fact_key(f) not in self._facts]
             new_facts = new_facts if facts else []
             self._checkpoint_if_due()

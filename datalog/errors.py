@@ -28,7 +28,7 @@ class DatalogError(Exception):
     def __init__(self, message: str, span: Span = NOWHERE, source: str = "") -> None:
         self.message = message
         self.span = span
-        self.source = source
+        self.source = span.source or source  # a span from another text names it
         super().__init__(self.format())
 
     @property
@@ -105,6 +105,12 @@ class DuplicateDeclarationError(DatalogSemanticError):
     category = "conflict"
 
 
+class ComponentError(DatalogSemanticError):
+    """A component that cannot be expanded: inheritance in a cycle, an instantiation
+    without end, an invalid or misplaced `.override`, a statement a component
+    cannot hold."""
+
+
 class TransactionError(DatalogError):
     """A transaction names an unknown relation or carries badly shaped rows."""
 
@@ -156,6 +162,17 @@ def raise_all(errors: Iterable[DatalogError]) -> None:
         raise found[0]
     if found:
         raise DatalogErrors(found)
+
+
+def ordered_errors(errors: Iterable[DatalogError], source: str) -> list[DatalogError]:
+    """Errors without duplicates (normalized copies of one rule), by position."""
+    unique: dict[tuple[str, str, int, int, int], DatalogError] = {}
+    for error in errors:
+        span = error.span
+        key = (type(error).__name__, error.message, span.line, span.column, span.start)
+        if key not in unique:
+            unique[key] = error if error.source or not source else error.with_source(source)
+    return sorted(unique.values(), key=lambda e: (e.span.line, e.span.column))
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:

@@ -53,6 +53,7 @@ def span_of(where: Meta | Token) -> ast.Span:
     if getattr(where, "empty", False):
         return ast.NOWHERE
     w = where
-    return ast.Span(
-        *(n or 0 for n in (w.line, w.column, w.end_line, w.end_column, w.start_pos, w.end_pos))
+    line, column, end_line, end_column, start, end = (
+        n or 0 for n in (w.line, w.column, w.end_line, w.end_column, w.start_pos, w.end_pos)
     )
+    return ast.Span(line, column, end_line, end_column, start, end)

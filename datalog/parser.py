@@ -93,17 +93,27 @@ class _Builder(Transformer[Token, Any]):
     # programs and declarations
 
     def program(self, meta: Meta, items: list[Any]) -> ast.Program:
-        flat = [node for item in items for node in (item if isinstance(item, list) else [item])]
-        return ast.Program(
-            decls=tuple(n for n in flat if isinstance(n, ast.Decl)),
-            types=tuple(n for n in flat if isinstance(n, ast.TypeDecl)),
-            directives=tuple(n for n in flat if isinstance(n, ast.Directive)),
-            rules=tuple(n for n in flat if isinstance(n, ast.Rule)),
-            source=self.source,
-            pragmas=tuple(n for n in flat if isinstance(n, ast.Pragma)),
-            functors=tuple(n for n in flat if isinstance(n, ast.FunctorDecl)),
-            subsumptions=tuple(n for n in flat if isinstance(n, ast.Subsumption)),
-        )
+        return _program(items, self.source)
+
+    def component(self, meta: Meta, children: list[Any]) -> ast.Component:
+        signature, bases, *items = children
+        body = _program(items, self.source)
+        span = span_of(meta)
+        return ast.Component(signature.name, signature.args, bases or (), body, span)
+
+    def component_type(self, meta: Meta, children: list[Any]) -> ast.ComponentType:
+        name, arguments = children
+        return ast.ComponentType(str(name), arguments or (), span_of(meta))
+
+    def type_arguments(self, meta: Meta, children: list[Token]) -> tuple[str, ...]:
+        return tuple(str(name) for name in children)
+
+    def instance(self, meta: Meta, children: list[Any]) -> ast.Instance:
+        name, component = children
+        return ast.Instance(str(name), component, span_of(meta))
+
+    def override(self, meta: Meta, children: list[Token]) -> ast.Override:
+        return ast.Override(str(children[0]), span_of(meta))
 
     def pragma(self, meta: Meta, children: list[Any]) -> ast.Pragma:
         key, value = children
@@ -254,10 +264,32 @@ class _Builder(Transformer[Token, Any]):
         return ast.Aggregate(name, target, _body(body), span_of(meta))
 
     # Rules whose nodes share a shape share a method.
-    columns = functor_params = options = heads = conjunction = terms = _tuple
+    columns = functor_params = options = heads = conjunction = terms = component_types = _tuple
     qualifier = word_option = _text
     subtype = type_union
     head = atom
+
+
+def _program(items: list[Any], source: str) -> ast.Program:
+    """The statements of a program or of a component's body, by kind."""
+    flat = [node for item in items for node in (item if isinstance(item, list) else [item])]
+
+    def of(kind: type[Any]) -> tuple[Any, ...]:
+        return tuple(n for n in flat if isinstance(n, kind))
+
+    return ast.Program(
+        decls=of(ast.Decl),
+        types=of(ast.TypeDecl),
+        directives=of(ast.Directive),
+        rules=of(ast.Rule),
+        source=source,
+        pragmas=of(ast.Pragma),
+        functors=of(ast.FunctorDecl),
+        subsumptions=of(ast.Subsumption),
+        components=of(ast.Component),
+        instances=of(ast.Instance),
+        overrides=of(ast.Override),
+    )
 
 
 def _body(node: _Alternatives | ast.Atom) -> tuple[ast.Literal, ...]:

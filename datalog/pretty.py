@@ -13,6 +13,8 @@ from datalog import ast
 
 __all__ = [
     "format_program",
+    "format_component",
+    "format_instance",
     "format_decl",
     "format_type",
     "format_functor",
@@ -40,7 +42,8 @@ _ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
 
 def format_program(program: ast.Program) -> str:
-    """The whole program, one item per line: types, functors, decls, directives, rules."""
+    """The whole program, one item per line: types, functors, decls, directives, rules,
+    subsumptions, components and instances."""
     lines = [format_pragma(p) for p in program.pragmas]
     lines += [format_type(t) for t in program.types]
     lines += [format_functor(f) for f in program.functors]
@@ -48,7 +51,27 @@ def format_program(program: ast.Program) -> str:
     lines += [format_directive(d) for d in program.directives]
     lines += [format_rule(r) for r in program.rules]
     lines += [format_subsumption(s) for s in program.subsumptions]
+    lines += [format_component(c) for c in program.components]
+    lines += [format_instance(i) for i in program.instances]
+    lines += [f".override {o.relation}" for o in program.overrides]
     return "".join(line + "\n" for line in lines)
+
+
+def format_component(component: ast.Component) -> str:
+    """`.comp Name<T> : Base<T> {`, the body indented, `}`."""
+    signature = _component_type(ast.ComponentType(component.name, component.params))
+    bases = ", ".join(_component_type(b) for b in component.bases)
+    body = format_program(component.body)
+    inside = "".join(f"    {line}\n" for line in body.splitlines())
+    return f".comp {signature}{f' : {bases}' if bases else ''} {{\n{inside}}}"
+
+
+def format_instance(instance: ast.Instance) -> str:
+    return f".init {instance.name} = {_component_type(instance.component)}"
+
+
+def _component_type(used: ast.ComponentType) -> str:
+    return f"{used.name}<{', '.join(used.args)}>" if used.args else used.name
 
 
 def format_pragma(pragma: ast.Pragma) -> str:
@@ -58,8 +81,11 @@ def format_pragma(pragma: ast.Pragma) -> str:
 
 def format_decl(decl: ast.Decl) -> str:
     columns = ", ".join(f"{c.name}: {c.type}" for c in decl.columns)
-    qualifier = "" if decl.semantics == "set" else f" {decl.semantics}"
-    return f".decl {decl.name}({columns}){qualifier}"
+    qualifiers: list[str] = [] if decl.semantics == "set" else [decl.semantics]
+    qualifiers += [
+        q for q in ("eqrel", "overridable") if q in decl.qualifiers
+    ]  # they mean something
+    return f".decl {decl.name}({columns}){''.join(' ' + q for q in qualifiers)}"
 
 
 def format_type(type_decl: ast.TypeDecl) -> str:

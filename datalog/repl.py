@@ -3,9 +3,10 @@
 Layer: datalog (front end). Uses the public API (`Database`) and the display
 helpers of `datalog.cli`.
 
-A line that starts with `.` (a declaration or directive) is defined at once;
-other Datalog text is collected until a line ends with `.` and then defined
-(facts commit as one transaction). Commands start with `:`; `?- q` is short
+A line that starts with `.` (a declaration or directive) is defined at once,
+unless it opens a brace: a component (`.comp Name { ... }`) is collected until
+its braces close. Other Datalog text is collected until a line ends with `.`
+and then defined (facts commit as one transaction). Commands start with `:`; `?- q` is short
 for `:query q`. Errors are printed to stderr and the session continues.
 """
 
@@ -23,6 +24,7 @@ from datalog.errors import DatalogError
 HELP = """\
 Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x, y).
                         edge(1, 2).   (a statement may span lines; it ends with `.`)
+                        .comp Graph { ... }   .init g = Graph   (a component ends with `}`)
 ?- QUERY                print the current answer, e.g. ?- reach(1, y)
 :query QUERY            the same
 :insert REL (1, 2) ...  insert rows in one transaction (strings in double quotes)
@@ -39,6 +41,7 @@ _TOKEN = re.compile(
     r'\s*(?:(?P<open>\()|(?P<close>\))|(?P<comma>,)|(?P<string>"(?:[^"\\]|\\.)*")'
     r"|(?P<number>[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?))"
 )
+_NOT_CODE = re.compile(r'"(?:[^"\\\n]|\\.)*"|//[^\n]*|/\*.*?(?:\*/|$)', re.DOTALL)
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", '"': '"', "\\": "\\"}
 
 
@@ -93,7 +96,9 @@ class Session:
     def _statement(self, line: str) -> None:
         self.pending.append(line)
         text = "\n".join(self.pending)
-        if (line.startswith(".") and len(self.pending) == 1) or text.rstrip().endswith("."):
+        if _open_braces(text) > 0:  # inside a `.comp { ... }` (or an aggregate's body)
+            return
+        if self.pending[0].startswith(".") or text.rstrip().endswith("."):
             self.pending = []
             self.db.define(text)
 
@@ -139,6 +144,12 @@ class Session:
     def stats(self, _rest: str) -> None:
         for line in stats_summary(self.db.stats()):
             print(line)
+
+
+def _open_braces(text: str) -> int:
+    """How many `{` of `text` are not closed yet (strings and comments aside)."""
+    code = _NOT_CODE.sub(" ", text)
+    return code.count("{") - code.count("}")
 
 
 def _query_text(text: str) -> str:

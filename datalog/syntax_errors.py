@@ -24,12 +24,14 @@ from datalog.grammar import lark_parser, span_of
 # does), rules on what the parser would have accepted, and finally a plain
 # "unexpected X; expected Y" in words rather than terminal names.
 
-_DIRECTIVES = (".decl", ".type", ".functor", ".input", ".output", ".printsize", ".pragma")
-_UNSUPPORTED = frozenset((".comp", ".init", ".plan", ".include", ".limitsize", ".number_type"))
-_STATEMENT_START = frozenset(
-    {"NAME", "QNAME", "_DECL", "_TYPE", "_FUNCTOR", "_PRAGMA", "DIRECTIVE", "$END"}
+_DIRECTIVES = (
+    *(".decl", ".type", ".functor", ".input", ".output", ".printsize", ".pragma"),
+    *(".comp", ".init", ".override"),
 )
-_CLOSING = frozenset({"_DOT", "_IF", "_DECL", "_TYPE", "_FUNCTOR", "_PRAGMA", "DIRECTIVE", "$END"})
+_UNSUPPORTED = frozenset((".plan", ".include", ".limitsize", ".number_type"))
+_STARTS = frozenset({"_DECL", "_TYPE", "_FUNCTOR", "_PRAGMA", "DIRECTIVE", "_COMP", "_INIT"})
+_STATEMENT_START = frozenset({"NAME", "QNAME", "_OVERRIDE", "$END", *_STARTS})
+_CLOSING = frozenset({"_DOT", "_IF", "_OVERRIDE", "$END", *_STARTS})
 _TERM_START = frozenset(
     {"NAME", "QNAME", "INT", "IPV4", "UNSIGNED", "FLOAT", "STRING", "WILDCARD", "FUNCTOR_NAME"}
 )
@@ -195,7 +197,8 @@ def _accepts_rule(text: str, pos: int, token: Token, accepts: set[str]) -> str |
     """Messages that follow from what the parser would have taken instead."""
     if "_IF" in accepts:
         return AFTER_HEAD
-    if "_DOT" in accepts and (token.type in _STATEMENT_START or _on_later_line(text, pos)):
+    ends = token.type in _STATEMENT_START or token.type == "_RBRACE"  # `}`: a component's end
+    if "_DOT" in accepts and (ends or _on_later_line(text, pos)):
         return MISSING_DOT
     if "_COMMA" in accepts and token.type in _TERM_START and _depths(text, pos)[0] > 0:
         return "missing `,` between arguments"
@@ -287,7 +290,7 @@ def _expected_phrases(accepts: set[str]) -> list[str]:
     names = set(accepts)
     phrases: list[str] = []
     if "_DECL" in names:
-        names -= {"_DECL", "_TYPE", "_FUNCTOR", "DIRECTIVE", "NAME", "QNAME", "$END"}
+        names -= _STATEMENT_START - {"_PRAGMA"}
         phrases += ["a declaration", "a directive", "a rule"]
     elif {"NAME", "INT", "STRING"} <= names:
         literal = "_BANG" in names

@@ -354,8 +354,14 @@ def test_pragmas_are_accepted_with_or_without_a_value_and_explained() -> None:
         (".type T = Leaf {x: number} | Node {}", "algebraic data types"),
         ("r($Leaf(1)).", "algebraic data types"),
         (".decl r(x: number) choice-domain x", "`choice-domain` is not supported"),
-        (".comp C { }", "the Soufflé directive `.comp` is not supported"),
         (".plan 0: (1, 2)", "the Soufflé directive `.plan` is not supported"),
+        ('.include "graph.dl"', "the Soufflé directive `.include` is not supported"),
+        (".limitsize r(n=10)", "the Soufflé directive `.limitsize` is not supported"),
+        # inside a component's body too
+        (".comp C { .type P = [a: number] }", "records (`[a, b]`) are not supported"),
+        (".comp C { .type T = A {x: number} }", "algebraic data types"),
+        (".comp C { .decl r(x: number) choice-domain x }", "`choice-domain` is not supported"),
+        (".comp C { r(x) :- s(x). .plan 0: (1) }", "the Soufflé directive `.plan` is not"),
     ],
 )
 def test_souffle_features_outside_the_core_are_named_when_refused(text: str, message: str) -> None:
@@ -378,6 +384,25 @@ def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
         cached[0].write_bytes(b"not a pickle")
         grammar.lark_parser.cache_clear()
         assert parse_query("r(x, y)").body
+    finally:
+        grammar.lark_parser.cache_clear()
+
+
+def test_a_changed_grammar_never_loads_the_tables_cached_for_the_old_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from datalog import grammar
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    grammar.lark_parser.cache_clear()
+    try:
+        assert parse_program(".comp C { }").components  # caches this grammar's tables
+        without = grammar.GRAMMAR_PATH.read_text().replace("          | component\n", "")
+        (tmp_path / "changed.lark").write_text(without)
+        monkeypatch.setattr(grammar, "GRAMMAR_PATH", tmp_path / "changed.lark")
+        grammar.lark_parser.cache_clear()
+        with pytest.raises(DatalogSyntaxError):
+            parse_program(".comp C { }")
     finally:
         grammar.lark_parser.cache_clear()
 
