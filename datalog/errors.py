@@ -105,6 +105,10 @@ class DuplicateDeclarationError(DatalogSemanticError):
     category = "conflict"
 
 
+class RedefinitionError(DatalogSemanticError):
+    """`redefine(relation, text)` was given something other than rules for `relation`."""
+
+
 class TransactionError(DatalogError):
     """A transaction names an unknown relation or carries badly shaped rows."""
 
