@@ -230,8 +230,8 @@ def switch(db: Database, change: ProgramChange, commit: Callable[[], int]) -> in
         for name in created:
             db.engine.remove_input(name)
         raise
-    for live in lives:  # a held change that no data's change carried along
-        if live.held is not None:
+    for live in lives:  # every dataflow delivers at each epoch, carrying the held
+        if live.held is not None:  # change along; this one took no epoch (a restore)
             db._deliver(live, live.state.empty(), epoch)
     return epoch
 
