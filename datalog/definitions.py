@@ -187,8 +187,8 @@ def _misplaced(parsed: Program, relation: str, text: str) -> list[RedefinitionEr
         if rule.is_fact:
             message = (
                 f"`{name}(...)` is a fact: facts are data and stay in their relation "
-                "across a redefinition; insert or retract it (in the same transaction "
-                "as `tx.redefine`, to change both at one epoch)"
+                "across a redefinition; insert or retract it instead (in the same "
+                "transaction as the redefinition, to change both at one epoch)"
             )
             errors.append(RedefinitionError(message, rule.span, text))
         elif name != relation:
