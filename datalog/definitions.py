@@ -21,24 +21,26 @@ changes), and declarations belong to `define`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
 from datalog import durable
 from datalog.ast import (
+    NOWHERE,
     Decl,
     Directive,
     FunctorDecl,
     Pragma,
     Program,
     Rule,
+    Span,
     Subsumption,
     TypeDecl,
 )
 from datalog.checks import CheckedProgram, check_program, dependencies
-from datalog.errors import RedefinitionError, raise_all
+from datalog.errors import DatalogError, DatalogErrors, RedefinitionError, raise_all
 from datalog.live import LiveQuery
 from datalog.parser import parse_program, parse_query
 from datalog.pretty import format_program
@@ -75,7 +77,7 @@ def define(db: Database, text: str, facts: bool) -> None:
     db._refuse_in_callback("define")
     parsed = parse_program(text)
     merged = _merged(db.program, parsed, text)
-    checked = check_program(merged)
+    checked = _checked(merged, db.program)
     new_facts = [f for f in checked.facts if fact_key(f) not in db._facts] if facts else []
     heads = _heads(parsed.rules, parsed.subsumptions)
     change = ProgramChange(
@@ -157,7 +159,7 @@ def redefined(start: ProgramChange, relation: str, text: str) -> ProgramChange:
         + parsed.subsumptions,
         source=text,
     )
-    checked = check_program(program)
+    checked = _checked(program, start.program)
     definitions = (*start.definitions, Definition(text, relation))
     return ProgramChange(start.base, program, checked, start.heads | {relation}, definitions)
 
@@ -200,6 +202,42 @@ def _misplaced(parsed: Program, relation: str, text: str) -> list[RedefinitionEr
             message = f"this clause subsumes `{name}`, but `redefine` replaces `{relation}` only"
             errors.append(RedefinitionError(message, clause.span, text))
     return sorted(errors, key=lambda e: (e.span.line, e.span.column))
+
+
+def _checked(program: Program, old: Program) -> CheckedProgram:
+    """`check_program`. An error found at a rule of an earlier text (a negation of an
+    old rule that a new rule closes a cycle through, say) keeps its message but loses
+    its position: that refers to the earlier text, not the one being defined."""
+    try:
+        return check_program(program)
+    except DatalogError as error:
+        raise _unplaced(error, _span_ids((old.rules, old.subsumptions), set())) from None
+
+
+def _unplaced(error: DatalogError, old: set[int]) -> DatalogError:
+    if isinstance(error, DatalogErrors):
+        return DatalogErrors([_unplaced(e, old) for e in error.errors])
+    if id(error.span) not in old:
+        return error
+    clone = type(error).__new__(type(error))
+    clone.__dict__.update(error.__dict__)
+    clone.span = NOWHERE
+    Exception.__init__(clone, clone.format())
+    return clone
+
+
+def _span_ids(node: object, found: set[int]) -> set[int]:
+    """The identities of the `Span`s in an AST (the parser makes one per node)."""
+    if isinstance(node, Span):
+        if node is not NOWHERE:
+            found.add(id(node))
+    elif isinstance(node, tuple):
+        for item in node:
+            _span_ids(item, found)
+    elif is_dataclass(node):
+        for item in fields(node):
+            _span_ids(getattr(node, item.name), found)
+    return found
 
 
 # --- switching -----------------------------------------------------------------------

@@ -3,9 +3,9 @@
 Layer: server — needs only `websockets`; it does not load the engine.
 
     client = await Client.connect("ws://127.0.0.1:6262", token=None)
-    await client.define(".decl edge(x: number, y: number)")
+    await client.define(".decl edge(x: number, y: number)\n.decl back(x: number, y: number)")
     epoch = await client.transact(inserts={"edge": [(1, 2)]})
-    epoch = await client.redefine("reach", "reach(x, y) :- edge(y, x).")
+    epoch = await client.redefine("back", "back(x, y) :- edge(y, x).")  # its rules, replaced
     rows = await client.query("edge(x, y)")
     sub = await client.subscribe("edge(1, y)")
     async for change in sub:       # the snapshot first, then one Change per delivery

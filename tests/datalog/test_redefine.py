@@ -202,6 +202,17 @@ def test_an_error_names_its_position_in_the_redefinition_text() -> None:
     assert "node(x) :- edge(x, 1)." in str(caught.value)
 
 
+def test_an_error_at_an_old_rule_names_the_cycle_but_no_position_in_the_new_text() -> None:
+    """The negation that closes the cycle is in `unreached`'s old rule (line 10 of the
+    program): no caret under whatever line 10 of the redefinition text would be."""
+    db = _database()
+    text = "\n".join(["reach(x, y) :- edge(x, y)."] * 11 + ["reach(x, y) :- unreached(x, y)."])
+    with pytest.raises(StratificationError) as caught:
+        db.redefine("reach", text)
+    assert caught.value.line == 0 and "^" not in str(caught.value)
+    assert "cycle unreached -> reach -> unreached" in str(caught.value)
+
+
 def test_a_redefinition_from_inside_a_callback_is_refused() -> None:
     db = _database()
 
