@@ -88,7 +88,7 @@ class Database:
         self.checkpoint_every = checkpoint_every
         self.definitions: list[Definition] = []  # every applied program text, in order
         self._facts: set[tuple[object, ...]] = set()  # every fact defined so far
-        self._quiet = 0  # >0 while replaying or committing a define's facts: no log
+        self._quiet = 0  # >0 while replaying the log: nothing is logged
         self._delivering = 0  # >0 while subscribers are being called
         self._paced: list[Subscription] = []  # subscriptions with a granularity
         self.engine = Engine()
@@ -115,9 +115,10 @@ class Database:
         """Replace every rule of `relation` by the rules of `text` (none: `""`) as one
         new epoch, returned; live answers change by exactly old-to-new at that epoch.
         `text` holds only rules for `relation` (facts are data: they stay)."""
-        with self.transaction() as tx:
-            tx.redefine(relation, text)
-        return self.engine.epoch
+        with self.lock:
+            with self.transaction() as tx:
+                tx.redefine(relation, text)
+            return self.engine.epoch
 
     def register_functor(self, name: str, function: object, vectorized: bool = False) -> None:
         """Bind `.functor name(...)` to a pure `function`: called per distinct argument

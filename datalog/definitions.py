@@ -1,8 +1,8 @@
 """Program changes: adding rules (`define`) and replacing a relation's rules (`redefine`).
 
 Layer: datalog (API). Imports the language modules (parser, checker, printer), the
-durable log, the transaction's row conversion and `differential.inputs`; the
-database (for types only) calls it.
+durable log, the live queries, `datalog.transaction` (to convert a definition's
+facts) and `differential.dataflow`; `Database` and `Transaction` call it.
 
 A change is checked completely before anything changes (`ProgramChange`). `switch`
 then installs the new program, rebuilds every live query that reads a relation
@@ -117,9 +117,8 @@ def _rules_only(program: Program) -> Program:
 
 def _heads(rules: Iterable[Rule], subsumptions: Iterable[Subsumption]) -> frozenset[str]:
     """The relations that `rules` (not facts) and subsumptive clauses define."""
-    return frozenset(r.head.name for r in rules if r.body) | {
-        s.dominated.name for s in subsumptions
-    }
+    defined = {r.head.name for r in rules if r.body}
+    return frozenset(defined | {s.dominated.name for s in subsumptions})
 
 
 def _commit_facts(db: Database, facts: list[Rule], new_epoch: bool) -> int:
@@ -251,11 +250,8 @@ def switch(db: Database, change: ProgramChange, commit: Callable[[], int]) -> in
     before = db.program, db.checked, db.definitions
     created = [r for r in change.checked.schema if r not in db.engine.inputs]
     lives: list[LiveQuery] = []
-    db.program, db.checked, db.definitions = (
-        change.program,
-        change.checked,
-        list(change.definitions),
-    )
+    db.program, db.checked = change.program, change.checked
+    db.definitions = list(change.definitions)
     try:
         _create_inputs(db, created)
         lives = affected(db, change.heads)
@@ -326,7 +322,7 @@ def program_text(definitions: Sequence[Definition]) -> str:
         if definition.replaces is not None:
             for i, text in enumerate(texts):
                 if definition.replaces in text:  # else it holds no rule for it
-                    program = edited.get(i) or parse_program(text)
+                    program = edited[i] if i in edited else parse_program(text)
                     edited[i] = _without_rules(program, definition.replaces)
         texts.append(definition.text)
     return "\n".join(format_program(edited[i]) if i in edited else t for i, t in enumerate(texts))

@@ -32,6 +32,7 @@ from datalog.errors import DatalogError
 from datalog.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_rule
+from tests.datalog.answers import Recorder
 from tests.datalog.programs import (
     BASE,
     Generated,
@@ -47,7 +48,6 @@ from tests.datalog.programs import (
     rule_text,
     streams,
 )
-from tests.datalog.test_redefine import Recorder
 
 
 @dataclass(frozen=True)
