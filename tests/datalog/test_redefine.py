@@ -384,3 +384,20 @@ def test_a_checkpoint_keeps_the_facts_of_definitions_whose_rules_were_replaced(
         runs.append((db.epoch, db.query("p(x)"), _rules(db, "q")))
         db.close()
     assert runs[0] == runs[1] and runs[0][1:] == ([(2,)], ["q(x) :- p(x), x > 0."])
+
+
+def test_a_redefinition_record_round_trips_and_a_plain_commit_keeps_its_old_form() -> None:
+    import numpy as np
+
+    from datalog.storage.records import Change as Part
+    from datalog.storage.records import Commit, decode, encode
+
+    columns = (np.array([1, 2]), np.array(["é", "b"], dtype=object))
+    replaced = (("r", 'r(x) :- e(x, "é").'), ("s", ""))
+    record = Commit(7, [Part("e", True, columns), Part("e", False, columns)], replaced)
+    back = decode(encode(record))
+    assert isinstance(back, Commit) and (back.epoch, tuple(back.redefinitions)) == (7, replaced)
+    assert [(p.relation, p.inserting) for p in back.changes] == [("e", True), ("e", False)]
+    assert all(np.array_equal(a, b) for a, b in zip(back.changes[1].columns, columns, strict=True))
+    plain = Commit(7, record.changes)
+    assert encode(plain)[:1] == b"C" and decode(encode(plain)).redefinitions == ()
