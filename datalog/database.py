@@ -2,8 +2,8 @@
 
 Layer: datalog (API). Imports the planner, the language and `differential`.
 
-`define` checks the whole program (old and new text together) and only then
-changes anything; facts it contains are committed as one transaction. Queries
+`define` and `redefine` check the whole new program and only then change
+anything, at one new epoch (`datalog.definitions`). Queries
 and subscriptions synthesize dataflows lazily; subscriptions to the same
 (normalized) query share one live dataflow, torn down with its last
 subscriber. Commits are atomic: a transaction is validated completely before
@@ -23,18 +23,27 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datalog import durable
+from datalog import definitions, durable
 from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
+from datalog.definitions import Definition
 from datalog.errors import (
     BudgetExceeded,
     TransactionError,
     UnsupportedError,
 )
 from datalog.functors import FunctorBinding, binding, bindings
-from datalog.live import Callback, Change, LiveQuery, Subscription, deliver, pacing_of, tick
-from datalog.parser import parse_program, parse_query
-from datalog.passes.instantiate_components import instantiate_components
+from datalog.live import (
+    Callback,
+    Change,
+    LiveQuery,
+    Subscription,
+    call_later,
+    deliver,
+    pacing_of,
+    tick,
+)
+from datalog.parser import parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.wcoj import JoinPlan
@@ -77,9 +86,9 @@ class Database:
         """
         self.store: Store | None = None
         self.checkpoint_every = checkpoint_every
-        self.definitions: list[str] = []  # every applied `define` text, in order
+        self.definitions: list[Definition] = []  # every applied program text, in order
         self._facts: set[tuple[object, ...]] = set()  # every fact defined so far
-        self._quiet = 0  # >0 while replaying or committing a define's facts: no log
+        self._quiet = 0  # >0 while replaying the log: nothing is logged
         self._delivering = 0  # >0 while subscribers are being called
         self._paced: list[Subscription] = []  # subscriptions with a granularity
         self.engine = Engine()
@@ -97,101 +106,19 @@ class Database:
     # -- program -----------------------------------------------------------------
 
     def define(self, text: str) -> None:
-        """Add declarations, facts and rules; all-or-nothing."""
+        """Add declarations, facts and rules; all-or-nothing. New rules take an epoch
+        of their own (shared with the facts), whether or not an answer changes."""
         with self.lock:
-            self._define(text, facts=True)
+            definitions.define(self, text, facts=True)
 
-    def _define(self, text: str, facts: bool) -> None:
-        """`define`; without `facts`, its facts are not inserted (a snapshot holds them)."""
+    def redefine(self, relation: str, text: str) -> int:
+        """Replace every rule of `relation` by the rules of `text` (none: `""`) as one
+        new epoch, returned; live answers change by exactly old-to-new at that epoch.
+        `text` holds only rules for `relation` (facts are data: they stay)."""
         with self.lock:
-            self._refuse_in_callback("define")
-            parsed = parse_program(text)
-            merged = self.program.extended(parsed)
-            checked = check_program(merged)
-            # what the new text adds, its `.init`s expanded (they may add rules anywhere)
-            parsed = instantiate_components(replace(parsed, components=merged.components))
-            new_facts = [f for f in checked.facts if _fact_key(f) not in self._facts]
-            new_facts = new_facts if facts else []
-            self._checkpoint_if_due()
-            offset = durable.log_define(self, text)
-            try:
-                self._apply_define(text, parsed, merged, checked, new_facts, own_epoch=facts)
-            except BaseException:
-                durable.undo(self, offset)
-                raise
-
-    def _apply_define(
-        self,
-        text: str,
-        parsed: Program,
-        merged: Program,
-        checked: CheckedProgram,
-        facts: list[Any],
-        own_epoch: bool,
-    ) -> None:
-        """Switch to the merged program. New rules are an epoch of their own (with the
-        definition's facts, if any): the live queries they change get one change
-        labelled with that new epoch. On any failure nothing changes."""
-        with self.lock:
-            before = self.program, self.checked, len(self.definitions)
-            # Facts live in their relations: the program keeps only rules, so a later
-            # definition re-checks the rules, not every fact ever defined.
-            self.program = replace(merged, rules=tuple(r for r in merged.rules if r.body))
-            self.checked = checked
-            self.definitions.append(text)
-            affected: list[LiveQuery] = []
-            try:
-                self._create_inputs(checked)
-                affected = self._affected(parsed)
-                for live in affected:  # the changes new rules cause wait for their epoch
-                    live.held = self._rebuild(live)
-                rules = any(rule.body for rule in parsed.rules) or bool(parsed.subsumptions)
-                self._insert_facts(facts, new_epoch=rules and own_epoch)
-            except BaseException:  # a fact out of its type's range, say: nothing changes
-                self.program, self.checked = before[0], before[1]
-                del self.definitions[before[2] :]
-                with unbudgeted():
-                    for live in affected:
-                        live.held = None
-                        self._rebuild(live)
-                raise
-            self._facts.update(_fact_key(f) for f in checked.facts)
-            for live in affected:  # a held change that no fact's change carried along
-                if live.held is not None:
-                    self._deliver(live, live.state.empty(), self.engine.epoch)
-
-    def _create_inputs(self, checked: CheckedProgram) -> None:
-        for info in checked.schema.relations.values():
-            if info.name not in self.engine.inputs:
-                # a nullary relation is stored with one constant column
-                dtypes = [np.dtype(_dtype(t)) for t in info.types] or [np.dtype(np.int64)]
-                self.engine.create_input(info.name, dtypes, info.semantics)
-
-    def _insert_facts(self, facts: list[Any], new_epoch: bool) -> None:
-        """Commit a definition's facts (and a new epoch even without any, if asked)."""
-        self._quiet += 1
-        try:
-            if not facts and new_epoch:
-                self.engine.commit({})
-            elif facts:
-                with self.transaction() as tx:
-                    for fact in facts:
-                        tx.insert(fact.head.name, [tuple(a.value for a in fact.head.args)])
-        finally:
-            self._quiet -= 1
-
-    def _affected(self, parsed: Program) -> list[LiveQuery]:
-        """The live queries that read relations the new rules define."""
-        heads = {r.head.name for r in parsed.rules if r.body}
-        heads |= {s.dominated.name for s in parsed.subsumptions}
-        return [live for live in self.live.values() if heads & self._reads(live.query_text)]
-
-    def _reads(self, query_text: str) -> set[str]:
-        from datalog.checks import dependencies
-        from datalog.plan.build import _relations_read
-
-        checked = check_query(parse_query(query_text), self.checked.schema)
-        return dependencies(self.checked, _relations_read(checked))
+            with self.transaction() as tx:
+                tx.redefine(relation, text)
+            return self.engine.epoch
 
     def register_functor(self, name: str, function: object, vectorized: bool = False) -> None:
         """Bind `.functor name(...)` to a pure `function`: called per distinct argument
@@ -302,6 +229,7 @@ class Database:
             live.subscribers.append(sub)
             if pacing is not None:
                 self._paced.append(sub)
+                pacing.wake = lambda delay: call_later(delay, lambda: self._tick(None, [sub]))
             state = live.state.accumulate(None)
             rows = to_rows(state.columns, live.types, self.symbols, len(state))
             self._delivering += 1
@@ -472,16 +400,19 @@ class Database:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _tick(self, epoch: int) -> None:
+    def _tick(self, epoch: int | None, woken: list[Subscription] | None = None) -> None:
         """After a commit: paced subscribers get what is due (only they are visited:
-        a commit costs nothing more for subscriptions without a granularity)."""
-        if not self._paced:
-            return
-        self._delivering += 1
-        try:
-            tick(list(self._paced), epoch)
-        finally:
-            self._delivering -= 1
+        a commit costs nothing more for subscriptions without a granularity). With
+        `woken`, a timer (`Pacing.wake`) calls: those get what is due now."""
+        with self.lock:
+            paced = self._paced if woken is None else woken
+            if not paced:
+                return
+            self._delivering += 1
+            try:
+                tick(list(paced), self.engine.epoch if epoch is None else epoch, woken is not None)
+            finally:
+                self._delivering -= 1
 
     def _refuse_in_callback(self, what: str) -> None:
         """Commits, definitions and subscriptions from inside a subscriber would change
@@ -498,10 +429,6 @@ class Database:
             deliver(live, updates, epoch, self.symbols)
         finally:
             self._delivering -= 1
-
-
-def _fact_key(fact: Any) -> tuple[object, ...]:
-    return (fact.head.name, *(arg.value for arg in fact.head.args))
 
 
 def _dtype(kind: str) -> type[np.generic]:

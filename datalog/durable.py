@@ -4,9 +4,12 @@ Layer: datalog (API). Imports numpy, `datalog.storage` and (for types only)
 `datalog.database`.
 
 The log holds what the user asked for, in the user's terms: definitions as
-program text and transactions as columns of values (symbols as strings).
-Opening restores the newest snapshot (its program is defined again without
-its facts, its symbol table and relation contents are loaded as they were)
+program text and transactions as columns of values (symbols as strings), with
+the rules they replaced (`redefine`) as relation and text. A snapshot's program
+is the definitions folded into one text (`definitions.program_text`: a
+redefinition drops the replaced rules from the texts before it). Opening
+restores the newest snapshot (its program is defined again without its facts,
+its symbol table and relation contents are loaded as they were)
 and then replays the records after it through the ordinary API, which
 reproduces the same epochs. See `datalog.storage.store` for the write order.
 """
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from datalog import definitions
 from datalog.storage.frames import DurabilityError
 from datalog.storage.records import Change, Commit, Define, Record
 from datalog.storage.store import Snapshot, Store
@@ -66,7 +70,9 @@ def log_define(db: Database, text: str) -> int | None:
     return db.store.append(Define(text))
 
 
-def log_commit(db: Database, epoch: int, parts: list[Part]) -> int | None:
+def log_commit(
+    db: Database, epoch: int, parts: list[Part], redefinitions: list[tuple[str, str]]
+) -> int | None:
     """Write a transaction's record before it is applied; None when nothing is logged."""
     if db.store is None or db._quiet:
         return None
@@ -79,7 +85,7 @@ def log_commit(db: Database, epoch: int, parts: list[Part]) -> int | None:
                 for c, kind in zip(columns, kinds, strict=True)
             )
         changes.append(Change(relation, inserting, columns))
-    return db.store.append(Commit(epoch, changes))
+    return db.store.append(Commit(epoch, changes, tuple(redefinitions)))
 
 
 def undo(db: Database, offset: int | None) -> None:
@@ -95,22 +101,25 @@ def checkpoint(db: Database) -> None:
         if name in db.checked.schema.relations:
             state = inp.presence.spine.accumulate(None)
             relations[name] = (state.columns, state.diffs)
-    program = "\n".join(db.definitions)
+    program = definitions.program_text(db.definitions)
     db.store.checkpoint(Snapshot(db.epoch, program, db.symbols.to_list(), relations))
+    db.definitions = [definitions.Definition(program)]  # the same program, folded
 
 
 def _restore(db: Database, snapshot: Snapshot) -> None:
     db.symbols = SymbolTable.from_list(snapshot.symbols)
     if snapshot.program:
-        db._define(snapshot.program, facts=False)
+        definitions.define(db, snapshot.program, facts=False)
     db.engine.load(snapshot.relations, snapshot.epoch)
 
 
 def _replay(db: Database, record: Record) -> None:
     if isinstance(record, Define):
-        db._define(record.text, facts=True)
+        definitions.define(db, record.text, facts=True)
         return
     with db.transaction() as tx:
+        for relation, text in record.redefinitions:
+            tx.redefine(relation, text)
         for change in record.changes:
             rows: Any = change.columns
             if not db.checked.schema.types(change.relation):  # nullary: `()` rows
@@ -140,7 +149,7 @@ def _legacy_records(path: Path) -> list[dict[str, Any]]:
 
 def _replay_legacy(db: Database, record: dict[str, Any]) -> None:
     if "define" in record:
-        db._define(record["define"], facts=True)
+        definitions.define(db, record["define"], facts=True)
         return
     with db.transaction() as tx:
         for change in record["changes"]:

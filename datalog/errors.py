@@ -111,6 +111,10 @@ class ComponentError(DatalogSemanticError):
     cannot hold."""
 
 
+class RedefinitionError(DatalogSemanticError):
+    """`redefine(relation, text)` was given something other than rules for `relation`."""
+
+
 class TransactionError(DatalogError):
     """A transaction names an unknown relation or carries badly shaped rows."""
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import html
 import logging
+import math
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Sequence
@@ -122,22 +124,29 @@ def deliver(live: LiveQuery, updates: Updates, epoch: int, symbols: SymbolTable)
 @dataclass
 class Pacing:
     """A subscriber's granularity: changes are held and delivered consolidated at most
-    every `epochs` epochs or every `seconds` seconds (at the first commit after that),
-    as the server does; rows whose changes cancel out are not delivered."""
+    every `epochs` epochs (at the first commit that reaches it) or every `seconds`
+    seconds, as the server does; rows whose changes cancel out are not delivered.
+
+    A held change waits at most `seconds` after the last delivery: `wake` (set by
+    the database) calls `woken` back after the time left, commit or no commit. With
+    both bounds, the later of the two decides and a commit delivers."""
 
     epochs: int = 1
     seconds: float = 0.0
     delivered: int = 0  # the epoch of the last delivery
     at: float = field(default_factory=time.monotonic)  # when it happened
     held: Counter[tuple[Any, ...]] = field(default_factory=Counter)
+    wake: Callable[[float], None] | None = field(default=None, repr=False)
+    waiting: bool = False  # a wake is pending
 
     def hold(self, change: Change) -> None:
         for row, diff in zip(change.rows, change.diffs, strict=True):
             self.held[row] += diff
+        self._ask_wake()
 
     def due(self, epoch: int) -> Change | None:
         """The held changes, consolidated, if it is time to deliver them at `epoch`."""
-        if epoch < self.delivered + self.epochs or time.monotonic() < self.at + self.seconds:
+        if epoch < self.delivered + self.epochs or self._time_left() > 0:
             return None
         rows = sorted(row for row, n in self.held.items() if n)
         change = Change(rows, [self.held[row] for row in rows], epoch)
@@ -147,12 +156,38 @@ class Pacing:
         self.delivered, self.at = epoch, time.monotonic()
         return change
 
+    def woken(self, epoch: int) -> Change | None:
+        """The wake came: what is due at `epoch` (a wake that came early asks again)."""
+        self.waiting = False
+        if self._time_left() > 0:
+            self._ask_wake()
+            return None
+        return self.due(epoch)
 
-def tick(subscriptions: Sequence[Subscription], epoch: int) -> None:
-    """After a commit: deliver what paced subscriptions hold once it is due."""
+    def _time_left(self) -> float:
+        return self.at + self.seconds - time.monotonic()
+
+    def _ask_wake(self) -> None:
+        if self.seconds > 0 and self.held and not self.waiting and self.wake is not None:
+            self.waiting = True
+            self.wake(max(0.0, self._time_left()))
+
+
+def tick(subscriptions: Sequence[Subscription], epoch: int, woken: bool = False) -> None:
+    """After a commit (or a paced subscription's wake): deliver what is due."""
     for sub in subscriptions:
-        if sub.active and sub.pacing is not None and (change := sub.pacing.due(epoch)):
-            notify(sub, change)
+        pacing = sub.pacing
+        if sub.active and pacing is not None:
+            change = pacing.woken(epoch) if woken else pacing.due(epoch)
+            if change is not None:
+                notify(sub, change)
+
+
+def call_later(delay: float, callback: Callable[[], None]) -> None:
+    """Run `callback` on a daemon timer thread after `delay` seconds."""
+    timer = threading.Timer(delay, callback)
+    timer.daemon = True
+    timer.start()
 
 
 def _at(updates: Updates, epoch: int) -> Updates:
@@ -178,8 +213,10 @@ def pacing_of(granularity: dict[str, float] | None, epoch: int) -> Pacing | None
         return None
     unknown = set(granularity) - {"epochs", "seconds"}
     epochs, seconds = granularity.get("epochs", 1), granularity.get("seconds", 0.0)
-    if unknown or not isinstance(epochs, int) or epochs < 1 or seconds < 0:
+    whole = isinstance(epochs, int) and not isinstance(epochs, bool)
+    real = isinstance(seconds, int | float) and not isinstance(seconds, bool)
+    if unknown or not whole or epochs < 1 or not real or not 0 <= seconds < math.inf:
         raise UnsupportedError(
             f"granularity takes {{'epochs': N}} (N >= 1) and/or {{'seconds': S}}, not {granularity}"
         )
-    return Pacing(epochs, float(seconds), delivered=epoch)
+    return Pacing(int(epochs), float(seconds), delivered=epoch)

@@ -29,6 +29,8 @@ Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x
 :query QUERY            the same
 :insert REL (1, 2) ...  insert rows in one transaction (strings in double quotes)
 :retract REL (1, 2) ... retract rows in one transaction
+:redefine REL RULES     replace every rule of REL by RULES (on one line; none: no rules)
+                        at one new epoch, e.g. :redefine reach reach(x, y) :- edge(x, y).
 :watch QUERY            subscribe: print every change of the answer with its epoch
 :unwatch [N]            stop watch N (default: every watch)
 :explain QUERY          show the strata, plans and shared arrangements of a query
@@ -57,6 +59,7 @@ class Session:
             "query": self.query,
             "insert": lambda rest: self.change(rest, inserting=True),
             "retract": lambda rest: self.change(rest, inserting=False),
+            "redefine": self.redefine,
             "watch": self.watch,
             "unwatch": self.unwatch,
             "explain": self.explain,
@@ -119,6 +122,15 @@ class Session:
             (tx.insert if inserting else tx.retract)(relation, rows)
         verb = "inserted" if inserting else "retracted"
         print(f"{verb} {len(rows)} row{'' if len(rows) == 1 else 's'} at epoch {self.db.epoch}")
+
+    def redefine(self, rest: str) -> None:
+        relation, _, rules = rest.partition(" ")
+        if not relation:
+            raise DatalogError(
+                "usage: :redefine REL RULES, e.g. :redefine reach reach(x, y) :- e(x, y)."
+            )
+        epoch = self.db.redefine(relation, rules.strip())
+        print(f"redefined `{relation}` at epoch {epoch}")
 
     def watch(self, text: str) -> None:
         text = _query_text(text)

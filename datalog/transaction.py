@@ -1,10 +1,11 @@
-"""Transactions: inserts and retractions collected, then committed as one epoch.
+"""Transactions: inserts, retractions and rule replacements, committed as one epoch.
 
-Layer: datalog (API). Imports numpy, `datalog.rows`, `datalog.durable` and
-`differential.inputs`; `datalog.database` creates them.
+Layer: datalog (API). Imports numpy, `datalog.rows`, `datalog.durable`,
+`datalog.definitions` and `differential.inputs`; `datalog.database` creates them.
 
-A transaction's rows are converted and validated as they are added; `commit`
-writes its record to the durable log (if any) before the engine applies it, and
+A transaction's rows are converted and validated as they are added, and each
+`redefine` is checked (with the ones before it) when it is called; `commit`
+writes the record to the durable log (if any) before the engine applies it, and
 cuts the record off again if applying fails (the engine then leaves nothing of it,
 and the live queries are rebuilt).
 """
@@ -16,7 +17,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog import durable
+from datalog import definitions, durable
+from datalog.definitions import ProgramChange
 from datalog.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.plan.body import UNIT
 from datalog.rows import to_columns
@@ -32,6 +34,8 @@ class Transaction:
     def __init__(self, db: Database) -> None:
         self.db = db
         self.parts: list[tuple[str, tuple[np.ndarray, ...], bool]] = []
+        self.redefinitions: list[tuple[str, str]] = []  # (relation, rules text)
+        self.change: ProgramChange | None = None  # the program they make
         self.done = False
 
     def insert(self, relation: str, rows: object) -> None:
@@ -40,9 +44,21 @@ class Transaction:
     def retract(self, relation: str, rows: object) -> None:
         self.parts.append((relation, self._columns(relation, rows), False))
 
-    def _columns(self, relation: str, rows: object) -> tuple[np.ndarray, ...]:
+    def redefine(self, relation: str, text: str) -> None:
+        """Replace every rule of `relation` by the rules of `text` at this transaction's
+        epoch (see `Database.redefine`); checked now, with earlier redefinitions."""
+        self._check_open()
+        self.change = definitions.redefined(
+            self.change or definitions.unchanged(self.db), relation, text
+        )
+        self.redefinitions.append((relation, text))
+
+    def _check_open(self) -> None:
         if self.done:
             raise TransactionError("this transaction has already committed")
+
+    def _columns(self, relation: str, rows: object) -> tuple[np.ndarray, ...]:
+        self._check_open()
         info = self.db.checked.schema.get(relation)
         if info is None or relation == UNIT:
             names = self.db.checked.schema.names()
@@ -55,22 +71,38 @@ class Transaction:
         """Apply everything as one epoch (also done on leaving the `with` block)."""
         self.done = True
         self.db._refuse_in_callback("commit")
-        if not self.parts:
+        if not self.parts and not self.redefinitions:
             return self.db.engine.epoch
-        grouped: dict[str, list[tuple[tuple[np.ndarray, ...], bool]]] = {}
-        for relation, cols, inserting in self.parts:
-            grouped.setdefault(relation, []).append((cols, inserting))
-        requests = {rel: _requests(parts) for rel, parts in grouped.items()}
+        change = self.change
+        if change is not None and change.base is not self.db.program:  # defined meanwhile
+            change = definitions.redefined_all(self.db, self.redefinitions)
+        requests = self.requests()
         self.db._checkpoint_if_due()  # before, not after: the commit that grew the log
-        offset = durable.log_commit(self.db, self.db.engine.epoch + 1, self.parts)
+        epoch = self.db.engine.epoch + 1
+        offset = durable.log_commit(self.db, epoch, self.parts, self.redefinitions)
         try:
-            epoch = self.db.engine.commit(requests)
+            epoch = self._apply(change, requests)
         except BaseException:
             durable.undo(self.db, offset)
-            self.db._restart_live()
             raise
         self.db._tick(epoch)
         return epoch
+
+    def requests(self) -> dict[str, Requests]:
+        """The inserts and retractions, by relation, as the engine takes them."""
+        grouped: dict[str, list[tuple[tuple[np.ndarray, ...], bool]]] = {}
+        for relation, cols, inserting in self.parts:
+            grouped.setdefault(relation, []).append((cols, inserting))
+        return {rel: _requests(parts) for rel, parts in grouped.items()}
+
+    def _apply(self, change: ProgramChange | None, requests: dict[str, Requests]) -> int:
+        if change is not None:  # the rule change and the rows share one epoch
+            return definitions.switch(self.db, change, lambda: self.db.engine.commit(requests))
+        try:
+            return self.db.engine.commit(requests)
+        except BaseException:
+            self.db._restart_live()
+            raise
 
 
 def _nullary_rows(relation: str, rows: object) -> int:

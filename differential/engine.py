@@ -119,6 +119,12 @@ class Engine:
         self.inputs[name] = Input(name, dtypes, semantics)
         return self.inputs[name]
 
+    def remove_input(self, name: str) -> None:
+        """Forget an input that no live dataflow reads (its creator failed; it is
+        empty, so no epoch ever held anything of it)."""
+        inp = self.inputs.pop(name, None)
+        assert inp is None or not len(inp.presence), f"input `{name}` holds rows"
+
     def dataflow(self, name: str) -> Dataflow:
         """A new, empty dataflow; build it, then call `start`."""
         return Dataflow(self, name)

@@ -3,8 +3,9 @@
 Layer: server — needs only `websockets`; it does not load the engine.
 
     client = await Client.connect("ws://127.0.0.1:6262", token=None)
-    await client.define(".decl edge(x: number, y: number)")
+    await client.define(".decl edge(x: number, y: number)\n.decl back(x: number, y: number)")
     epoch = await client.transact(inserts={"edge": [(1, 2)]})
+    epoch = await client.redefine("back", "back(x, y) :- edge(y, x).")  # its rules, replaced
     rows = await client.query("edge(x, y)")
     sub = await client.subscribe("edge(1, y)")
     async for change in sub:       # the snapshot first, then one Change per delivery
@@ -158,11 +159,29 @@ class Client:
     async def define(self, text: str) -> int:
         return int((await self.request("define", text=text))["epoch"])
 
-    async def transact(self, inserts: Rows | None = None, retracts: Rows | None = None) -> int:
-        """Insert and retract rows as one atomic epoch; returns that epoch."""
+    async def transact(
+        self,
+        inserts: Rows | None = None,
+        retracts: Rows | None = None,
+        redefine: Mapping[str, str] | None = None,
+    ) -> int:
+        """Insert and retract rows (and replace the rules of each relation in `redefine`
+        by its text) as one atomic epoch; returns that epoch."""
+        fields: dict[str, Any] = {"inserts": _rows(inserts or {})}
+        fields["retracts"] = _rows(retracts or {})
+        if redefine:
+            fields["redefine"] = dict(redefine)
+        return int((await self.request("transact", **fields))["epoch"])
+
+    async def redefine(
+        self, relation: str, text: str, inserts: Rows | None = None, retracts: Rows | None = None
+    ) -> int:
+        """Replace every rule of `relation` by the rules in `text` (`""`: none) as one new
+        epoch, with `inserts` and `retracts` if given; returns that epoch."""
         reply = await self.request(
-            "transact", inserts=_rows(inserts or {}), retracts=_rows(retracts or {})
-        )
+            "redefine", relation=relation, text=text,
+            inserts=_rows(inserts or {}), retracts=_rows(retracts or {}),
+        )  # fmt: skip
         return int(reply["epoch"])
 
     async def query(self, text: str, plan: str = "auto") -> list[tuple[Any, ...]]:

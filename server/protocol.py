@@ -163,7 +163,27 @@ def _parse_define(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse_transact(m: dict[str, Any]) -> dict[str, Any]:
-    return {"inserts": _rows(m, "inserts"), "retracts": _rows(m, "retracts")}
+    return {
+        "inserts": _rows(m, "inserts"),
+        "retracts": _rows(m, "retracts"),
+        "redefine": _redefinitions(m.get("redefine", {})),
+    }
+
+
+def _parse_redefine(m: dict[str, Any]) -> dict[str, Any]:
+    relation = m.get("relation")
+    if not isinstance(relation, str) or not relation:
+        raise ProtocolError("`relation` must be the name of the relation whose rules to replace")
+    return {**_parse_transact({**m, "redefine": {}}), "redefine": {relation: _text(m)}}
+
+
+def _redefinitions(value: object) -> dict[str, str]:
+    """`{relation: rules text}`: the rules each relation gets instead of its own."""
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and k and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ProtocolError("`redefine` must be an object of relation name to Datalog rules text")
+    return value
 
 
 def _parse_query(m: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +226,7 @@ _PARSERS = {
     "auth": _parse_auth,
     "define": _parse_define,
     "transact": _parse_transact,
+    "redefine": _parse_redefine,
     "query": _parse_query,
     "subscribe": _parse_subscribe,
     "unsubscribe": _parse_unsubscribe,

@@ -152,13 +152,22 @@ class Hub:
         return reply(request, "defined", epoch=self._ticked())
 
     def _on_transact(self, session: Session, request: Request) -> dict[str, Any]:
-        inserts, retracts = request.fields["inserts"], request.fields["retracts"]
-        with self.db.transaction() as tx:  # an error discards the whole transaction
-            for relation, rows in inserts.items():
-                tx.insert(relation, rows)
-            for relation, rows in retracts.items():
-                tx.retract(relation, rows)
+        self._commit(request.fields)
         return reply(request, "transacted", epoch=self._ticked())
+
+    def _on_redefine(self, session: Session, request: Request) -> dict[str, Any]:
+        self._commit(request.fields)
+        return reply(request, "redefined", epoch=self._ticked())
+
+    def _commit(self, fields: dict[str, Any]) -> None:
+        """Rule replacements, inserts and retracts as one epoch; an error discards all."""
+        with self.db.transaction() as tx:
+            for relation, text in fields["redefine"].items():
+                tx.redefine(relation, text)
+            for relation, rows in fields["inserts"].items():
+                tx.insert(relation, rows)
+            for relation, rows in fields["retracts"].items():
+                tx.retract(relation, rows)
 
     def _ticked(self) -> int:
         """After a commit: let epoch-granular watches deliver; the current epoch."""

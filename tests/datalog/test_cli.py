@@ -290,3 +290,24 @@ def test_repl_why_prints_the_proof_tree(capsys: pytest.CaptureFixture[str]) -> N
     ) in out
     assert ":why FACT" in out
     assert "`reach(3, 1)` does not hold" in err and "a fact is missing" in err
+
+
+def test_repl_redefine_replaces_rules_and_watches_see_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (
+        ".decl edge(x: number, y: number)\n.decl reach(x: number, y: number)\n"
+        "reach(x, y) :- edge(x, y).\nreach(x, z) :- reach(x, y), edge(y, z).\n"
+        ":insert edge (1, 2) (2, 3)\n:watch reach(1, y)\n"
+        ":redefine reach reach(x, y) :- edge(x, y).\n"
+        ":redefine reach reach(x, y) :- edge(y, x). edge(5, 6).\n"
+        ":redefine\n:redefine reach\n?- reach(x, y)\n:help\n"
+    )
+    code, out, err = _run(["repl"], capsys, stdin=text)
+    assert code == 0
+    assert "[watch 1] epoch 5:\n  - (3)\nredefined `reach` at epoch 5\n" in out
+    assert "is a fact" in err and "usage: :redefine REL RULES" in err
+    assert err.count("error:") == 2
+    # no rules at all: reach is empty (its facts would stay)
+    assert "[watch 1] epoch 6:\n  - (2)\nredefined `reach` at epoch 6\n(0 rows)\n" in out
+    assert ":redefine REL RULES" in out

@@ -229,6 +229,47 @@ def test_paced_subscriptions_deliver_consolidated_changes_every_n_epochs_or_s_se
         db.subscribe("e(x)", by_time.append, granularity={"epoch": 2})
 
 
+def test_a_change_paced_by_seconds_is_held_at_most_s_seconds_without_another_commit() -> None:
+    """The bound from above: after a burst of commits and then none, the consolidated
+    change still arrives (from a timer thread), about S seconds after the last
+    delivery. A generous slack for a loaded machine; waiting for a later commit, as
+    the pacing once did, would deliver nothing at all."""
+    import threading
+    import time
+
+    db = Database()
+    db.define(".decl e(x: number)")
+    arrived: list[tuple[float, Change]] = []
+    came = threading.Event()
+
+    def on_change(change: Change) -> None:
+        if not change.snapshot:
+            arrived.append((time.monotonic(), change))
+            came.set()
+
+    start = time.monotonic()
+    sub = db.subscribe("e(x)", on_change, granularity={"seconds": 0.5})
+    for i in range(4):
+        db.insert("e", [(i,)])
+    db.retract("e", [(1,)])  # cancels out: not delivered
+    last = time.monotonic()
+    assert came.wait(5), "the held change never came"
+    at, change = arrived[0]
+    assert at - start >= 0.45 and at - last <= 0.5 + 1.5, (start, last, at)
+    assert (change.epoch, change.rows, change.diffs) == (db.epoch, [(0,), (2,), (3,)], [1] * 3)
+    came.clear()
+    db.insert("e", [(9,)])  # just delivered: this one waits its turn, then comes alone
+    sent = time.monotonic()
+    assert came.wait(5), "the second held change never came"
+    again, change = arrived[1]
+    assert again - at >= 0.45 and again - sent <= 0.5 + 1.5, (at, sent, again)
+    assert (change.epoch, change.rows, change.diffs) == (db.epoch, [(9,)], [1])
+    sub.close()
+    db.insert("e", [(10,)])
+    time.sleep(0.7)
+    assert len(arrived) == 2  # a closed subscription's timer delivers nothing
+
+
 @pytest.mark.parametrize(
     ("program", "query", "n"),
     [

@@ -242,3 +242,68 @@ def test_a_proof_too_deep_for_nested_json_is_an_error_not_a_fault() -> None:
     _, deep, shallow = host.take()
     assert deep["error"]["category"] == "incorrect" and "too deep" in deep["error"]["message"]
     assert shallow["derivation"]["height"] == 300
+
+
+@pytest.mark.parametrize(
+    ("frame", "fragment"),
+    [
+        ('{"type": "redefine", "text": "reach(x, y) :- edge(x, y)."}', "`relation`"),
+        ('{"type": "redefine", "relation": "reach"}', "`text`"),
+        ('{"type": "redefine", "relation": "", "text": ""}', "`relation`"),
+        ('{"type": "transact", "redefine": {"reach": 5}}', "`redefine`"),
+        ('{"type": "transact", "redefine": [["reach", ""]]}', "`redefine`"),
+    ],
+)
+def test_bad_redefine_requests_are_rejected(frame: str, fragment: str) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        parse_request(frame)
+    assert caught.value.category == "incorrect" and fragment in caught.value.message
+
+
+def test_a_redefinition_reaches_watchers_at_its_new_epoch_before_its_reply() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="transact", id=1, inserts={"edge": [[1, 2], [2, 3]]})
+    _send(hub, session, type="subscribe", id=2, text="reach(1, y)")
+    _send(hub, session, type="subscribe", id=3, text="edge(x, y)")
+    seen = host.take()[1]["epoch"]
+    _send(hub, session, type="redefine", id=4, relation="reach", text="reach(x, y) :- edge(x, y).")
+    change, reply = host.take()  # nothing for `edge(x, y)`: its answer did not change
+    assert (reply["type"], reply["id"], reply["epoch"]) == ("redefined", 4, seen + 1)
+    assert change == {"type": "change", "subscription": 1, "epoch": seen + 1, "rows": [[3]],
+                      "diffs": [-1]}  # fmt: skip
+    _send(hub, session, type="transact", id=5, inserts={"edge": [[3, 4]]},
+          redefine={"reach": "reach(x, z) :- edge(x, y), edge(y, z)."})  # fmt: skip
+    *changes, reply = host.take()
+    for_reach, for_edge = sorted(changes, key=lambda m: m["subscription"])
+    assert for_reach["epoch"] == for_edge["epoch"] == reply["epoch"] == seen + 2
+    assert (for_reach["rows"], for_reach["diffs"]) == ([[2], [3]], [-1, 1])
+    _send(hub, session, type="redefine", id=6, relation="reach", text="edge(x, y) :- reach(x, y).")
+    (error,) = host.take()
+    assert error["error"]["category"] == "incorrect" and error["error"]["line"] == 1
+    assert hub.db.epoch == seen + 2
+    hub.close(session)  # a client that saw the epoch before the redefinition resumes exactly
+    again = hub.open()
+    _send(hub, again, type="subscribe", id=7, text="reach(1, y)", resume_from=seen,
+          instance=hub.instance)  # fmt: skip
+    (resumed,) = host.take()
+    assert resumed["type"] == "resumed" and resumed["epoch"] == seen + 2
+    assert (resumed["rows"], resumed["diffs"]) == ([[2]], [-1])  # {2, 3} then, {3} now
+
+
+def test_seconds_granularity_asks_for_a_timer_within_s_and_delivers_consolidated() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="subscribe", id=1, text="edge(x, y)", granularity={"seconds": 5})
+    host.take()
+    _send(hub, session, type="transact", id=2, inserts={"edge": [[1, 2], [3, 4]]})
+    _send(hub, session, type="transact", id=3, retracts={"edge": [[1, 2]]})
+    _send(hub, session, type="transact", id=4, inserts={"edge": [[5, 6]]})
+    assert [m["type"] for m in host.take()] == ["transacted"] * 3  # held, not sent
+    ((delay, _),) = host.timers  # one timer for the buffer, due within the 5 seconds
+    assert 0 < delay <= 5
+    host.fire()
+    (change,) = host.take()
+    assert (change["rows"], change["diffs"], change["epoch"]) == (
+        [[3, 4], [5, 6]], [1, 1], hub.db.epoch)  # fmt: skip
+    _send(hub, session, type="transact", id=5, inserts={"edge": [[7, 8]]})
+    ((delay, _),) = host.timers  # just delivered: the next one waits (almost) all 5 s
+    assert 4 < delay <= 5

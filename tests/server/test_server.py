@@ -204,6 +204,69 @@ def test_granularity_delivers_consolidated_changes_at_most_every_n_epochs_or_s_s
     run(scenario)
 
 
+def test_a_seconds_granularity_holds_a_change_at_most_s_seconds_without_another_commit() -> None:
+    """The bound from above: after a burst of commits and then none, the consolidated
+    change still arrives, about S seconds after the subscription (the last delivery),
+    not at some later commit. A generous slack for a loaded machine; without the
+    timer nothing would arrive at all."""
+
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(GRAPH)
+        start = time.monotonic()
+        sub = await client.subscribe("edge(x, y)", granularity={"seconds": 0.5})
+        await sub.next(1)  # the snapshot
+        await client.transact({"edge": [(1, 2), (2, 3)]})
+        await client.transact({"edge": [(3, 4)]}, {"edge": [(1, 2)]})  # (1, 2) cancels out
+        last, epoch = time.monotonic(), await client.ping()
+        change = await sub.next(5)
+        arrived = time.monotonic()
+        assert arrived - start >= 0.45 and arrived - last <= 0.5 + 1.5, (start, last, arrived)
+        assert change.epoch == epoch
+        assert sorted(zip(change.rows, change.diffs, strict=True)) == [((2, 3), 1), ((3, 4), 1)]
+        await client.transact({"edge": [(5, 6)]})  # just delivered: this one waits its turn
+        sent = time.monotonic()
+        change = await sub.next(5)
+        again = time.monotonic()
+        assert again - arrived >= 0.45 and again - sent <= 0.5 + 1.5, (arrived, sent, again)
+        assert change.rows == [(5, 6)] and change.diffs == [1]
+        await client.close()
+
+    run(scenario)
+
+
+def test_a_redefinition_reaches_every_client_at_one_epoch_and_resume_stays_exact() -> None:
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(GRAPH)
+        await client.transact({"edge": [(1, 2), (2, 3), (3, 4)]})
+        watcher = await Client.connect(server.url)
+        sub = await watcher.subscribe("reach(1, y)")
+        view = View()
+        view.apply(await sub.next(1))
+        epoch = await client.redefine("reach", "reach(x, y) :- edge(x, y).")
+        change = await sub.next(1)
+        assert change.epoch == epoch == view.epoch + 1
+        view.apply(change)
+        assert view.answer == {(2,)} == set(await client.query("reach(1, y)"))
+        await watcher.close()  # away while the rules change twice more, with data
+        await client.transact({"edge": [(2, 5)]}, redefine={"reach": GRAPH.split("\n", 3)[3]})
+        await client.redefine("reach", "reach(x, y) :- edge(y, x).", inserts={"edge": [(9, 1)]})
+        again = await Client.connect(server.url)
+        resumed = await again.resume(sub)
+        change = await resumed.next(1)
+        assert resumed.resumed and change.epoch == await again.ping()
+        view.apply(change)
+        assert view.answer == {(9,)} == set(await again.query("reach(1, y)"))
+        with pytest.raises(ServerError) as caught:
+            await client.redefine("reach", "edge(x, y) :- reach(x, y).")
+        assert caught.value.category == "incorrect" and caught.value.line == 1
+        for c in (client, again):
+            await c.close()
+
+    run(scenario)
+
+
 def test_with_a_token_nothing_is_served_before_auth() -> None:
     async def scenario(server: DeltalogServer) -> None:
         async with connect(server.url) as ws:
