@@ -198,8 +198,9 @@ class Client:
             old.text, old.granularity, resume_from=old.epoch, instance=old.instance, plan=old.plan
         )
 
-    async def explain(self, text: str, plan: str = "auto") -> str:
-        return str((await self.request("explain", text=text, plan=plan))["text"])
+    async def explain(self, text: str, plan: str = "auto", format: str = "text") -> str:
+        """The plan as text, or (`format="dot"`) the dataflow as a Graphviz digraph."""
+        return str((await self.request("explain", text=text, plan=plan, format=format))["text"])
 
     async def why(self, fact: str) -> dict[str, Any]:
         """Why the ground `fact` holds now: the reply's `derivation` (nested `{kind, fact,

@@ -242,3 +242,15 @@ def test_a_proof_too_deep_for_nested_json_is_an_error_not_a_fault() -> None:
     _, deep, shallow = host.take()
     assert deep["error"]["category"] == "incorrect" and "too deep" in deep["error"]["message"]
     assert shallow["derivation"]["height"] == 300
+
+
+def test_explain_answers_text_or_a_graphviz_digraph_and_refuses_other_formats() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="explain", id=1, text="reach(1, y)")
+    _send(hub, session, type="explain", id=2, text="reach(1, y)", format="dot")
+    _send(hub, session, type="explain", id=3, text="reach(1, y)", format="svg")
+    text, dot, refused = host.take()
+    assert text["type"] == "explanation" and text["text"].startswith("query reach(1, y)")
+    assert dot["type"] == "explanation" and dot["text"].startswith('digraph "reach(1, y)" {')
+    assert (refused["id"], refused["error"]["category"]) == (3, "incorrect")
+    assert "`format`" in refused["error"]["message"]
