@@ -100,7 +100,8 @@ async def _serve(server: DeltalogServer) -> int:
         print(f"error: cannot listen on {server.address}: {error.strerror}", file=sys.stderr)
         return 1
     auth = "token required" if server.hub.token else "no authentication"
-    print(f"deltalog serving on {server.url} ({auth}); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"deltalog serving on {server.url} ({auth}); Ctrl-C stops", file=sys.stderr)
+    print(f"live page: {server.page_url}", file=sys.stderr, flush=True)
     await server.stop_on_signal()
     print("deltalog server stopped", file=sys.stderr, flush=True)
     return 0
