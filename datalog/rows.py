@@ -53,7 +53,7 @@ def _raw_columns(info: RelationInfo, data: object) -> list[Any]:
         data = data.to_arrow()
     elif hasattr(data, "toArrow") and hasattr(data, "sparkSession"):  # a Spark (>= 4) DataFrame
         data = data.toArrow()
-    if hasattr(data, "num_columns") and hasattr(data, "column"):
+    if hasattr(data, "num_columns") and hasattr(data, "column") and hasattr(data, "schema"):
         return [_arrow_column(data.column(i)) for i in _positions(info, data.schema.names)]
     if isinstance(data, Mapping):
         missing = [n for n in info.column_names if n not in data]
