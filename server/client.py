@@ -20,7 +20,11 @@ import json
 from collections.abc import Coroutine, Generator, Iterable, Mapping
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
+try:
+    from websockets.asyncio.client import ClientConnection, connect
+except ModuleNotFoundError as missing:  # websockets < 13 has no asyncio package
+    message = "server.client needs websockets 13 or later: pip install 'deltalog[server]'"
+    raise ImportError(message) from missing
 from websockets.exceptions import ConnectionClosed
 
 from datalog.change import Change  # what a Database subscriber receives; loads no engine

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -254,3 +255,22 @@ def test_explain_answers_text_or_a_graphviz_digraph_and_refuses_other_formats() 
     assert dot["type"] == "explanation" and dot["text"].startswith('digraph "reach(1, y)" {')
     assert (refused["id"], refused["error"]["category"]) == (3, "incorrect")
     assert "`format`" in refused["error"]["message"]
+
+
+@pytest.mark.parametrize("version", ["12.0", "10.4"])
+def test_serve_refuses_websockets_older_than_13_with_a_clear_message(
+    version: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import types
+
+    from server import main
+
+    old = types.ModuleType("websockets")
+    old.__version__ = version  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "websockets", old)
+    assert main.main(["--port", "0"]) == 1
+    error = capsys.readouterr().err
+    assert error == f"error: the server needs websockets 13 or later, found {version}: " \
+        "pip install 'deltalog[server]'\n"  # fmt: skip
+    monkeypatch.undo()
+    assert main.websockets_problem() is None  # the one installed here is new enough
