@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from datalog.change import Change
 from datalog.database import Database
 from datalog.errors import TransactionError
 
@@ -136,3 +137,14 @@ def test_a_live_subscription_shows_its_current_answer_in_a_notebook(db: Database
     assert "2 rows" in page and sub.rows() == [(1, 2), (3, 4)]
     sub.close()
     assert sub.rows() == [] and repr(sub).endswith("(closed, 0 errors)>")
+
+
+def test_changes_and_transactions_have_short_reprs(db: Database) -> None:
+    big = Change([(i, "x" * 100) for i in range(5000)], [1] * 4999 + [-1], 3)
+    assert len(repr(big)) < 300 and repr(big).endswith("... 4997 more]>")
+    assert repr(Change([(5,), (3,)], [1, -1], 4)) == "<Change epoch 4: +1 -1 [(5,) +1, (3,) -1]>"
+    assert repr(Change([], [], 2, True)) == "<Change snapshot epoch 2: +0 -0 []>"
+    with db.transaction() as tx:
+        tx.insert("e", [(1, 2), (3, 4)])
+        assert repr(tx) == "<Transaction (open): 1 changes, 2 rows>"
+    assert repr(tx) == "<Transaction (committed): 1 changes, 2 rows>"
