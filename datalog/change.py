@@ -27,7 +27,7 @@ class Change:
         """Short, whatever the size: `<Change epoch 4: +1 -1 [(5,) +1, (3,) -1]>`."""
         kind = "Change snapshot" if self.snapshot else "Change"
         ins = sum(1 for d in self.diffs if d > 0)
-        first = zip(self.rows[:3], self.diffs[:3], strict=True)
+        first = zip(self.rows[:3], self.diffs[:3], strict=False)  # a repr never raises
         shown = ", ".join(f"{_short(row)} {diff:+d}" for row, diff in first)
         more = f", ... {len(self.rows) - 3} more" if len(self.rows) > 3 else ""
         return f"<{kind} epoch {self.epoch}: +{ins} -{len(self.diffs) - ins} [{shown}{more}]>"
