@@ -11,8 +11,10 @@ import asyncio
 import json
 import os
 import shutil
+import tomllib
 import urllib.error
 import urllib.request
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -181,3 +183,11 @@ def test_the_page_authenticates_with_the_token_of_its_url_and_says_when_it_is_wr
                 assert "closed the connection" in error and "token" in error
 
     run(scenario, timeout=120, token="s3cret")
+
+
+def test_the_package_data_carries_every_file_of_the_page() -> None:
+    root = Path(__file__).resolve().parents[2]
+    config = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = config["tool"]["setuptools"]["package-data"]["server"]
+    files = [p.relative_to(root / "server").as_posix() for p in (root / "server/static").iterdir()]
+    assert files and all(any(fnmatch(f, pattern) for pattern in patterns) for f in files)
