@@ -1,8 +1,9 @@
 """The benchmark suite's report: markdown tables, a JSON dump and PNG plots.
 
 Layer: bench — may import anything public from deltalog packages and peers.
-`write_report` writes `results.md`, `results.json`, `initial_time.png`,
-`peak_memory.png` and `update_latency.png` into the output directory, and, when
+`write_report` writes `results.md`, `results.json` and the plots (`bench.plots`:
+`initial_time.png`, `peak_memory.png`, `update_latency_{single,batch}.png`) into
+the output directory, and, when
 `docs/benchmarks.md` (the directory's name plus `.md`) has the markers
 `<!-- results:begin -->` / `<!-- results:end -->`, puts `results.md` between them.
 """
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from bench.common import format_table
 from bench.peers.base import unavailable, version
+from bench.plots import write_plots
 
 if TYPE_CHECKING:
     from bench.suite import Run
@@ -143,7 +145,7 @@ def write_report(
     (out / "results.md").write_text(text, encoding="utf-8")
     dump: list[dict[str, Any]] = [asdict(r) for r in runs]
     (out / "results.json").write_text(json.dumps(dump, indent=1) + "\n", encoding="utf-8")
-    _plots(runs, out)
+    write_plots(runs, out)
     doc = out.with_suffix(".md")
     if doc.exists():
         body = doc.read_text(encoding="utf-8")
@@ -151,47 +153,3 @@ def write_report(
             head, rest = body.split(BEGIN, 1)
             tail = rest.split(END, 1)[1]
             doc.write_text(f"{head}{BEGIN}\n{text}{END}{tail}", encoding="utf-8")
-
-
-def _plots(runs: Sequence[Run], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    ok = [r for r in runs if r.status == "ok"]
-    first = [r for r in ok if r.mode == "initial"]
-    _bars(first, lambda r: float(r.data["run_s"]), "query seconds (log)", out / "initial_time.png")
-    _bars(first, lambda r: r.peak_mb, "peak RSS MiB of the process", out / "peak_memory.png")
-    for mode in ("single", "batch"):
-        picked = [r for r in ok if r.mode == mode]
-        _bars(picked, lambda r: float(r.data["p50_ms"]), f"{mode}: p50 ms per change (log)",
-              out / f"update_latency_{mode}.png")  # fmt: skip
-
-
-def _bars(runs: Sequence[Run], value: Any, label: str, path: Path) -> None:
-    """Grouped horizontal bars: one group per (workload, dataset), one bar per system."""
-    import matplotlib.pyplot as plt
-
-    if not runs:
-        return
-    cases = list(dict.fromkeys((r.workload, r.dataset) for r in runs))
-    systems = list(dict.fromkeys(r.system for r in runs))
-    fig, ax = plt.subplots(figsize=(9, 0.9 + 0.22 * max(1, len(cases)) * max(1, len(systems))))
-    height = 0.8 / max(1, len(systems))
-    for j, system in enumerate(systems):
-        ys, xs = [], []
-        for i, case in enumerate(cases):
-            for r in runs:
-                if (r.workload, r.dataset) == case and r.system == system:
-                    ys.append(i + j * height)
-                    xs.append(max(float(value(r)), 1e-4))
-        ax.barh(ys, xs, height=height, label=system)
-    ax.set_yticks([i + 0.4 - height / 2 for i in range(len(cases))])
-    ax.set_yticklabels([f"{w}\n{d}" for w, d in cases], fontsize=7)
-    ax.invert_yaxis()
-    if "log" in label:
-        ax.set_xscale("log")
-    ax.set_xlabel(label)
-    ax.legend(fontsize=7, loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

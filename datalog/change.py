@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Change:
     """What a subscriber receives: rows with their diffs (+1 in, -1 out) at an epoch."""
 
@@ -22,6 +22,15 @@ class Change:
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.rows, self.diffs, self.epoch))
+
+    def __repr__(self) -> str:
+        """Short, whatever the size: `<Change epoch 4: +1 -1 [(5,) +1, (3,) -1]>`."""
+        kind = "Change snapshot" if self.snapshot else "Change"
+        ins = sum(1 for d in self.diffs if d > 0)
+        first = zip(self.rows[:3], self.diffs[:3], strict=False)  # a repr never raises
+        shown = ", ".join(f"{_short(row)} {diff:+d}" for row, diff in first)
+        more = f", ... {len(self.rows) - 3} more" if len(self.rows) > 3 else ""
+        return f"<{kind} epoch {self.epoch}: +{ins} -{len(self.diffs) - ins} [{shown}{more}]>"
 
     def to_arrow(self, columns: Sequence[str] | None = None) -> Any:
         """The rows as a `pyarrow.Table` (columns `columns`, or c0, c1, ...) with a
@@ -35,3 +44,8 @@ class Change:
 
 
 Callback = Callable[[Change], None]
+
+
+def _short(row: object, width: int = 60) -> str:
+    text = repr(row)
+    return text if len(text) <= width else text[: width - 4] + "...)"

@@ -27,6 +27,7 @@ from datalog import definitions, durable
 from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
 from datalog.definitions import Definition
+from datalog.dot import explain_graph
 from datalog.errors import (
     BudgetExceeded,
     TransactionError,
@@ -255,13 +256,14 @@ class Database:
                 self.engine.drop(live.plan.dataflow)
                 del self.live[live.key]
 
-    def explain(self, text: str, plan: JoinPlan = "auto") -> str:
-        """The strata, per-rule plans and shared arrangements a query would use."""
+    def explain(self, text: str, plan: JoinPlan = "auto", format: str = "text") -> str:
+        """The strata, rule plans and shared arrangements of a query ("dot": a graph)."""
         with self.lock, self._read_only():
             key, checked = self._check_query(text, plan)
             built = self._planner(plan).build(checked, key)
             self.engine.drop(built.dataflow)
-            operators = built.dataflow.describe()
+            if format != "text":  # a Graphviz digraph, or an error naming the formats
+                return explain_graph(format, key, built.dataflow, checked.answer_vars)
             lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
             lines += [f"  {n}" for n in built.notes]
             lines += [
@@ -272,7 +274,7 @@ class Database:
             ]
             lines.append("shared arrangements: " + (", ".join(built.shared) or "none"))
             lines.append("dataflow (the operators built, stateful ones):")
-            lines += [f"  {line}" for line in operators]
+            lines += [f"  {line}" for line in built.dataflow.describe()]
             return "\n".join(lines)
 
     def why(self, fact: str) -> Derivation:

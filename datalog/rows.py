@@ -4,8 +4,10 @@ Layer: datalog. Imports numpy, pyarrow (lazily) and the datalog schema/symbols.
 
 Input accepted for a relation of arity `n`: an iterable of `n`-tuples, a 2-D
 numpy array, a sequence of `n` column arrays, a dict of column name -> array,
-a pyarrow Table or RecordBatch (columns by position), or a pandas/Spark-like
-object with `to_arrow()`. Columns are converted whole: numbers to int64,
+a pyarrow Table or RecordBatch, a pandas or polars DataFrame, or another object
+with `to_arrow()` (a Spark DataFrame's `toArrow()`). Tables and frames match
+their columns to the relation's attributes by name when they have them all,
+else by position. Columns are converted whole: numbers to int64,
 unsigned to uint64, floats to float64, symbols interned through the
 database's symbol table. A value of the wrong type raises `TransactionError`
 naming the relation, column and row, before anything is applied.
@@ -47,12 +49,12 @@ def to_columns(info: RelationInfo, data: object, symbols: SymbolTable) -> tuple[
 def _raw_columns(info: RelationInfo, data: object) -> list[Any]:
     if hasattr(data, "iloc") and hasattr(data, "columns"):  # a pandas DataFrame
         return _frame_columns(info, data)
-    if hasattr(data, "to_arrow") and not hasattr(data, "column"):
+    if hasattr(data, "to_arrow") and not hasattr(data, "column"):  # polars, and the like
         data = data.to_arrow()
     elif hasattr(data, "toArrow") and hasattr(data, "sparkSession"):  # a Spark (>= 4) DataFrame
         data = data.toArrow()
-    if hasattr(data, "num_columns") and hasattr(data, "column"):
-        return [_arrow_column(data.column(i)) for i in range(data.num_columns)]
+    if hasattr(data, "num_columns") and hasattr(data, "column") and hasattr(data, "schema"):
+        return [_arrow_column(data.column(i)) for i in _positions(info, data.schema.names)]
     if isinstance(data, Mapping):
         missing = [n for n in info.column_names if n not in data]
         if missing:
@@ -68,12 +70,17 @@ def _raw_columns(info: RelationInfo, data: object) -> list[Any]:
 
 
 def _frame_columns(info: RelationInfo, frame: Any) -> list[Any]:
-    """A DataFrame's columns by the relation's attribute names when it has them all,
-    else by position."""
+    """A pandas DataFrame's columns (see `_positions`)."""
     names = [str(c) for c in frame.columns]
+    return [frame.iloc[:, i].to_numpy() for i in _positions(info, names)]
+
+
+def _positions(info: RelationInfo, names: Sequence[str]) -> list[int]:
+    """Which columns of a table with column `names` hold the relation's attributes:
+    those of the same names when it has them all, else all, by position."""
     if set(info.column_names) <= set(names):
-        return [frame[name].to_numpy() for name in info.column_names]
-    return [frame.iloc[:, i].to_numpy() for i in range(len(names))]
+        return [list(names).index(name) for name in info.column_names]
+    return list(range(len(names)))
 
 
 def _columns_of_rows(info: RelationInfo, data: object) -> list[Any]:
@@ -104,6 +111,9 @@ def _arrow_column(column: Any) -> Any:
     """An Arrow column as numpy, except strings: they stay Arrow for interning."""
     import pyarrow as pa
 
+    is_string_view = getattr(pa.types, "is_string_view", None)  # pyarrow >= 16
+    if is_string_view is not None and is_string_view(column.type):  # polars may export these
+        return column.cast(pa.large_string())
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         return column
     return column.to_numpy(zero_copy_only=False)

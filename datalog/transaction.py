@@ -38,6 +38,11 @@ class Transaction:
         self.change: ProgramChange | None = None  # the program they make
         self.done = False
 
+    def __repr__(self) -> str:
+        rows = sum(len(columns[0]) for _, columns, _ in self.parts)
+        state = "committed" if self.done else "open"
+        return f"<Transaction ({state}): {len(self.parts)} changes, {rows} rows>"
+
     def insert(self, relation: str, rows: object) -> None:
         self.parts.append((relation, self._columns(relation, rows), True))
 

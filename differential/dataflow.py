@@ -130,13 +130,28 @@ class TimeQueue:
 
 
 class Stream:
-    """An edge of the graph: updates of fixed arity and column types in one scope."""
+    """An edge of the graph: updates of fixed arity and column types in one scope.
 
-    def __init__(self, scope: Scope, dtypes: Sequence[np.dtype], name: str = "") -> None:
+    Where it comes from is recorded for explaining, never read when running:
+    `producer` is the stateful operator whose output it is, `upstream` the streams
+    a stateless operator (map, concat, enter, leave, a variable's feedback) made
+    it from.
+    """
+
+    def __init__(
+        self,
+        scope: Scope,
+        dtypes: Sequence[np.dtype],
+        name: str = "",
+        upstream: Sequence[Stream] = (),
+        producer: Operator | None = None,
+    ) -> None:
         self.scope = scope
         self.dtypes = tuple(np.dtype(d) for d in dtypes)
         self.name = name
         self.receivers: list[Receiver] = []
+        self.upstream: tuple[Stream, ...] = tuple(upstream)
+        self.producer = producer
 
     @property
     def arity(self) -> int:
@@ -183,6 +198,10 @@ class Operator:
 
     def describe(self) -> str:
         return self.name
+
+    def inputs(self) -> Sequence[Operator | Stream]:
+        """What this operator reads: arrangements (operators) and streams (for explain)."""
+        return ()
 
 
 class Scope:

@@ -86,7 +86,8 @@ class DeltaQueryOp(Operator):
         self.dtypes = {
             v: p.by_both.dtypes[p.vars.index(v)] for p in reversed(patterns) for v in p.vars
         }
-        self.output = Stream(scope, [self.dtypes[v] for v in self.out_vars], "delta_query")
+        dtypes = [self.dtypes[v] for v in self.out_vars]
+        self.output = Stream(scope, dtypes, "delta_query", producer=self)
         integers = all(d.kind == "i" for d in self.dtypes.values())
         self.listed = [integers and self._listable(p) for p in self.pipelines]
 
@@ -331,6 +332,11 @@ class DeltaQueryOp(Operator):
         shown = [p.show() for p in self.patterns]
         shown += [c.show() for c in self.constants]
         return f"delta_query({', '.join(shown)})"
+
+    def inputs(self) -> Sequence[Operator | Stream]:
+        """Every arrangement its pipelines read, each once, in binding order."""
+        found = [a for p in self.patterns for a in (p.by_both, p.by_first, p.by_second) if a]
+        return list(dict.fromkeys(found))
 
     def explain(self) -> list[str]:
         lines = []

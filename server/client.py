@@ -21,7 +21,11 @@ import json
 from collections.abc import Coroutine, Generator, Iterable, Mapping
 from typing import Any
 
-from websockets.asyncio.client import ClientConnection, connect
+try:
+    from websockets.asyncio.client import ClientConnection, connect
+except ModuleNotFoundError as missing:  # websockets < 13 has no asyncio package
+    message = "server.client needs websockets 13 or later: pip install 'deltalog[server]'"
+    raise ImportError(message) from missing
 from websockets.exceptions import ConnectionClosed
 
 from datalog.change import Change  # what a Database subscriber receives; loads no engine
@@ -217,8 +221,9 @@ class Client:
             old.text, old.granularity, resume_from=old.epoch, instance=old.instance, plan=old.plan
         )
 
-    async def explain(self, text: str, plan: str = "auto") -> str:
-        return str((await self.request("explain", text=text, plan=plan))["text"])
+    async def explain(self, text: str, plan: str = "auto", format: str = "text") -> str:
+        """The plan as text, or (`format="dot"`) the dataflow as a Graphviz digraph."""
+        return str((await self.request("explain", text=text, plan=plan, format=format))["text"])
 
     async def why(self, fact: str) -> dict[str, Any]:
         """Why the ground `fact` holds now: the reply's `derivation` (nested `{kind, fact,

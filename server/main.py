@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from server.transport import DeltalogServer
 
+MIN_WEBSOCKETS = 13  # websockets.asyncio (the server and the client use it) is new in 13
+
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -60,13 +62,26 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def websockets_problem() -> str | None:
+    """Why the installed `websockets` cannot serve (missing, or older than 13, which
+    has no `websockets.asyncio`), or None."""
+    try:
+        import websockets
+    except ImportError:
+        return "the server needs websockets"
+    found = str(getattr(websockets, "__version__", "0"))
+    major = found.split(".")[0]
+    if not major.isdigit() or int(major) < MIN_WEBSOCKETS:
+        return f"the server needs websockets {MIN_WEBSOCKETS} or later, found {found}"
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGINT/SIGTERM; returns the exit status."""
     args = parser().parse_args(argv)
-    try:
-        import websockets  # noqa: F401
-    except ImportError:
-        print("error: the server needs websockets: pip install 'deltalog[server]'", file=sys.stderr)
+    problem = websockets_problem()
+    if problem is not None:
+        print(f"error: {problem}: pip install 'deltalog[server]'", file=sys.stderr)
         return 1
     from datalog import Database, DatalogError, functors_in_file
     from server.feeds import HistoryLimits
@@ -100,7 +115,8 @@ async def _serve(server: DeltalogServer) -> int:
         print(f"error: cannot listen on {server.address}: {error.strerror}", file=sys.stderr)
         return 1
     auth = "token required" if server.hub.token else "no authentication"
-    print(f"deltalog serving on {server.url} ({auth}); Ctrl-C stops", file=sys.stderr, flush=True)
+    print(f"deltalog serving on {server.url} ({auth}); Ctrl-C stops", file=sys.stderr)
+    print(f"live page: {server.page_url}", file=sys.stderr, flush=True)
     await server.stop_on_signal()
     print("deltalog server stopped", file=sys.stderr, flush=True)
     return 0

@@ -190,6 +190,13 @@ def _parse_query(m: dict[str, Any]) -> dict[str, Any]:
     return {"text": _text(m), "plan": _plan(m)}
 
 
+def _parse_explain(m: dict[str, Any]) -> dict[str, Any]:
+    explained = m.get("format", "text")
+    if explained not in ("text", "dot"):
+        raise ProtocolError('`format` must be "text" or "dot" (a Graphviz digraph)')
+    return {**_parse_query(m), "format": explained}
+
+
 def _parse_subscribe(m: dict[str, Any]) -> dict[str, Any]:
     instance = m.get("instance")
     if instance is not None and not isinstance(instance, str):
@@ -230,7 +237,7 @@ _PARSERS = {
     "query": _parse_query,
     "subscribe": _parse_subscribe,
     "unsubscribe": _parse_unsubscribe,
-    "explain": _parse_query,
+    "explain": _parse_explain,
     "why": _parse_why,
     "stats": _parse_nothing,
     "ping": _parse_nothing,

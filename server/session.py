@@ -201,7 +201,8 @@ class Hub:
             )
 
     def _on_explain(self, session: Session, request: Request) -> dict[str, Any]:
-        text = self.db.explain(request.fields["text"], plan=request.fields["plan"])
+        fields = request.fields
+        text = self.db.explain(fields["text"], plan=fields["plan"], format=fields["format"])
         return reply(request, "explanation", text=text)
 
     def _on_why(self, session: Session, request: Request) -> str:

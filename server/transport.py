@@ -38,6 +38,7 @@ from websockets.protocol import State
 
 from datalog import Database
 from server.feeds import HistoryLimits
+from server.page import answer_http
 from server.protocol import encode
 from server.session import Hub, Session
 
@@ -173,6 +174,12 @@ class DeltalogServer:
     def url(self) -> str:
         return f"ws://{self.address[0]}:{self.port}"
 
+    @property
+    def page_url(self) -> str:
+        """Where a browser finds the live page (server/static/index.html)."""
+        host = self.address[0]
+        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+
     async def start(self) -> None:
         self.loop = asyncio.get_running_loop()
         host, port = self.address
@@ -183,6 +190,7 @@ class DeltalogServer:
             max_size=self.limits.max_frame,
             compression=None,
             close_timeout=self.limits.close_timeout,
+            process_request=answer_http,  # a plain GET of / gets the live page
         )
 
     async def stop(self) -> None:

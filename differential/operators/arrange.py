@@ -190,6 +190,7 @@ class ArrangeOp(BatchesArranged):
         self.key_arity = key_arity
         self.dtypes = stream.dtypes
         self.queue = TimeQueue()
+        self.source = stream
         stream.connect(self.queue.push)
         self.spine = Spine(key_arity, self.dtypes, stream.scope.depth)
         # The updates at the current time, arranged into a batch only when read.
@@ -321,6 +322,9 @@ class ArrangeOp(BatchesArranged):
 
     def describe(self) -> str:
         return f"arrange(key={self.key_arity} of {len(self.dtypes)})"
+
+    def inputs(self) -> Sequence[Operator | Stream]:
+        return (self.source,)
 
 
 def _arrange(updates: Updates, key_arity: int, time: Time) -> Batch:

@@ -81,6 +81,9 @@ class EnterArranged(Arranged):
     def describe(self) -> str:
         return f"enter({self.outer.describe()})"
 
+    def inputs(self) -> Sequence[Operator | Stream]:
+        return (self.outer,)
+
 
 def _lift(updates: Updates) -> Updates:
     zeros = np.zeros((1, len(updates)), dtype=np.int64)
@@ -108,7 +111,7 @@ class AsCollection(Operator):
     def __init__(self, arranged: Arranged) -> None:
         super().__init__(arranged.scope)
         self.arranged = arranged
-        self.output = Stream(arranged.scope, arranged.dtypes, arranged.describe())
+        self.output = Stream(arranged.scope, arranged.dtypes, arranged.describe(), producer=self)
         self.sent: Time | None = None
 
     def ready(self, time: Time) -> bool:
@@ -119,3 +122,6 @@ class AsCollection(Operator):
         self.sent = time
         if batch is not None:
             self.output.send(batch.updates())
+
+    def inputs(self) -> Sequence[Operator | Stream]:
+        return (self.arranged,)

@@ -65,6 +65,7 @@ class Variable:
         assert not self.defined, "a variable is set once"
         assert result.scope is self.scope and result.arity == self.output.arity
         self.defined = True
+        self.output.upstream = (result,)  # the feedback edge, for explain
         step = np.zeros((self.scope.depth, 1), dtype=np.int64)
         step[-1, 0] = 1
 

@@ -43,7 +43,8 @@ class JoinOp(Operator):
         k = left.key_arity
         self.layout = (*left.dtypes, *right.dtypes[k:])
         self.projection = list(projection)
-        self.output = Stream(left.scope, [self.layout[i] for i in self.projection], "join")
+        dtypes = [self.layout[i] for i in self.projection]
+        self.output = Stream(left.scope, dtypes, "join", producer=self)
 
     def ready(self, time: Time) -> bool:
         return self.left.has_delta(time) or self.right.has_delta(time)
@@ -85,6 +86,9 @@ class JoinOp(Operator):
 
     def describe(self) -> str:
         return f"join({self.left.describe()}, {self.right.describe()})"
+
+    def inputs(self) -> Sequence[Operator | Stream]:
+        return (self.left, self.right)
 
 
 def _chunks(

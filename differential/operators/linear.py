@@ -28,7 +28,7 @@ def map_updates(
     stream: Stream, fn: Callable[[Updates], Updates], dtypes: Sequence[np.dtype], name: str = ""
 ) -> Stream:
     """The stream of `fn(updates)`; `fn` must be linear and keep times unchanged."""
-    out = Stream(stream.scope, dtypes, name or stream.name)
+    out = Stream(stream.scope, dtypes, name or stream.name, upstream=[stream])
     stream.connect(lambda u: out.send(fn(u)))
     return out
 
@@ -67,7 +67,7 @@ def negate(stream: Stream) -> Stream:
 def concat(streams: Sequence[Stream]) -> Stream:
     """The sum of several collections of the same shape."""
     first = streams[0]
-    out = Stream(first.scope, first.dtypes, first.name)
+    out = Stream(first.scope, first.dtypes, first.name, upstream=streams)
     for s in streams:
         assert s.scope is first.scope, "concat needs streams of one scope"
         assert s.arity == first.arity, "concat needs streams of one arity"
@@ -78,7 +78,7 @@ def concat(streams: Sequence[Stream]) -> Stream:
 def enter(stream: Stream, inner: Scope) -> Stream:
     """The outer collection inside `inner`: time `t` becomes `(t, 0)`."""
     assert inner.parent is stream.scope, "enter goes one scope down"
-    out = Stream(inner, stream.dtypes, stream.name)
+    out = Stream(inner, stream.dtypes, stream.name, upstream=[stream])
 
     def lift(u: Updates) -> None:
         zeros = np.zeros((1, len(u)), dtype=np.int64)
@@ -92,6 +92,6 @@ def leave(stream: Stream) -> Stream:
     """The inner collection outside its scope: `(t, i)` becomes `t` (sums over i)."""
     outer = stream.scope.parent
     assert outer is not None, "leave needs a nested scope"
-    out = Stream(outer, stream.dtypes, stream.name)
+    out = Stream(outer, stream.dtypes, stream.name, upstream=[stream])
     stream.connect(lambda u: out.send(u.with_times(u.times[:-1])))
     return out

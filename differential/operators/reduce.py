@@ -81,7 +81,7 @@ class ReduceOp(Operator):
         self.reducer = reducer
         k = source.key_arity
         dtypes = (*source.dtypes[:k], *(np.dtype(d) for d in out_dtypes))
-        self.output = Stream(source.scope, dtypes, name)
+        self.output = Stream(source.scope, dtypes, name, producer=self)
         self.trace = Spine(k, dtypes, source.scope.depth)
         self.scheduled: dict[Time, list[tuple[Column, ...]]] = {}
         # The output's keys while every step has been a growing distinct: then
@@ -302,6 +302,9 @@ class ReduceOp(Operator):
 
     def describe(self) -> str:
         return f"{self.name}({self.source.describe()})"
+
+    def inputs(self) -> Sequence[Operator | Stream]:
+        return (self.source,)
 
 
 def _all_positive(diffs: Counts) -> bool:

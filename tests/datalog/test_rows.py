@@ -6,6 +6,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from datalog.change import Change
 from datalog.database import Database
 from datalog.errors import TransactionError
 
@@ -66,6 +67,42 @@ def test_pandas_frames_match_columns_by_name_or_by_position(db: Database) -> Non
     assert sorted(db.query("e(x, y)")) == [(1, 3), (2, 4), (5, 6)]
 
 
+def test_pandas_frames_bring_symbols_and_nullable_or_arrow_backed_columns(db: Database) -> None:
+    pd = pytest.importorskip("pandas")
+    db.define(".decl person(name: symbol, age: number)")
+    db.insert("person", pd.DataFrame({"age": [36, 41], "name": ["Ada", "Grace"]}))
+    frame = pd.DataFrame({"name": ["Alan"], "age": [41]}).convert_dtypes(dtype_backend="pyarrow")
+    db.insert("person", frame)
+    db.insert("person", pd.DataFrame({"name": ["Edsger"], "age": pd.array([72], dtype="Int64")}))
+    assert sorted(db.query("person(n, a)")) == [
+        ("Ada", 36), ("Alan", 41), ("Edsger", 72), ("Grace", 41)]  # fmt: skip
+    with pytest.raises(TransactionError, match="needs number values"):
+        db.insert("person", pd.DataFrame({"name": ["Kurt"], "age": ["old"]}))
+    assert len(db.query("person(n, a)")) == 4
+
+
+def test_arrow_tables_match_columns_by_name_or_by_position(db: Database) -> None:
+    db.insert("e", pa.table({"dst": [3], "src": [1], "note": ["extra columns are ignored"]}))
+    db.insert("e", pa.record_batch({"a": [5], "b": [6]}))  # by position
+    assert sorted(db.query("e(x, y)")) == [(1, 3), (5, 6)]
+    with pytest.raises(TransactionError, match="has 2 columns, but the rows have 3"):
+        db.insert("e", pa.table({"a": [7], "b": [8], "c": [9]}))
+
+
+def test_polars_frames_match_columns_by_name_or_by_position(db: Database) -> None:
+    pl = pytest.importorskip("polars")  # not a dependency: a 50 MB wheel
+    db.insert("e", pl.DataFrame({"dst": [3, 4], "src": [1, 2]}))  # by name, any order
+    db.insert("e", pl.DataFrame({"a": [5], "b": [6]}))  # by position
+    db.insert("s", pl.DataFrame({"x": ["a", "é"]}))
+    assert sorted(db.query("e(x, y)")) == [(1, 3), (2, 4), (5, 6)]
+    assert sorted(db.query("s(x)")) == [("a",), ("é",)]
+    with pytest.raises(TransactionError, match="holds nulls"):
+        db.insert("s", pl.DataFrame({"x": ["b", None]}))
+    with pytest.raises(TransactionError, match="out of range"):
+        db.insert("e", pl.DataFrame({"src": [1], "dst": [-1]}))
+    assert len(db.query("e(x, y)")) == 3 and len(db.query("s(x)")) == 2
+
+
 def test_arrow_string_columns_are_interned_without_python_strings(db: Database) -> None:
     table = pa.table({"x": pa.chunked_array([["a", "b\0"], ["a", "é"]])})
     db.insert("s", table)
@@ -100,3 +137,14 @@ def test_a_live_subscription_shows_its_current_answer_in_a_notebook(db: Database
     assert "2 rows" in page and sub.rows() == [(1, 2), (3, 4)]
     sub.close()
     assert sub.rows() == [] and repr(sub).endswith("(closed, 0 errors)>")
+
+
+def test_changes_and_transactions_have_short_reprs(db: Database) -> None:
+    big = Change([(i, "x" * 100) for i in range(5000)], [1] * 4999 + [-1], 3)
+    assert len(repr(big)) < 300 and repr(big).endswith("... 4997 more]>")
+    assert repr(Change([(5,), (3,)], [1, -1], 4)) == "<Change epoch 4: +1 -1 [(5,) +1, (3,) -1]>"
+    assert repr(Change([], [], 2, True)) == "<Change snapshot epoch 2: +0 -0 []>"
+    with db.transaction() as tx:
+        tx.insert("e", [(1, 2), (3, 4)])
+        assert repr(tx) == "<Transaction (open): 1 changes, 2 rows>"
+    assert repr(tx) == "<Transaction (committed): 1 changes, 2 rows>"

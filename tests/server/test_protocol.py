@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -203,13 +204,14 @@ def test_the_client_loads_no_engine() -> None:
 
     code = (
         "import sys, server.client\n"
-        "heavy = [m for m in ('numpy', 'lark', 'pyarrow', 'differential', 'datalog.database')"
-        " if m in sys.modules]\n"
-        "print(heavy)"
+        "heavy = [m for m in ('numpy', 'lark', 'pyarrow', 'regex', 'differential', 'joins',"
+        " 'datalog.database') if m in sys.modules]\n"
+        "ours = sorted(m for m in sys.modules if m.partition('.')[0] == 'datalog')\n"
+        "print(heavy, ours)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    assert done.stdout.strip() == "[] ['datalog', 'datalog.change']"  # Change: stdlib only
 
 
 def test_why_replies_with_the_proof_as_nested_json_and_text() -> None:
@@ -307,3 +309,34 @@ def test_seconds_granularity_asks_for_a_timer_within_s_and_delivers_consolidated
     _send(hub, session, type="transact", id=5, inserts={"edge": [[7, 8]]})
     ((delay, _),) = host.timers  # just delivered: the next one waits (almost) all 5 s
     assert 4 < delay <= 5
+
+
+def test_explain_answers_text_or_a_graphviz_digraph_and_refuses_other_formats() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="explain", id=1, text="reach(1, y)")
+    _send(hub, session, type="explain", id=2, text="reach(1, y)", format="dot")
+    _send(hub, session, type="explain", id=3, text="reach(1, y)", format="svg")
+    text, dot, refused = host.take()
+    assert text["type"] == "explanation" and text["text"].startswith("query reach(1, y)")
+    assert dot["type"] == "explanation" and dot["text"].startswith('digraph "reach(1, y)" {')
+    assert (refused["id"], refused["error"]["category"]) == (3, "incorrect")
+    assert "`format`" in refused["error"]["message"]
+
+
+@pytest.mark.parametrize("version", ["12.0", "10.4"])
+def test_serve_refuses_websockets_older_than_13_with_a_clear_message(
+    version: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import types
+
+    from server import main
+
+    old = types.ModuleType("websockets")
+    old.__version__ = version  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "websockets", old)
+    assert main.main(["--port", "0"]) == 1
+    error = capsys.readouterr().err
+    assert error == f"error: the server needs websockets 13 or later, found {version}: " \
+        "pip install 'deltalog[server]'\n"  # fmt: skip
+    monkeypatch.undo()
+    assert main.websockets_problem() is None  # the one installed here is new enough
