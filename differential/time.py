@@ -39,7 +39,10 @@ def join_times(a: Time | None, b: Time) -> Time:
 
 def le(a: Time, b: Time) -> bool:
     """`a <= b` in the product order."""
-    return _le(a, b)
+    for x, y in zip(a, b, strict=True):  # noqa: SIM110 (a loop: no generator per call)
+        if x > y:
+            return False
+    return True
 
 
 def split_by_time(times: Times) -> list[tuple[Time, npt.NDArray[np.intp]]]:
@@ -106,15 +109,15 @@ class Antichain:
     def insert(self, time: Time) -> bool:
         """Add `time` unless some element is `<=` it; drop elements it precedes."""
         t = tuple(int(x) for x in time)
-        if any(_le(e, t) for e in self._elements):
+        if any(le(e, t) for e in self._elements):
             return False
-        self._elements = [e for e in self._elements if not _le(t, e)]
+        self._elements = [e for e in self._elements if not le(t, e)]
         self._elements.append(t)
         return True
 
     def less_equal(self, time: Time) -> bool:
         """True when some element is `<=` `time`: the frontier has not passed it."""
-        return any(_le(e, time) for e in self._elements)
+        return any(le(e, time) for e in self._elements)
 
     def dominates(self, other: Antichain) -> bool:
         """True when every time beyond `other` is also beyond `self`."""
@@ -126,13 +129,6 @@ class Antichain:
         for e in self._elements:
             out |= less_equal(np.asarray(e, dtype=np.int64).reshape(-1, 1), times)
         return out
-
-
-def _le(a: Time, b: Time) -> bool:
-    for x, y in zip(a, b, strict=True):  # noqa: SIM110 (a loop: no generator per call)
-        if x > y:
-            return False
-    return True
 
 
 def advance_by(times: Times, frontier: Antichain) -> Times:
