@@ -6,6 +6,7 @@ Layer: datalog (language). Imports `lark` and `datalog.ast`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import sys
 from pathlib import Path
@@ -21,21 +22,24 @@ GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
 @functools.cache
 def lark_parser() -> Lark:
     """The parser, with two start symbols (`program`, `query`)."""
+    grammar = GRAMMAR_PATH.read_text(encoding="utf-8")
     return Lark(
-        GRAMMAR_PATH.read_text(encoding="utf-8"),
+        grammar,
         parser="lalr",
         propagate_positions=True,
         start=["program", "query"],
-        cache=_grammar_cache(),
+        cache=_grammar_cache(grammar),
     )
 
 
-def _grammar_cache() -> str | bool:
+def _grammar_cache(grammar: str) -> str | bool:
     """Where lark keeps the built LALR tables (the first parse: 80 ms -> 10 ms).
 
     A private directory of the user's cache (the tables are pickled, so never a
     shared temporary directory); False (build every time) when there is none.
-    Lark checks the grammar's digest stored in the file and rebuilds on any mismatch.
+    Lark checks the grammar's digest stored in the file and rebuilds on any mismatch;
+    the file is named after the grammar's digest too, so installed versions with
+    different grammars keep their own tables instead of rebuilding each other's.
     """
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     folder = Path(root) / "deltalog"
@@ -45,7 +49,8 @@ def _grammar_cache() -> str | bool:
         return False
     if not os.access(folder, os.W_OK):
         return False
-    return str(folder / f"grammar-{sys.version_info[0]}.{sys.version_info[1]}.lark")
+    digest = hashlib.sha256(grammar.encode()).hexdigest()[:12]
+    return str(folder / f"grammar-{sys.version_info[0]}.{sys.version_info[1]}-{digest}.lark")
 
 
 def span_of(where: Meta | Token) -> ast.Span:
