@@ -52,6 +52,7 @@ from datalog.pretty import format_query
 from datalog.rows import to_rows
 from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
+from datalog.tenants import Tenants
 from datalog.transaction import Transaction
 from differential.batch import Updates, concat, consolidate
 from differential.dataflow import Interrupted, interrupt, unbudgeted
@@ -97,6 +98,7 @@ class Database:
         self.program = Program()
         self.checked: CheckedProgram = check_program(self.program)
         self.live: dict[str, LiveQuery] = {}
+        self.tenants = Tenants(self)  # shared dataflows of queries differing in constants
         self.lock = threading.RLock()
         self.functors: dict[str, FunctorBinding] = bindings(functors)
         self.engine.create_input(UNIT, [np.dtype(np.int64)])
@@ -224,7 +226,11 @@ class Database:
             self._refuse_in_callback("subscribe")
             pacing = pacing_of(granularity, self.engine.epoch)
             key, checked = self._check_query(text, plan)
-            live = self.live.get(key) or self._start_live(key, checked, plan)
+            live = (
+                self.live.get(key)
+                or self.tenants.join(key, text, checked, plan)
+                or self._start_live(key, checked, plan)
+            )
             sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
             sub.unsubscribe, sub.symbols = self.unsubscribe, self.symbols
             live.subscribers.append(sub)
@@ -252,7 +258,9 @@ class Database:
             if live is None or sub not in live.subscribers:
                 return
             live.subscribers.remove(sub)
-            if not live.subscribers:
+            if not live.subscribers and live.tenant is not None:
+                self.tenants.leave(live)
+            elif not live.subscribers:
                 self.engine.drop(live.plan.dataflow)
                 del self.live[live.key]
 
@@ -351,6 +359,8 @@ class Database:
     def _rebuild(self, live: LiveQuery) -> Updates:
         """Replace a live query's dataflow (its rules changed): the difference between
         the new answer and the one its subscribers hold (not delivered)."""
+        if live.tenant is not None:
+            return self.tenants.rebuild(live)
         old = live.state.accumulate(None)
         self.engine.drop(live.plan.dataflow)
         _, checked = self._check_query(live.query_text)

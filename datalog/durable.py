@@ -117,6 +117,8 @@ def _replay(db: Database, record: Record) -> None:
     if isinstance(record, Define):
         definitions.define(db, record.text, facts=True)
         return
+    if not record.changes and not record.redefinitions:  # a subscription's epoch
+        db.engine.commit({})  # (a new tenant parameter, `datalog.tenants`)
     with db.transaction() as tx:
         for relation, text in record.redefinitions:
             tx.redefine(relation, text)

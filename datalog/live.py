@@ -97,6 +97,10 @@ class LiveQuery:
     subscribers: list[Subscription] = field(default_factory=list)
     join_plan: JoinPlan = "auto"
     held: Updates | None = None  # a definition's change, delivered with its epoch
+    tenant: Any = field(
+        default=None, repr=False
+    )  # the shared dataflow of a parameter member (`datalog.tenants`)
+    param: tuple[Any, ...] = ()  # and its parameter tuple
 
     @property
     def query_text(self) -> str:

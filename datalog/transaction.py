@@ -82,6 +82,7 @@ class Transaction:
         if change is not None and change.base is not self.db.program:  # defined meanwhile
             change = definitions.redefined_all(self.db, self.redefinitions)
         requests = self.requests()
+        self.db.tenants.fold(requests)  # parameters whose last subscriber left
         self.db._checkpoint_if_due()  # before, not after: the commit that grew the log
         epoch = self.db.engine.epoch + 1
         offset = durable.log_commit(self.db, epoch, self.parts, self.redefinitions)
@@ -90,6 +91,7 @@ class Transaction:
         except BaseException:
             durable.undo(self.db, offset)
             raise
+        self.db.tenants.committed()
         self.db._tick(epoch)
         return epoch
 

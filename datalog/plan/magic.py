@@ -218,6 +218,43 @@ def _binds(lit: Literal, bound: set[str]) -> set[str]:
     return set()
 
 
+def tenant_specialize(program: CheckedProgram, query: CheckedQuery) -> Specialized | None:
+    """Specialize a multi-tenant query `params(p..), body..` (`datalog.tenants`):
+    the parameter atom comes first, and its variables bind the derived atoms after
+    it as constants would (sideways information passing through the body), so
+    `magic@out@bf(p) :- params(p)` seeds the demand. None when it does not apply."""
+    if len(query.bodies) != 1:
+        return None
+    body = query.bodies[0]
+    derived = {r.head.name for r in program.rules}
+    needed = dependencies(program, {n.name for n in nodes((), body) if isinstance(n, Atom)})
+    rules = [r for r in program.rules if r.head.name in needed]
+    if any(_not_positive(r.body) for r in rules) or _not_positive(body):
+        return None
+    if needed & program.dominances.keys() or not body or not isinstance(body[0], Atom):
+        return None
+    rewriter = _Rewriter(program, derived, {r.head.name: [] for r in rules})
+    for r in rules:
+        rewriter.by_head[r.head.name].append(r)
+    done: list[Literal] = [body[0]]
+    bound = _binds(body[0], set())
+    try:
+        for lit in body[1:]:
+            if isinstance(lit, Atom) and lit.name in derived and _simple(lit):
+                lit = rewriter._demand_atom(lit, bound, done)
+            done.append(lit)
+            bound |= _binds(lit, bound)
+    except _Unsupported:
+        return None
+    if not rewriter.done:
+        return None
+    return rewriter.finish(query, tuple(done))
+
+
+def _simple(atom: Atom) -> bool:
+    return all(isinstance(a, Var | Const) for a in atom.args)
+
+
 def try_specialize(program: CheckedProgram, query: CheckedQuery) -> Specialized | None:
     """`specialize`, or None when some rule cannot be adorned."""
     try:
