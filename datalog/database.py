@@ -224,13 +224,14 @@ class Database:
         consolidated at most every N epochs or S seconds, as the server paces them."""
         with self.lock:
             self._refuse_in_callback("subscribe")
-            pacing = pacing_of(granularity, self.engine.epoch)
+            pacing_of(granularity, self.engine.epoch)  # a bad granularity changes nothing
             key, checked = self._check_query(text, plan)
             live = (
                 self.live.get(key)
                 or self.tenants.join(key, text, checked, plan)
                 or self._start_live(key, checked, plan)
             )
+            pacing = pacing_of(granularity, self.engine.epoch)  # a new tenant took an epoch
             sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
             sub.unsubscribe, sub.symbols = self.unsubscribe, self.symbols
             live.subscribers.append(sub)
