@@ -158,6 +158,14 @@ def _optional_int(message: dict[str, Any], name: str) -> int | None:
     return value
 
 
+def _as_of(message: dict[str, Any]) -> int | None:
+    """An optional epoch to answer as of (the database checks that it is readable)."""
+    value = message.get("as_of")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ProtocolError("`as_of` must be an epoch number (an integer)")
+    return value
+
+
 def _parse_define(m: dict[str, Any]) -> dict[str, Any]:
     return {"text": _text(m)}
 
@@ -167,6 +175,10 @@ def _parse_transact(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse_query(m: dict[str, Any]) -> dict[str, Any]:
+    return {"text": _text(m), "plan": _plan(m), "as_of": _as_of(m)}
+
+
+def _parse_explain(m: dict[str, Any]) -> dict[str, Any]:
     return {"text": _text(m), "plan": _plan(m)}
 
 
@@ -184,7 +196,7 @@ def _parse_subscribe(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse_why(m: dict[str, Any]) -> dict[str, Any]:
-    return {"fact": _text(m, "fact")}
+    return {"fact": _text(m, "fact"), "as_of": _as_of(m)}
 
 
 def _parse_unsubscribe(m: dict[str, Any]) -> dict[str, Any]:
@@ -209,7 +221,7 @@ _PARSERS = {
     "query": _parse_query,
     "subscribe": _parse_subscribe,
     "unsubscribe": _parse_unsubscribe,
-    "explain": _parse_query,
+    "explain": _parse_explain,
     "why": _parse_why,
     "stats": _parse_nothing,
     "ping": _parse_nothing,

@@ -170,6 +170,28 @@ def test_repl_continues_after_errors(capsys: pytest.CaptureFixture[str]) -> None
     assert out.endswith("x = 2\n(1 row)\n")
 
 
+def test_repl_asof_answers_queries_and_why_as_of_an_epoch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (
+        ".decl edge(x: number, y: number)\n.decl reach(x: number, y: number)\n"
+        "reach(x, y) :- edge(x, y).  reach(x, z) :- reach(x, y), edge(y, z).\n"
+        ":insert edge (1, 2) (2, 3)\n:retract edge (2, 3)\n"
+        ":asof 3 reach(1, y)\n:asof 3 ?- reach(1, 3)\n:asof 3 :why reach(1, 3)\n"
+        ":asof 4 reach(1, y)\n:asof 9 reach(1, y)\n:asof 0 reach(1, y)\n"
+        ":asof x reach(1, y)\n:asof 3 :stats\n:asof 3\n"
+    )
+    code, out, err = _run(["repl"], capsys, stdin=text)
+    assert code == 0
+    assert "inserted 2 rows at epoch 3\nretracted 1 row at epoch 4\n" in out
+    assert "y = 2\ny = 3\n(2 rows)\ntrue\nreach(1, 3)  <- reach(x, z)" in out
+    assert "    edge(1, 2)  (base fact)\n  edge(2, 3)  (base fact)\ny = 2\n(1 row)\n" in out
+    assert "epoch 9 has not happened yet: the current epoch is 4" in err
+    assert "the oldest readable epoch is 1" in err
+    assert err.count("usage: `:asof EPOCH QUERY`") == 2
+    assert "`:asof` takes a query or `:why FACT`" in err
+
+
 def test_rows_parse_like_datalog_constants() -> None:
     assert parse_rows('(1, "a b") (-2, "q\\"uote") 3 4.5') == [
         (1, "a b"),
