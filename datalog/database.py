@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from datalog import definitions, durable
-from datalog.ast import ColumnType, Program, Query
+from datalog import history as time_travel
+from datalog.ast import Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
 from datalog.definitions import Definition
 from datalog.dot import explain_graph
@@ -75,6 +76,7 @@ class Database:
         sync: bool = True,
         checkpoint_every: int = 1000,
         functors: Mapping[str, object] | None = None,
+        history: int | None = time_travel.DEFAULT_HISTORY,
     ) -> None:
         """An empty database in memory, or the durable one in directory `path`.
 
@@ -85,6 +87,7 @@ class Database:
         log (fsynced unless `sync=False`) before it is applied, and a checkpoint
         is taken once the log holds `checkpoint_every` records or outgrows the last
         snapshot; opening loads the newest snapshot and replays the log after it.
+        The last `history` epochs (None: all) stay readable by `as_of` (`datalog.history`).
         """
         self.store: Store | None = None
         self.checkpoint_every = checkpoint_every
@@ -93,7 +96,7 @@ class Database:
         self._quiet = 0  # >0 while replaying the log: nothing is logged
         self._delivering = 0  # >0 while subscribers are being called
         self._paced: list[Subscription] = []  # subscriptions with a granularity
-        self.engine = Engine()
+        self.engine = Engine(history=time_travel.history_setting(history))
         self.symbols = SymbolTable()
         self.program = Program()
         self.checked: CheckedProgram = check_program(self.program)
@@ -103,6 +106,7 @@ class Database:
         self.functors: dict[str, FunctorBinding] = bindings(functors)
         self.engine.create_input(UNIT, [np.dtype(np.int64)])
         self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
+        self.programs = time_travel.ProgramVersions(self.engine.epoch, self.checked)
         if path is not None:
             self.store = durable.open_store(self, path, sync)
 
@@ -158,36 +162,31 @@ class Database:
 
     # -- queries -----------------------------------------------------------------
 
-    def query(self, text: str, plan: JoinPlan = "auto") -> list[tuple[Any, ...]]:
+    def query(self, text: str, plan: JoinPlan = "auto", as_of: int | None = None) -> list[Any]:
         """The current answer of a query, e.g. `reach(1, y)`: a list of rows.
 
         `plan` picks the join strategy: `auto` (delta queries with worst-case
         optimal joins for bodies of three or more atoms), `wcoj` or `binary`.
+        `as_of=E`: the answer at the end of epoch E, by its rules (`datalog.history`).
         """
         with self.lock, self._read_only():
-            updates, types = self._answer(text, plan)
-            return to_rows(updates.columns, types, self.symbols, len(updates))
+            updates, checked = self._answer(text, plan, as_of)
+            return to_rows(updates.columns, checked.answer_types, self.symbols, len(updates))
 
-    def query_columns(self, text: str, plan: JoinPlan = "auto") -> dict[str, np.ndarray]:
-        """The current answer as numpy columns by answer variable (no Python rows).
-
-        Symbol columns come back as arrays of strings (dtype object).
-        """
+    def query_columns(self, text: str, plan: JoinPlan = "auto", as_of: int | None = None) -> Any:
+        """The current answer (or, with `as_of`, a past one) as numpy columns by answer
+        variable (no Python rows). Symbol columns come back as arrays of strings."""
         with self.lock, self._read_only():
-            updates, types = self._answer(text, plan)
-            _, checked = self._check_query(text, plan)
-            return {
-                var: self.symbols.strings(col) if kind == "symbol" else col
-                for var, col, kind in zip(checked.answer_vars, updates.columns, types, strict=True)
-            }
+            updates, checked = self._answer(text, plan, as_of)
+            named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
+            return {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
 
-    def query_arrow(self, text: str, plan: JoinPlan = "auto") -> Any:
-        """The current answer as a `pyarrow.Table` whose columns are named after the
-        query's variables (symbols as strings); `.to_pandas()` or
-        `polars.from_arrow(...)` from there."""
+    def query_arrow(self, text: str, plan: JoinPlan = "auto", as_of: int | None = None) -> Any:
+        """The answer (`as_of`: a past one) as a `pyarrow.Table` whose columns are named
+        after the query's variables (symbols as strings); `.to_pandas()` from there."""
         import pyarrow as pa
 
-        columns = self.query_columns(text, plan)
+        columns = self.query_columns(text, plan, as_of)
         return pa.table({name: pa.array(column) for name, column in columns.items()})
 
     @contextmanager
@@ -201,16 +200,19 @@ class Database:
         finally:
             self.symbols.forget_from(mark)
 
-    def _answer(self, text: str, plan: JoinPlan) -> tuple[Updates, tuple[ColumnType, ...]]:
-        """The consolidated answer of a query now, from its live dataflow or a one-shot one."""
+    def _answer(self, text: str, plan: JoinPlan, as_of: int | None) -> tuple[Updates, Any]:
+        """The consolidated answer and the checked query: live, one-shot or of the past."""
         with self.lock:
+            past = time_travel.past_epoch(self, as_of)
+            if past is not None:
+                return time_travel.answer_as_of(self, text, plan, past)
             key, checked = self._check_query(text, plan)
             live = self.live.get(key)
             if live is not None:
-                return live.state.accumulate(None), live.types
+                return live.state.accumulate(None), checked
             built, answer = self._started(checked, key, plan)
             self.engine.drop(built.dataflow)
-            return answer, checked.answer_types
+            return answer, checked
 
     def subscribe(
         self,
@@ -286,13 +288,14 @@ class Database:
             lines += [f"  {line}" for line in built.dataflow.describe()]
             return "\n".join(lines)
 
-    def why(self, fact: str) -> Derivation:
-        """Why the ground `fact` (`"reach(1, 4)"`) holds now: a proof of minimal height
-        (`datalog.provenance`; computed on demand from the current base relations)."""
+    def why(self, fact: str, as_of: int | None = None) -> Derivation:
+        """Why the ground `fact` (`"reach(1, 4)"`) holds now, or at the end of epoch
+        `as_of`: a proof of minimal height (`datalog.provenance`; computed on demand
+        from the base relations of that epoch)."""
         from datalog.provenance import why
 
         with self.lock:
-            return why(self, fact)
+            return why(self, fact, as_of)
 
     def stats(self) -> dict[str, object]:
         with self.lock:

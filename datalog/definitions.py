@@ -264,6 +264,7 @@ def switch(db: Database, change: ProgramChange, commit: Callable[[], int]) -> in
         for name in created:
             db.engine.remove_input(name)
         raise
+    db.programs.record(db.engine.epoch, change.checked, db.engine.oldest_readable())
     for live in lives:  # every dataflow delivers at each epoch, carrying the held
         if live.held is not None:  # change along; this one took no epoch (a restore)
             db._deliver(live, live.state.empty(), epoch)

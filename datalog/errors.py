@@ -143,6 +143,25 @@ class FactNotFoundError(DatalogError):
     category = "not_found"
 
 
+class EpochError(DatalogError):
+    """`as_of` names no readable epoch: not an integer, negative, or after the current
+    epoch. `oldest` and `current` are the readable range's ends."""
+
+    def __init__(self, message: str, oldest: int, current: int) -> None:
+        self.oldest, self.current = oldest, current
+        super().__init__(message)
+
+    def to_dict(self) -> dict[str, object]:
+        return {**super().to_dict(), "oldest_epoch": self.oldest, "current_epoch": self.current}
+
+
+class HistoryCompactedError(EpochError):
+    """`as_of` names an epoch older than the history the database keeps: its state
+    has been compacted away; `oldest` is the oldest epoch still readable."""
+
+    category = "not_found"
+
+
 class DatalogErrors(DatalogError):
     """All the errors found in one program, reported together."""
 

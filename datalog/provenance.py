@@ -3,9 +3,10 @@
 Layer: datalog (API). Imports the language, the checker, `datalog.heights` and the
 database's base relations; `Database.why` is a thin wrapper around `why`.
 
-Nothing is recorded during normal evaluation. On demand, `why` reads the current
-base relations the queried relation depends on (under the database's lock, so the
-answer is the current epoch's), computes every tuple's minimal height over them
+Nothing is recorded during normal evaluation. On demand, `why` reads the base
+relations the queried relation depends on as of the current epoch (under the
+database's lock) or of a past one (`as_of`, with that epoch's rules; see
+`datalog.history`), computes every tuple's minimal height over them
 (`datalog.heights`, plain Python, semi-naive) and rebuilds a proof top-down: for a
 tuple of height h it takes the first rule instance (rules in program order) whose
 positive premises all have heights below h, which makes the proof's height h.
@@ -34,17 +35,19 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.checks import check_query, dependencies
+from datalog.checks import CheckedProgram, check_query, dependencies
 from datalog.errors import DatalogSemanticError, FactNotFoundError
 from datalog.functions import Value
 from datalog.functors import bind_program
 from datalog.heights import HeightSolver, Prepared, Table, minimal_heights, prepare
+from datalog.history import EpochView, epoch_view
 from datalog.parser import parse_query
 from datalog.passes.variables import aggregates_in, literal_terms, map_term, subterms
 from datalog.pretty import format_rule, format_term
 from datalog.reference import Env, Row, Solver
 from datalog.rows import to_rows
 from datalog.schema import Schema
+from datalog.symbols import SymbolTable
 
 if TYPE_CHECKING:
     from datalog.database import Database
@@ -140,18 +143,19 @@ class Derivation:
         }
 
 
-def why(db: Database, text: str) -> Derivation:
-    """A proof of minimal height that the ground fact `text` holds now (call it
-    under the database's lock)."""
-    relation, row = _target(db, text)
-    checked = bind_program(db.checked, db.functors, [relation])
+def why(db: Database, text: str, as_of: object | None = None) -> Derivation:
+    """A proof of minimal height that the ground fact `text` holds now, or at the end
+    of epoch `as_of` (call it under the database's lock)."""
+    view = epoch_view(db, as_of)
+    relation, row = _target(view.checked, text)
+    checked = bind_program(view.checked, db.functors, [relation])
     needed = dependencies(checked, [relation])
-    tables = minimal_heights(checked, _base(db, needed), needed, demand=(relation, row))
+    base = _base(view, db.symbols, needed)
+    tables = minimal_heights(checked, base, needed, demand=(relation, row))
     if row not in tables[relation].heights:
         fact = _format_fact(relation, row, checked.schema.types(relation))
-        raise FactNotFoundError(
-            f"`{fact}` does not hold: the tuple is not in `{relation}` now (epoch {db.epoch})"
-        )
+        when = f"now (epoch {view.epoch})" if as_of is None else f"at epoch {view.epoch}"
+        raise FactNotFoundError(f"`{fact}` does not hold: the tuple is not in `{relation}` {when}")
     rules: dict[str, list[Prepared]] = {}
     for rule in checked.rules:
         if rule.head.name in needed:
@@ -160,7 +164,7 @@ def why(db: Database, text: str) -> Derivation:
     return _Prover(tables, rules, checked.schema).prove(relation, row)
 
 
-def _target(db: Database, text: str) -> tuple[str, Row]:
+def _target(program: CheckedProgram, text: str) -> tuple[str, Row]:
     """The relation and values of the ground fact `text`; the usual errors (unknown
     relation, arity, types) with positions, and one for a variable or wildcard."""
     query = parse_query(text)
@@ -169,9 +173,9 @@ def _target(db: Database, text: str) -> tuple[str, Row]:
         span = query.body[0].span if query.body else query.span
         message = "`why` explains one fact, such as `reach(1, 4)`"
         raise DatalogSemanticError(message, span, text)
-    check_query(query, db.checked.schema)
-    kinds = db.checked.schema.types(literal.name)
-    solver = Solver({}, db.checked.schema, {}, {})
+    check_query(query, program.schema)
+    kinds = program.schema.types(literal.name)
+    solver = Solver({}, program.schema, {}, {})
     values: list[Value] = []
     for arg, kind in zip(literal.args, kinds, strict=True):
         value = None if _open_term(arg) else solver.value(arg, {}, kind)
@@ -191,18 +195,17 @@ def _open_term(term: Term) -> bool:
     )
 
 
-def _base(db: Database, relations: set[str]) -> dict[str, list[Row]]:
-    """The current tuples of each relation's input (inserted or program facts)."""
+def _base(view: EpochView, symbols: SymbolTable, relations: set[str]) -> dict[str, list[Row]]:
+    """The tuples of each relation's input (inserted or program facts) at the view's epoch."""
     base: dict[str, list[Row]] = {}
     for name in relations:
-        source = db.engine.inputs.get(name)
-        info = db.checked.schema.relations.get(name)
-        if source is None or info is None:
+        state = view.state(name)
+        info = view.checked.schema.relations.get(name)
+        if state is None or info is None:
             continue
-        state = source.presence.spine.accumulate(None)
         present = np.flatnonzero(state.diffs > 0)
         columns = [column[present] for column in state.columns][: info.arity]
-        base[name] = to_rows(columns, info.types, db.symbols, len(present))
+        base[name] = to_rows(columns, info.types, symbols, len(present))
     return base
 
 

@@ -35,6 +35,8 @@ Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x
 :unwatch [N]            stop watch N (default: every watch)
 :explain QUERY          show the strata, plans and shared arrangements of a query
 :why FACT               why a fact holds: a proof tree of minimal height, e.g. :why reach(1, 3)
+:asof E QUERY           the answer as of the end of epoch E, e.g. :asof 3 reach(1, y)
+:asof E :why FACT       why a fact held at the end of epoch E
 :stats                  relations, dataflows and live queries
 :help                   this text
 :quit                   leave (also end of input)"""
@@ -64,6 +66,7 @@ class Session:
             "unwatch": self.unwatch,
             "explain": self.explain,
             "why": self.why,
+            "asof": self.as_of,
             "stats": self.stats,
             "help": lambda _rest: print(HELP),
         }
@@ -107,9 +110,9 @@ class Session:
 
     # -- commands ---------------------------------------------------------------------
 
-    def query(self, text: str) -> None:
+    def query(self, text: str, as_of: int | None = None) -> None:
         text = _query_text(text)
-        rows = self.db.query(text)
+        rows = self.db.query(text, as_of=as_of)
         for line in format_answer(answer_columns(self.db, text), rows):
             print(line)
 
@@ -148,10 +151,23 @@ class Session:
     def explain(self, text: str) -> None:
         print(self.db.explain(_query_text(text)))
 
-    def why(self, text: str) -> None:
+    def why(self, text: str, as_of: int | None = None) -> None:
         if not text.strip():
             raise DatalogError("a fact is missing, e.g. `:why reach(1, 3)`")
-        print(self.db.why(text.strip()))
+        print(self.db.why(text.strip(), as_of=as_of))
+
+    def as_of(self, rest: str) -> None:
+        """`:asof E QUERY` (or `?- QUERY`), `:asof E :why FACT`: as of epoch E."""
+        epoch, _, line = rest.partition(" ")
+        line = line.strip()
+        if not re.fullmatch(r"[+-]?\d+", epoch) or not line:
+            raise DatalogError("usage: `:asof EPOCH QUERY` or `:asof EPOCH :why FACT`")
+        if line.startswith(":why"):
+            self.why(line.removeprefix(":why"), as_of=int(epoch))
+        elif line.startswith(":"):
+            raise DatalogError("`:asof` takes a query or `:why FACT`")
+        else:
+            self.query(line.removeprefix("?-"), as_of=int(epoch))
 
     def stats(self, _rest: str) -> None:
         for line in stats_summary(self.db.stats()):

@@ -8,6 +8,11 @@ pending work, each dataflow's outputs for that epoch are handed to its
 listeners, and only then do the shared arrangements seal the epoch and the
 frontier advance. Dataflows are built and dropped between commits; dropping
 one releases its trace handles and the arrangements nobody reads any more.
+
+History: `Engine(history=N)` keeps the base relations' states of the last N
+epochs readable (`state_as_of`); every input's state trace compacts no further
+than `oldest_readable()`. `None` keeps every epoch since the first commit (or
+since `load`); 0 and 1 keep only the current epoch.
 """
 
 from __future__ import annotations
@@ -105,9 +110,12 @@ def _describe(scope: Scope, indent: str) -> list[str]:
 class Engine:
     """Inputs, dataflows and epochs. Not thread-safe: callers serialize commits."""
 
-    def __init__(self) -> None:
+    def __init__(self, history: int | None = 0) -> None:
         use_small_pages()  # see differential.memory
+        assert history is None or history >= 0, "history is None or a count of epochs"
         self.epoch = 0  # the last committed epoch; the first commit is epoch 1
+        self.history = history
+        self.floor = 1  # the first epoch with a readable state: raised by `load`
         self.inputs: dict[str, Input] = {}
         self.dataflows: list[Dataflow] = []
 
@@ -117,6 +125,7 @@ class Engine:
         if name in self.inputs:
             raise ValueError(f"input `{name}` exists")
         self.inputs[name] = Input(name, dtypes, semantics)
+        self.inputs[name].keep_from(self.oldest_readable())
         return self.inputs[name]
 
     def remove_input(self, name: str) -> None:
@@ -124,6 +133,26 @@ class Engine:
         empty, so no epoch ever held anything of it)."""
         inp = self.inputs.pop(name, None)
         assert inp is None or not len(inp.presence), f"input `{name}` holds rows"
+
+    def oldest_readable(self) -> int:
+        """The oldest epoch whose base relations `state_as_of` reads exactly (above the
+        current epoch when nothing is readable yet: before the first commit)."""
+        if self.history is None:
+            return self.floor
+        return max(self.floor, self.epoch - max(self.history, 1) + 1)
+
+    def state_as_of(self, name: str, epoch: int) -> Updates:
+        """Input `name`'s rows and counts at the end of `epoch`, which must be readable."""
+        oldest = self.oldest_readable()
+        if not oldest <= epoch <= self.epoch:
+            raise ValueError(f"epoch {epoch} is not readable: epochs {oldest} to {self.epoch} are")
+        return self.inputs[name].state_as_of(epoch)
+
+    def _keep_history(self) -> None:
+        """Let each input's history before the oldest readable epoch collapse."""
+        oldest = self.oldest_readable()
+        for inp in self.inputs.values():
+            inp.keep_from(oldest)
 
     def dataflow(self, name: str) -> Dataflow:
         """A new, empty dataflow; build it, then call `start`."""
@@ -165,6 +194,7 @@ class Engine:
         self.epoch = epoch
         for inp in self.inputs.values():
             inp.seal(epoch + 1)
+        self._keep_history()
         for df in list(self.dataflows):  # a listener may drop dataflows meanwhile
             if df in self.dataflows:
                 df.advance(epoch + 1)
@@ -179,18 +209,22 @@ class Engine:
 
     def load(self, contents: Mapping[str, tuple[Sequence[Column], Diffs]], epoch: int) -> None:
         """Set base relations to `contents` (rows and multiplicities) at `epoch`, which
-        becomes the current epoch: a snapshot restored before any dataflow starts."""
+        becomes the current epoch: a snapshot restored before any dataflow starts.
+        Earlier epochs are not readable any more (the snapshot has no history)."""
         assert not self.dataflows, "load before any dataflow starts"
         for name, (columns, counts) in contents.items():
             updates = Updates(tuple(columns), column((epoch,), len(counts)), counts)
             self.inputs[name].stage(updates, epoch)
         self.epoch = max(epoch, self.epoch)
+        self.floor = self.epoch
         for inp in self.inputs.values():
             inp.seal(self.epoch + 1)
+        self._keep_history()
 
     def stats(self) -> dict[str, object]:
         return {
             "epoch": self.epoch,
+            "history": {"epochs": self.history, "oldest_readable": self.oldest_readable()},
             "inputs": {
                 name: {
                     "tuples": len(inp.presence),

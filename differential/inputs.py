@@ -14,6 +14,11 @@ decide the diffs it commits:
 
 All of it runs on whole columns: requests are sorted by (row, sequence) and
 the current state is looked up in the input's presence arrangement.
+
+The presence arrangement also keeps the input's history: a handle (`kept`)
+holds its compaction back to the oldest epoch the engine keeps readable, so
+`state_as_of(E)` is exact for every epoch from there on. Dataflows read the
+other arrangements, which compact to the current epoch and never hold history.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import numpy.typing as npt
 from differential import small
 from differential.batch import Column, Updates, consolidate, integral, run_starts, sort_order
 from differential.operators.arrange import SharedArrangement
-from differential.time import column
+from differential.time import Antichain, column
 from differential.trace.batch import key_hash
 from differential.trace.cursor import FewKeys, columns_of
 
@@ -57,6 +62,8 @@ class Input:
         self.semantics = semantics
         key_arity = 1 if semantics == "last_write_wins" else len(self.dtypes)
         self.presence = SharedArrangement(key_arity, self.dtypes, f"{name}/state")
+        # Holds the presence trace's compaction back to the oldest readable epoch.
+        self.kept = self.presence.spine.handle(Antichain([(0,)]))
         # arrangements by column permutation and key arity, shared by dataflows
         self.arrangements: dict[tuple[tuple[int, ...], int], SharedArrangement] = {}
 
@@ -183,6 +190,15 @@ class Input:
         has[acc.columns[0][live]] = True
         value[acc.columns[0][live]] = acc.columns[1][live]
         return has, value
+
+    def keep_from(self, epoch: int) -> None:
+        """Let history before `epoch` collapse: states at `epoch` and later stay exact."""
+        self.kept.set_frontier(Antichain([(epoch,)]))
+
+    def state_as_of(self, epoch: int) -> Updates:
+        """The rows and their counts at the end of `epoch` (consolidated, at time
+        `(epoch,)`); exact for epochs from the last `keep_from` on."""
+        return self.presence.spine.accumulate((epoch,))
 
     def arrangement(self, permutation: Sequence[int], key_arity: int) -> SharedArrangement:
         """The shared arrangement of columns `permutation` keyed by the first `key_arity`."""

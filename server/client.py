@@ -188,8 +188,12 @@ class Client:
         )  # fmt: skip
         return int(reply["epoch"])
 
-    async def query(self, text: str, plan: str = "auto") -> list[tuple[Any, ...]]:
-        reply = await self.request("query", text=text, plan=plan)
+    async def query(
+        self, text: str, plan: str = "auto", as_of: int | None = None
+    ) -> list[tuple[Any, ...]]:
+        """The answer now, or as of the end of epoch `as_of` (within the server's history)."""
+        fields = {} if as_of is None else {"as_of": as_of}
+        reply = await self.request("query", text=text, plan=plan, **fields)
         return [tuple(r) for r in reply["rows"]]
 
     async def subscribe(
@@ -225,10 +229,12 @@ class Client:
         """The plan as text, or (`format="dot"`) the dataflow as a Graphviz digraph."""
         return str((await self.request("explain", text=text, plan=plan, format=format))["text"])
 
-    async def why(self, fact: str) -> dict[str, Any]:
-        """Why the ground `fact` holds now: the reply's `derivation` (nested `{kind, fact,
-        relation, values, rule, height, premises}`), printed `text` and `epoch`."""
-        reply = await self.request("why", fact=fact)
+    async def why(self, fact: str, as_of: int | None = None) -> dict[str, Any]:
+        """Why the ground `fact` holds now (or held at the end of epoch `as_of`): the
+        reply's `derivation` (nested `{kind, fact, relation, values, rule, height,
+        premises}`), printed `text` and `epoch`."""
+        fields = {} if as_of is None else {"as_of": as_of}
+        reply = await self.request("why", fact=fact, **fields)
         return {key: reply[key] for key in ("derivation", "text", "epoch")}
 
     async def stats(self) -> dict[str, Any]:

@@ -49,6 +49,10 @@ def parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     parser.add_argument("--history", type=int, default=1000, help="changed epochs kept per query")
     parser.add_argument(
+        "--as-of-epochs", type=_epochs, default=1000, metavar="N",
+        help="epochs the database keeps readable by `as_of` queries (default 1000; 'all')",
+    )  # fmt: skip
+    parser.add_argument(
         "--budget", type=float, default=30.0,
         help="seconds a request may compute before it is stopped (default 30; 0: no limit)",
     )  # fmt: skip
@@ -76,6 +80,15 @@ def websockets_problem() -> str | None:
     return None
 
 
+def _epochs(text: str) -> int | None:
+    """`--as-of-epochs`: a count of epochs, or `all` (None: keep every epoch)."""
+    if text == "all":
+        return None
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of epochs or 'all', not {text!r}")
+    return int(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the server until SIGINT/SIGTERM; returns the exit status."""
     args = parser().parse_args(argv)
@@ -91,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         functors: dict[str, object] = {}
         for path in args.functors:
             functors.update(functors_in_file(path))
-        db = Database(args.db, functors=functors)
+        db = Database(args.db, functors=functors, history=args.as_of_epochs)
         if args.program is not None and not db.program.decls:
             db.define(args.program.read_text(encoding="utf-8"))
     except (OSError, DatalogError) as error:

@@ -158,6 +158,14 @@ def _optional_int(message: dict[str, Any], name: str) -> int | None:
     return value
 
 
+def _as_of(message: dict[str, Any]) -> int | None:
+    """An optional epoch to answer as of (the database checks that it is readable)."""
+    value = message.get("as_of")
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise ProtocolError("`as_of` must be an epoch number (an integer)")
+    return value
+
+
 def _parse_define(m: dict[str, Any]) -> dict[str, Any]:
     return {"text": _text(m)}
 
@@ -187,14 +195,14 @@ def _redefinitions(value: object) -> dict[str, str]:
 
 
 def _parse_query(m: dict[str, Any]) -> dict[str, Any]:
-    return {"text": _text(m), "plan": _plan(m)}
+    return {"text": _text(m), "plan": _plan(m), "as_of": _as_of(m)}
 
 
 def _parse_explain(m: dict[str, Any]) -> dict[str, Any]:
     explained = m.get("format", "text")
     if explained not in ("text", "dot"):
         raise ProtocolError('`format` must be "text" or "dot" (a Graphviz digraph)')
-    return {**_parse_query(m), "format": explained}
+    return {"text": _text(m), "plan": _plan(m), "format": explained}
 
 
 def _parse_subscribe(m: dict[str, Any]) -> dict[str, Any]:
@@ -211,7 +219,7 @@ def _parse_subscribe(m: dict[str, Any]) -> dict[str, Any]:
 
 
 def _parse_why(m: dict[str, Any]) -> dict[str, Any]:
-    return {"fact": _text(m, "fact")}
+    return {"fact": _text(m, "fact"), "as_of": _as_of(m)}
 
 
 def _parse_unsubscribe(m: dict[str, Any]) -> dict[str, Any]:

@@ -178,9 +178,15 @@ class Hub:
         return epoch
 
     def _on_query(self, session: Session, request: Request) -> str:
-        rows = self.db.query(request.fields["text"], plan=request.fields["plan"])
+        fields = request.fields
+        rows = self.db.query(fields["text"], plan=fields["plan"], as_of=fields["as_of"])
         self._check_size(len(rows))
-        return self._fits(reply(request, "rows", rows=rows, epoch=self.db.epoch))
+        return self._fits(reply(request, "rows", rows=rows, epoch=self._epoch_of(fields)))
+
+    def _epoch_of(self, fields: dict[str, Any]) -> int:
+        """The epoch an answer is of: the request's `as_of`, else the current one."""
+        as_of = fields["as_of"]
+        return self.db.epoch if as_of is None else int(as_of)
 
     def _fits(self, answer: dict[str, Any]) -> str:
         """`answer` as JSON (encoded once, sent as is), unless it is larger than a
@@ -206,9 +212,10 @@ class Hub:
         return reply(request, "explanation", text=text)
 
     def _on_why(self, session: Session, request: Request) -> str:
-        derivation = self.db.why(request.fields["fact"])
+        fields = request.fields
+        derivation = self.db.why(fields["fact"], as_of=fields["as_of"])
         answer = reply(request, "derivation", derivation=derivation.to_dict(),
-                       text=str(derivation), epoch=self.db.epoch)  # fmt: skip
+                       text=str(derivation), epoch=self._epoch_of(fields))  # fmt: skip
         try:
             return self._fits(answer)
         except RecursionError:  # JSON nests objects only as deep as Python recurses

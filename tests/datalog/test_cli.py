@@ -147,10 +147,12 @@ def test_repl_on_piped_stdin(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["repl"], capsys, stdin=REPL_INPUT)
     assert code == 0
     assert "deltalog>" not in out  # no prompts when not a TTY
-    assert "[watch 1] epoch 4:\n  + (2)\n  + (3)\n" in out
+    # watching a new constant of `reach(k, y)` takes an epoch of its own (4, ADR 0022)
+    assert "[watch 1] reach(1, y) at epoch 4: 0 rows\n" in out
+    assert "[watch 1] epoch 5:\n  + (2)\n  + (3)\n" in out
     assert "x = 1, y = 2\nx = 1, y = 3\nx = 2, y = 3\n(3 rows)\n" in out
     assert "x = 2, y = 3\n(1 row)\n" in out
-    assert "[watch 1] epoch 5:\n  - (3)\n" in out  # the retraction, seen by the watch
+    assert "[watch 1] epoch 6:\n  - (3)\n" in out  # the retraction, seen by the watch
     assert "stopped watch 1" in out
     assert "\ntrue\n" in out
     assert "shared arrangements" in out
@@ -168,6 +170,28 @@ def test_repl_continues_after_errors(capsys: pytest.CaptureFixture[str]) -> None
     assert "not closed" in err
     assert err.count("error:") == 3
     assert out.endswith("x = 2\n(1 row)\n")
+
+
+def test_repl_asof_answers_queries_and_why_as_of_an_epoch(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    text = (
+        ".decl edge(x: number, y: number)\n.decl reach(x: number, y: number)\n"
+        "reach(x, y) :- edge(x, y).  reach(x, z) :- reach(x, y), edge(y, z).\n"
+        ":insert edge (1, 2) (2, 3)\n:retract edge (2, 3)\n"
+        ":asof 3 reach(1, y)\n:asof 3 ?- reach(1, 3)\n:asof 3 :why reach(1, 3)\n"
+        ":asof 4 reach(1, y)\n:asof 9 reach(1, y)\n:asof 0 reach(1, y)\n"
+        ":asof x reach(1, y)\n:asof 3 :stats\n:asof 3\n"
+    )
+    code, out, err = _run(["repl"], capsys, stdin=text)
+    assert code == 0
+    assert "inserted 2 rows at epoch 3\nretracted 1 row at epoch 4\n" in out
+    assert "y = 2\ny = 3\n(2 rows)\ntrue\nreach(1, 3)  <- reach(x, z)" in out
+    assert "    edge(1, 2)  (base fact)\n  edge(2, 3)  (base fact)\ny = 2\n(1 row)\n" in out
+    assert "epoch 9 has not happened yet: the current epoch is 4" in err
+    assert "the oldest readable epoch is 1" in err
+    assert err.count("usage: `:asof EPOCH QUERY`") == 2
+    assert "`:asof` takes a query or `:why FACT`" in err
 
 
 def test_rows_parse_like_datalog_constants() -> None:
@@ -305,9 +329,10 @@ def test_repl_redefine_replaces_rules_and_watches_see_it(
     )
     code, out, err = _run(["repl"], capsys, stdin=text)
     assert code == 0
-    assert "[watch 1] epoch 5:\n  - (3)\nredefined `reach` at epoch 5\n" in out
+    # (watching the new constant 1 took epoch 5: ADR 0022)
+    assert "[watch 1] epoch 6:\n  - (3)\nredefined `reach` at epoch 6\n" in out
     assert "is a fact" in err and "usage: :redefine REL RULES" in err
     assert err.count("error:") == 2
     # no rules at all: reach is empty (its facts would stay)
-    assert "[watch 1] epoch 6:\n  - (2)\nredefined `reach` at epoch 6\n(0 rows)\n" in out
+    assert "[watch 1] epoch 7:\n  - (2)\nredefined `reach` at epoch 7\n(0 rows)\n" in out
     assert ":redefine REL RULES" in out

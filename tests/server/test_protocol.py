@@ -37,6 +37,9 @@ pytestmark = pytest.mark.server
         ('{"type": "subscribe", "text": "e(x)", "resume_from": "3"}', "incorrect", "resume"),
         ('{"type": "unsubscribe", "id": 2}', "incorrect", "`subscription`"),
         ('{"type": "ping", "id": [1]}', "incorrect", "`id`"),
+        ('{"type": "query", "text": "e(x)", "as_of": "3"}', "incorrect", "`as_of`"),
+        ('{"type": "why", "fact": "e(1)", "as_of": 1.5}', "incorrect", "`as_of`"),
+        ('{"type": "query", "text": "e(x)", "as_of": true}', "incorrect", "`as_of`"),
         ("[" * 100_000, "incorrect", "malformed JSON"),
     ],
 )
@@ -340,3 +343,41 @@ def test_serve_refuses_websockets_older_than_13_with_a_clear_message(
         "pip install 'deltalog[server]'\n"  # fmt: skip
     monkeypatch.undo()
     assert main.websockets_problem() is None  # the one installed here is new enough
+
+
+def test_query_and_why_as_of_answer_a_past_epoch_or_name_the_oldest_readable_one() -> None:
+    host = FakeHost()
+    hub = Hub(Database(history=2), host)
+    session = hub.open()
+    _send(hub, session, type="define", id=0, text=GRAPH)
+    _send(hub, session, type="transact", id=1, inserts={"edge": [[1, 2], [2, 3]]})
+    _send(hub, session, type="transact", id=2, retracts={"edge": [[2, 3]]})
+    _, then, now = host.take()
+    past = then["epoch"]
+    _send(hub, session, type="query", id=3, text="reach(1, y)", as_of=past)
+    _send(hub, session, type="query", id=4, text="reach(1, y)")
+    _send(hub, session, type="why", id=5, fact="reach(1, 3)", as_of=past)
+    _send(hub, session, type="why", id=6, fact="reach(1, 3)")
+    _send(hub, session, type="query", id=7, text="reach(1, y)", as_of=past - 1)
+    _send(hub, session, type="query", id=8, text="reach(1, y)", as_of=now["epoch"] + 1)
+    old, current, proof, absent, compacted, future = host.take()
+    assert (old["rows"], old["epoch"]) == ([[2], [3]], past)
+    assert (current["rows"], current["epoch"]) == ([[2]], now["epoch"])
+    assert (proof["epoch"], proof["derivation"]["height"]) == (past, 2)
+    assert absent["error"]["category"] == "not_found"
+    error = compacted["error"]
+    assert (error["category"], error["oldest_epoch"], error["current_epoch"]) == (
+        "not_found", past, now["epoch"])  # fmt: skip
+    assert f"the oldest readable epoch is {past}" in error["message"]
+    assert future["error"]["category"] == "incorrect" and "not happened" in str(future)
+    assert hub.db.epoch == now["epoch"]
+
+
+def test_serve_takes_the_as_of_history_or_all() -> None:
+    from server.main import parser
+
+    assert parser().parse_args(["--as-of-epochs", "all"]).as_of_epochs is None
+    assert parser().parse_args(["--as-of-epochs", "5"]).as_of_epochs == 5
+    assert parser().parse_args([]).as_of_epochs == 1000
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--as-of-epochs", "-3"])

@@ -58,6 +58,12 @@ def test_errors_are_replied_and_the_connection_goes_on() -> None:
         with pytest.raises(ServerError) as caught:
             await client.why("reach(2, 1)")
         assert caught.value.category == "not_found"
+        then = await client.transact(inserts={"edge": [(2, 3)]})
+        await client.transact(retracts={"edge": [(1, 2)]})
+        assert await client.query("reach(1, y)", as_of=then) == [(2,), (3,)]
+        assert (await client.why("reach(1, 3)", as_of=then))["epoch"] == then
+        with pytest.raises(ServerError, match="oldest readable epoch is 1"):
+            await client.query("reach(1, y)", as_of=0)
         assert (await client.stats())["server"]["sessions"] == 1
         await client.close()
 
