@@ -40,6 +40,15 @@ class Outbox(Protocol):
     def epoch(self) -> int: ...
 
 
+Fanout = Callable[[list[Outbox], str], None]  # send one message to several outboxes
+
+
+def send_each(outboxes: list[Outbox], text: str) -> None:
+    """A `Fanout` that hands the message to each outbox in turn."""
+    for outbox in outboxes:
+        outbox.send_text(text)
+
+
 CHUNK_ROWS = 50_000  # rows of one change message; a larger change is sent in parts
 
 
@@ -81,6 +90,7 @@ class Feed:
     watches: list[Watch] = field(default_factory=list)
     subscription: Subscription | None = None
     idle: int = 0  # bumped whenever the feed gains or loses its last watcher
+    fanout: Fanout = send_each
 
     def on_change(self, change: Change) -> None:
         """The database's callback: the snapshot first, then one call per changed epoch."""
@@ -93,8 +103,18 @@ class Feed:
         self.history_rows += len(rows)
         self._compact()
         text = ChangeText(change.epoch, rows, change.diffs)
+        # Watches that forward changes at once get them by subscription number: one
+        # message (and one fanout) serves every client that numbered the watch alike.
+        forward: dict[int, list[Outbox]] = {}
         for watch in list(self.watches):
-            watch.offer(text)
+            if watch.granularity.immediate:
+                watch.delivered = change.epoch
+                forward.setdefault(watch.number, []).append(watch.outbox)
+            else:
+                watch.offer(text)
+        for number, outboxes in forward.items():
+            for message in text.messages(number):
+                self.fanout(outboxes, message)
 
     def _compact(self) -> None:
         limits = self.limits

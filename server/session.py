@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from datalog import Database, DatalogError
-from server.feeds import Feed, HistoryLimits, Watch
+from server.feeds import Feed, HistoryLimits, Outbox, Watch
 from server.protocol import ProtocolError, Request, encode, error_reply, parse_request, reply
 
 _log = logging.getLogger("deltalog.server")
@@ -30,6 +30,8 @@ class Host(Protocol):
     """What the transport provides to the hub (each call is safe from the engine thread)."""
 
     def send(self, session: Session, text: str) -> None: ...
+
+    def broadcast(self, sessions: list[Session], text: str) -> None: ...
 
     def close(self, session: Session, code: int, reason: str) -> None: ...
 
@@ -103,6 +105,18 @@ class Hub:
     def send_text(self, session: Session, text: str) -> None:
         if not session.closed:
             self.host.send(session, text)
+
+    def fanout(self, outboxes: list[Outbox], text: str) -> None:
+        """A feed's message to several sessions: one `Host.broadcast` for all."""
+        sessions = []
+        for outbox in outboxes:
+            if isinstance(outbox, SessionOutbox):
+                if not outbox.session.closed:
+                    sessions.append(outbox.session)
+            else:
+                outbox.send_text(text)
+        if sessions:
+            self.host.broadcast(sessions, text)
 
     # --- dispatch ------------------------------------------------------------------------
 
@@ -279,7 +293,7 @@ class Hub:
         key = self.aliases.get((text, plan))
         if key is not None and key in self.feeds:
             return self.feeds[key]
-        feed = Feed(key="", limits=self.limits)
+        feed = Feed(key="", limits=self.limits, fanout=self.fanout)
         subscription = self.db.subscribe(text, feed.on_change, plan=plan)  # type: ignore[arg-type]
         key = subscription.query
         existing = self.feeds.get(key)

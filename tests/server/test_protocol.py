@@ -69,6 +69,10 @@ class FakeHost:
     def send(self, session: Session, text: str) -> None:
         self.sent.append((session.number, json.loads(text)))
 
+    def broadcast(self, sessions: list[Session], text: str) -> None:
+        for session in sessions:
+            self.send(session, text)
+
     def close(self, session: Session, code: int, reason: str) -> None:
         self.closed.append((session.number, code))
 
