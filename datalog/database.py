@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datalog import durable
+from datalog import durable, system
 from datalog.ast import ColumnType, Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
 from datalog.errors import (
@@ -32,6 +32,7 @@ from datalog.errors import (
     UnsupportedError,
 )
 from datalog.functors import FunctorBinding, binding, bindings
+from datalog.introspection import Introspection
 from datalog.live import Callback, Change, LiveQuery, Subscription, deliver, pacing_of, tick
 from datalog.parser import parse_program, parse_query
 from datalog.plan.body import UNIT
@@ -83,13 +84,14 @@ class Database:
         self._paced: list[Subscription] = []  # subscriptions with a granularity
         self.engine = Engine()
         self.symbols = SymbolTable()
-        self.program = Program()
+        self.program = Program(decls=system.DECLS)  # the reserved deltalog.* relations
         self.checked: CheckedProgram = check_program(self.program)
         self.live: dict[str, LiveQuery] = {}
         self.lock = threading.RLock()
         self.functors: dict[str, FunctorBinding] = bindings(functors)
         self.engine.create_input(UNIT, [np.dtype(np.int64)])
         self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
+        self.introspection = Introspection(self)
         if path is not None:
             self.store = durable.open_store(self, path, sync)
 
@@ -125,6 +127,7 @@ class Database:
             except BaseException:
                 durable.undo(self, offset)
                 raise
+            self.introspection.changed()
 
     def _apply_define(
         self,
@@ -240,7 +243,7 @@ class Database:
         `plan` picks the join strategy: `auto` (delta queries with worst-case
         optimal joins for bodies of three or more atoms), `wcoj` or `binary`.
         """
-        with self.lock, self._read_only():
+        with self.lock, self._read_only(text):
             updates, types = self._answer(text, plan)
             return to_rows(updates.columns, types, self.symbols, len(updates))
 
@@ -249,7 +252,7 @@ class Database:
 
         Symbol columns come back as arrays of strings (dtype object).
         """
-        with self.lock, self._read_only():
+        with self.lock, self._read_only(text):
             updates, types = self._answer(text, plan)
             _, checked = self._check_query(text, plan)
             return {
@@ -267,10 +270,12 @@ class Database:
         return pa.table({name: pa.array(column) for name, column in columns.items()})
 
     @contextmanager
-    def _read_only(self) -> Iterator[None]:
+    def _read_only(self, text: str) -> Iterator[None]:
         """Symbols a one-shot query interns (its constants, functor results) are
         forgotten when it is done: nothing stored refers to them, and a stream of
-        queries with fresh constants would otherwise grow the table forever."""
+        queries with fresh constants would otherwise grow the table forever. (The
+        `deltalog.*` relations it reads are refreshed first: they are stored.)"""
+        self.introspection.prepare(text)
         mark = len(self.symbols)
         try:
             yield
@@ -301,6 +306,7 @@ class Database:
         with self.lock:
             self._refuse_in_callback("subscribe")
             pacing = pacing_of(granularity, self.engine.epoch)
+            self.introspection.prepare(text)
             key, checked = self._check_query(text, plan)
             live = self.live.get(key) or self._start_live(key, checked, plan)
             sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
@@ -318,6 +324,7 @@ class Database:
                 raise
             finally:
                 self._delivering -= 1
+            self.introspection.changed()
             return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -332,10 +339,11 @@ class Database:
             if not live.subscribers:
                 self.engine.drop(live.plan.dataflow)
                 del self.live[live.key]
+            self.introspection.changed()
 
     def explain(self, text: str, plan: JoinPlan = "auto") -> str:
         """The strata, per-rule plans and shared arrangements a query would use."""
-        with self.lock, self._read_only():
+        with self.lock, self._read_only(text):
             key, checked = self._check_query(text, plan)
             built = self._planner(plan).build(checked, key)
             self.engine.drop(built.dataflow)
@@ -359,6 +367,7 @@ class Database:
         from datalog.provenance import why
 
         with self.lock:
+            self.introspection.prepare(fact)
             return why(self, fact)
 
     def stats(self) -> dict[str, object]:
@@ -480,14 +489,15 @@ class Database:
 
     def _tick(self, epoch: int) -> None:
         """After a commit: paced subscribers get what is due (only they are visited:
-        a commit costs nothing more for subscriptions without a granularity)."""
-        if not self._paced:
-            return
-        self._delivering += 1
-        try:
-            tick(list(self._paced), epoch)
-        finally:
-            self._delivering -= 1
+        a commit costs nothing more for subscriptions without a granularity), and
+        what callbacks changed in `deltalog.*` is published."""
+        if self._paced:
+            self._delivering += 1
+            try:
+                tick(list(self._paced), epoch)
+            finally:
+                self._delivering -= 1
+        self.introspection.after_commit()
 
     def _refuse_in_callback(self, what: str) -> None:
         """Commits, definitions and subscriptions from inside a subscriber would change

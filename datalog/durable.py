@@ -25,6 +25,7 @@ from datalog.storage.frames import DurabilityError
 from datalog.storage.records import Change, Commit, Define, Record
 from datalog.storage.store import Snapshot, Store
 from datalog.symbols import SymbolTable
+from datalog.system import is_reserved
 
 if TYPE_CHECKING:
     from datalog.database import Database
@@ -92,7 +93,7 @@ def checkpoint(db: Database) -> None:
     assert db.store is not None
     relations = {}
     for name, inp in db.engine.inputs.items():
-        if name in db.checked.schema.relations:
+        if name in db.checked.schema.relations and not is_reserved(name):
             state = inp.presence.spine.accumulate(None)
             relations[name] = (state.columns, state.diffs)
     program = "\n".join(db.definitions)
@@ -110,6 +111,8 @@ def _replay(db: Database, record: Record) -> None:
     if isinstance(record, Define):
         db._define(record.text, facts=True)
         return
+    if not record.changes:  # an epoch that changed only deltalog.* (introspection)
+        db.engine.commit({})
     with db.transaction() as tx:
         for change in record.changes:
             rows: Any = change.columns

@@ -13,6 +13,7 @@ from datalog.errors import (
     UnknownNameError,
     did_you_mean,
 )
+from datalog.passes.check_reserved_names import refused_decl
 from datalog.passes.context import CheckContext
 from datalog.passes.resolve_types import PRIMITIVE_TYPES, column_type
 from datalog.schema import RelationInfo
@@ -20,6 +21,8 @@ from datalog.schema import RelationInfo
 
 def declare_relations(ctx: CheckContext) -> None:
     for decl in ctx.program.decls:
+        if refused_decl(decl):  # reported by `check_reserved_names`
+            continue
         if decl.name in ctx.declarations:
             first = ctx.declarations[decl.name].span
             where = f" (first declared at line {first.line})" if first.line else ""
