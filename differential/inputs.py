@@ -16,9 +16,9 @@ All of it runs on whole columns: requests are sorted by (row, sequence) and
 the current state is looked up in the input's presence arrangement.
 
 An input knows its `size`, the number of distinct rows it holds (a set's size,
-whatever the semantics), the staged epoch included, kept by each epoch's diffs. A `late` input's
-changes for an epoch are computed from what the other dataflows did in that
-epoch (see `Engine.commit`).
+whatever the semantics), the staged epoch included, kept by each epoch's diffs.
+A `late` input's changes for an epoch are computed from what the other dataflows
+did in that epoch (see `Engine.commit`).
 """
 
 from __future__ import annotations
