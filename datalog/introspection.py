@@ -54,6 +54,10 @@ class Introspection:
         self.db = db
         self.stale = False  # a change was made while an epoch was being delivered
         self._reading_rules: tuple[object, bool] | None = None  # (program, reads deltalog)
+        # The rows each deltalog input holds, and those a commit in flight will make it
+        # hold (`(epoch, rows)`, taken once that epoch has committed).
+        self._published: dict[str, set[IdRow]] = {name: set() for name in NAMES}
+        self._proposed: tuple[int, dict[str, set[IdRow]]] | None = None
         for decl in DECLS:
             db.engine.create_input(decl.name, [np.dtype(np.int64)] * decl.arity, late=True)
         db.engine.late_changes = self._late_changes
@@ -61,23 +65,26 @@ class Introspection:
     # -- hooks --------------------------------------------------------------------
 
     def prepare(self, text: str) -> None:
-        """Before a query, subscription or `why` of `text`: if it reads a `deltalog.*`
-        relation that no live dataflow keeps current, refresh them in place."""
-        if self.db.engine.reads_late or not self._reads_system(text):
+        """Before a query, subscription or `why` of `text`: refresh in place the
+        `deltalog.*` relations it reads that no live dataflow keeps current."""
+        names = self._system_reads(text) - self._maintained()
+        if not names:
             return
-        requests = self._requests()
+        requests, rows = self._changes(names)
         if requests:
             self.db.engine.amend(requests)
+            self._published.update(rows)
 
     def changed(self) -> None:
-        """After a subscription, unsubscription or definition: while a live dataflow
-        reads `deltalog.*`, what it changed there is an epoch of its own (inside a
+        """After a subscription, unsubscription or definition: what it changed in the
+        `deltalog.*` relations live dataflows read is an epoch of its own (inside a
         subscriber's callback it waits for the end of the epoch being delivered)."""
         if self.db._delivering:
             self.stale = True
             return
         self.stale = False
-        if self.db.engine.reads_late and self._requests():
+        names = self._maintained()
+        if names and self._changes(names)[0]:
             self._commit_epoch()
 
     def after_commit(self) -> None:
@@ -88,8 +95,11 @@ class Introspection:
     # -- publishing ---------------------------------------------------------------
 
     def _late_changes(self, epoch: int) -> Mapping[str, Requests]:
-        """The engine's question during a commit, once the other dataflows ran it."""
-        return self._requests()
+        """The engine's question during a commit, once the other dataflows ran it:
+        the changes of the relations live dataflows read."""
+        requests, rows = self._changes(self._maintained())
+        self._proposed = (epoch, rows)
+        return requests
 
     def _commit_epoch(self) -> None:
         """An epoch that changes only `deltalog.*`, logged (as an empty commit) so that
@@ -104,57 +114,77 @@ class Introspection:
             raise
         db._tick(epoch)
 
-    def _requests(self) -> dict[str, Requests]:
-        """Inserts and retractions turning the stored rows into the measured ones."""
-        requests = {}
-        for name, rows in self.measure().items():
-            wanted = {self._ids(row) for row in rows}
-            held = self._stored(self.db.engine.inputs[name])
+    def _changes(self, names: set[str]) -> tuple[dict[str, Requests], dict[str, set[IdRow]]]:
+        """Inserts and retractions turning the rows `names` hold into those measured
+        now, and the rows they will hold then."""
+        self._settle()
+        requests, rows = {}, {}
+        for name, measured in self.measure(names).items():
+            wanted, held = {self._ids(row) for row in measured}, self._published[name]
             if wanted != held:
                 requests[name] = _requests(wanted - held, held - wanted, ARITIES[name])
-        return requests
+                rows[name] = wanted
+        return requests, rows
+
+    def _settle(self) -> None:
+        """Take the rows of a commit in flight once it committed (an aborted one's epoch
+        was never reached: they are dropped)."""
+        if self._proposed is not None:
+            epoch, rows = self._proposed
+            if epoch <= self.db.engine.epoch:
+                self._published.update(rows)
+            self._proposed = None
 
     def _ids(self, row: Row) -> IdRow:
         symbols = self.db.symbols
         return tuple(symbols.intern(v) if isinstance(v, str) else v for v in row)
 
-    @staticmethod
-    def _stored(source: Input) -> set[IdRow]:
-        state = source.presence.spine.accumulate(None)
-        present = state.diffs > 0
-        return set(zip(*(c[present].tolist() for c in state.columns), strict=True))
+    def _maintained(self) -> set[str]:
+        """The `deltalog.*` relations some live dataflow reads."""
+        inputs = self.db.engine.inputs
+        return {n for n in NAMES if any(a.readers for a in inputs[n].arrangements.values())}
 
     # -- measuring ----------------------------------------------------------------
 
-    def measure(self) -> dict[str, set[Row]]:
-        """The rows of each `deltalog.*` relation, measured now (nothing changes)."""
-        engine, live = self.db.engine, self._reported()
-        relations: set[Row] = {
-            (name, engine.inputs[name].size)
+    def measure(self, names: Iterable[str] = NAMES) -> dict[str, set[Row]]:
+        """The rows of the `deltalog.*` relations `names`, measured now (nothing changes)."""
+        measures = {RELATION: self._relations, ARRANGEMENT: self._arrangements,
+                    DATAFLOW: self._dataflows}  # fmt: skip
+        return {name: measures[name]() for name in names}
+
+    def _relations(self) -> set[Row]:
+        inputs = self.db.engine.inputs
+        return {
+            (name, inputs[name].size)
             for name in self.db.checked.schema.relations
-            if not name.startswith(PREFIX) and name in engine.inputs
+            if not name.startswith(PREFIX) and name in inputs
         }
-        arrangements = set(_shared_arrangements(engine.inputs.values()))
-        for query in live:
-            arrangements.update(_private_arrangements(query.key, query.plan.dataflow))
-        dataflows: set[Row] = {
-            (q.key, len(q.plan.dataflow.root.all_operators()), len(q.subscribers)) for q in live
+
+    def _arrangements(self) -> set[Row]:
+        rows = set(_shared_arrangements(self.db.engine.inputs.values()))
+        for query in self._reported():
+            rows.update(_private_arrangements(query.key, query.plan.dataflow))
+        return rows
+
+    def _dataflows(self) -> set[Row]:
+        return {
+            (q.key, len(q.plan.dataflow.root.all_operators()), len(q.subscribers))
+            for q in self._reported()
         }
-        return {RELATION: relations, ARRANGEMENT: arrangements, DATAFLOW: dataflows}
 
     def _reported(self) -> list[LiveQuery]:
         """The live queries reported: those that read no `deltalog.*` relation."""
         return [q for q in self.db.live.values() if not q.plan.dataflow.late]
 
-    def _reads_system(self, text: str) -> bool:
-        """Whether the query `text` reads a `deltalog.*` relation, directly or through
-        rules (a bad query is not judged here: its own call reports it)."""
+    def _system_reads(self, text: str) -> set[str]:
+        """The `deltalog.*` relations the query `text` reads, directly or through rules
+        (a bad query is not judged here: its own call reports it)."""
         if not isinstance(text, str) or (PREFIX not in text and not self._rules_read_system()):
-            return False
+            return set()
         try:
-            return bool(self.db._reads(text) & NAMES)
+            return self.db._reads(text) & NAMES
         except DatalogError:
-            return False
+            return set()
 
     def _rules_read_system(self) -> bool:
         checked = self.db.checked

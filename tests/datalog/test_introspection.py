@@ -213,7 +213,9 @@ def test_commits_ask_for_nothing_while_no_live_query_reads_deltalog(
     db.define(PROGRAM)
     asked: list[int] = []
     measure = db.introspection.measure
-    monkeypatch.setattr(db.introspection, "measure", lambda: asked.append(1) or measure())
+    monkeypatch.setattr(
+        db.introspection, "measure", lambda *names: asked.append(1) or measure(*names)
+    )
     with db.subscribe("reach(x, y)", lambda change: None):
         for i in range(5):
             db.insert("edge", [(i, i + 1)])
