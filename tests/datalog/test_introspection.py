@@ -368,3 +368,20 @@ def test_stats_count_facts_as_the_relation_does() -> None:
     assert inputs["edge"]["updates"] >= 0
     counts = dict(db.query("deltalog.relation(n, t)"))
     assert {name: inputs[name]["tuples"] for name in counts} == counts
+
+
+def test_only_the_relations_live_queries_read_are_kept_current() -> None:
+    db = Database()
+    db.define(PROGRAM)
+    counts = Accumulated()
+    db.subscribe("deltalog.relation(n, t)", counts)
+    epoch = db.epoch
+    with db.subscribe("reach(x, y)", lambda change: None):  # changes no relation count
+        assert db.epoch == epoch  # so no epoch of its own
+        [(query, operators, subscribers)] = db.query("deltalog.dataflow(q, o, s)")
+        assert (query, subscribers) == ("reach(x, y)", 1)
+        fact = f'deltalog.dataflow("reach(x, y)", {operators}, 1)'
+        assert str(db.why(fact)) == f"{fact}  (base fact)"
+    assert db.query("deltalog.dataflow(q, o, s)") == [] and db.epoch == epoch
+    db.insert("edge", [(1, 2)])
+    assert ("edge", 1) in counts.rows()
