@@ -1,8 +1,8 @@
 """The reserved `deltalog.*` relations: their names and declarations.
 
 Layer: datalog (language). Imports only the AST. Every program holds these
-declarations (the database adds them); the checker refuses any other use of the
-`deltalog.` namespace as a definition: a `.decl`, a rule or fact head, a
+declarations first (the database adds them); the checker refuses any other use of
+the `deltalog.` namespace as a definition: another `.decl`, a rule or fact head, a
 subsumptive clause or an `.input`. Reading them in rule bodies and queries is the
 point. `datalog.introspection` keeps their contents.
 """
@@ -42,8 +42,9 @@ def is_reserved(name: str) -> bool:
 
 
 def is_system_decl(decl: Decl) -> bool:
-    """Whether `decl` is one of the database's own declarations (not a user's copy)."""
-    return any(decl is own for own in DECLS)
+    """Whether `decl` declares a reserved relation as the database does (equal up to
+    position; programs rewritten from a checked one, as the magic-set one, copy it)."""
+    return decl in DECLS
 
 
 def reserved_message(name: str) -> str:
