@@ -21,6 +21,7 @@ from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
 from datalog.passes.check_names import check_clause_names, check_names
 from datalog.passes.check_range_restriction import check_clause, check_range_restriction
+from datalog.passes.check_reserved_names import check_reserved_names
 from datalog.passes.check_subsumptions import check_subsumptions
 from datalog.passes.context import CheckContext
 from datalog.passes.declare_functors import declare_functors
@@ -52,6 +53,7 @@ __all__ = [
 
 PASSES: tuple[Callable[[CheckContext], None], ...] = (
     resolve_types,
+    check_reserved_names,
     declare_relations,
     declare_functors,
     normalize_disjunctions,

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import datalog
+from datalog.system import is_reserved
 
 if TYPE_CHECKING:
     from datalog.database import Change, Database
@@ -197,12 +198,12 @@ def stats_summary(stats: dict[str, Any]) -> list[str]:
     inputs: dict[str, Any] = stats.get("inputs", {})
     lines = [f"epoch {stats.get('epoch')}"]
     for name, info in inputs.items():
-        if name.startswith("__"):
+        if name.startswith("__") or is_reserved(name):
             continue
         arrangements = info.get("arrangements", {})
         lines.append(
-            f"stored facts of {name}: {info.get('tuples', 0)} updates, "
-            f"{len(arrangements)} shared arrangement(s)"
+            f"stored facts of {name}: {info.get('tuples', 0)} facts "
+            f"({info.get('updates', 0)} updates), {len(arrangements)} shared arrangement(s)"
         )
     for flow in stats.get("dataflows", []):
         lines.append(

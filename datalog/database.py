@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datalog import definitions, durable
+from datalog import definitions, durable, system
 from datalog import history as time_travel
 from datalog.ast import Program, Query
 from datalog.checks import CheckedProgram, check_program, check_query
@@ -35,6 +35,7 @@ from datalog.errors import (
     UnsupportedError,
 )
 from datalog.functors import FunctorBinding, binding, bindings
+from datalog.introspection import Introspection
 from datalog.live import (
     Callback,
     Change,
@@ -98,7 +99,7 @@ class Database:
         self._paced: list[Subscription] = []  # subscriptions with a granularity
         self.engine = Engine(history=time_travel.history_setting(history))
         self.symbols = SymbolTable()
-        self.program = Program()
+        self.program = Program(decls=system.DECLS)  # the reserved deltalog.* relations
         self.checked: CheckedProgram = check_program(self.program)
         self.live: dict[str, LiveQuery] = {}
         self.tenants = Tenants(self)  # shared dataflows of queries differing in constants
@@ -107,6 +108,7 @@ class Database:
         self.engine.create_input(UNIT, [np.dtype(np.int64)])
         self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
         self.programs = time_travel.ProgramVersions(self.engine.epoch, self.checked)
+        self.introspection = Introspection(self)
         if path is not None:
             self.store = durable.open_store(self, path, sync)
 
@@ -117,6 +119,7 @@ class Database:
         of their own (shared with the facts), whether or not an answer changes."""
         with self.lock:
             definitions.define(self, text, facts=True)
+            self.introspection.changed()
 
     def redefine(self, relation: str, text: str) -> int:
         """Replace every rule of `relation` by the rules of `text` (none: `""`) as one
@@ -169,14 +172,14 @@ class Database:
         optimal joins for bodies of three or more atoms), `wcoj` or `binary`.
         `as_of=E`: the answer at the end of epoch E, by its rules (`datalog.history`).
         """
-        with self.lock, self._read_only():
+        with self.lock, self._read_only(text):
             updates, checked = self._answer(text, plan, as_of)
             return to_rows(updates.columns, checked.answer_types, self.symbols, len(updates))
 
     def query_columns(self, text: str, plan: JoinPlan = "auto", as_of: int | None = None) -> Any:
         """The current answer (or, with `as_of`, a past one) as numpy columns by answer
         variable (no Python rows). Symbol columns come back as arrays of strings."""
-        with self.lock, self._read_only():
+        with self.lock, self._read_only(text):
             updates, checked = self._answer(text, plan, as_of)
             named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
             return {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
@@ -190,10 +193,12 @@ class Database:
         return pa.table({name: pa.array(column) for name, column in columns.items()})
 
     @contextmanager
-    def _read_only(self) -> Iterator[None]:
+    def _read_only(self, text: str) -> Iterator[None]:
         """Symbols a one-shot query interns (its constants, functor results) are
         forgotten when it is done: nothing stored refers to them, and a stream of
-        queries with fresh constants would otherwise grow the table forever."""
+        queries with fresh constants would otherwise grow the table forever. (The
+        `deltalog.*` relations it reads are refreshed first: they are stored.)"""
+        self.introspection.prepare(text)
         mark = len(self.symbols)
         try:
             yield
@@ -227,6 +232,7 @@ class Database:
         with self.lock:
             self._refuse_in_callback("subscribe")
             pacing_of(granularity, self.engine.epoch)  # a bad granularity changes nothing
+            self.introspection.prepare(text)
             key, checked = self._check_query(text, plan)
             live = (
                 self.live.get(key)
@@ -250,6 +256,7 @@ class Database:
                 raise
             finally:
                 self._delivering -= 1
+            self.introspection.changed()
             return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
@@ -266,10 +273,11 @@ class Database:
             elif not live.subscribers:
                 self.engine.drop(live.plan.dataflow)
                 del self.live[live.key]
+            self.introspection.changed()
 
     def explain(self, text: str, plan: JoinPlan = "auto", format: str = "text") -> str:
         """The strata, rule plans and shared arrangements of a query ("dot": a graph)."""
-        with self.lock, self._read_only():
+        with self.lock, self._read_only(text):
             key, checked = self._check_query(text, plan)
             built = self._planner(plan).build(checked, key)
             self.engine.drop(built.dataflow)
@@ -295,6 +303,7 @@ class Database:
         from datalog.provenance import why
 
         with self.lock:
+            self.introspection.prepare(fact)
             return why(self, fact, as_of)
 
     def stats(self) -> dict[str, object]:
@@ -422,13 +431,15 @@ class Database:
         `woken`, a timer (`Pacing.wake`) calls: those get what is due now."""
         with self.lock:
             paced = self._paced if woken is None else woken
-            if not paced:
-                return
-            self._delivering += 1
-            try:
-                tick(list(paced), self.engine.epoch if epoch is None else epoch, woken is not None)
-            finally:
-                self._delivering -= 1
+            if paced:
+                self._delivering += 1
+                try:
+                    at = self.engine.epoch if epoch is None else epoch
+                    tick(list(paced), at, woken is not None)
+                finally:
+                    self._delivering -= 1
+            if woken is None:  # what callbacks changed in `deltalog.*` is published
+                self.introspection.after_commit()
 
     def _refuse_in_callback(self, what: str) -> None:
         """Commits, definitions and subscriptions from inside a subscriber would change

@@ -288,10 +288,11 @@ def affected(db: Database, heads: frozenset[str]) -> list[LiveQuery]:
     so the old and the new program agree on it."""
     if not heads:
         return []
-    return [live for live in db.live.values() if heads & _reads(db, live.query_text)]
+    return [live for live in db.live.values() if heads & reads(db, live.query_text)]
 
 
-def _reads(db: Database, query_text: str) -> set[str]:
+def reads(db: Database, query_text: str) -> set[str]:
+    """The relations the query `query_text` reads, directly or through rules."""
     from datalog.checks import check_query
     from datalog.plan.build import _relations_read
 

@@ -18,6 +18,7 @@ from typing import Any
 from datalog.cli import answer_columns, change_lines, format_answer, format_row, stats_summary
 from datalog.database import Change, Database
 from datalog.sources.csv import load_inputs
+from datalog.system import is_reserved
 
 QUERIES = (
     'reach("alice", who)',
@@ -46,7 +47,8 @@ def demo(examples: Path) -> Database:
     db = Database()
     db.define(program.read_text(encoding="utf-8"))
     rules = sum(1 for rule in db.program.rules if rule.body)
-    _title(f"Program {program.name}: {len(db.checked.schema)} relations, {rules} rules")
+    relations = sum(1 for name in db.checked.schema if not is_reserved(name))
+    _title(f"Program {program.name}: {relations} relations, {rules} rules")
     loaded = load_inputs(db, examples / "facts", progress=False)
     counts = ", ".join(f"{name} {n}" for name, n in loaded.items())
     print(f"loaded facts from {examples.name}/facts/*.facts: {counts} (epoch {db.epoch})")

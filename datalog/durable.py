@@ -29,6 +29,7 @@ from datalog.storage.frames import DurabilityError
 from datalog.storage.records import Change, Commit, Define, Record
 from datalog.storage.store import Snapshot, Store
 from datalog.symbols import SymbolTable
+from datalog.system import is_reserved
 
 if TYPE_CHECKING:
     from datalog.database import Database
@@ -98,7 +99,7 @@ def checkpoint(db: Database) -> None:
     assert db.store is not None
     relations = {}
     for name, inp in db.engine.inputs.items():
-        if name in db.checked.schema.relations:
+        if name in db.checked.schema.relations and not is_reserved(name):
             state = inp.presence.spine.accumulate(None)
             relations[name] = (state.columns, state.diffs)
     program = definitions.program_text(db.definitions)
@@ -117,8 +118,8 @@ def _replay(db: Database, record: Record) -> None:
     if isinstance(record, Define):
         definitions.define(db, record.text, facts=True)
         return
-    if not record.changes and not record.redefinitions:  # a subscription's epoch
-        db.engine.commit({})  # (a new tenant parameter, `datalog.tenants`)
+    if not record.changes and not record.redefinitions:  # a subscription's epoch (a new
+        db.engine.commit({})  # tenant parameter), or one that changed only deltalog.*
     with db.transaction() as tx:
         for relation, text in record.redefinitions:
             tx.redefine(relation, text)

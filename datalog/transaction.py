@@ -22,6 +22,7 @@ from datalog.definitions import ProgramChange
 from datalog.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.plan.body import UNIT
 from datalog.rows import to_columns
+from datalog.system import is_reserved, reserved_message
 from differential.inputs import Requests
 
 if TYPE_CHECKING:
@@ -68,6 +69,8 @@ class Transaction:
         if info is None or relation == UNIT:
             names = self.db.checked.schema.names()
             raise UnknownNameError(f"unknown relation `{relation}`{did_you_mean(relation, names)}")
+        if is_reserved(relation):
+            raise TransactionError(reserved_message(relation))
         if info.arity == 0:
             return (np.zeros(_nullary_rows(relation, rows), dtype=np.int64),)
         return to_columns(info, rows, self.db.symbols)

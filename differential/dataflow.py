@@ -173,6 +173,7 @@ class Operator:
     """A stateful operator: the scheduler steps it at times where it has work."""
 
     name = "operator"
+    holds_trace = False  # whether it owns an arrangement (`arranged_size` measures it)
 
     def __init__(self, scope: Scope) -> None:
         self.scope = scope

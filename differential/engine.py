@@ -13,6 +13,11 @@ History: `Engine(history=N)` keeps the base relations' states of the last N
 epochs readable (`state_as_of`); every input's state trace compacts no further
 than `oldest_readable()`. `None` keeps every epoch since the first commit (or
 since `load`); 0 and 1 keep only the current epoch.
+
+Late inputs (`create_input(..., late=True)`) describe the engine itself: their
+changes for an epoch are asked of `late_changes` once every dataflow that reads
+no late input has run that epoch, and only then do the dataflows that read one
+run it. A commit pays nothing for them while no live dataflow reads one.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from differential.operators.capture import Capture
 from differential.time import column
 
 Listener = Callable[[Updates, int], None]
+LateChanges = Callable[[int], Mapping[str, Requests]]
 
 
 @dataclass
@@ -51,12 +57,14 @@ class Dataflow:
         self.start = engine.epoch
         self.imports: list[ImportOp] = []
         self.outputs: dict[str, Output] = {}
+        self.late = False  # reads a late input: runs each epoch after the others
 
     def import_input(self, name: str, permutation: Sequence[int], key_arity: int) -> ImportOp:
         """The shared arrangement of input `name` (columns permuted), read here."""
-        shared = self.engine.inputs[name].arrangement(permutation, key_arity)
-        op = ImportOp(self.root, shared, self.start)
+        source = self.engine.inputs[name]
+        op = ImportOp(self.root, source.arrangement(permutation, key_arity), self.start)
         self.imports.append(op)
+        self.late |= source.late
         return op
 
     def capture(self, stream: Stream, name: str) -> Output:
@@ -88,13 +96,17 @@ class Dataflow:
         return _describe(self.root, "")
 
     def arrangements(self) -> list[tuple[str, int, int]]:
-        """`(operator, tuples, batches)` for every arrangement this dataflow owns."""
-        rows = []
-        for op in self.root.all_operators():
-            tuples, batches = op.arranged_size()
-            if batches or tuples:
-                rows.append((op.describe(), tuples, batches))
-        return rows
+        """`(operator, tuples, batches)` for every non-empty arrangement this dataflow owns."""
+        return [(name, tuples, batches) for _, name, tuples, batches in self.traces() if tuples]
+
+    def traces(self) -> list[tuple[int, str, int, int]]:
+        """`(operator index, operator, updates, batches)` for every arrangement this
+        dataflow owns, empty or not; measuring changes nothing."""
+        return [
+            (i, op.describe(), *op.arranged_size())
+            for i, op in enumerate(self.root.all_operators())
+            if op.holds_trace
+        ]
 
 
 def _describe(scope: Scope, indent: str) -> list[str]:
@@ -118,13 +130,19 @@ class Engine:
         self.floor = 1  # the first epoch with a readable state: raised by `load`
         self.inputs: dict[str, Input] = {}
         self.dataflows: list[Dataflow] = []
+        # The late inputs' changes of an epoch, asked for when a live dataflow reads one.
+        self.late_changes: LateChanges | None = None
 
     def create_input(
-        self, name: str, dtypes: Sequence[np.dtype], semantics: Semantics = "set"
+        self,
+        name: str,
+        dtypes: Sequence[np.dtype],
+        semantics: Semantics = "set",
+        late: bool = False,
     ) -> Input:
         if name in self.inputs:
             raise ValueError(f"input `{name}` exists")
-        self.inputs[name] = Input(name, dtypes, semantics)
+        self.inputs[name] = Input(name, dtypes, semantics, late)
         self.inputs[name].keep_from(self.oldest_readable())
         return self.inputs[name]
 
@@ -154,6 +172,11 @@ class Engine:
         for inp in self.inputs.values():
             inp.keep_from(oldest)
 
+    @property
+    def reads_late(self) -> bool:
+        """Whether some live dataflow reads a late input."""
+        return any(df.late for df in self.dataflows)
+
     def dataflow(self, name: str) -> Dataflow:
         """A new, empty dataflow; build it, then call `start`."""
         return Dataflow(self, name)
@@ -180,13 +203,23 @@ class Engine:
         are as they were, the epoch does not advance, every live dataflow is
         dropped (its operators may hold half of the epoch) and the exception
         propagates; the caller rebuilds the dataflows it still needs.
+
+        Late inputs take no requests here: if a live dataflow reads one, their
+        changes come from `late_changes(epoch)` once the other dataflows have run.
         """
         epoch = self.epoch + 1
+        late = [name for name in requests if self.inputs[name].late]
+        if late:
+            raise ValueError(f"late inputs {late} change only through `late_changes`")
         try:
-            staged = {name: self.inputs[name].diffs(req, epoch) for name, req in requests.items()}
-            for name, diffs in staged.items():
-                self.inputs[name].stage(diffs, epoch)
+            self._stage(requests, epoch)
             for df in self.dataflows:
+                if not df.late:
+                    df.run()
+            readers = [df for df in self.dataflows if df.late]
+            if readers and self.late_changes is not None:
+                self._stage(self._late_requests(epoch), epoch)
+            for df in readers:
                 df.run()
         except BaseException:
             self._abort()
@@ -200,6 +233,38 @@ class Engine:
                 df.advance(epoch + 1)
                 df.deliver(epoch)
         return epoch
+
+    def _stage(self, requests: Mapping[str, Requests], epoch: int) -> None:
+        """Stage the diffs `requests` make at `epoch` (all computed before any is staged)."""
+        staged = {name: self.inputs[name].diffs(req, epoch) for name, req in requests.items()}
+        for name, diffs in staged.items():
+            self.inputs[name].stage(diffs, epoch)
+
+    def _late_requests(self, epoch: int) -> Mapping[str, Requests]:
+        assert self.late_changes is not None
+        requests = self.late_changes(epoch)
+        early = [name for name in requests if not self.inputs[name].late]
+        if early:  # the dataflows reading them have run this epoch already
+            raise ValueError(f"`late_changes` may change only late inputs, not {early}")
+        return requests
+
+    def amend(self, requests: Mapping[str, Requests]) -> None:
+        """Apply `requests` to late inputs that no live dataflow reads, at the current
+        epoch, running nothing: their contents made current before a dataflow that
+        will read them is built."""
+        read = {op.shared for df in self.dataflows for op in df.imports}
+        for name in requests:
+            source = self.inputs[name]
+            if not source.late or read & {source.presence, *source.arrangements.values()}:
+                raise ValueError(f"input `{name}` is not late or is read by a dataflow")
+        try:
+            self._stage(requests, self.epoch)
+        except BaseException:
+            for name in requests:
+                self.inputs[name].unstage()
+            raise
+        for name in requests:
+            self.inputs[name].seal(self.epoch + 1)
 
     def _abort(self) -> None:
         for inp in self.inputs.values():
@@ -227,11 +292,12 @@ class Engine:
             "history": {"epochs": self.history, "oldest_readable": self.oldest_readable()},
             "inputs": {
                 name: {
-                    "tuples": len(inp.presence),
+                    "tuples": inp.size,
+                    "updates": len(inp.presence),
                     "arrangements": {
                         a.name: {
-                            "tuples": len(a),
-                            "batches": a.spine.batch_count,
+                            "tuples": a.held()[0],
+                            "batches": a.held()[1],
                             "readers": a.readers,
                         }
                         for a in inp.arrangements.values()

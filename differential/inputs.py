@@ -19,6 +19,11 @@ The presence arrangement also keeps the input's history: a handle (`kept`)
 holds its compaction back to the oldest epoch the engine keeps readable, so
 `state_as_of(E)` is exact for every epoch from there on. Dataflows read the
 other arrangements, which compact to the current epoch and never hold history.
+
+An input knows its `size`, the number of distinct rows it holds (a set's size,
+whatever the semantics), the staged epoch included, kept by each epoch's diffs.
+A `late` input's changes for an epoch are computed from what the other dataflows
+did in that epoch (see `Engine.commit`).
 """
 
 from __future__ import annotations
@@ -54,12 +59,21 @@ class Requests:
 class Input:
     """A base relation: its semantics and its arrangements, shared by all dataflows."""
 
-    def __init__(self, name: str, dtypes: Sequence[np.dtype], semantics: Semantics = "set") -> None:
+    def __init__(
+        self,
+        name: str,
+        dtypes: Sequence[np.dtype],
+        semantics: Semantics = "set",
+        late: bool = False,
+    ) -> None:
         if semantics == "last_write_wins" and len(dtypes) != 2:
             raise ValueError("last_write_wins needs a binary relation (entity, value)")
         self.name = name
         self.dtypes = tuple(np.dtype(d) for d in dtypes)
         self.semantics = semantics
+        self.late = late
+        self._sealed_size = 0  # distinct rows held, as of the last sealed epoch
+        self._staged_size = 0  # how the staged epoch changes it
         key_arity = 1 if semantics == "last_write_wins" else len(self.dtypes)
         self.presence = SharedArrangement(key_arity, self.dtypes, f"{name}/state")
         # Holds the presence trace's compaction back to the oldest readable epoch.
@@ -70,6 +84,11 @@ class Input:
     @property
     def arity(self) -> int:
         return len(self.dtypes)
+
+    @property
+    def size(self) -> int:
+        """Distinct rows held (a set's size), the staged epoch's changes included."""
+        return self._sealed_size + self._staged_size
 
     def diffs(self, requests: Requests, epoch: int) -> Updates:
         """The diffs that `requests` commit at `epoch`, given the current state."""
@@ -218,6 +237,7 @@ class Input:
 
     def stage(self, diffs: Updates, epoch: int) -> None:
         """Make `diffs` the pending batch of epoch `epoch` in every arrangement."""
+        self._staged_size = self._size_change(diffs)
         self.presence.stage(diffs, epoch)
         for (perm, _), arr in self.arrangements.items():
             arr.stage(
@@ -226,14 +246,33 @@ class Input:
 
     def unstage(self) -> None:
         """Forget a staged epoch that will not commit."""
+        self._staged_size = 0
         self.presence.unstage()
         for arr in self.arrangements.values():
             arr.unstage()
 
     def seal(self, next_epoch: int) -> None:
+        self._sealed_size += self._staged_size
+        self._staged_size = 0
         self.presence.seal(next_epoch)
         for arr in self.arrangements.values():
             arr.seal(next_epoch)
+
+    def _size_change(self, diffs: Updates) -> int:
+        """How many distinct rows `diffs` (not yet staged) add, net.
+
+        Under set and last-write-wins semantics every diff is +1 or -1 on a distinct
+        row that was out or in, so the sum is the change; a multiset row counts when
+        its multiplicity moves between zero and positive.
+        """
+        if len(diffs) == 0:
+            return 0
+        if self.semantics != "multiset":
+            return int(diffs.diffs.sum())
+        rows = consolidate(diffs.with_times(column((0,), len(diffs))))
+        before = self._present_counts(rows.columns)
+        after = before + rows.diffs
+        return int((after > 0).sum()) - int((before > 0).sum())
 
     def drop_unread(self) -> None:
         """Forget arrangements no dataflow reads any more."""

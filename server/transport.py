@@ -70,8 +70,17 @@ class _Close:
 class Connection:
     """One socket's bounded outbox and the task that writes it."""
 
-    def __init__(self, ws: ServerConnection, session: Session, limits: Limits) -> None:
+    def __init__(
+        self,
+        ws: ServerConnection,
+        session: Session,
+        limits: Limits,
+        dropping: set[Connection] | None = None,
+    ) -> None:
         self.ws, self.session, self.limits = ws, session, limits
+        # The server's connections whose abort is pending (`_finish`): it aborts them
+        # when it stops, so no socket outlives it.
+        self.dropping = set() if dropping is None else dropping
         self.queue: deque[str | _Close] = deque()
         self.queued_bytes = 0  # of the strings waiting in `queue`
         self.ready = asyncio.Event()
@@ -138,9 +147,11 @@ class Connection:
         self.closing = True
         self.ready.set()
         loop = asyncio.get_running_loop()
-        loop.call_later(self.limits.abort_after + 1.0, self._abort)
+        loop.call_later(self.limits.abort_after + 1.0, self.abort)
+        self.dropping.add(self)
 
-    def _abort(self) -> None:
+    def abort(self) -> None:
+        self.dropping.discard(self)
         transport = getattr(self.ws, "transport", None)
         if transport is not None and not transport.is_closing():
             transport.abort()
@@ -216,6 +227,7 @@ class DeltalogServer:
         self.engine = EngineThread()
         self.hub = Hub(self.db, self, token, history)
         self.connections: dict[int, Connection] = {}
+        self.dropping: set[Connection] = set()
         self.pending: list[tuple[Callable[..., None], tuple[Any, ...]]] = []  # engine thread
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ws_server: WsServer | None = None
@@ -253,6 +265,8 @@ class DeltalogServer:
         if self.ws_server is not None:
             self.ws_server.close()
             await self.ws_server.wait_closed()
+        for connection in list(self.dropping):  # a dropped client's abort may still be
+            connection.abort()  # pending: no socket outlives the server
         await self.run(self.hub.shutdown)
         self.engine.shutdown()
 
@@ -332,7 +346,7 @@ class DeltalogServer:
 
     async def _serve(self, ws: ServerConnection) -> None:
         session: Session = await self.run(self.hub.open)
-        connection = Connection(ws, session, self.limits)
+        connection = Connection(ws, session, self.limits, self.dropping)
         self.connections[session.number] = connection
         assert self.loop is not None
         if not session.authenticated:

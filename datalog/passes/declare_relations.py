@@ -13,13 +13,17 @@ from datalog.errors import (
     UnknownNameError,
     did_you_mean,
 )
+from datalog.passes.check_reserved_names import refused_decls
 from datalog.passes.context import CheckContext
 from datalog.passes.resolve_types import PRIMITIVE_TYPES, column_type
 from datalog.schema import RelationInfo
 
 
 def declare_relations(ctx: CheckContext) -> None:
+    refused = refused_decls(ctx.program.decls)  # reported by `check_reserved_names`
     for decl in ctx.program.decls:
+        if any(decl is r for r in refused):
+            continue
         if decl.name in ctx.declarations:
             first = ctx.declarations[decl.name].span
             where = f" (first declared at line {first.line})" if first.line else ""

@@ -184,6 +184,7 @@ class ArrangeOp(BatchesArranged):
     """Arranges a stream by its first `key_arity` columns into a private trace."""
 
     name = "arrange"
+    holds_trace = True
 
     def __init__(self, stream: Stream, key_arity: int) -> None:
         super().__init__(stream.scope)
@@ -315,10 +316,12 @@ class ArrangeOp(BatchesArranged):
         self.spine.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
 
     def arranged_size(self) -> tuple[int, int]:
-        spine = self._settle()
-        pending = self.pending_batch
-        size = len(spine) + (len(pending) if pending is not None else 0)
-        return size, spine.batch_count + (pending is not None)
+        """Updates and batches held, unarranged parts counted as they wait (nothing is
+        arranged or merged to measure them)."""
+        pending = self.pending_updates
+        deferred = sum(len(part) for part, _ in self.deferred)
+        size = len(self.spine) + deferred + (len(pending) if pending is not None else 0)
+        return size, self.spine.held_batches + len(self.deferred) + (pending is not None)
 
     def describe(self) -> str:
         return f"arrange(key={self.key_arity} of {len(self.dtypes)})"
@@ -389,6 +392,12 @@ class SharedArrangement:
     @property
     def readers(self) -> int:
         return len(self.spine.handles)
+
+    def held(self) -> tuple[int, int]:
+        """`(updates, batches)` held now, the pending batch included; measuring merges
+        nothing."""
+        pending = self.pending is not None
+        return len(self), self.spine.held_batches + pending
 
     def contents(self) -> Updates:
         """Every update ever sealed (compacted), times included."""

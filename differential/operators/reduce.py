@@ -71,6 +71,7 @@ class ReduceOp(Operator):
     """Applies `reducer` per key; output rows are `(key..., reducer columns...)`."""
 
     name = "reduce"
+    holds_trace = True
 
     def __init__(
         self, source: Arranged, reducer: Reducer, out_dtypes: Sequence[np.dtype], name: str
@@ -297,8 +298,10 @@ class ReduceOp(Operator):
         self.trace.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
 
     def arranged_size(self) -> tuple[int, int]:
-        self._settle()
-        return len(self.trace), self.trace.batch_count
+        """Output updates held, those of growing steps not arranged yet included
+        (nothing is arranged or merged to measure them)."""
+        unbuilt = sum(len(part) for part in self.unbuilt)
+        return len(self.trace) + unbuilt, self.trace.held_batches + bool(self.unbuilt)
 
     def describe(self) -> str:
         return f"{self.name}({self.source.describe()})"

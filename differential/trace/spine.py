@@ -208,6 +208,12 @@ class Spine:
     def batch_count(self) -> int:
         return len(self.batches)
 
+    @property
+    def held_batches(self) -> int:
+        """Batches held now, counting updates waiting unarranged as one and merging
+        nothing (`batch_count` merges first): a measurement that changes no state."""
+        return len(self._batches) + (1 if self._recent.rows else 0)
+
     def lookup(
         self,
         keys: Sequence[Column],

@@ -385,3 +385,20 @@ def test_serve_takes_the_as_of_history_or_all() -> None:
     assert parser().parse_args([]).as_of_epochs == 1000
     with pytest.raises(SystemExit):
         parser().parse_args(["--as-of-epochs", "-3"])
+
+
+def test_clients_query_and_subscribe_to_the_deltalog_relations() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="subscribe", id=1, text="deltalog.relation(n, t)")
+    _send(hub, session, type="transact", id=2, inserts={"edge": [[1, 2], [2, 3]]})
+    snapshot, change, reply = host.take()
+    assert sorted(snapshot["rows"]) == [["edge", 0], ["reach", 0]]
+    assert (change["epoch"], change["rows"], change["diffs"]) == (
+        reply["epoch"], [["edge", 0], ["edge", 2]], [-1, 1])  # fmt: skip
+    _send(hub, session, type="subscribe", id=3, text="reach(1, y)")
+    _send(hub, session, type="query", id=4, text="deltalog.dataflow(q, o, s)")
+    rows = host.take()[-1]["rows"]
+    assert [(q, s) for q, _, s in rows] == [("reach(1, y)", 1)]
+    _send(hub, session, type="transact", id=5, inserts={"deltalog.relation": [["edge", 9]]})
+    refused = host.take()[-1]
+    assert refused["error"]["category"] == "incorrect" and "reserved" in str(refused)
