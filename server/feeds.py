@@ -91,6 +91,23 @@ class Feed:
     subscription: Subscription | None = None
     idle: int = 0  # bumped whenever the feed gains or loses its last watcher
     fanout: Fanout = send_each
+    _plan: Plan | None = field(default=None, repr=False)  # of `watches`; None: stale
+
+    def add(self, watch: Watch) -> None:
+        self.watches.append(watch)
+        self._plan = None
+
+    def remove(self, watch: Watch) -> None:
+        if watch in self.watches:
+            self.watches.remove(watch)
+            self._plan = None
+
+    @property
+    def plan(self) -> Plan:
+        """How the watches take a change, worked out once per change of `watches`."""
+        if self._plan is None:
+            self._plan = Plan.of(self.watches)
+        return self._plan
 
     def on_change(self, change: Change) -> None:
         """The database's callback: the snapshot first, then one call per changed epoch."""
@@ -103,16 +120,10 @@ class Feed:
         self.history_rows += len(rows)
         self._compact()
         text = ChangeText(change.epoch, rows, change.diffs)
-        # Watches that forward changes at once get them by subscription number: one
-        # message (and one fanout) serves every client that numbered the watch alike.
-        forward: dict[int, list[Outbox]] = {}
-        for watch in list(self.watches):
-            if watch.granularity.immediate:
-                watch.delivered = change.epoch
-                forward.setdefault(watch.number, []).append(watch.outbox)
-            else:
-                watch.offer(text)
-        for number, outboxes in forward.items():
+        plan = self.plan
+        for watch in plan.buffering:
+            watch.offer(text)
+        for number, outboxes in plan.forward:
             for message in text.messages(number):
                 self.fanout(outboxes, message)
 
@@ -139,6 +150,30 @@ class Feed:
         return _consolidated(total)
 
 
+@dataclass(frozen=True)
+class Plan:
+    """A feed's watches as a change reaches them: those that forward changes at once
+    grouped by subscription number (one message, and one fanout, serves every client
+    that numbered its watch alike), those that buffer, and those that deliver every
+    N epochs (ticked after each commit)."""
+
+    forward: list[tuple[int, list[Outbox]]]
+    buffering: list[Watch]
+    ticking: list[Watch]
+
+    @classmethod
+    def of(cls, watches: list[Watch]) -> Plan:
+        forward: dict[int, list[Outbox]] = {}
+        buffering = []
+        for watch in watches:
+            if watch.granularity.immediate:
+                forward.setdefault(watch.number, []).append(watch.outbox)
+            else:
+                buffering.append(watch)
+        ticking = [w for w in buffering if w.granularity.epochs > 1]
+        return cls(list(forward.items()), buffering, ticking)
+
+
 @dataclass(eq=False)
 class Watch:
     """One client's subscription to a feed, delivering with its granularity."""
@@ -147,7 +182,7 @@ class Watch:
     feed: Feed
     outbox: Outbox
     granularity: Granularity
-    delivered: int  # the epoch the client's view is at
+    delivered: int  # the epoch the client's view is at (kept for buffering watches)
     buffer: Counter[Row] = field(default_factory=Counter)
     flushed_at: float = field(default_factory=time.monotonic)
     timer: bool = False

@@ -187,7 +187,7 @@ class Hub:
         """After a commit: let epoch-granular watches deliver; the current epoch."""
         epoch = self.db.epoch
         for feed in self.feeds.values():
-            for watch in feed.watches:
+            for watch in feed.plan.ticking:
                 watch.tick(epoch)
         return epoch
 
@@ -257,7 +257,7 @@ class Hub:
         session.next_watch += 1
         watch = Watch(number, feed, SessionOutbox(self, session), fields["granularity"], epoch)
         answer = self._fits(self._first_message(request, feed, number, epoch))
-        feed.watches.append(watch)
+        feed.add(watch)
         feed.idle += 1
         self.idle.pop(feed.key, None)
         session.watches[number] = watch
@@ -321,8 +321,7 @@ class Hub:
         watch.active = False
         session.watches.pop(watch.number, None)
         feed = watch.feed
-        if watch in feed.watches:
-            feed.watches.remove(watch)
+        feed.remove(watch)
         if not feed.watches:
             feed.idle += 1
             idle = feed.idle

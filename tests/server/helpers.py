@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 from server.client import Change
+from server.session import Session
 from server.transport import DeltalogServer
 
 GRAPH = """
@@ -86,3 +88,34 @@ class History:
             inserts, retracts = self.transactions[at]
             edges = (edges | inserts) - retracts
         return edges
+
+
+class FakeHost:
+    """Collects what the hub sends; timers run when the test says so."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, dict[str, Any]]] = []
+        self.closed: list[tuple[int, int]] = []
+        self.timers: list[tuple[float, Callable[[], None]]] = []
+
+    def send(self, session: Session, text: str) -> None:
+        self.sent.append((session.number, json.loads(text)))
+
+    def broadcast(self, sessions: list[Session], text: str) -> None:
+        for session in sessions:
+            self.send(session, text)
+
+    def close(self, session: Session, code: int, reason: str) -> None:
+        self.closed.append((session.number, code))
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        self.timers.append((delay, callback))
+
+    def fire(self) -> None:
+        timers, self.timers = self.timers, []
+        for _, callback in timers:
+            callback()
+
+    def take(self) -> list[dict[str, Any]]:
+        sent, self.sent = self.sent, []
+        return [message for _, message in sent]

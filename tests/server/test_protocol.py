@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,7 +13,7 @@ from server import feeds
 from server.feeds import HistoryLimits
 from server.protocol import ProtocolError, parse_request
 from server.session import Hub, Session
-from tests.server.helpers import GRAPH
+from tests.server.helpers import GRAPH, FakeHost
 
 pytestmark = pytest.mark.server
 
@@ -56,37 +55,6 @@ def test_the_request_id_survives_a_bad_payload() -> None:
     with pytest.raises(ProtocolError) as caught:
         parse_request('{"type": "define", "id": "abc", "text": 5}')
     assert caught.value.request_id == "abc"
-
-
-class FakeHost:
-    """Collects what the hub sends; timers run when the test says so."""
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[int, dict[str, Any]]] = []
-        self.closed: list[tuple[int, int]] = []
-        self.timers: list[tuple[float, Callable[[], None]]] = []
-
-    def send(self, session: Session, text: str) -> None:
-        self.sent.append((session.number, json.loads(text)))
-
-    def broadcast(self, sessions: list[Session], text: str) -> None:
-        for session in sessions:
-            self.send(session, text)
-
-    def close(self, session: Session, code: int, reason: str) -> None:
-        self.closed.append((session.number, code))
-
-    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
-        self.timers.append((delay, callback))
-
-    def fire(self) -> None:
-        timers, self.timers = self.timers, []
-        for _, callback in timers:
-            callback()
-
-    def take(self) -> list[dict[str, Any]]:
-        sent, self.sent = self.sent, []
-        return [message for _, message in sent]
 
 
 def _hub(**options: Any) -> tuple[Hub, FakeHost, Session]:
