@@ -422,6 +422,14 @@ class Database:
     def __enter__(self) -> Database:
         return self
 
+    def __repr__(self) -> str:
+        where = f" at {self.store.dir}" if self.store is not None else ""
+        relations = sum(1 for name in self.checked.schema if not name.startswith("deltalog."))
+        return (
+            f"<Database{where}: epoch {self.engine.epoch}, {relations} relations, "
+            f"{len(self.live)} live queries>"
+        )
+
     def __exit__(self, *exc: object) -> None:
         self.close()
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -148,3 +150,16 @@ def test_changes_and_transactions_have_short_reprs(db: Database) -> None:
         tx.insert("e", [(1, 2), (3, 4)])
         assert repr(tx) == "<Transaction (open): 1 changes, 2 rows>"
     assert repr(tx) == "<Transaction (committed): 1 changes, 2 rows>"
+
+
+def test_a_database_has_a_short_repr(tmp_path: Path) -> None:
+    db = Database()
+    db.define(".decl e(x: number)\n.decl r(x: number)\nr(x) :- e(x).")
+    db.insert("e", [(i,) for i in range(10_000)])
+    db.subscribe("r(x)", lambda change: None)
+    assert repr(db) == f"<Database: epoch {db.epoch}, 2 relations, 1 live queries>"
+    with Database(tmp_path) as durable:
+        assert (
+            repr(durable)
+            == f"<Database at {tmp_path}: epoch {durable.epoch}, 0 relations, 0 live queries>"
+        )
