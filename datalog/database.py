@@ -347,16 +347,7 @@ class Database:
         holding back the compaction of shared arrangements.
         """
         plan = self._planner(join_plan).build(checked, key)
-        captured: list[Updates] = []
-        plan.output.listeners.append(lambda u, _e: captured.append(u))
-        try:
-            self.engine.start(plan.dataflow)
-        except BaseException:
-            self.engine.drop(plan.dataflow)
-            raise
-        plan.output.listeners.clear()
-        dtypes = [np.dtype(_dtype(t)) for t in checked.answer_types]
-        return plan, concat([Updates.empty(len(dtypes), 1, dtypes), *captured])
+        return plan, plan.start(self.engine)
 
     def _planner(self, join_plan: JoinPlan) -> Planner:
         return Planner(self.engine, self.checked, self.symbols, join_plan, functors=self.functors)

@@ -21,16 +21,13 @@ from dataclasses import dataclass
 from numbers import Integral
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from datalog.checks import CheckedProgram, CheckedQuery, check_query, dependencies
 from datalog.errors import EpochError, HistoryCompactedError, UnknownNameError
-from datalog.expressions import DTYPES
 from datalog.parser import parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, _relations_read
 from datalog.plan.wcoj import JoinPlan
-from differential.batch import Updates, concat
+from differential.batch import Updates
 from differential.engine import Engine
 
 if TYPE_CHECKING:
@@ -170,8 +167,4 @@ def _evaluate(
         contents[relation] = (state.columns, state.diffs)
     engine.load(contents, view.epoch)
     built = Planner(engine, view.checked, db.symbols, plan, functors=db.functors).build(query, name)
-    captured: list[Updates] = []
-    built.output.listeners.append(lambda updates, _epoch: captured.append(updates))
-    engine.start(built.dataflow)
-    dtypes = [np.dtype(DTYPES[kind]) for kind in query.answer_types]
-    return concat([Updates.empty(len(dtypes), 1, dtypes), *captured])
+    return built.start(engine)

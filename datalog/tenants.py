@@ -192,17 +192,10 @@ class Tenants:
             planner.inputs = specialized.inputs
             planner.notes.append("specialized to the parameter relation (magic sets)")
         built = planner.build(query, shape.key)
-        captured: list[Updates] = []
-        built.output.listeners.append(lambda u, _e: captured.append(u))
-        try:
-            db.engine.start(built.dataflow)
-        except BaseException:
-            db.engine.drop(built.dataflow)
-            raise
-        built.output.listeners[:] = [lambda u, e: self._route(tenant, u, e)]
+        answer = built.start(db.engine)
+        built.output.listeners.append(lambda u, e: self._route(tenant, u, e))
         tenant.plan, tenant.built_for = built, db.checked
-        types = (*shape.types, *query.answer_types[len(shape.params) :])
-        return concat([Updates.empty(len(types), 1, _dtypes(types)), *captured])
+        return answer
 
     def _route(self, tenant: Tenant, updates: Updates, epoch: int) -> None:
         """Hand each touched parameter's slice of an epoch's output to its member."""

@@ -32,6 +32,8 @@ from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_body, format_rule
 from datalog.strata import Stratum
 from datalog.symbols import SymbolTable
+from differential.batch import Updates
+from differential.batch import concat as concat_updates
 from differential.dataflow import Stream
 from differential.engine import Dataflow, Engine, Output
 from differential.operators.iterate import Subscope, Variable
@@ -47,6 +49,22 @@ class QueryPlan:
     answer_vars: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
     shared: list[str] = field(default_factory=list)
+
+    def start(self, engine: Engine) -> Updates:
+        """Start the dataflow over the current state and return what its output sent
+        then (the answer so far); the listeners added later see every epoch after.
+        If starting fails, the dataflow is dropped (it holds back no compaction)."""
+        captured: list[Updates] = []
+        self.output.listeners.append(lambda u, _e: captured.append(u))
+        try:
+            engine.start(self.dataflow)
+        except BaseException:
+            engine.drop(self.dataflow)
+            raise
+        finally:
+            self.output.listeners.clear()
+        dtypes = self.output.capture.stream.dtypes
+        return concat_updates([Updates.empty(len(dtypes), 1, dtypes), *captured])
 
 
 class Planner:
