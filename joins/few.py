@@ -28,7 +28,7 @@ from differential import small
 from differential.batch import Updates, python_rows, python_times
 from differential.operators.arrange import Arranged
 from differential.time import Time
-from differential.trace.cursor import FewKeys
+from differential.trace.cursor import FewKeys, columns_of
 
 LIMIT = 8 * small.FEW  # entries one lookup may gather before the pipeline goes to numpy
 
@@ -51,9 +51,7 @@ def to_updates(prefixes: list[Prefix], dtypes: Sequence[np.dtype], depth: int) -
     if not prefixes:
         return Updates.empty(len(dtypes), depth, dtypes)
     rows, times, diffs = zip(*prefixes, strict=True)
-    columns = tuple(
-        np.array(c, dtype=d) for c, d in zip(zip(*rows, strict=True), dtypes, strict=True)
-    )
+    columns = tuple(columns_of(rows, dtypes))
     return Updates(
         columns, np.array(times, dtype=np.int64).T.copy(), np.array(diffs, dtype=np.int64)
     )
