@@ -197,13 +197,19 @@ def stats_summary(stats: dict[str, Any]) -> list[str]:
     """A few readable lines from `Database.stats()`."""
     inputs: dict[str, Any] = stats.get("inputs", {})
     lines = [f"epoch {stats.get('epoch')}"]
+    views: dict[str, Any] = stats.get("views", {})
     for name, info in inputs.items():
-        if name.startswith("__") or is_reserved(name):
+        if name.startswith("__") or is_reserved(name) or name in views:
             continue
         arrangements = info.get("arrangements", {})
         lines.append(
             f"stored facts of {name}: {info.get('tuples', 0)} facts "
             f"({info.get('updates', 0)} updates), {len(arrangements)} shared arrangement(s)"
+        )
+    for name, view in views.items():
+        lines.append(
+            f"shared view {name}: {view.get('tuples', 0)} tuples, "
+            f"read by {view.get('readers', 0)} dataflow(s)"
         )
     for flow in stats.get("dataflows", []):
         lines.append(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -49,6 +49,7 @@ from datalog.live import (
 from datalog.parser import parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, QueryPlan
+from datalog.plan.views import Share
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_query
 from datalog.rows import to_rows
@@ -331,26 +332,50 @@ class Database:
 
     def _start_live(self, key: str, checked: Any, join_plan: JoinPlan) -> LiveQuery:
         """Build and start a query's dataflow, and register it only once it runs."""
-        plan, first = self._started(checked, key, join_plan)
+        plan, first = self._started(checked, key, join_plan, share="create")
         dtypes = [np.dtype(_dtype(t)) for t in checked.answer_types]
         live = LiveQuery(key, plan, checked.answer_types, Spine(len(dtypes), dtypes, 1))
         live.join_plan = join_plan
         self._deliver(live, first, self.engine.epoch)  # no subscriber yet: the state only
         plan.output.listeners.append(lambda u, e: self._deliver(live, u, e))
         self.live[key] = live
+        try:
+            self._share_views()
+        except BaseException:  # not left running without a subscriber
+            self.engine.drop(live.plan.dataflow)
+            del self.live[key]
+            raise
         return live
 
-    def _started(self, checked: Any, key: str, join_plan: JoinPlan) -> tuple[QueryPlan, Updates]:
-        """A new dataflow for a query, started, and its first answer (not delivered).
+    def _started(
+        self, checked: Any, key: str, join_plan: JoinPlan, share: Share = "reuse"
+    ) -> tuple[QueryPlan, Updates]:
+        """A new dataflow for a query, started, and its first answer (not delivered);
+        a live one (`share="create"`) reads derived relations from shared views.
 
         If building or starting fails, the dataflow is dropped: no reader is left
         holding back the compaction of shared arrangements.
         """
-        plan = self._planner(join_plan).build(checked, key)
+        others = {k for q in self.live.values() if q.key != key for k in q.plan.inlined}
+        plan = self._planner(join_plan, share, others).build(checked, key)
         return plan, plan.start(self.engine)
 
-    def _planner(self, join_plan: JoinPlan) -> Planner:
-        return Planner(self.engine, self.checked, self.symbols, join_plan, functors=self.functors)
+    def _planner(
+        self, join_plan: JoinPlan, share: Share = "reuse", others: Collection[Hashable] = ()
+    ) -> Planner:
+        return Planner(self.engine, self.checked, self.symbols, join_plan,
+                       functors=self.functors, share=share, others=others)  # fmt: skip
+
+    def _share_views(self) -> None:
+        """Rebuild the live queries that compute a relation a view now holds, to read
+        the view instead (docs/adr/0026); their answers do not change, and one whose
+        rebuild fails keeps its dataflow."""
+        for _ in range(len(self.live)):
+            stale = [q for q in self.live.values() if any(map(self.engine.view, q.plan.inlined))]
+            for live in stale:
+                self._rebuild(live)
+            if not stale:
+                return
 
     def _restart_live(self) -> None:
         """Rebuild the live queries' dataflows, which an aborted commit dropped. The
@@ -359,16 +384,18 @@ class Database:
         with unbudgeted():  # a repair: it must finish whatever budget the commit had
             for live in list(self.live.values()):
                 self._rebuild(live)
+            self._share_views()
 
     def _rebuild(self, live: LiveQuery) -> Updates:
-        """Replace a live query's dataflow (its rules changed): the difference between
-        the new answer and the one its subscribers hold (not delivered)."""
+        """Replace a live query's dataflow (its rules changed, or it may read views now):
+        the difference between the new answer and the one its subscribers hold (not
+        delivered). If building the new one fails, the old one stays."""
         if live.tenant is not None:
             return self.tenants.rebuild(live)
         old = live.state.accumulate(None)
-        self.engine.drop(live.plan.dataflow)
         _, checked = self._check_query(live.query_text)
-        plan, first = self._started(checked, live.key, live.join_plan)
+        plan, first = self._started(checked, live.key, live.join_plan, share="create")
+        self.engine.drop(live.plan.dataflow)
         plan.output.listeners.append(lambda u, e: self._deliver(live, u, e))
         live.plan = plan
         epoch = self.engine.epoch

@@ -268,6 +268,8 @@ def switch(db: Database, change: ProgramChange, commit: Callable[[], int]) -> in
     for live in lives:  # every dataflow delivers at each epoch, carrying the held
         if live.held is not None:  # change along; this one took no epoch (a restore)
             db._deliver(live, live.state.empty(), epoch)
+    with unbudgeted():  # the change is done: this only moves work into shared views
+        db._share_views()
     return epoch
 
 

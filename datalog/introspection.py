@@ -164,13 +164,19 @@ class Introspection:
         rows = set(_shared_arrangements(self.db.engine.inputs.values()))
         for query in self._reported():
             rows.update(_private_arrangements(query.key, query.plan.dataflow))
+        for view in self.db.engine.views:
+            rows.update(_private_arrangements(view.input.name, view.dataflow))
         return rows
 
     def _dataflows(self) -> set[Row]:
-        return {
+        """Live queries with their subscribers, and views (read by dataflows, not
+        subscribed: 0)."""
+        rows: set[Row] = {
             (q.key, len(q.plan.dataflow.root.all_operators()), len(q.subscribers))
             for q in self._reported()
         }
+        views = self.db.engine.views
+        return rows | {(v.input.name, len(v.dataflow.root.all_operators()), 0) for v in views}
 
     def _reported(self) -> list[LiveQuery]:
         """The live queries reported: those that read no `deltalog.*` relation."""

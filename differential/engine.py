@@ -14,6 +14,12 @@ epochs readable (`state_as_of`); every input's state trace compacts no further
 than `oldest_readable()`. `None` keeps every epoch since the first commit (or
 since `load`); 0 and 1 keep only the current epoch.
 
+Views (`create_view`) are inputs whose contents a dataflow computes: every epoch
+the views run first, in creation order (a view reads base inputs and earlier
+views), and their output becomes that epoch's batch of their input, so the other
+dataflows read a derived collection through shared arrangements exactly as they
+read a base relation. A view lives while a dataflow reads its input.
+
 Late inputs (`create_input(..., late=True)`) describe the engine itself: their
 changes for an epoch are asked of `late_changes` once every dataflow that reads
 no late input has run that epoch, and only then do the dataflows that read one
@@ -22,7 +28,7 @@ run it. A commit pays nothing for them while no live dataflow reads one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -109,6 +115,28 @@ class Dataflow:
         ]
 
 
+@dataclass(eq=False)
+class View:
+    """An input whose contents `dataflow` computes (its `output`), under `key`."""
+
+    key: Hashable
+    input: Input
+    dataflow: Dataflow
+    output: Output
+    notes: Sequence[str] = ()  # how its creator planned it (for explanations)
+
+    @property
+    def read(self) -> bool:
+        """Whether a dataflow reads the view (holds a handle on one of its arrangements)."""
+        return any(a.readers for a in self.input.arrangements.values())
+
+    def stage(self, epoch: int) -> None:
+        """Make what the dataflow computed this epoch the input's batch of `epoch`."""
+        changes = self.output.capture.drain()
+        if len(changes):
+            self.input.stage(changes, epoch)
+
+
 def _describe(scope: Scope, indent: str) -> list[str]:
     lines = []
     for op in scope.operators:
@@ -130,6 +158,7 @@ class Engine:
         self.floor = 1  # the first epoch with a readable state: raised by `load`
         self.inputs: dict[str, Input] = {}
         self.dataflows: list[Dataflow] = []
+        self.views: list[View] = []  # in creation order: a view reads only earlier ones
         # The late inputs' changes of an epoch, asked for when a live dataflow reads one.
         self.late_changes: LateChanges | None = None
 
@@ -172,6 +201,37 @@ class Engine:
         for inp in self.inputs.values():
             inp.keep_from(oldest)
 
+    def view(self, key: Hashable) -> View | None:
+        """The live view created under `key`, if any."""
+        return next((v for v in self.views if v.key == key), None)
+
+    def create_view(
+        self,
+        key: Hashable,
+        name: str,
+        dataflow: Dataflow,
+        output: Output,
+        notes: Sequence[str] = (),
+    ) -> Input:
+        """Start `dataflow` (built, reading no late input) and make `output` (a set:
+        every diff +1 or -1 on a row that was out or in) the contents of a new input
+        `name`, kept current every epoch before the other dataflows run."""
+        if name in self.inputs or dataflow.late:
+            raise ValueError(f"view `{name}`: the name is taken or it reads a late input")
+        try:
+            dataflow.run()
+        except BaseException:
+            dataflow.release()
+            self._drop_unread()
+            raise
+        source = Input(name, output.capture.stream.dtypes)
+        source.stage(output.capture.drain(), self.epoch)
+        source.seal(self.epoch + 1)
+        dataflow.advance(self.epoch + 1)
+        self.inputs[name] = source
+        self.views.append(View(key, source, dataflow, output, notes))
+        return source
+
     @property
     def reads_late(self) -> bool:
         """Whether some live dataflow reads a late input."""
@@ -192,8 +252,20 @@ class Engine:
         if dataflow in self.dataflows:
             self.dataflows.remove(dataflow)
         dataflow.release()
+        self._drop_unread()
+
+    def _drop_unread(self) -> None:
+        """Forget arrangements and views nobody reads any more (a view last: dropping
+        it may leave earlier views it read unread too)."""
         for inp in self.inputs.values():
             inp.drop_unread()
+        for view in reversed(list(self.views)):
+            if not view.read:
+                self.views.remove(view)
+                view.dataflow.release()
+                del self.inputs[view.input.name]
+                for inp in self.inputs.values():
+                    inp.drop_unread()
 
     def commit(self, requests: Mapping[str, Requests]) -> int:
         """Apply the requested changes as one epoch; returns the epoch.
@@ -213,6 +285,9 @@ class Engine:
             raise ValueError(f"late inputs {late} change only through `late_changes`")
         try:
             self._stage(requests, epoch)
+            for view in self.views:
+                view.dataflow.run()
+                view.stage(epoch)
             for df in self.dataflows:
                 if not df.late:
                     df.run()
@@ -228,6 +303,8 @@ class Engine:
         for inp in self.inputs.values():
             inp.seal(epoch + 1)
         self._keep_history()
+        for view in self.views:
+            view.dataflow.advance(epoch + 1)
         for df in list(self.dataflows):  # a listener may drop dataflows meanwhile
             if df in self.dataflows:
                 df.advance(epoch + 1)
@@ -265,6 +342,12 @@ class Engine:
             raise
         for name in requests:
             self.inputs[name].seal(self.epoch + 1)
+
+    def _readers(self, view: View) -> int:
+        """How many dataflows (views' included) read `view`."""
+        shared = set(view.input.arrangements.values())
+        flows = [*self.dataflows, *(v.dataflow for v in self.views)]
+        return sum(any(op.shared in shared for op in df.imports) for df in flows)
 
     def _abort(self) -> None:
         for inp in self.inputs.values():
@@ -313,4 +396,13 @@ class Engine:
                 }
                 for df in self.dataflows
             ],
+            "views": {
+                view.input.name: {
+                    "tuples": view.input.size,
+                    "readers": self._readers(view),
+                    "operators": len(view.dataflow.root.all_operators()),
+                    "arrangements": view.dataflow.arrangements(),
+                }
+                for view in self.views
+            },
         }

@@ -9,18 +9,25 @@ transactions inserted into it and what its rules derive. A recursive stratum
 becomes one iteration scope with a variable per relation (mutual recursion);
 everything else lives in the root scope. The answer is the distinct
 projection of the query's bodies onto its answer variables.
+
+Shared derived relations (`share`, docs/adr/0026): a query reads a derived
+relation from a view (an engine input that one dataflow computes and every
+reader imports through shared arrangements, as a base relation's;
+`datalog.plan.views`) when one exists, and a live query makes one when another
+live query computes the same relation itself. Specialized (magic-set) plans are
+query-specific and share nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import count as counter
 
 import numpy as np
 
 from datalog.ast import Atom, Comparison, Const, Literal, Negation, Var
-from datalog.checks import CheckedProgram, CheckedQuery, dependencies
+from datalog.checks import CheckedProgram, CheckedQuery
 from datalog.expressions import DTYPES
 from datalog.functors import FunctorBinding, bind_program, bind_query
 from datalog.passes.variables import nodes
@@ -28,9 +35,10 @@ from datalog.plan.body import Binding, BodyCompiler
 from datalog.plan.magic import try_specialize
 from datalog.plan.sources import Sources
 from datalog.plan.subsume import subsume
+from datalog.plan.views import Share, Views
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_body, format_rule
-from datalog.strata import Stratum
+from datalog.strata import Stratum, reads
 from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.batch import concat as concat_updates
@@ -49,6 +57,8 @@ class QueryPlan:
     answer_vars: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
     shared: list[str] = field(default_factory=list)
+    # The view keys of the shareable derived relations it computes itself.
+    inlined: frozenset[Hashable] = frozenset()
 
     def start(self, engine: Engine) -> Updates:
         """Start the dataflow over the current state and return what its output sent
@@ -78,8 +88,14 @@ class Planner:
         join_plan: JoinPlan = "auto",
         specialize: bool = True,
         functors: Mapping[str, FunctorBinding] | None = None,
+        share: Share = "off",
+        others: Collection[Hashable] = (),
     ) -> None:
         self.join_plan: JoinPlan = join_plan
+        self.share: Share = share
+        self.others = others  # view keys other live dataflows compute themselves
+        self.inlined: set[Hashable] = set()
+        self.original = program  # before specialization and binding: what views are of
         self.functors = functors or {}
         self.specialize = specialize
         self.inputs: dict[str, str] = {}  # adorned copy -> the relation whose facts it reads
@@ -94,15 +110,13 @@ class Planner:
         if specialized is not None:
             self.program, query = specialized.program, specialized.query
             self.inputs = specialized.inputs
+            self.share = "off"  # the specialized relations are this query's own
             self.notes.append("specialized to the query's constants (magic sets)")
         query = bind_query(query, self.functors)  # user functors: the functions bound now
         self.program = bind_program(self.program, self.functors, _relations_read(query))
         dataflow = self.engine.dataflow(name)
         root = Sources(dataflow, dataflow.root, self.program.schema)
-        needed = dependencies(self.program, _relations_read(query))
-        for stratum in self.program.strata:
-            if stratum.relations & needed:
-                self._stratum(root, stratum)
+        self._build_needed(root, _relations_read(query))
         answers = []
         for body, types in zip(query.bodies, query.variable_types, strict=True):
             self.notes.append(f"query body: {_show(body)}")
@@ -121,7 +135,40 @@ class Planner:
             union = Binding(concat([a.stream for a in answers]), query.answer_vars)
             result = BodyCompiler(root, {}, self.symbols, [], self.fresh).distinct(union)
         output = dataflow.capture(result.stream, name)
-        return QueryPlan(dataflow, output, query.answer_vars, self.notes, root.shared)
+        plan = QueryPlan(dataflow, output, query.answer_vars, self.notes, root.shared)
+        plan.inlined = frozenset(self.inlined)
+        return plan
+
+    def view_planner(self) -> Planner:
+        """A planner for the dataflow of a view: never specialized, sharing as this one."""
+        return Planner(self.engine, self.original, self.symbols, self.join_plan,
+                       specialize=False, functors=self.functors, share=self.share,
+                       others=self.others)  # fmt: skip
+
+    def build_view(self, relation: str, dataflow: Dataflow) -> Stream:
+        """Build into `dataflow` what computes derived `relation` alone (for a view)."""
+        self.program = bind_program(self.program, self.functors, {relation})
+        root = Sources(dataflow, dataflow.root, self.program.schema)
+        stratum = next(s for s in self.program.strata if relation in s.relations)
+        below = {n for body in reads(stratum.rules).values() for n in body} - stratum.relations
+        self._build_needed(root, below)
+        self._stratum(root, stratum)
+        return root.streams[relation]
+
+    def _build_needed(self, root: Sources, relations: set[str]) -> None:
+        """Make `relations` readable in `root`: from views where shared, else by
+        building the strata they need, in evaluation order."""
+        views = Views(self)
+        root.views = views.read(relations) if self.share != "off" else {}
+        for relation, view in sorted(root.views.items()):
+            self.notes.append(f"derived relation {relation}: read from the shared view `{view}`")
+            self.notes += [f"  {note}" for note in views.notes[view]]
+        needed = views.inlined(relations, root.views)
+        if self.share == "create":  # what a later live query may share with this one
+            self.inlined |= views.keys(needed)
+        for stratum in self.program.strata:
+            if stratum.relations & needed:
+                self._stratum(root, stratum)
 
     def _is_set_join(self, body: tuple[Literal, ...], answer: tuple[str, ...]) -> bool:
         """Atoms of set relations over variables and constants, filtered by

@@ -5,7 +5,9 @@ Layer: datalog (planner). Imports `differential`.
 In the root scope a base relation (no rules) is read from the engine's shared
 arrangements: one import per (column order, key) that some plan needs, shared
 with every other dataflow. A derived relation is the stream its stratum
-computes, arranged privately on demand. Inside an iteration scope, relations
+computes, arranged privately on demand, unless it is read from a view (`views`:
+the engine input a shared dataflow computes it into), which is then read like a
+base relation. Inside an iteration scope, relations
 of the stratum being iterated are its variables; every other relation enters
 from the parent scope (arrangements enter without being rebuilt).
 """
@@ -39,6 +41,7 @@ class Sources:
         self.inputs: dict[str, Stream] = {}
         self.arranged: dict[ArrangementKey, Arranged] = {}
         self.shared: list[str] = []  # descriptions of shared arrangements read here
+        self.views: dict[str, str] = {}  # derived relation -> the view input read for it
 
     def define(self, relation: str, stream: Stream) -> None:
         """`relation` is computed by `stream` in this scope."""
@@ -53,7 +56,9 @@ class Sources:
         if self.parent is not None:
             stream = enter(self.parent.collection(relation), self.scope)
         else:
-            stream = self.input_collection(relation)
+            stream = self.input_collection(self.source_of(relation))
+            if relation in self.views:
+                self.shared.append(f"{relation} (view `{self.views[relation]}`), whole")
         self.streams[relation] = stream
         return stream
 
@@ -68,8 +73,9 @@ class Sources:
         elif self.parent is not None:
             made = EnterArranged(self.scope, self.parent.arrangement(*key))
         else:
-            made = self.dataflow.import_input(relation, key[1], key_arity)
-            self.shared.append(f"{relation} by {list(key[1][:key_arity])}")
+            made = self.dataflow.import_input(self.source_of(relation), key[1], key_arity)
+            view = f" (view `{self.views[relation]}`)" if relation in self.views else ""
+            self.shared.append(f"{relation}{view} by {list(key[1][:key_arity])}")
         self.arranged[key] = made
         return made
 
@@ -88,9 +94,15 @@ class Sources:
         return found
 
     def size(self, relation: str) -> int:
-        """Tuples in `relation`'s input now: a live statistic for join ordering."""
-        found = self.dataflow.engine.inputs.get(relation)
+        """Tuples in `relation`'s input (or view) now: a live statistic for join ordering."""
+        found = self.dataflow.engine.inputs.get(self.source_of(relation))
         return len(found.presence) if found is not None else 0
+
+    def source_of(self, relation: str) -> str:
+        """The engine input `relation` is read from in the root scope."""
+        if self.parent is not None:
+            return self.parent.source_of(relation)
+        return self.views.get(relation, relation)
 
     def is_base(self, relation: str) -> bool:
         """Read straight from the engine's input (no rules computing it here or above)."""
