@@ -243,6 +243,7 @@ class Database:
             sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
             sub.unsubscribe, sub.symbols = self.unsubscribe, self.symbols
             live.subscribers.append(sub)
+            live.arriving = 0
             if pacing is not None:
                 self._paced.append(sub)
                 pacing.wake = lambda delay: call_later(delay, lambda: self._tick(None, [sub]))
