@@ -285,7 +285,7 @@ class Database:
             if format != "text":  # a Graphviz digraph, or an error naming the formats
                 return explain_graph(format, key, built.dataflow, checked.answer_vars)
             lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
-            lines += [f"  {n}" for n in built.notes]
+            lines += [f"  {n}" for n in built.notes] + self.tenants.note(key)
             lines += [
                 f"  pragma {p.key!r}{f' = {p.value!r}' if p.value else ''}: an engine hint, "
                 "accepted; it changes no answer here (delta queries, magic sets and "

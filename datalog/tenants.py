@@ -165,6 +165,17 @@ class Tenants:
                 tenant.pending[param] = consolidate(concat(at))
         return tenant.pending.pop(member.param)
 
+    def note(self, key: str) -> list[str]:
+        """`explain`'s line for a live member: the shared dataflow that serves it."""
+        member = self.db.live.get(key)
+        if member is None or member.tenant is None:
+            return []
+        tenant: Tenant = member.tenant
+        return [
+            f"  live: served by the shared multi-tenant dataflow {tenant.shape.key!r} "
+            f"({len(tenant.members)} parameters, ADR 0022), not by the plan below"
+        ]
+
     # -- internals --------------------------------------------------------------------
 
     def _create(self, tkey: str, shape: Generalized, plan: JoinPlan) -> Tenant:
