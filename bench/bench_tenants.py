@@ -29,6 +29,7 @@ docs/benchmarks/tenants.md and tenants.png.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from pathlib import Path
 
@@ -98,6 +99,7 @@ def main() -> None:
     parser.add_argument("--budget", type=float, default=10.0, help="seconds (a) may take")
     parser.add_argument("--out", default="docs/benchmarks")
     args = parser.parse_args()
+    load = os.getloadavg()[0]  # other processes on the machine skew the timings
     results = {mode: run(mode, args.seconds, args.budget) for mode in MODES}
     out = Path(args.out)
     cut = len(results["private"]) < args.seconds
@@ -111,7 +113,7 @@ def main() -> None:
         "time is all of them together. (b) one dataflow per client over one database's "
         "shared arrangements; (c) one multi-tenant dataflow. Multi-tenancy is off in (a) "
         "and (b). One run, one thread; single spikes are other processes or garbage "
-        "collection. "
+        f"collection (load average {load:.1f} on {os.cpu_count()} cores at the start). "
         f"`python -m bench.bench_tenants --seconds {args.seconds} --budget {args.budget:g}`.",
         "",
     ]
