@@ -244,6 +244,7 @@ class Database:
             sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
             sub.unsubscribe, sub.symbols = self.unsubscribe, self.symbols
             live.subscribers.append(sub)
+            live.arriving = 0
             if pacing is not None:
                 self._paced.append(sub)
                 pacing.wake = lambda delay: call_later(delay, lambda: self._tick(None, [sub]))
@@ -285,7 +286,7 @@ class Database:
             if format != "text":  # a Graphviz digraph, or an error naming the formats
                 return explain_graph(format, key, built.dataflow, checked.answer_vars)
             lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
-            lines += [f"  {n}" for n in built.notes]
+            lines += [f"  {n}" for n in built.notes] + self.tenants.note(key)
             lines += [
                 f"  pragma {p.key!r}{f' = {p.value!r}' if p.value else ''}: an engine hint, "
                 "accepted; it changes no answer here (delta queries, magic sets and "

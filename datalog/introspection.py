@@ -18,8 +18,10 @@ Three reserved relations describe the database (docs/adr/0025):
 They are late engine inputs. While a live dataflow reads one, every commit
 refreshes them in its own epoch, after the other dataflows ran it (the engine asks
 `late_changes`), and subscribing, unsubscribing or declaring, which open no epoch,
-publish what they changed in an epoch of their own. While none does, a commit pays
-nothing, and a query reading them refreshes them in place first. What reads them
+publish what they changed in an epoch of their own (a new constant of a shared
+query has one already, its parameter's: that epoch publishes the new subscriber,
+ADR 0022). While none does, a commit pays nothing, and a query reading them
+refreshes them in place first. What reads them
 is left out of what they report: the arrangements of the `deltalog.*` inputs and
 the dataflows reading them (and their private arrangements), so publishing the
 counts never changes the counts.
@@ -172,7 +174,7 @@ class Introspection:
         """Live queries with their subscribers, and views (read by dataflows, not
         subscribed: 0)."""
         rows: set[Row] = {
-            (q.key, len(q.plan.dataflow.root.all_operators()), len(q.subscribers))
+            (q.key, len(q.plan.dataflow.root.all_operators()), len(q.subscribers) + q.arriving)
             for q in self._reported()
         }
         views = self.db.engine.views

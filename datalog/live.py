@@ -101,6 +101,7 @@ class LiveQuery:
         default=None, repr=False
     )  # the shared dataflow of a parameter member (`datalog.tenants`)
     param: tuple[Any, ...] = ()  # and its parameter tuple
+    arriving: int = 0  # subscribers being added, counted by `deltalog.dataflow` already
 
     @property
     def query_text(self) -> str:

@@ -18,6 +18,9 @@ parameter touched; subscribers of untouched parameters cost nothing.
 Epochs (ADR 0022): a subscription that adds a new parameter inserts it as an
 epoch of its own (logged as an empty commit, so a durable replay reaches the
 same epochs); nothing changes for the other members, so they receive nothing.
+That epoch also publishes the new member and its subscriber to a monitored
+`deltalog.dataflow` (`LiveQuery.arriving` counts the subscriber before its
+snapshot), so the subscription takes one epoch, not two (ADR 0025).
 Unsubscribing the last subscriber of a parameter retracts it with the next
 commit (it may happen inside a callback, where no epoch can be committed); the
 dataflow and its parameter input go with the last member.
@@ -108,6 +111,7 @@ class Tenants:
         member.join_plan = plan
         member.tenant = tenant
         member.param = param
+        member.arriving = 1  # its epoch publishes the subscriber count too (ADR 0025)
         tenant.members[param] = member
         self.db.live[key] = member
         try:  # the insert derives the member's answer (delivered to its state only)
@@ -160,6 +164,17 @@ class Tenants:
                 at = [p.with_times(column((epoch,), len(p))) for p in parts]
                 tenant.pending[param] = consolidate(concat(at))
         return tenant.pending.pop(member.param)
+
+    def note(self, key: str) -> list[str]:
+        """`explain`'s line for a live member: the shared dataflow that serves it."""
+        member = self.db.live.get(key)
+        if member is None or member.tenant is None:
+            return []
+        tenant: Tenant = member.tenant
+        return [
+            f"  live: served by the shared multi-tenant dataflow {tenant.shape.key!r} "
+            f"({len(tenant.members)} parameters, ADR 0022), not by the plan below"
+        ]
 
     # -- internals --------------------------------------------------------------------
 

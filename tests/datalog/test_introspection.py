@@ -235,8 +235,8 @@ def test_subscribing_while_monitored_is_an_epoch_of_its_own() -> None:
     changes: list[Change] = []
     db.subscribe("deltalog.dataflow(q, o, s)", changes.append)
     start = db.epoch
-    # no constant: a query of its own (a new constant of a shared query would first
-    # take the epoch of its parameter, ADR 0022)
+    # no constant: a query of its own (a new constant of a shared query is one epoch
+    # too, the parameter's, which publishes the count: the test below)
     sub = db.subscribe("reach(x, y)", lambda change: None)
     assert db.epoch == start + 1
     assert [(c.epoch, [r[::2] for r in c.rows], c.diffs) for c in changes[1:]] == [
@@ -246,6 +246,29 @@ def test_subscribing_while_monitored_is_an_epoch_of_its_own() -> None:
     assert db.epoch == start + 2 and changes[-1].diffs == [-1]
     db.subscribe("deltalog.relation(n, t)", lambda change: None)  # reports no dataflow
     assert db.epoch == start + 2
+
+
+def test_a_new_tenant_constant_while_monitored_is_one_epoch() -> None:
+    db = Database()
+    db.define(PROGRAM)
+    db.insert("edge", [(1, 2), (2, 3)])
+    changes: list[Change] = []
+    db.subscribe("deltalog.dataflow(q, o, s)", changes.append)
+    for k, answer in ((1, [(2,), (3,)]), (2, [(3,)])):
+        start, seen = db.epoch, len(changes)
+        sub = db.subscribe(f"reach({k}, y)", lambda change: None)
+        # the parameter's insert and its subscriber count: one epoch (ADR 0022)
+        assert db.epoch == start + 1 and sub.rows() == answer
+        assert [(c.epoch, [r[::2] for r in c.rows], c.diffs) for c in changes[seen:]] == [
+            (start + 1, [(f"reach({k}, y)", 1)], [1])
+        ]
+    start = db.epoch
+    db.subscribe("reach(2, y)", lambda change: None)  # an existing constant: count only
+    assert db.epoch == start + 1
+    last = changes[-1]
+    assert sorted((r[::2], d) for r, d in zip(last.rows, last.diffs, strict=True)) == [
+        (("reach(2, y)", 1), -1), (("reach(2, y)", 2), 1)
+    ]  # fmt: skip
 
 
 def test_an_unsubscription_inside_a_callback_is_published_after_the_epoch() -> None:
