@@ -115,6 +115,18 @@ class Call:
 
 
 @dataclass(frozen=True)
+class Cast:
+    """`as(value, type)`: `value` converted to `type` (ADR 0027); `kind` is the
+    primitive type `type` erases to once checked (not compared: it follows from the
+    program; None before, or when `type` is unknown)."""
+
+    value: Term
+    type: str  # as written: a ColumnType or a declared `.type` name
+    span: Span = field(default=NOWHERE, compare=False)
+    kind: ColumnType | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
 class Aggregate:
     """`count : { body }`, `sum x : { body }`, `min x : atom` ...
 
@@ -128,7 +140,7 @@ class Aggregate:
     span: Span = field(default=NOWHERE, compare=False)
 
 
-Term: TypeAlias = Var | Wildcard | Const | BinOp | Neg | Call | Aggregate
+Term: TypeAlias = Var | Wildcard | Const | BinOp | Neg | Call | Cast | Aggregate
 
 
 # --- literals (body elements) --------------------------------------------------

@@ -33,6 +33,7 @@ from datalog.passes.normalize_disjunctions import (
     expand_body,
     normalize_disjunctions,
 )
+from datalog.passes.resolve_casts import cast_body, resolve_casts
 from datalog.passes.resolve_types import resolve_types
 from datalog.passes.scope_aggregates import scope_aggregates
 from datalog.passes.stratify_rules import stratify_rules
@@ -58,6 +59,7 @@ PASSES: tuple[Callable[[CheckContext], None], ...] = (
     declare_functors,
     normalize_disjunctions,
     attach_signatures,
+    resolve_casts,
     check_names,
     check_arity,
     check_range_restriction,
@@ -153,7 +155,8 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
     check_aggregate_disjunctions(ctx, query.body)
     answer_vars = _answer_variables(query.body)
     bodies = [
-        signed_body(scope_aggregates(body), schema.functors) for body in expand_body(query.body)
+        cast_body(ctx, signed_body(scope_aggregates(body), schema.functors))
+        for body in expand_body(query.body)
     ]
     types = []
     for body in bodies:

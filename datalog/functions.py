@@ -23,10 +23,19 @@ len >= 0, and clamps the end to the string (like C++ `std::string::substr`);
 `to_string` of a float is Python's `repr`; symbols compare lexicographically by
 code point; `contains(a, b)` means a is a substring of b; `match(p, s)` is a full
 regular-expression match (an invalid pattern matches nothing).
+
+Soufflé's `ord(s)` and `as(x, type)` (ADR 0027): `ord` is a 64-bit fingerprint of
+the symbol's UTF-8 text (BLAKE2b), the same in every database and whatever the
+order symbols arrived in, not Soufflé's symbol-table index. `as` converts values
+like a C cast: number <-> unsigned wrap (two's complement), integer -> float rounds
+to nearest, float -> integer truncates toward zero and has no value when out of
+range or NaN; symbol -> number is `ord`. Numbers never become symbols
+(`castable`), nor symbols unsigned or float.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -74,6 +83,7 @@ FUNCTORS: dict[str, Functor] = {
     "substr": Functor("substr", 3, 3, ("symbol", "number", "number"), "symbol"),
     "to_number": Functor("to_number", 1, 1, ("symbol",), "number"),
     "to_string": Functor("to_string", 1, 1, (None,), "symbol"),
+    "ord": Functor("ord", 1, 1, ("symbol",), "number"),
     "min": Functor("min", 1, None, None, None),
     "max": Functor("max", 1, None, None, None),
 }
@@ -206,6 +216,8 @@ def call(name: str, args: Sequence[Value], column_type: ColumnType) -> Value | N
         return to_number(str(args[0]))
     if name == "to_string":
         return to_string(args[0])
+    if name == "ord":
+        return ordinal(str(args[0]))
     if name in ("min", "max"):
         return _extremum(name, args, column_type)
     raise ValueError(f"unknown functor `{name}`")
@@ -228,6 +240,38 @@ def to_string(value: Value) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
+
+
+def ordinal(text: str) -> int:
+    """`ord(text)`: a stable number per symbol (a 64-bit BLAKE2b fingerprint)."""
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+def castable(source: ColumnType, target: ColumnType) -> bool:
+    """Whether `as(x, target)` is defined for an `x` of type `source`."""
+    if source == target:
+        return True
+    if source == "symbol":
+        return target == "number"
+    return target != "symbol"
+
+
+def convert(value: Value, source: ColumnType, target: ColumnType) -> Value | None:
+    """`as(value, target)` for a `value` of type `source` (`castable`), or None."""
+    if source == target:
+        return value
+    if isinstance(value, str):
+        return ordinal(value)
+    if target == "float":
+        return float(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        whole = math.trunc(value)
+        low, high = (-_HALF, _HALF) if target == "number" else (0, _MOD)
+        return whole if low <= whole < high else None
+    return wrap(value, target)
 
 
 def _extremum(name: str, args: Sequence[Value], column_type: ColumnType) -> Value:

@@ -36,6 +36,7 @@ from datalog.ast import (
     Atom,
     BinOp,
     Call,
+    Cast,
     ColumnType,
     Comparison,
     Const,
@@ -297,6 +298,11 @@ class Solver:
             return None if operand is None else functions.negate(operand, kind)
         if isinstance(term, Call):
             return self.call(term, env, kind)
+        if isinstance(term, Cast):
+            assert term.kind is not None, "a checked cast knows its type"
+            source = resolve_type(term.value, self.types)
+            value = self.evaluate(term.value, env, source)
+            return None if value is None else functions.convert(value, source, term.kind)
         if isinstance(term, Aggregate):
             return self.aggregate(term, env)
         raise ValueError("`_` has no value")

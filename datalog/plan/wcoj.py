@@ -23,7 +23,19 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from datalog.ast import Atom, BinOp, Call, Comparison, Const, Neg, Negation, Term, Var, Wildcard
+from datalog.ast import (
+    Atom,
+    BinOp,
+    Call,
+    Cast,
+    Comparison,
+    Const,
+    Neg,
+    Negation,
+    Term,
+    Var,
+    Wildcard,
+)
 from datalog.ast import Literal as BodyLiteral
 from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
 from datalog.passes.term_types import comparison_type
@@ -137,7 +149,7 @@ def _constant(c: BodyCompiler, cmp: Comparison, bound: set[str]) -> Constant | N
 
 def _closed(term: Term) -> bool:
     """A term without variables, wildcards or aggregates."""
-    return all(isinstance(n, Const | BinOp | Neg | Call) for n in nodes([term], []))
+    return all(isinstance(n, Const | BinOp | Neg | Call | Cast) for n in nodes([term], []))
 
 
 def _vars(cmp: Comparison) -> list[Var]:
