@@ -19,6 +19,7 @@ from datalog.ast import ColumnType, Directive, Literal, Program, Query, Rule
 from datalog.errors import RangeRestrictionError, TypeMismatchError, ordered_errors, raise_all
 from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
+from datalog.passes.check_generators import check_clause_generators, check_generators
 from datalog.passes.check_names import check_clause_names, check_names
 from datalog.passes.check_range_restriction import check_clause, check_range_restriction
 from datalog.passes.check_reserved_names import check_reserved_names
@@ -61,6 +62,7 @@ PASSES: tuple[Callable[[CheckContext], None], ...] = (
     attach_signatures,
     resolve_casts,
     check_names,
+    check_generators,
     check_arity,
     check_range_restriction,
     infer_types,
@@ -160,6 +162,7 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
     ]
     types = []
     for body in bodies:
+        check_clause_generators(ctx, (), body)
         check_clause(ctx, None, body)
         _check_answers_bound(ctx, query, body, answer_vars)
         types.append(infer_clause_types(ctx, body))

@@ -31,6 +31,12 @@ like a C cast: number <-> unsigned wrap (two's complement), integer -> float rou
 to nearest, float -> integer truncates toward zero and has no value when out of
 range or NaN; symbol -> number is `ord`. Numbers never become symbols
 (`castable`), nor symbols unsigned or float.
+
+`range(a, b)` and `range(a, b, step)` are Soufflé's multi-result functor: the values
+a, a + step, a + 2*step ... before b (exclusive), b excluded whichever way it
+counts; without a step it counts by 1 up, or down when a > b (also for unsigned);
+a step of 0 gives a once if a != b. A float range computes a + i*step (no
+accumulated rounding). More than `RANGE_LIMIT` values is an error, not a hang.
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ import numpy as np
 import regex
 
 from datalog.ast import ArithmeticOp, ColumnType, ComparisonOp
+from datalog.errors import FunctorError
 from differential.dataflow import Interrupted, remaining
 
 Value = int | float | str
@@ -54,6 +61,8 @@ NUMERIC_TYPES: tuple[ColumnType, ...] = ("number", "unsigned", "float")
 INTEGER_TYPES: tuple[ColumnType, ...] = ("number", "unsigned")
 BITWISE_OPS: frozenset[str] = frozenset({"band", "bor", "bxor", "bshl", "bshr"})
 AGGREGATE_FUNCTIONS: frozenset[str] = frozenset({"count", "sum", "min", "max", "mean"})
+GENERATORS: frozenset[str] = frozenset({"range"})  # functors with several values
+RANGE_LIMIT = 100_000_000  # values one `range` may generate
 
 _MOD = 1 << 64
 _HALF = 1 << 63
@@ -84,6 +93,7 @@ FUNCTORS: dict[str, Functor] = {
     "to_number": Functor("to_number", 1, 1, ("symbol",), "number"),
     "to_string": Functor("to_string", 1, 1, (None,), "symbol"),
     "ord": Functor("ord", 1, 1, ("symbol",), "number"),
+    "range": Functor("range", 2, 3, None, None),
     "min": Functor("min", 1, None, None, None),
     "max": Functor("max", 1, None, None, None),
 }
@@ -246,6 +256,32 @@ def ordinal(text: str) -> int:
     """`ord(text)`: a stable number per symbol (a 64-bit BLAKE2b fingerprint)."""
     digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
+
+
+def range_values(args: Sequence[Value], column_type: ColumnType) -> list[Value]:
+    """The values of `range(*args)` in `column_type` (a number type), in order."""
+    start, stop = args[0], args[1]
+    assert not isinstance(start, str) and not isinstance(stop, str)
+    step = args[2] if len(args) == 3 else (1 if start <= stop else -1)
+    assert not isinstance(step, str)
+    if step == 0:
+        return [start] if start != stop else []
+    if column_type != "float":
+        found = range(int(start), int(stop), int(step))
+        if len(found) > RANGE_LIMIT:
+            raise range_too_long(args)
+        return list(found)
+    values: list[Value] = []
+    while (start + len(values) * step < stop) if step > 0 else (start + len(values) * step > stop):
+        if len(values) == RANGE_LIMIT:
+            raise range_too_long(args)
+        values.append(start + len(values) * step)
+    return values
+
+
+def range_too_long(args: Sequence[object]) -> FunctorError:
+    shown = ", ".join(repr(a) for a in args)
+    return FunctorError(f"`range({shown})` has more than {RANGE_LIMIT} values")
 
 
 def castable(source: ColumnType, target: ColumnType) -> bool:

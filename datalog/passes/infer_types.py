@@ -30,7 +30,7 @@ from datalog.ast import (
     Wildcard,
 )
 from datalog.errors import TypeMismatchError
-from datalog.functions import BITWISE_OPS, FUNCTORS, castable
+from datalog.functions import BITWISE_OPS, FUNCTORS, GENERATORS, castable
 from datalog.passes.context import CheckContext
 from datalog.passes.term_types import fixed_type, resolve_type
 from datalog.passes.variables import nodes
@@ -200,6 +200,9 @@ class TermChecker:
         if functor is None:
             return None  # reported by check_names
         own = resolve_type(term, self.types, expected)
+        if term.function in GENERATORS and own == "symbol":
+            self.mismatch(f"`{term.function}` counts numbers, not symbols", term)
+            return None
         for index, arg in enumerate(term.args):
             param = functor.param(index) if functor.params is not None else own
             where = f"argument {index + 1} of `{term.function}`"

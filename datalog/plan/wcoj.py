@@ -38,6 +38,7 @@ from datalog.ast import (
 )
 from datalog.ast import Literal as BodyLiteral
 from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
+from datalog.passes.check_generators import generator_binding
 from datalog.passes.term_types import comparison_type
 from datalog.passes.variables import nodes, term_variables
 from datalog.pretty import format_literal, format_term
@@ -81,7 +82,9 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
     constants = [
         (lit, const)
         for lit in pending
-        if isinstance(lit, Comparison) and (const := _constant(c, lit, bound)) is not None
+        if isinstance(lit, Comparison)
+        and generator_binding(lit) is None
+        and (const := _constant(c, lit, bound)) is not None
     ]
     fixed = [const.var for _, const in constants]
     no = [False] * len(atoms)
@@ -106,6 +109,7 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
         lit
         for lit in pending
         if isinstance(lit, Comparison)
+        and generator_binding(lit) is None
         and id(lit) not in taken
         and {v.name for v in _vars(lit)} <= bound
     ]
