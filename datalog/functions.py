@@ -268,7 +268,7 @@ def range_values(args: Sequence[Value], column_type: ColumnType) -> list[Value]:
         return [start] if start != stop else []
     if column_type != "float":
         found = range(int(start), int(stop), int(step))
-        if len(found) > RANGE_LIMIT:
+        if len(found[: RANGE_LIMIT + 1]) > RANGE_LIMIT:  # len() of a huge range overflows
             raise range_too_long(args)
         return list(found)
     values: list[Value] = []
