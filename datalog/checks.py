@@ -122,7 +122,7 @@ def check_program(program: Program) -> CheckedProgram:
     raise_all(ordered_errors(ctx.errors, program.source))
     dominances = dominances_by_relation(ctx.dominances)
     return CheckedProgram(
-        schema=Schema(ctx.relations, ctx.signatures),
+        schema=Schema(ctx.relations, ctx.signatures, ctx.type_names),
         rules=tuple(ctx.rules),
         facts=tuple(ctx.facts),
         strata=strata,
@@ -152,6 +152,7 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
     ctx.relations = dict(schema.relations)
     ctx.declarations = {name: info.decl for name, info in schema.relations.items()}
     ctx.signatures = dict(schema.functors)
+    ctx.type_names = dict(schema.type_names)
     check_clause_names(ctx, query.body)
     check_clause_arity(ctx, query.body)
     check_aggregate_disjunctions(ctx, query.body)

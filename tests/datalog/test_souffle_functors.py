@@ -105,6 +105,14 @@ def test_ord_is_the_same_whatever_order_symbols_arrive_in() -> None:
     assert dict(first.query("tag(s, o)"))["x"] == functions.ordinal("x")
 
 
+def test_queries_generate_and_cast_to_the_programs_types() -> None:
+    db = Database()
+    db.define(".type Celsius <: float\n" + PROGRAM)
+    db.insert("size", [("a", 2)])
+    assert sorted(db.query("size(s, n), i = range(0, n)")) == [("a", 2, 0), ("a", 2, 1)]
+    assert db.query("size(s, n), c = as(n, Celsius) / 4") == [("a", 2, 0.5)]
+
+
 def test_a_range_too_long_is_an_error_and_changes_nothing() -> None:
     db = Database()
     db.define(PROGRAM)
