@@ -104,7 +104,8 @@ class UserFunctor:
 
 @dataclass(frozen=True)
 class Call:
-    """A functor: `cat`, `strlen`, `substr`, `to_number`, `to_string`, `min`, `max`...,
+    """A functor: `cat`, `strlen`, `substr`, `to_number`, `to_string`, `ord`, `min`, `max`,
+    `range` (which generates several values: only as `x = range(...)`)...,
     or a user-defined one, `@name(...)` (`function` keeps the `@`); `functor` is its
     signature once checked (not compared: it follows from the program)."""
 

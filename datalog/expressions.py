@@ -12,7 +12,8 @@ every row has a value); a row is invalid where the scalar semantics give no
 value (division by zero, `substr` out of range, ...). Values of invalid rows are
 unspecified, and never inspected: string functors and symbol orderings look at
 valid rows only. String functors work over the distinct inputs (np.unique), so
-Python loops run over distinct symbols, never over rows.
+Python loops run over distinct symbols, never over rows; `as` converts columns
+with `datalog.conversions`. `range` is no term: the planner expands it.
 """
 
 from __future__ import annotations

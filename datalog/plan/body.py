@@ -8,7 +8,8 @@ aggregate has all the variables it needs, it is applied (filters as early as
 possible); otherwise the next positive atom (the one sharing most bound
 variables) is joined. Joins arrange both sides by the shared variables; a base
 relation's side is the engine's shared arrangement when the atom needs no
-filtering. Every step is recorded in `notes` for `explain`.
+filtering. `x = range(...)` expands each row once per value (`datalog.generators`)
+as soon as its arguments are bound. Every step is recorded in `notes` for `explain`.
 """
 
 from __future__ import annotations
