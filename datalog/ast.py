@@ -104,7 +104,8 @@ class UserFunctor:
 
 @dataclass(frozen=True)
 class Call:
-    """A functor: `cat`, `strlen`, `substr`, `to_number`, `to_string`, `min`, `max`...,
+    """A functor: `cat`, `strlen`, `substr`, `to_number`, `to_string`, `ord`, `min`, `max`,
+    `range` (which generates several values: only as `x = range(...)`)...,
     or a user-defined one, `@name(...)` (`function` keeps the `@`); `functor` is its
     signature once checked (not compared: it follows from the program)."""
 
@@ -112,6 +113,18 @@ class Call:
     args: tuple[Term, ...]
     span: Span = field(default=NOWHERE, compare=False)
     functor: UserFunctor | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Cast:
+    """`as(value, type)`: `value` converted to `type` (ADR 0027); `kind` is the
+    primitive type `type` erases to once checked (not compared: it follows from the
+    program; None before, or when `type` is unknown)."""
+
+    value: Term
+    type: str  # as written: a ColumnType or a declared `.type` name
+    span: Span = field(default=NOWHERE, compare=False)
+    kind: ColumnType | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -128,7 +141,7 @@ class Aggregate:
     span: Span = field(default=NOWHERE, compare=False)
 
 
-Term: TypeAlias = Var | Wildcard | Const | BinOp | Neg | Call | Aggregate
+Term: TypeAlias = Var | Wildcard | Const | BinOp | Neg | Call | Cast | Aggregate
 
 
 # --- literals (body elements) --------------------------------------------------

@@ -19,6 +19,7 @@ from datalog.ast import ColumnType, Directive, Literal, Program, Query, Rule
 from datalog.errors import RangeRestrictionError, TypeMismatchError, ordered_errors, raise_all
 from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
+from datalog.passes.check_generators import check_clause_generators, check_generators
 from datalog.passes.check_names import check_clause_names, check_names
 from datalog.passes.check_range_restriction import check_clause, check_range_restriction
 from datalog.passes.check_reserved_names import check_reserved_names
@@ -33,6 +34,7 @@ from datalog.passes.normalize_disjunctions import (
     expand_body,
     normalize_disjunctions,
 )
+from datalog.passes.resolve_casts import cast_body, resolve_casts
 from datalog.passes.resolve_types import resolve_types
 from datalog.passes.scope_aggregates import scope_aggregates
 from datalog.passes.stratify_rules import stratify_rules
@@ -58,7 +60,9 @@ PASSES: tuple[Callable[[CheckContext], None], ...] = (
     declare_functors,
     normalize_disjunctions,
     attach_signatures,
+    resolve_casts,
     check_names,
+    check_generators,
     check_arity,
     check_range_restriction,
     infer_types,
@@ -118,7 +122,7 @@ def check_program(program: Program) -> CheckedProgram:
     raise_all(ordered_errors(ctx.errors, program.source))
     dominances = dominances_by_relation(ctx.dominances)
     return CheckedProgram(
-        schema=Schema(ctx.relations, ctx.signatures),
+        schema=Schema(ctx.relations, ctx.signatures, ctx.type_names),
         rules=tuple(ctx.rules),
         facts=tuple(ctx.facts),
         strata=strata,
@@ -148,15 +152,18 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
     ctx.relations = dict(schema.relations)
     ctx.declarations = {name: info.decl for name, info in schema.relations.items()}
     ctx.signatures = dict(schema.functors)
+    ctx.type_names = dict(schema.type_names)
     check_clause_names(ctx, query.body)
     check_clause_arity(ctx, query.body)
     check_aggregate_disjunctions(ctx, query.body)
     answer_vars = _answer_variables(query.body)
     bodies = [
-        signed_body(scope_aggregates(body), schema.functors) for body in expand_body(query.body)
+        cast_body(ctx, signed_body(scope_aggregates(body), schema.functors))
+        for body in expand_body(query.body)
     ]
     types = []
     for body in bodies:
+        check_clause_generators(ctx, (), body)
         check_clause(ctx, None, body)
         _check_answers_bound(ctx, query, body, answer_vars)
         types.append(infer_clause_types(ctx, body))

@@ -134,7 +134,8 @@ class UnboundFunctorError(UnknownNameError):
 
 class FunctorError(DatalogError):
     """A user-defined functor raised, or returned a value that does not fit its
-    declared result type. The request that ran it changed nothing."""
+    declared result type, or a `range` had too many values. The request that ran
+    it changed nothing."""
 
 
 class FactNotFoundError(DatalogError):

@@ -12,7 +12,8 @@ every row has a value); a row is invalid where the scalar semantics give no
 value (division by zero, `substr` out of range, ...). Values of invalid rows are
 unspecified, and never inspected: string functors and symbol orderings look at
 valid rows only. String functors work over the distinct inputs (np.unique), so
-Python loops run over distinct symbols, never over rows.
+Python loops run over distinct symbols, never over rows; `as` converts columns
+with `datalog.conversions`. `range` is no term: the planner expands it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datalog.ast import (
     Aggregate,
     BinOp,
     Call,
+    Cast,
     ColumnType,
     Comparison,
     Const,
@@ -37,6 +39,7 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
+from datalog.conversions import convert_column
 from datalog.errors import UnsupportedError
 from datalog.functor_calls import call_columns
 from datalog.passes.term_types import comparison_type, resolve_type
@@ -150,6 +153,12 @@ class _Evaluator:
                 return np.negative(operand), ok
         if isinstance(term, Call):
             return self.call(term, column_type)
+        if isinstance(term, Cast):
+            assert term.kind is not None, "a checked cast knows its type"
+            source = resolve_type(term.value, self.types)
+            values, ok = self.term(term.value, source)
+            converted, valid = convert_column(values, source, term.kind, self.symbols)
+            return converted, both(ok, valid)
         if isinstance(term, Aggregate):
             raise UnsupportedError("aggregates are evaluated by the planner, not as expressions")
         assert isinstance(term, Wildcard)

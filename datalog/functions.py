@@ -23,10 +23,25 @@ len >= 0, and clamps the end to the string (like C++ `std::string::substr`);
 `to_string` of a float is Python's `repr`; symbols compare lexicographically by
 code point; `contains(a, b)` means a is a substring of b; `match(p, s)` is a full
 regular-expression match (an invalid pattern matches nothing).
+
+Soufflé's `ord(s)` and `as(x, type)` (ADR 0027): `ord` is a 64-bit fingerprint of
+the symbol's UTF-8 text (BLAKE2b), the same in every database and whatever the
+order symbols arrived in, not Soufflé's symbol-table index. `as` converts values
+like a C cast: number <-> unsigned wrap (two's complement), integer -> float rounds
+to nearest, float -> integer truncates toward zero and has no value when out of
+range or NaN; symbol -> number is `ord`. Numbers never become symbols
+(`castable`), nor symbols unsigned or float.
+
+`range(a, b)` and `range(a, b, step)` are Soufflé's multi-result functor: the values
+a, a + step, a + 2*step ... before b (exclusive), b excluded whichever way it
+counts; without a step it counts by 1 up, or down when a > b (also for unsigned);
+a step of 0 gives a once if a != b. A float range computes a + i*step (no
+accumulated rounding). More than `RANGE_LIMIT` values is an error, not a hang.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
@@ -37,6 +52,7 @@ import numpy as np
 import regex
 
 from datalog.ast import ArithmeticOp, ColumnType, ComparisonOp
+from datalog.errors import FunctorError
 from differential.dataflow import Interrupted, remaining
 
 Value = int | float | str
@@ -45,6 +61,8 @@ NUMERIC_TYPES: tuple[ColumnType, ...] = ("number", "unsigned", "float")
 INTEGER_TYPES: tuple[ColumnType, ...] = ("number", "unsigned")
 BITWISE_OPS: frozenset[str] = frozenset({"band", "bor", "bxor", "bshl", "bshr"})
 AGGREGATE_FUNCTIONS: frozenset[str] = frozenset({"count", "sum", "min", "max", "mean"})
+GENERATORS: frozenset[str] = frozenset({"range"})  # functors with several values
+RANGE_LIMIT = 100_000_000  # values one `range` may generate
 
 _MOD = 1 << 64
 _HALF = 1 << 63
@@ -74,6 +92,8 @@ FUNCTORS: dict[str, Functor] = {
     "substr": Functor("substr", 3, 3, ("symbol", "number", "number"), "symbol"),
     "to_number": Functor("to_number", 1, 1, ("symbol",), "number"),
     "to_string": Functor("to_string", 1, 1, (None,), "symbol"),
+    "ord": Functor("ord", 1, 1, ("symbol",), "number"),
+    "range": Functor("range", 2, 3, None, None),
     "min": Functor("min", 1, None, None, None),
     "max": Functor("max", 1, None, None, None),
 }
@@ -206,6 +226,8 @@ def call(name: str, args: Sequence[Value], column_type: ColumnType) -> Value | N
         return to_number(str(args[0]))
     if name == "to_string":
         return to_string(args[0])
+    if name == "ord":
+        return ordinal(str(args[0]))
     if name in ("min", "max"):
         return _extremum(name, args, column_type)
     raise ValueError(f"unknown functor `{name}`")
@@ -228,6 +250,64 @@ def to_string(value: Value) -> str:
     if isinstance(value, float):
         return repr(value)
     return str(value)
+
+
+def ordinal(text: str) -> int:
+    """`ord(text)`: a stable number per symbol (a 64-bit BLAKE2b fingerprint)."""
+    digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
+
+
+def range_values(args: Sequence[Value], column_type: ColumnType) -> list[Value]:
+    """The values of `range(*args)` in `column_type` (a number type), in order."""
+    start, stop = args[0], args[1]
+    assert not isinstance(start, str) and not isinstance(stop, str)
+    step = args[2] if len(args) == 3 else (1 if start <= stop else -1)
+    assert not isinstance(step, str)
+    if step == 0:
+        return [start] if start != stop else []
+    if column_type != "float":
+        found = range(int(start), int(stop), int(step))
+        if len(found[: RANGE_LIMIT + 1]) > RANGE_LIMIT:  # len() of a huge range overflows
+            raise range_too_long(args)
+        return list(found)
+    values: list[Value] = []
+    while (start + len(values) * step < stop) if step > 0 else (start + len(values) * step > stop):
+        if len(values) == RANGE_LIMIT:
+            raise range_too_long(args)
+        values.append(start + len(values) * step)
+    return values
+
+
+def range_too_long(args: Sequence[object]) -> FunctorError:
+    shown = ", ".join(repr(a) for a in args)
+    return FunctorError(f"`range({shown})` has more than {RANGE_LIMIT} values")
+
+
+def castable(source: ColumnType, target: ColumnType) -> bool:
+    """Whether `as(x, target)` is defined for an `x` of type `source`."""
+    if source == target:
+        return True
+    if source == "symbol":
+        return target == "number"
+    return target != "symbol"
+
+
+def convert(value: Value, source: ColumnType, target: ColumnType) -> Value | None:
+    """`as(value, target)` for a `value` of type `source` (`castable`), or None."""
+    if source == target:
+        return value
+    if isinstance(value, str):
+        return ordinal(value)
+    if target == "float":
+        return float(value)
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return None
+        whole = math.trunc(value)
+        low, high = (-_HALF, _HALF) if target == "number" else (0, _MOD)
+        return whole if low <= whole < high else None
+    return wrap(value, target)
 
 
 def _extremum(name: str, args: Sequence[Value], column_type: ColumnType) -> Value:

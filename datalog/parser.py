@@ -25,6 +25,12 @@ from datalog.syntax_errors import explain
 __all__ = ["parse_program", "parse_query"]
 
 _DirectiveKind = Literal["input", "output", "printsize"]
+_PRIMITIVES: dict[str, ast.ColumnType] = {
+    "number": "number",
+    "unsigned": "unsigned",
+    "float": "float",
+    "symbol": "symbol",
+}
 _ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r"}
 
 
@@ -254,6 +260,10 @@ class _Builder(Transformer[Token, Any]):
     def call(self, meta: Meta, children: list[Any]) -> ast.Call:
         name, args = children
         return ast.Call(str(name), args or (), span_of(meta))
+
+    def cast(self, meta: Meta, children: list[Any]) -> ast.Cast:
+        _, value, type_name = children
+        return ast.Cast(value, str(type_name), span_of(meta), _PRIMITIVES.get(str(type_name)))
 
     def count_aggregate(self, meta: Meta, children: list[Any]) -> ast.Aggregate:
         return ast.Aggregate("count", None, _body(children[1]), span_of(meta))

@@ -168,6 +168,8 @@ def _term(term: ast.Term) -> tuple[str, int]:
             return "-" + _negated(operand), _UNARY
         case ast.Call(function, args):
             return f"{function}({_terms(args)})", _PRIMARY
+        case ast.Cast(value, type_name):
+            return f"as({format_term(value)}, {type_name})", _PRIMARY
         case ast.Aggregate():
             return _aggregate(term), _PRIMARY
     raise TypeError(f"not a term: {term!r}")

@@ -36,6 +36,7 @@ from datalog.ast import (
     Atom,
     BinOp,
     Call,
+    Cast,
     ColumnType,
     Comparison,
     Const,
@@ -51,6 +52,7 @@ from datalog.checks import CheckedProgram, CheckedQuery
 from datalog.errors import TransactionError
 from datalog.functions import Value
 from datalog.functor_calls import call_values
+from datalog.passes.check_generators import generator_binding
 from datalog.passes.term_types import comparison_type, resolve_type
 from datalog.passes.variables import aggregate_groups, needed, ready
 from datalog.schema import RelationInfo, Schema
@@ -253,6 +255,10 @@ class Solver:
         return extended
 
     def compare(self, comparison: Comparison, env: Env) -> Iterator[Env]:
+        generated = generator_binding(comparison)
+        if generated is not None:
+            yield from self.generate(*generated, env)
+            return
         left, right, op = comparison.left, comparison.right, comparison.op
         for side, other in ((left, right), (right, left)):
             if op == "=" and isinstance(side, Var) and side.name not in env:
@@ -267,6 +273,19 @@ class Solver:
         lv, rv = self.value(left, env, shared), self.value(right, env, shared)
         if lv is not None and rv is not None and functions.compare(op, lv, rv):
             yield env
+
+    def generate(self, target: Var, call: Call, env: Env) -> Iterator[Env]:
+        """`x = range(...)`: one extension per value (`x` bound: `env` if it is one)."""
+        kind = self.types.get(target.name) or resolve_type(call, self.types)
+        args = [self.evaluate(arg, env, kind) for arg in call.args]
+        present = [arg for arg in args if arg is not None]
+        if len(present) < len(args):
+            return
+        for value in functions.range_values(present, kind):
+            if target.name not in env:
+                yield {**env, target.name: value}
+            elif env[target.name] == value:
+                yield env
 
     def head_row(self, head: Atom, env: Env) -> Row | None:
         row: list[Value] = []
@@ -297,6 +316,11 @@ class Solver:
             return None if operand is None else functions.negate(operand, kind)
         if isinstance(term, Call):
             return self.call(term, env, kind)
+        if isinstance(term, Cast):
+            assert term.kind is not None, "a checked cast knows its type"
+            source = resolve_type(term.value, self.types)
+            value = self.evaluate(term.value, env, source)
+            return None if value is None else functions.convert(value, source, term.kind)
         if isinstance(term, Aggregate):
             return self.aggregate(term, env)
         raise ValueError("`_` has no value")

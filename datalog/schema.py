@@ -32,15 +32,18 @@ class RelationInfo:
 
 @dataclass(frozen=True)
 class Schema:
-    """Relation name -> `RelationInfo`, in declaration order; and the user-defined
-    functors (`.functor`, name without `@` -> signature)."""
+    """Relation name -> `RelationInfo`, in declaration order; the user-defined
+    functors (`.functor`, name without `@` -> signature); and the `.type` names with
+    the primitive types they erase to (for `as(x, T)` in queries)."""
 
     relations: Mapping[str, RelationInfo] = field(default_factory=dict)
     functors: Mapping[str, UserFunctor] = field(default_factory=dict)
+    type_names: Mapping[str, ColumnType] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "relations", MappingProxyType(dict(self.relations)))
         object.__setattr__(self, "functors", MappingProxyType(dict(self.functors)))
+        object.__setattr__(self, "type_names", MappingProxyType(dict(self.type_names)))
 
     def __contains__(self, name: object) -> bool:
         return name in self.relations

@@ -29,6 +29,14 @@ _DIRECTIVES = (
     *(".comp", ".init", ".override"),
 )
 _UNSUPPORTED = frozenset((".plan", ".include", ".limitsize", ".number_type"))
+_UNSUPPORTED_MESSAGES = {
+    ".lattice": "the Soufflé directive `.lattice` (lattice types) is not supported",
+}
+# `#include`, `#define`..., and the line markers `# 12 "file.dl"` that `cpp` leaves.
+_PREPROCESSOR = re.compile(
+    r"#[ \t]*(include|define|undef|ifdef|ifndef|if|elif|else|endif|pragma|line|error|warning"
+    r"|[0-9]+)\b"
+)
 _STARTS = frozenset({"_DECL", "_TYPE", "_FUNCTOR", "_PRAGMA", "DIRECTIVE", "_COMP", "_INIT"})
 _STATEMENT_START = frozenset({"NAME", "QNAME", "_OVERRIDE", "$END", *_STARTS})
 _CLOSING = frozenset({"_DOT", "_IF", "_OVERRIDE", "$END", *_STARTS})
@@ -131,15 +139,30 @@ def _text_problem(text: str, pos: int, error: UnexpectedInput) -> tuple[str, ast
         return "unterminated comment: `/*` has no closing `*/`", _span_at(text, pos, 2)
     if text.startswith('"', pos):
         return _bad_string(text, pos)
+    directive = _PREPROCESSOR.match(text, pos)
+    if directive and not text[text.rfind("\n", 0, pos) + 1 : pos].strip():
+        return _preprocessor_problem(text, directive)
     word = re.match(r"\.[A-Za-z_]\w*", text[pos:])
     expected = set(getattr(error, "expected", None) or getattr(error, "allowed", None) or ())
     if word and "_DECL" in expected:
         name = word.group()
         span = _span_at(text, pos, len(name))
+        if name in _UNSUPPORTED_MESSAGES:
+            return _UNSUPPORTED_MESSAGES[name], span
         if name in _UNSUPPORTED:
             return f"the Soufflé directive `{name}` is not supported", span
         return f"unknown directive `{name}`{did_you_mean(name, _DIRECTIVES)}", span
     return None
+
+
+def _preprocessor_problem(text: str, directive: re.Match[str]) -> tuple[str, ast.Span]:
+    """A C preprocessor line: Soufflé runs `mcpp` over its input, Deltalog does not."""
+    kind = "line marker" if directive.group(1).isdigit() else "directive"
+    message = (
+        f"the C preprocessor {kind} `{directive.group()}` is not supported: "
+        "run the program through `mcpp` or `cpp -P` first"
+    )
+    return message, _span_at(text, directive.start(), directive.end() - directive.start())
 
 
 def _bad_string(text: str, pos: int) -> tuple[str, ast.Span]:

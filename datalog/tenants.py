@@ -299,7 +299,11 @@ def with_relation(program: CheckedProgram, name: str, types: tuple[str, ...]) ->
     columns = tuple(Column(f"p{i}", t) for i, t in enumerate(types))
     decl = Decl(name, columns)
     info = RelationInfo(name, tuple(types), tuple(c.name for c in columns), "set", decl)  # type: ignore[arg-type]
-    schema = Schema({**program.schema.relations, name: info}, program.schema.functors)
+    schema = Schema(
+        {**program.schema.relations, name: info},
+        program.schema.functors,
+        program.schema.type_names,
+    )
     return replace(program, schema=schema)
 
 

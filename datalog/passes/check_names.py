@@ -2,18 +2,28 @@
 
 Layer: datalog. An atom (head, body, negation, aggregate body) or directive naming
 an undeclared relation, or a call of an unknown functor, is an
-`UnknownNameError` with a did-you-mean and the span of the use.
+`UnknownNameError` with a did-you-mean and the span of the use. Soufflé's
+`autoinc()` and `nil` are `UnsupportedError`s saying why (ADR 0027).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from datalog.ast import Atom, Call, Literal
-from datalog.errors import UnknownNameError, did_you_mean
+from datalog.ast import Atom, Call, Literal, Var
+from datalog.errors import UnknownNameError, UnsupportedError, did_you_mean
 from datalog.functions import AGGREGATE_FUNCTIONS, FUNCTORS
 from datalog.passes.context import CheckContext
 from datalog.passes.variables import nodes
+
+# Soufflé's names Deltalog refuses (never reads as a variable or an unknown functor).
+NIL = "nil"
+_NIL_MESSAGE = "`nil` (Soufflé's empty record) is not supported: Deltalog has no records"
+_AUTOINC_MESSAGE = (
+    "`autoinc()` is not supported: its numbers follow the order of evaluation, so a "
+    "retraction would renumber other rows; number rows with `ord(s)` or a rank "
+    "`count : { item(y), y < x }`"
+)
 
 
 def check_names(ctx: CheckContext) -> None:
@@ -33,6 +43,8 @@ def check_clause_names(ctx: CheckContext, literals: Sequence[Literal]) -> None:
             check_relation_name(ctx, node)
         elif isinstance(node, Call):
             check_functor_name(ctx, node)
+        elif isinstance(node, Var) and node.name == NIL:
+            ctx.report(UnsupportedError, _NIL_MESSAGE, node.span)
 
 
 def check_relation_name(ctx: CheckContext, atom: Atom) -> None:
@@ -46,6 +58,9 @@ def check_functor_name(ctx: CheckContext, call: Call) -> None:
         check_user_functor_name(ctx, call)
         return
     if call.function in FUNCTORS:
+        return
+    if call.function == "autoinc":
+        ctx.report(UnsupportedError, _AUTOINC_MESSAGE, call.span)
         return
     if call.function in AGGREGATE_FUNCTIONS:
         message = (

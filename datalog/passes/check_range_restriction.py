@@ -25,6 +25,7 @@ from datalog.ast import (
     Wildcard,
 )
 from datalog.errors import DatalogSemanticError, RangeRestrictionError
+from datalog.passes.check_names import NIL
 from datalog.passes.context import CheckContext
 from datalog.passes.variables import (
     aggregate_groups,
@@ -49,7 +50,7 @@ def check_range_restriction(ctx: CheckContext) -> None:
 def check_fact(ctx: CheckContext, fact: Rule) -> None:
     name = fact.head.name
     for node in nodes(fact.head.args, ()):
-        if isinstance(node, Var):
+        if isinstance(node, Var) and node.name != NIL:  # `nil`: refused by check_names
             message = f"fact `{name}` must be ground, but has variable `{node.name}`"
             ctx.report(RangeRestrictionError, message, node.span)
         elif isinstance(node, Wildcard):
@@ -65,7 +66,7 @@ def check_clause(ctx: CheckContext, head: Atom | None, body: Sequence[Literal]) 
     reported: set[str] = set()
 
     def unbound(var: Var, where: str) -> None:
-        if var.name not in reported:
+        if var.name not in reported and var.name != NIL:  # `nil`: refused by check_names
             reported.add(var.name)
             message = f"variable `{var.name}` in {where} is not bound by a positive atom"
             ctx.report(RangeRestrictionError, message, var.span)

@@ -3,27 +3,33 @@
 Layer: datalog. A subsumptive clause `r(...) <= r(...) :- cond.` must name one
 declared relation on both sides, with that relation's arity; its atoms' arguments
 are variables, constants or `_`; its body holds only comparisons (with arithmetic
-and builtin functors) over the two atoms' variables. Every error has the span of
+and builtin functors, not `range`) over the two atoms' variables; the types of its
+`as` are resolved here. Every error has the span of
 the offending part. A clause without errors becomes a `Dominance` in
 `ctx.dominances`.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from datalog.ast import Aggregate, Call, Comparison, Const, Literal, Subsumption, Var, Wildcard
 from datalog.errors import DatalogSemanticError, UnsupportedError
+from datalog.functions import GENERATORS
 from datalog.passes.check_arity import check_clause_arity
 from datalog.passes.check_names import check_clause_names
 from datalog.passes.check_range_restriction import check_clause
 from datalog.passes.context import CheckContext
 from datalog.passes.infer_types import infer_clause_types
+from datalog.passes.resolve_casts import cast_body
 from datalog.passes.variables import nodes
 from datalog.subsumption import normalize
 
 
 def check_subsumptions(ctx: CheckContext) -> None:
-    for clause in ctx.program.subsumptions:
+    for written in ctx.program.subsumptions:
         before = len(ctx.errors)
+        clause = replace(written, body=cast_body(ctx, written.body))
         literals = (clause.dominated, clause.dominating, *clause.body)
         check_clause_names(ctx, literals)
         check_clause_arity(ctx, literals)
@@ -71,4 +77,9 @@ def _check_condition(ctx: CheckContext, literal: Literal) -> None:
             ctx.report(DatalogSemanticError, message, node.span)
         elif isinstance(node, Call) and node.function.startswith("@"):
             message = "a subsumptive clause's condition cannot call a user-defined functor"
+            ctx.report(UnsupportedError, message, node.span)
+        elif isinstance(node, Call) and node.function in GENERATORS:
+            message = (
+                f"a subsumptive clause's condition cannot generate values with `{node.function}`"
+            )
             ctx.report(UnsupportedError, message, node.span)

@@ -18,6 +18,7 @@ from datalog.ast import (
     Atom,
     BinOp,
     Call,
+    Cast,
     ColumnType,
     Comparison,
     Const,
@@ -29,7 +30,7 @@ from datalog.ast import (
     Wildcard,
 )
 from datalog.errors import TypeMismatchError
-from datalog.functions import BITWISE_OPS, FUNCTORS
+from datalog.functions import BITWISE_OPS, FUNCTORS, GENERATORS, castable
 from datalog.passes.context import CheckContext
 from datalog.passes.term_types import fixed_type, resolve_type
 from datalog.passes.variables import nodes
@@ -158,7 +159,24 @@ class TermChecker:
             return self.arithmetic_type(term, expected)
         if isinstance(term, Call):
             return self.call_type(term, expected)
+        if isinstance(term, Cast):
+            return self.cast_type(term)
         return self.aggregate_type(term)
+
+    def cast_type(self, term: Cast) -> ColumnType | None:
+        source = resolve_type(term.value, self.types)
+        self.check(term.value, source, "argument of `as`")
+        if term.kind is None:
+            return None  # an unknown type: reported by resolve_casts
+        if not castable(source, term.kind):
+            hint = (
+                "; use `to_string(x)`"
+                if term.kind == "symbol"
+                else "; only `as(s, number)`, its `ord`, is defined"
+            )
+            self.mismatch(f"`as` cannot convert a {source} to a {term.kind}{hint}", term)
+            return None
+        return term.kind
 
     def arithmetic_type(self, term: BinOp | Neg, expected: ColumnType | None) -> ColumnType | None:
         operands = (term.left, term.right) if isinstance(term, BinOp) else (term.operand,)
@@ -182,6 +200,9 @@ class TermChecker:
         if functor is None:
             return None  # reported by check_names
         own = resolve_type(term, self.types, expected)
+        if term.function in GENERATORS and own == "symbol":
+            self.mismatch(f"`{term.function}` counts numbers, not symbols", term)
+            return None
         for index, arg in enumerate(term.args):
             param = functor.param(index) if functor.params is not None else own
             where = f"argument {index + 1} of `{term.function}`"

@@ -23,6 +23,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from datalog.ast import (
     Atom,
+    Cast,
     Component,
     Decl,
     Directive,
@@ -89,8 +90,10 @@ class _Content:
         self.types += [_renamed_type(t, bound) for t in body.types]
         self.decls += [_retyped(d, bound) for d in body.decls]
         self.directives += body.directives
-        self.rules += [r for r in body.rules if r.head.name not in overridden]
-        self.subsumptions += [s for s in body.subsumptions if s.dominated.name not in overridden]
+        kept = [r for r in body.rules if r.head.name not in overridden]
+        self.rules += [_rebuilt(rule, _casts_to(bound)) for rule in kept]
+        clauses = [s for s in body.subsumptions if s.dominated.name not in overridden]
+        self.subsumptions += [_rebuilt(clause, _casts_to(bound)) for clause in clauses]
 
     def prefixed(self, prefix: str) -> _Content:
         """The content of instance `prefix`: what it declares is renamed `prefix.name`."""
@@ -103,7 +106,7 @@ class _Content:
         def atoms(node: Any) -> Any:
             if isinstance(node, Atom) and node.name in relations:
                 return replace(node, name=relations[node.name])
-            return node
+            return _casts_to(type_name)(node)
 
         return _Content(
             types=[_renamed_type(t, type_name) for t in self.types],
@@ -179,6 +182,17 @@ class _Expander:
                 content.add(self.instantiate(nested, parent, active, (*path, step)))
             self.collect(parent, active, inherited, content, (*path, step))
         content.add_body(component.body, binding, overridden)
+
+
+def _casts_to(rename: Callable[[str], str]) -> Callable[[Any], Any]:
+    """A change renaming the type of every `as(x, T)` (a parameter or an own type)."""
+
+    def change(node: Any) -> Any:
+        if isinstance(node, Cast) and node.kind is None:
+            return replace(node, type=rename(node.type))
+        return node
+
+    return change
 
 
 def _renamed_type(decl: TypeDecl, rename: Callable[[str], str]) -> TypeDecl:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from datalog.ast import Aggregate, BinOp, Call, ColumnType, Const, Neg, Term, Var
+from datalog.ast import Aggregate, BinOp, Call, Cast, ColumnType, Const, Neg, Term, Var
 from datalog.functions import FUNCTORS
 
 
@@ -30,6 +30,8 @@ def fixed_type(term: Term, types: Mapping[str, ColumnType]) -> ColumnType | None
         return fixed_type(term.operand, types)
     if isinstance(term, Call):
         return _call_type(term, types)
+    if isinstance(term, Cast):
+        return term.kind
     if isinstance(term, Aggregate):
         return _aggregate_type(term, types)
     return None  # Wildcard

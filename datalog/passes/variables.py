@@ -15,6 +15,7 @@ from datalog.ast import (
     Atom,
     BinOp,
     Call,
+    Cast,
     Comparison,
     Disjunction,
     Literal,
@@ -37,6 +38,8 @@ def subterms(term: Term) -> Iterator[Term]:
     elif isinstance(term, Call):
         for arg in term.args:
             yield from subterms(arg)
+    elif isinstance(term, Cast):
+        yield from subterms(term.value)
 
 
 def term_variables(term: Term) -> list[Var]:
@@ -184,14 +187,16 @@ def ready(literal: Literal, bound: Collection[str], groups: Groups) -> bool:
 
 
 def with_children(term: Term, fn: Callable[[Term], Term]) -> Term:
-    """`term` with `fn` applied to each direct subterm (of arithmetic, negation and
-    functor calls; other terms have none)."""
+    """`term` with `fn` applied to each direct subterm (of arithmetic, negation,
+    functor calls and casts; other terms have none)."""
     if isinstance(term, BinOp):
         return replace(term, left=fn(term.left), right=fn(term.right))
     if isinstance(term, Neg):
         return replace(term, operand=fn(term.operand))
     if isinstance(term, Call):
         return replace(term, args=tuple(fn(a) for a in term.args))
+    if isinstance(term, Cast):
+        return replace(term, value=fn(term.value))
     return term
 
 

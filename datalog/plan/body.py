@@ -8,7 +8,8 @@ aggregate has all the variables it needs, it is applied (filters as early as
 possible); otherwise the next positive atom (the one sharing most bound
 variables) is joined. Joins arrange both sides by the shared variables; a base
 relation's side is the engine's shared arrangement when the atom needs no
-filtering. Every step is recorded in `notes` for `explain`.
+filtering. `x = range(...)` expands each row once per value (`datalog.generators`)
+as soon as its arguments are bound. Every step is recorded in `notes` for `explain`.
 """
 
 from __future__ import annotations
@@ -19,7 +20,18 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Term, Var, Wildcard
+from datalog.ast import (
+    Atom,
+    Call,
+    ColumnType,
+    Comparison,
+    Const,
+    Literal,
+    Negation,
+    Term,
+    Var,
+    Wildcard,
+)
 from datalog.errors import UnsupportedError
 from datalog.expressions import (
     DTYPES,
@@ -28,6 +40,8 @@ from datalog.expressions import (
     compile_term,
     evaluate_comparison,
 )
+from datalog.generators import expand_range
+from datalog.passes.check_generators import generator_binding
 from datalog.passes.term_types import resolve_type
 from datalog.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
@@ -255,6 +269,9 @@ class BodyCompiler:
     # -- comparisons and expressions ---------------------------------------------
 
     def _comparison(self, binding: Binding, cmp: Comparison, bound: set[str]) -> Binding | None:
+        generated = generator_binding(cmp)
+        if generated is not None:
+            return self._generate(binding, *generated, bound)
         left_vars = {v.name for v in term_variables(cmp.left)}
         right_vars = {v.name for v in term_variables(cmp.right)}
         if left_vars | right_vars <= bound:
@@ -274,6 +291,37 @@ class BodyCompiler:
             ):
                 return self.bind(binding, target.name, expr)
         return None
+
+    def _generate(
+        self, binding: Binding, target: Var, call: Call, bound: set[str]
+    ) -> Binding | None:
+        """`x = range(...)`: each row once per value, with `x` bound to it (`x` bound
+        already: the rows whose `x` is one of the values). Linear, so a retracted row
+        retracts its values."""
+        if not {v.name for v in term_variables(call)} <= bound:
+            return None
+        waits = target.name not in bound and target.name in self.aggregate_results
+        if waits:  # `x` is an aggregate's result: generate once it is computed
+            return None
+        kind = self.types.get(target.name) or resolve_type(call, self.types)
+        fresh = target.name in bound
+        name = self.fresh_var(kind, "_g") if fresh else target.name
+        self.types[name] = kind
+        computes = [self.evaluator(binding.vars, arg, kind) for arg in call.args]
+
+        def expand(u: Updates) -> Updates:
+            columns, ok = _evaluate_all(computes, u)
+            rows, values = expand_range(columns, kind, ok)
+            out = u.take(rows)
+            return out.with_columns((*out.columns, values))
+
+        dtypes = (*binding.stream.dtypes, np.dtype(DTYPES[kind]))
+        self.notes.append(f"generate {name} = {call.function}(...)")
+        extended = Binding(map_updates(binding.stream, expand, dtypes), (*binding.vars, name))
+        if not fresh:
+            return extended
+        kept = self.filter(extended, Comparison("=", target, Var(name)))
+        return Binding(project(kept.stream, range(len(binding.vars))), binding.vars)
 
     def filter(self, binding: Binding, cmp: Comparison) -> Binding:
         if not binding.vars:

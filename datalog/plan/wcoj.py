@@ -23,9 +23,22 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from datalog.ast import Atom, BinOp, Call, Comparison, Const, Neg, Negation, Term, Var, Wildcard
+from datalog.ast import (
+    Atom,
+    BinOp,
+    Call,
+    Cast,
+    Comparison,
+    Const,
+    Neg,
+    Negation,
+    Term,
+    Var,
+    Wildcard,
+)
 from datalog.ast import Literal as BodyLiteral
 from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
+from datalog.passes.check_generators import generator_binding
 from datalog.passes.term_types import comparison_type
 from datalog.passes.variables import nodes, term_variables
 from datalog.pretty import format_literal, format_term
@@ -69,7 +82,9 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
     constants = [
         (lit, const)
         for lit in pending
-        if isinstance(lit, Comparison) and (const := _constant(c, lit, bound)) is not None
+        if isinstance(lit, Comparison)
+        and generator_binding(lit) is None
+        and (const := _constant(c, lit, bound)) is not None
     ]
     fixed = [const.var for _, const in constants]
     no = [False] * len(atoms)
@@ -94,6 +109,7 @@ def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
         lit
         for lit in pending
         if isinstance(lit, Comparison)
+        and generator_binding(lit) is None
         and id(lit) not in taken
         and {v.name for v in _vars(lit)} <= bound
     ]
@@ -137,7 +153,7 @@ def _constant(c: BodyCompiler, cmp: Comparison, bound: set[str]) -> Constant | N
 
 def _closed(term: Term) -> bool:
     """A term without variables, wildcards or aggregates."""
-    return all(isinstance(n, Const | BinOp | Neg | Call) for n in nodes([term], []))
+    return all(isinstance(n, Const | BinOp | Neg | Call | Cast) for n in nodes([term], []))
 
 
 def _vars(cmp: Comparison) -> list[Var]:

@@ -22,7 +22,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from datalog.ast import Aggregate, BinOp, Call, ColumnType, ComparisonOp, Const, Neg, Term, Var
+from datalog.ast import (
+    Aggregate,
+    BinOp,
+    Call,
+    Cast,
+    ColumnType,
+    ComparisonOp,
+    Const,
+    Neg,
+    Term,
+    Var,
+)
 from datalog.errors import UnsupportedError
 from datalog.functions import FUNCTORS, constant
 from datalog.passes.term_types import resolve_type
@@ -63,6 +74,8 @@ def evaluate(term: Term, names: Names, kind: ColumnType) -> Column:
         return call(term, names, kind)
     if isinstance(term, Aggregate):
         return sf.col(names.aggregates[id(term)])
+    if isinstance(term, Cast):
+        raise UnsupportedError("`as` is not supported on Spark", term.span)
     raise UnsupportedError("`_` has no value", term.span)
 
 
@@ -123,6 +136,8 @@ def call(term: Call, names: Names, kind: ColumnType) -> Column:
     if term.function.startswith("@"):
         message = f"user-defined functors (`{term.function}`) are not supported on Spark"
         raise UnsupportedError(message, term.span)
+    if term.function not in _FUNCTORS:  # `ord`, `range`
+        raise UnsupportedError(f"`{term.function}` is not supported on Spark", term.span)
     functor = FUNCTORS[term.function]
     args = []
     for index, arg in enumerate(term.args):

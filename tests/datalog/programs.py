@@ -226,6 +226,34 @@ class Body:
         self.literals.append(f"{y} = {expr}")
         self.types[y] = kind
 
+    def souffle_functor(self) -> None:
+        """Soufflé's `range` (generating, or testing a bound variable), `as` and `ord`;
+        range bounds are taken modulo small numbers, so recursion through them ends."""
+        numbers, symbols = self.bound("number"), self.bound("symbol")
+        forms = ["ord"] * bool(symbols) + ["range", "range", "member", "as"] * bool(numbers)
+        if not forms:
+            return
+        form = self.draw(st.sampled_from(forms))
+        if form == "ord":
+            y, expr = self.new_var("number"), f"ord({self.draw(st.sampled_from(symbols))})"
+        elif form == "member":
+            x = self.draw(st.sampled_from(numbers))
+            self.literals.append(
+                f"{x} = range({self.draw(st.sampled_from(('-1, 3', '4, 0, -2')))})"
+            )
+            return
+        else:
+            x = self.draw(st.sampled_from(numbers))
+            y = self.new_var("number")
+            shapes = (
+                (f"range({x} % 3, {x} % 5)", f"range(0, {x} % 4, 2)", f"range({x} % 4, -1, -1)")
+                if form == "range"
+                else (f"as(as({x}, float) / 2, number)", f"as(as({x}, unsigned) % 3u, number)")
+            )
+            expr = self.draw(st.sampled_from(shapes))
+        self.literals.append(f"{y} = {expr}")
+        self.types[y] = "number"
+
     # -- the head ----------------------------------------------------------------------
 
     def head_args(self, kinds: Types, recursive: bool) -> list[str]:
@@ -277,11 +305,13 @@ def rule_text(
             body.arithmetic(recursive)
         elif extra == "string" and body.bound("symbol"):
             body.string_function(recursive)
+        elif extra == "souffle":
+            body.souffle_functor()
     args = body.head_args(kinds, recursive)
     return f"{head}({', '.join(args)}) :- {', '.join(body.literals)}."
 
 
-EXTRAS = ("comparison", "comparison", "negation", "aggregate", "arithmetic", "string")
+EXTRAS = ("comparison", "comparison", "negation", "aggregate", "arithmetic", "string", "souffle")
 
 
 def _decl(name: str, kinds: Types) -> str:

@@ -14,7 +14,7 @@ from datalog import ast
 
 RESERVED = frozenset(
     {
-        "count", "sum", "min", "max", "mean", "contains", "match",
+        "count", "sum", "min", "max", "mean", "contains", "match", "as",
         "band", "bor", "bxor", "bshl", "bshr",
         "set", "multiset", "last_write_wins", "btree", "btree_delete", "brie", "eqrel",
         "inline", "no_inline", "magic", "no_magic", "override",
@@ -52,7 +52,7 @@ leaf_terms = st.one_of(variables, wildcards, constants)
 @st.composite
 def term_strategy(draw: st.DrawFn, depth: int = 1, size: int = 2) -> ast.Term:
     """A term: leaves first (they shrink best), then operators, calls, aggregates."""
-    kinds = ["leaf"] if size == 0 else ["leaf", "binop", "neg", "call", "minmax"]
+    kinds = ["leaf"] if size == 0 else ["leaf", "binop", "neg", "call", "minmax", "cast"]
     if depth > 0:
         kinds.append("aggregate")
     kind = draw(st.sampled_from(kinds))
@@ -66,6 +66,8 @@ def term_strategy(draw: st.DrawFn, depth: int = 1, size: int = 2) -> ast.Term:
     if kind == "minmax":
         args = draw(st.lists(inner, min_size=2, max_size=3))
         return ast.Call(draw(st.sampled_from(("min", "max"))), tuple(args))
+    if kind == "cast":
+        return ast.Cast(draw(inner), draw(st.one_of(st.sampled_from(COLUMN_TYPES), relation_names)))
     if kind == "aggregate":
         return draw(aggregate_strategy(depth))
     return draw(leaf_terms)

@@ -142,6 +142,22 @@ def test_integer_power_is_unsupported_with_its_position(spark: SparkSession) -> 
     assert caught.value.line == 3
 
 
+@pytest.mark.parametrize(
+    "expression",
+    ["as(x, float) > 1.0", "ord(s) > 0", "x = range(0, 3)"],
+    ids=["as", "ord", "range"],
+)
+def test_souffle_casts_ord_and_range_are_unsupported_with_their_position(
+    spark: SparkSession, expression: str
+) -> None:
+    from datalog.spark.evaluate import evaluate
+
+    text = f".decl e(x: number, s: symbol)\n.decl p(x: number)\np(x) :- e(x, s), {expression}.\n"
+    with pytest.raises(UnsupportedError, match="not supported on Spark") as caught:
+        evaluate(spark, check_program(parse_program(text)), {})
+    assert caught.value.line == 3
+
+
 def test_run_on_spark_writes_the_embedded_engines_files(
     spark: SparkSession, tmp_path: Path
 ) -> None:
