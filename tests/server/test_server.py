@@ -523,12 +523,12 @@ def test_sigterm_stops_the_server_even_during_a_runaway_computation(tmp_path: Pa
     with _deltalog_serve("--budget", "0", "--program", str(program)) as (process, url):
 
         async def talk() -> None:
-            client = await Client.connect(url)
-            asking = asyncio.ensure_future(client.query("cnt(x)"))  # never finishes by itself
-            await asyncio.sleep(0.5)
-            process.send_signal(signal.SIGTERM)
-            with pytest.raises((ServerError, ConnectionClosed)):
-                await asyncio.wait_for(asking, 10)
+            async with Client.connect(url) as client:  # closed before the loop ends
+                asking = asyncio.ensure_future(client.query("cnt(x)"))  # never finishes
+                await asyncio.sleep(0.5)
+                process.send_signal(signal.SIGTERM)
+                with pytest.raises((ServerError, ConnectionClosed)):
+                    await asyncio.wait_for(asking, 10)
 
         started = time.monotonic()
         asyncio.run(talk())
