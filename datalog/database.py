@@ -215,7 +215,7 @@ class Database:
             live = self.live.get(key)
             if live is not None:
                 return live.state.accumulate(None), checked
-            built, answer = self._started(checked, key, plan)
+            built, answer = self._started(checked, key, plan, one_shot=True)
             self.engine.drop(built.dataflow)
             return answer, checked
 
@@ -340,17 +340,23 @@ class Database:
         self.live[key] = live
         return live
 
-    def _started(self, checked: Any, key: str, join_plan: JoinPlan) -> tuple[QueryPlan, Updates]:
+    def _started(
+        self, checked: Any, key: str, join_plan: JoinPlan, one_shot: bool = False
+    ) -> tuple[QueryPlan, Updates]:
         """A new dataflow for a query, started, and its first answer (not delivered).
+        `one_shot`: it is dropped after this answer (the plan may use that).
 
         If building or starting fails, the dataflow is dropped: no reader is left
         holding back the compaction of shared arrangements.
         """
-        plan = self._planner(join_plan).build(checked, key)
+        plan = self._planner(join_plan, one_shot).build(checked, key)
         return plan, plan.start(self.engine)
 
-    def _planner(self, join_plan: JoinPlan) -> Planner:
-        return Planner(self.engine, self.checked, self.symbols, join_plan, functors=self.functors)
+    def _planner(self, join_plan: JoinPlan, one_shot: bool = False) -> Planner:
+        functors = self.functors
+        return Planner(
+            self.engine, self.checked, self.symbols, join_plan, functors=functors, one_shot=one_shot
+        )
 
     def _restart_live(self) -> None:
         """Rebuild the live queries' dataflows, which an aborted commit dropped. The
