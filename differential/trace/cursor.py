@@ -267,6 +267,30 @@ def lookup_batch(
 ) -> tuple[Index, Updates] | None:
     """The entries of `batch` under the query keys, as `(query row, entries)`, or
     None when none matches; `columns` picks the columns gathered (default all)."""
+    if columns is not None and not columns and len(hashes) >= _FEW_KEYS:
+        return _lookup_dense(batch, keys, hashes)
+    return _lookup_sought(batch, keys, hashes, columns)
+
+
+def _lookup_dense(
+    batch: Batch, keys: Sequence[Column], hashes: Hashes
+) -> tuple[Index, Updates] | None:
+    """A membership lookup (no columns) in a batch of pairs kept as a bitmap: every
+    match has the batch's one time and diff (`differential.trace.dense`)."""
+    dense = batch.cache.dense_for(batch.columns, batch.times, batch.diffs, len(hashes))
+    if dense is None:
+        return _lookup_sought(batch, keys, hashes, [])
+    query = np.flatnonzero(dense.contains(keys[0], keys[1]))
+    if not len(query):
+        return None
+    n = len(query)
+    times = np.repeat(batch.times[:, :1], n, axis=1)
+    return query, Updates((), times, np.full(n, batch.diffs[0], dtype=np.int64))
+
+
+def _lookup_sought(
+    batch: Batch, keys: Sequence[Column], hashes: Hashes, columns: Sequence[int] | None
+) -> tuple[Index, Updates] | None:
     m = seek(batch, hashes, keys)
     if not len(m.query):
         return None

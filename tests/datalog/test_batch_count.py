@@ -5,12 +5,14 @@ whose one rule is a set join then needs no distinct; an ungrouped aggregate
 plans its body without the demand; `count` reads only its groups' columns. Each
 answer is checked against a live subscription (the general plan) and a count
 in Python, with facts inserted into the derived relation as well (overlapping
-what the rule derives, which a missing distinct would count twice).
+what the rule derives, which a missing distinct would count twice). A triangle
+count validates its candidates through pair bitmaps (`differential.trace.dense`).
 """
 
 from __future__ import annotations
 
 from itertools import permutations
+from unittest import mock
 
 import numpy as np
 
@@ -22,6 +24,7 @@ from differential.batch import Updates, consolidate
 from differential.dataflow import Stream
 from differential.engine import Engine
 from differential.operators.linear import project
+from differential.trace.dense import DensePairs
 from tests.datalog.answers import Recorder
 
 PROGRAM = """
@@ -43,7 +46,9 @@ QUERIES = ("n(k)", "m(k)", "deg(a, k)")
 
 def _graph(seed: int) -> set[tuple[int, int]]:
     rng = np.random.default_rng(seed)
-    pairs = zip(rng.integers(0, 12, 40).tolist(), rng.integers(0, 12, 40).tolist(), strict=True)
+    pairs = set(
+        zip(rng.integers(0, 12, 40).tolist(), rng.integers(0, 12, 40).tolist(), strict=True)
+    )
     return {(a, b) for a, b in pairs if a != b} | {(b, a) for a, b in pairs if a != b}
 
 
@@ -118,3 +123,32 @@ def test_projecting_onto_no_columns_sums_each_times_updates() -> None:
         assert all(part.arity == 0 for part in sent)
         sent.clear()
         assert sorted(out) == sorted(consolidate(Updates((), batch.times, batch.diffs)).rows())
+
+
+def test_a_triangle_count_through_bitmaps_equals_python() -> None:
+    rng = np.random.default_rng(5)
+    pairs = set(
+        zip(rng.integers(0, 30, 200).tolist(), rng.integers(0, 30, 200).tolist(), strict=True)
+    )
+    edges = {(a, b) for a, b in pairs if a != b} | {(b, a) for a, b in pairs if a != b}
+    nodes = {x for edge in edges for x in edge}
+    triangles = [t for t in permutations(nodes, 3) if {t[:2], t[1:], t[::2]} <= edges]
+    built: list[DensePairs | None] = []
+    original = DensePairs.of
+
+    def spy(*args: object) -> DensePairs | None:
+        built.append(original(*args))  # type: ignore[arg-type]
+        return built[-1]
+
+    with (
+        mock.patch("differential.trace.index._MIN_INDEXED", 0),
+        mock.patch.object(DensePairs, "of", staticmethod(spy)),
+    ):
+        db = Database()
+        db.define(
+            ".decl e(a: number, b: number)\n.decl n(k: number)\n"
+            "n(k) :- k = count : { e(a, b), e(b, c), e(a, c) }."
+        )
+        db.insert("e", sorted(edges))
+        assert db.query("n(k)") == [(len(triangles),)]
+    assert any(d is not None for d in built)
