@@ -36,7 +36,7 @@ class DensePairs:
         self.y_max = int(y.max())
         self.width = self.y_max + 1
         self.bits = np.zeros((_cells(self.x_max, self.y_max) + 7) >> 3, dtype=np.uint8)
-        at = x.astype(np.int64) * self.width + y.astype(np.int64)
+        at = x.astype(np.int64, copy=False) * self.width + y.astype(np.int64, copy=False)
         np.bitwise_or.at(self.bits, at >> 3, np.left_shift(1, at & 7).astype(np.uint8))
 
     @staticmethod
@@ -59,11 +59,23 @@ class DensePairs:
 
     def contains(self, x: Column, y: Column) -> npt.NDArray[np.bool_]:
         """Whether each query pair `(x[i], y[i])` is held."""
-        inside = np.greater_equal(x, 0) & np.less_equal(x, self.x_max)
-        inside &= np.greater_equal(y, 0) & np.less_equal(y, self.y_max)
-        at = np.where(inside, x.astype(np.int64) * self.width + y.astype(np.int64), 0)
-        held = (self.bits[at >> 3] >> (at & 7).astype(np.uint8)) & 1
-        return held.astype(bool) & inside
+        inside = _within(x, self.x_max) & _within(y, self.y_max)
+        at = x.astype(np.int64, copy=False) * self.width + y.astype(np.int64, copy=False)
+        at[~inside] = 0
+        shift = (at & 7).astype(np.uint8)
+        np.right_shift(at, 3, out=at)
+        held = self.bits[at]
+        held >>= shift
+        held &= 1
+        return held.view(np.bool_) & inside
+
+
+def _within(column: Column, bound: int) -> npt.NDArray[np.bool_]:
+    """`0 <= column <= bound` in one comparison: a negative value viewed unsigned
+    is beyond any bound."""
+    if column.dtype.kind == "u":
+        return np.less_equal(column, bound)
+    return np.less_equal(column.astype(np.int64, copy=False).view(np.uint64), bound)
 
 
 def _cells(x_max: int, y_max: int) -> int:
