@@ -353,9 +353,13 @@ class Database:
         return plan, plan.start(self.engine)
 
     def _planner(self, join_plan: JoinPlan, one_shot: bool = False) -> Planner:
-        functors = self.functors
         return Planner(
-            self.engine, self.checked, self.symbols, join_plan, functors=functors, one_shot=one_shot
+            self.engine,
+            self.checked,
+            self.symbols,
+            join_plan,
+            functors=self.functors,
+            one_shot=one_shot,
         )
 
     def _restart_live(self) -> None:

@@ -267,7 +267,8 @@ def lookup_batch(
 ) -> tuple[Index, Updates] | None:
     """The entries of `batch` under the query keys, as `(query row, entries)`, or
     None when none matches; `columns` picks the columns gathered (default all)."""
-    if columns is not None and not columns and len(hashes) >= _FEW_KEYS:
+    membership = columns is not None and not columns
+    if membership and batch.key_arity == 2 and len(hashes) >= _FEW_KEYS:
         return _lookup_dense(batch, keys, hashes)
     return _lookup_sought(batch, keys, hashes, columns)
 
@@ -275,8 +276,9 @@ def lookup_batch(
 def _lookup_dense(
     batch: Batch, keys: Sequence[Column], hashes: Hashes
 ) -> tuple[Index, Updates] | None:
-    """A membership lookup (no columns) in a batch of pairs kept as a bitmap: every
-    match has the batch's one time and diff (`differential.trace.dense`)."""
+    """A membership lookup (no columns) of pair keys, in a batch kept as a bitmap
+    if it has that shape: every match has the batch's one time and diff
+    (`differential.trace.dense`)."""
     dense = batch.cache.dense_for(batch.columns, batch.times, batch.diffs, len(hashes))
     if dense is None:
         return _lookup_sought(batch, keys, hashes, [])
