@@ -1,7 +1,7 @@
 """The fixed cost of small changes: iteration rounds and single-edge commits.
 
 Layer: bench — may import anything public from deltalog packages and peers.
-Run: `python -m bench.bench_latency [--quick] [--runs 3] [--write]`.
+Run: `python -m bench.bench_latency [--quick] [--runs 3] [--write] [--only wiki-vote]`.
 
 Rows (the table of the issue on per-round cost; medians of `--runs` runs):
 - counter: `c(x + 1) :- c(x), x < N.` from `c(0)`, one new fact per iteration;
@@ -168,8 +168,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, one run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument("--only", choices=["wiki-vote"], help="run only this row")
     args = parser.parse_args(argv)
     runs = 1 if args.quick else args.runs
+    if args.only == "wiki-vote":
+        print(format_table(wiki_vote_rows(runs), ["case", "figure", "detail"]))
+        return 0
     sizes = [1_000, 5_000] if args.quick else [1_000, 5_000, 100_000]
     updates = 20 if args.quick else 100
     rows = [

@@ -216,7 +216,7 @@ class Database:
             live = self.live.get(key)
             if live is not None:
                 return live.state.accumulate(None), checked
-            built, answer = self._started(checked, key, plan)
+            built, answer = self._started(checked, key, plan, one_shot=True)
             self.engine.drop(built.dataflow)
             return answer, checked
 
@@ -349,23 +349,34 @@ class Database:
         return live
 
     def _started(
-        self, checked: Any, key: str, join_plan: JoinPlan, share: Share = "reuse"
+        self,
+        checked: Any,
+        key: str,
+        join_plan: JoinPlan,
+        share: Share = "reuse",
+        one_shot: bool = False,
     ) -> tuple[QueryPlan, Updates]:
         """A new dataflow for a query, started, and its first answer (not delivered);
         a live one (`share="create"`) reads derived relations from shared views.
+        `one_shot`: it is dropped after this answer (the plan may use that).
 
         If building or starting fails, the dataflow is dropped: no reader is left
         holding back the compaction of shared arrangements.
         """
         others = {k for q in self.live.values() if q.key != key for k in q.plan.inlined}
-        plan = self._planner(join_plan, share, others).build(checked, key)
+        plan = self._planner(join_plan, share, others, one_shot).build(checked, key)
         return plan, plan.start(self.engine)
 
     def _planner(
-        self, join_plan: JoinPlan, share: Share = "reuse", others: Collection[Hashable] = ()
+        self,
+        join_plan: JoinPlan,
+        share: Share = "reuse",
+        others: Collection[Hashable] = (),
+        one_shot: bool = False,
     ) -> Planner:
         return Planner(self.engine, self.checked, self.symbols, join_plan,
-                       functors=self.functors, share=share, others=others)  # fmt: skip
+                       functors=self.functors, share=share, others=others,
+                       one_shot=one_shot)  # fmt: skip
 
     def _share_views(self) -> None:
         """Rebuild the live queries that compute a relation a view now holds, to read

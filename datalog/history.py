@@ -166,5 +166,6 @@ def _evaluate(
         assert state is not None
         contents[relation] = (state.columns, state.diffs)
     engine.load(contents, view.epoch)
-    built = Planner(engine, view.checked, db.symbols, plan, functors=db.functors).build(query, name)
+    planner = Planner(engine, view.checked, db.symbols, plan, functors=db.functors, one_shot=True)
+    built = planner.build(query, name)
     return built.start(engine)

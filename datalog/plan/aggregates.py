@@ -65,10 +65,8 @@ class Aggregation:
 
         c = self.compiler
         keys = [v for v in binding.vars if v in self.groups]
-        demand = c.distinct(
-            Binding(project(binding.stream, [binding.index(v) for v in keys]), tuple(keys))
-        )
-        inner = c.compile(tuple(_name_wildcards(lit, c) for lit in self.term.body), start=demand)
+        body = tuple(_name_wildcards(lit, c) for lit in self.term.body)
+        inner = c.compile(body, start=self._demand(binding, keys))
         kind = c.types[self.result]
         inner, target = self._target(inner)
         order = [
@@ -79,6 +77,8 @@ class Aggregation:
         projected = Binding(project(inner.stream, [inner.index(v) for v in order]), tuple(order))
         if self._reads_multiset():  # raw multiplicities: make the assignments a set first
             projected = c.distinct(projected)
+        if self.term.function == "count":  # a sum of multiplicities: the values are not read
+            projected = Binding(project(projected.stream, range(len(keys))), tuple(keys))
         arranged = c.arrange(projected, keys)[0]
         reducer, out_kind = REDUCERS[self.term.function], np.dtype(DTYPES[kind])
         reduced = ReduceOp(arranged, reducer, [out_kind], self.term.function).output
@@ -92,6 +92,18 @@ class Aggregation:
         return Binding(
             concat([joined.stream, _zeros(c, binding, result, keys, out_kind)]), joined.vars
         )
+
+    def _demand(self, binding: Binding, keys: list[str]) -> Binding | None:
+        """The distinct groups `binding` asks for, where the body starts; none for
+        an ungrouped aggregate: its one group is joined back with `binding` anyway,
+        and the body is then planned on its own (a worst-case optimal join, not a
+        cross product with the demand)."""
+        if not keys:
+            return None
+        from datalog.plan.body import Binding
+
+        stream = project(binding.stream, [binding.index(v) for v in keys])
+        return self.compiler.distinct(Binding(stream, tuple(keys)))
 
     def _reads_multiset(self) -> bool:
         """Whether a positive atom of the body reads a `multiset` input (multiplicities > 1)."""

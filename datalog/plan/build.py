@@ -26,7 +26,7 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.ast import Atom, Comparison, Const, Literal, Negation, Var
+from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Rule, Var
 from datalog.checks import CheckedProgram, CheckedQuery
 from datalog.expressions import DTYPES
 from datalog.functors import FunctorBinding, bind_program, bind_query
@@ -90,12 +90,16 @@ class Planner:
         functors: Mapping[str, FunctorBinding] | None = None,
         share: Share = "off",
         others: Collection[Hashable] = (),
+        one_shot: bool = False,
     ) -> None:
         self.join_plan: JoinPlan = join_plan
         self.share: Share = share
         self.others = others  # view keys other live dataflows compute themselves
         self.inlined: set[Hashable] = set()
         self.original = program  # before specialization and binding: what views are of
+        # The dataflow runs once over the inputs as they are now and is dropped:
+        # an input empty now contributes nothing, ever (ADR 0028).
+        self.one_shot = one_shot
         self.functors = functors or {}
         self.specialize = specialize
         self.inputs: dict[str, str] = {}  # adorned copy -> the relation whose facts it reads
@@ -170,9 +174,10 @@ class Planner:
             if stratum.relations & needed:
                 self._stratum(root, stratum)
 
-    def _is_set_join(self, body: tuple[Literal, ...], answer: tuple[str, ...]) -> bool:
+    def _is_set_join(self, body: tuple[Literal, ...], answer: Collection[str]) -> bool:
         """Atoms of set relations over variables and constants, filtered by
-        negations and comparisons, whose every variable is in the answer.
+        negations and comparisons, whose every variable is in the answer (a
+        query's answer variables, or those a rule's head keeps).
 
         Each answer row is then one assignment of the body's variables with
         multiplicity one (a product of ones): already a set, so a distinct
@@ -218,13 +223,12 @@ class Planner:
         kinds = self.program.schema.types(rel)
         parts: list[Stream] = [] if own is None else [own]
         source = self.inputs.get(rel, rel)
-        if source in self.engine.inputs:  # magic relations have no input
-            inserted = sources.input_collection(source)
+        if source in self.engine.inputs and not (self.one_shot and sources.size(source) == 0):
+            inserted = sources.input_collection(source)  # magic relations have no input
             # a nullary relation's input has one constant column; the relation has none
             parts.append(inserted if kinds else project(inserted, []))
-        for rule in stratum.rules:
-            if rule.head.name != rel:
-                continue
+        rules = [rule for rule in stratum.rules if rule.head.name == rel]
+        for rule in rules:
             self.notes.append(f"rule {format_rule(rule)}")
             compiler = BodyCompiler(
                 sources,
@@ -239,12 +243,30 @@ class Planner:
         dominances = self.program.dominances.get(rel)
         if dominances and kinds:
             return subsume(concat(parts), dominances, self.symbols, self.notes)
+        if len(parts) == 1 and self._derives_set(rules, kinds, stratum):
+            self.notes.append(f"{rel}: one set join, no distinct")
+            return parts[0]
         union = Binding(concat(parts), tuple(f"_c{i}" for i in range(len(kinds))))
         return BodyCompiler(sources, {}, self.symbols, [], self.fresh).distinct(union).stream
+
+    def _derives_set(
+        self, rules: Sequence[Rule], kinds: Sequence[ColumnType], stratum: Stratum
+    ) -> bool:
+        """One non-recursive rule whose body is a set join its head keeps whole."""
+        if len(rules) != 1 or stratum.recursive:
+            return False
+        return self._is_set_join(rules[0].body, _kept_vars(rules[0], kinds, self.program))
 
     def _dtypes(self, rel: str) -> Sequence[np.dtype]:
         """The relation's column types (none for a nullary relation)."""
         return [np.dtype(DTYPES[t]) for t in self.program.schema.types(rel)]
+
+
+def _kept_vars(rule: Rule, kinds: Sequence[ColumnType], program: CheckedProgram) -> set[str]:
+    """The variables a rule's head keeps as they are (not computed on, not cast)."""
+    types = program.types_of(rule)
+    args = zip(rule.head.args, kinds, strict=True)
+    return {a.name for a, k in args if isinstance(a, Var) and types.get(a.name) == k}
 
 
 def _relations_read(query: CheckedQuery) -> set[str]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates
+from differential.batch import Column, Updates, consolidate
 from differential.dataflow import Scope, Stream
 
 Columns = tuple[Column, ...]
@@ -39,10 +39,26 @@ def map_columns(stream: Stream, fn: ColumnFn, dtypes: Sequence[np.dtype]) -> Str
 
 
 def project(stream: Stream, indices: Sequence[int]) -> Stream:
-    """Keep (and reorder, or repeat) the columns at `indices`."""
+    """Keep (and reorder, or repeat) the columns at `indices`. Onto no columns,
+    the updates of each time are summed into one (a count of rows, whatever
+    reads it: the rows of a batch all at one time become a single update)."""
     idx = list(indices)
+    if not idx:
+        return map_updates(stream, _per_time, [])
     dtypes = [stream.dtypes[i] for i in idx]
     return map_columns(stream, lambda cols: [cols[i] for i in idx], dtypes)
+
+
+def _per_time(u: Updates) -> Updates:
+    """`u` without its columns, one update per time (none where the diffs cancel)."""
+    bare = Updates((), u.times, u.diffs)
+    if len(u) <= 1:
+        return bare
+    if not (u.times == u.times[:, :1]).all():
+        return consolidate(bare)
+    total = int(u.diffs.sum())
+    n = 1 if total else 0
+    return Updates((), u.times[:, :n], np.full(n, total, dtype=np.int64))
 
 
 def filter_rows(stream: Stream, predicate: MaskFn) -> Stream:

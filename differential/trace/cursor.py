@@ -267,6 +267,32 @@ def lookup_batch(
 ) -> tuple[Index, Updates] | None:
     """The entries of `batch` under the query keys, as `(query row, entries)`, or
     None when none matches; `columns` picks the columns gathered (default all)."""
+    membership = columns is not None and not columns
+    if membership and batch.key_arity == 2 and len(hashes) >= _FEW_KEYS:
+        return _lookup_dense(batch, keys, hashes)
+    return _lookup_sought(batch, keys, hashes, columns)
+
+
+def _lookup_dense(
+    batch: Batch, keys: Sequence[Column], hashes: Hashes
+) -> tuple[Index, Updates] | None:
+    """A membership lookup (no columns) of pair keys, in a batch kept as a bitmap
+    if it has that shape: every match has the batch's one time and diff
+    (`differential.trace.dense`)."""
+    dense = batch.cache.dense_for(batch.columns, batch.times, batch.diffs, len(hashes))
+    if dense is None:
+        return _lookup_sought(batch, keys, hashes, [])
+    query = np.flatnonzero(dense.contains(keys[0], keys[1]))
+    if not len(query):
+        return None
+    n = len(query)
+    times = np.repeat(batch.times[:, :1], n, axis=1)
+    return query, Updates((), times, np.full(n, batch.diffs[0], dtype=np.int64))
+
+
+def _lookup_sought(
+    batch: Batch, keys: Sequence[Column], hashes: Hashes, columns: Sequence[int] | None
+) -> tuple[Index, Updates] | None:
     m = seek(batch, hashes, keys)
     if not len(m.query):
         return None

@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from differential import small
 from differential.batch import Column, python_rows, python_times
+from differential.trace.dense import DensePairs
 
 Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
@@ -181,11 +182,14 @@ _ASKED_PER_ENTRY = 1 / 8  # index a batch once this many query keys per entry ca
 
 class LookupCache:
     """Per batch: how many query keys it has been asked about and, once that many
-    justify the build (about `n / 8` binary searches cost as much), its index."""
+    justify the build (about `n / 8` binary searches cost as much), its index, or
+    for membership lookups its pairs as a bitmap (`dense_for`)."""
 
     def __init__(self) -> None:
         self.asked = 0
         self.index: HashIndex | None = None
+        self.dense_asked = 0
+        self.dense: DensePairs | bool | None = None  # False: the batch has not the shape
         self._listed: tuple[list[int], list[tuple[object, ...]] | None] | None = None
         self._entries: tuple[list[tuple[object, ...]], list[tuple[int, ...]], list[int]] | None = (
             None
@@ -221,6 +225,22 @@ class LookupCache:
             if worth and HashIndex.indexable(hashes):
                 self.index = HashIndex(hashes)
         return self.index
+
+    def dense_for(
+        self,
+        columns: Sequence[Column],
+        times: npt.NDArray[np.int64],
+        diffs: npt.NDArray[np.int64],
+        queries: int,
+    ) -> DensePairs | None:
+        """The batch's pairs as a bitmap (`DensePairs`), once asked about as many keys
+        as would build its hash index, and if it has that shape (decided once)."""
+        if self.dense is None:
+            self.dense_asked += queries
+            n = len(diffs)
+            if n >= _MIN_INDEXED and self.dense_asked >= n * _ASKED_PER_ENTRY:
+                self.dense = DensePairs.of(columns, times, diffs) or False
+        return self.dense if isinstance(self.dense, DensePairs) else None
 
 
 def _first_rows(hashes: Hashes, keys: Sequence[Column]) -> tuple[Index, Index]:
