@@ -21,6 +21,7 @@ from collections.abc import Sequence
 FEW = 32  # rows at or below which consolidation and hashing run in Python
 
 _MASK64 = (1 << 64) - 1
+_MOD, _HALF = 1 << 64, 1 << 63
 _SEED = 0x2545F4914F6CDD1D
 _MIX = 0x9E3779B97F4A7C15
 _FINAL = 0xBF58476D1CE4E5B9
@@ -66,3 +67,12 @@ def mixed_hash(columns: Sequence[list[int]], n: int) -> list[int]:
         acc ^= acc >> 29
         out.append(acc >> 20)
     return out
+
+
+def key_hashes(rows: Sequence[tuple[int, ...]], identity: bool) -> list[int]:
+    """`differential.trace.batch.key_hash` of integer keys given as Python rows:
+    the key itself as an int64 (`identity`: one column), else their mixed hash."""
+    if identity:
+        return [k if k < _HALF else k - _MOD for k, in rows]
+    columns = [[value & _MASK64 for value in column] for column in zip(*rows, strict=True)]
+    return mixed_hash(columns, len(rows))

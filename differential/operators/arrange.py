@@ -209,7 +209,7 @@ class ArrangeOp(BatchesArranged):
         return self.queue.has(time)
 
     def step(self, time: Time) -> None:
-        self._seal()
+        self.seal()
         updates = self.queue.pop(time)
         if updates is None:
             return
@@ -223,7 +223,7 @@ class ArrangeOp(BatchesArranged):
             self._pending_batch = _arrange(self.pending_updates, self.key_arity, self.pending_time)
         return self._pending_batch
 
-    def _seal(self) -> None:
+    def seal(self) -> None:
         """Move the current time's updates behind the trace, still unarranged if unread."""
         if self.pending_updates is not None:
             assert self.pending_time is not None
@@ -234,6 +234,15 @@ class ArrangeOp(BatchesArranged):
             if len(self.deferred) > _DEFERRED:  # a stream nobody reads: bound what waits
                 self._coalesce()
             self.pending_updates, self.pending_time, self._pending_batch = None, None, None
+
+    def defer(self, updates: Updates, first: Time, latest: Time) -> None:
+        """Updates at times from `first` to `latest`, all after every update held,
+        moved behind the trace unarranged as `seal` moves one time's (fused rounds)."""
+        self.seal()
+        self.deferred.append((updates, first))
+        self._deferred_latest = join_times(self._deferred_latest, latest)
+        if len(self.deferred) > _DEFERRED:
+            self._coalesce()
 
     def _coalesce(self) -> None:
         """Concatenate the deferred parts into one, or arrange them once they are many."""
@@ -312,7 +321,7 @@ class ArrangeOp(BatchesArranged):
         return len(self.spine) + deferred + pending
 
     def advance(self, epoch: int) -> None:
-        self._seal()
+        self.seal()
         self.spine.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
 
     def arranged_size(self) -> tuple[int, int]:

@@ -22,32 +22,86 @@ Columns = tuple[Column, ...]
 ColumnFn = Callable[[Columns], Sequence[Column]]
 MaskFn = Callable[[Columns], npt.NDArray[np.bool_]]
 ExpandFn = Callable[[Columns], tuple[npt.NDArray[np.intp], Sequence[Column]]]
+Row = tuple[object, ...]
+Rows = Callable[[list[Row]], list[Row]]
+
+
+class Edge:
+    """A map's receiver: sends `fn(updates)` on to `out`; `rows` is the same map on
+    Python rows of multiplicity one, when it has one."""
+
+    __slots__ = ("fn", "out", "rows")
+
+    def __init__(self, fn: Callable[[Updates], Updates], out: Stream, rows: Rows | None) -> None:
+        self.fn = fn
+        self.out = out
+        self.rows = rows
+
+    def __call__(self, updates: Updates) -> None:
+        self.out.send(self.fn(updates))
+
+
+class Leave(Edge):
+    """`leave`'s receiver: its output is in the parent scope, which runs only once
+    the nested scope is quiet, so what it sends may wait until then."""
+
+
+class Feedback(Edge):
+    """A variable's receiver of its result: sends it on to the variable's stream one
+    iteration later (the back edge of an iteration scope)."""
+
+    def __init__(self, variable: Stream) -> None:
+        step = np.zeros((variable.scope.depth, 1), dtype=np.int64)
+        step[-1, 0] = 1
+        super().__init__(lambda u: u.with_times(u.times + step), variable, None)
 
 
 def map_updates(
-    stream: Stream, fn: Callable[[Updates], Updates], dtypes: Sequence[np.dtype], name: str = ""
+    stream: Stream,
+    fn: Callable[[Updates], Updates],
+    dtypes: Sequence[np.dtype],
+    name: str = "",
+    rows: Rows | None = None,
 ) -> Stream:
-    """The stream of `fn(updates)`; `fn` must be linear and keep times unchanged."""
+    """The stream of `fn(updates)`; `fn` must be linear and keep times unchanged.
+    `rows`, if given, is `fn` on rows of multiplicity one."""
     out = Stream(stream.scope, dtypes, name or stream.name, upstream=[stream])
-    stream.connect(lambda u: out.send(fn(u)))
+    stream.connect(Edge(fn, out, rows))
     return out
 
 
-def map_columns(stream: Stream, fn: ColumnFn, dtypes: Sequence[np.dtype]) -> Stream:
+def map_columns(
+    stream: Stream, fn: ColumnFn, dtypes: Sequence[np.dtype], rows: Rows | None = None
+) -> Stream:
     """Replace each update's data by `fn(columns)` (same number of rows)."""
-    return map_updates(stream, lambda u: u.with_columns(fn(u.columns)), dtypes)
+    return map_updates(stream, lambda u: u.with_columns(fn(u.columns)), dtypes, rows=rows)
 
 
 def project(stream: Stream, indices: Sequence[int]) -> Stream:
     """Keep (and reorder, or repeat) the columns at `indices`."""
     idx = list(indices)
     dtypes = [stream.dtypes[i] for i in idx]
-    return map_columns(stream, lambda cols: [cols[i] for i in idx], dtypes)
+
+    def pick(rows: list[Row]) -> list[Row]:
+        return [tuple(row[i] for i in idx) for row in rows]
+
+    return map_columns(stream, lambda cols: [cols[i] for i in idx], dtypes, pick)
 
 
-def filter_rows(stream: Stream, predicate: MaskFn) -> Stream:
-    """Keep the updates whose columns satisfy `predicate` (a vectorized mask)."""
-    return map_updates(stream, lambda u: u.select(predicate(u.columns)), stream.dtypes)
+def filter_rows(
+    stream: Stream, predicate: MaskFn, holds: Callable[[Row], bool] | None = None
+) -> Stream:
+    """Keep the updates whose columns satisfy `predicate` (a vectorized mask);
+    `holds`, if given, is `predicate` for one row."""
+
+    def keep(rows: list[Row]) -> list[Row]:
+        assert holds is not None
+        return [row for row in rows if holds(row)]
+
+    def select(u: Updates) -> Updates:
+        return u.select(predicate(u.columns))
+
+    return map_updates(stream, select, stream.dtypes, rows=None if holds is None else keep)
 
 
 def flat_map(stream: Stream, fn: ExpandFn, dtypes: Sequence[np.dtype]) -> Stream:
@@ -93,5 +147,5 @@ def leave(stream: Stream) -> Stream:
     outer = stream.scope.parent
     assert outer is not None, "leave needs a nested scope"
     out = Stream(outer, stream.dtypes, stream.name, upstream=[stream])
-    stream.connect(lambda u: out.send(u.with_times(u.times[:-1])))
+    stream.connect(Leave(lambda u: u.with_times(u.times[:-1]), out, None))
     return out

@@ -285,7 +285,11 @@ class KeySet:
         Each key is placed as soon as it is found absent, so a repeat later in the
         same call finds it present.
         """
-        rows = python_rows(keys, len(hashes))
+        return self.admit_rows(hashes, python_rows(keys, len(hashes)))
+
+    def admit_rows(self, hashes: list[int], rows: list[tuple[object, ...]]) -> list[int]:
+        """`admit` for keys given as Python rows with their hashes: the positions of
+        the rows added, one per key (a repeat later in the list finds it present)."""
         self._reserve(len(hashes))
         table, added = self.table, []
         for row, (h, key) in enumerate(zip(hashes, rows, strict=True)):
