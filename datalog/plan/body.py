@@ -33,21 +33,13 @@ from datalog.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
 from datalog.plan.sources import Sources
 from datalog.plan.wcoj import JoinPlan, delta_query
-from datalog.row_terms import row_term, row_test
+from datalog.row_terms import row_filter, row_map
 from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Arranged, ArrangeOp
 from differential.operators.join import JoinOp
-from differential.operators.linear import (
-    Row,
-    Rows,
-    concat,
-    filter_rows,
-    map_updates,
-    negate,
-    project,
-)
+from differential.operators.linear import concat, filter_rows, map_updates, negate, project
 from differential.operators.reduce import ReduceOp, distinct
 
 
@@ -292,8 +284,8 @@ class BodyCompiler:
         def mask(cols: tuple[np.ndarray, ...]) -> np.ndarray:
             return holds(cols, len(cols[0]))
 
-        test = row_test(cmp, binding.vars, self.types)
-        return Binding(filter_rows(binding.stream, mask, test), binding.vars)
+        rows = row_filter(cmp, binding.vars, self.types)
+        return Binding(filter_rows(binding.stream, mask, rows), binding.vars)
 
     def _filter_unit(self, binding: Binding, cmp: Comparison) -> Binding:
         types, symbols = self.types, self.symbols
@@ -314,7 +306,7 @@ class BodyCompiler:
             out = u.with_columns((*u.columns, values))
             return out if valid is None else out.select(valid)
 
-        rows = _row_map(binding.vars, [expr], [kind], self.types, keep=True)
+        rows = row_map([expr], [kind], binding.vars, self.types, keep=True)
         dtypes = (*binding.stream.dtypes, np.dtype(DTYPES[kind]))
         self.notes.append(f"compute {name}")
         stream = map_updates(binding.stream, extend, dtypes, rows=rows)
@@ -350,34 +342,8 @@ class BodyCompiler:
             return out if valid is None else out.select(valid)
 
         dtypes = [np.dtype(DTYPES[k]) for k in kinds]
-        rows = _row_map(binding.vars, args, kinds, self.types, keep=False)
+        rows = row_map(args, kinds, binding.vars, self.types, keep=False)
         return map_updates(binding.stream, build, dtypes, rows=rows)
-
-
-def _row_map(
-    names: Sequence[str],
-    exprs: Sequence[Term],
-    kinds: Sequence[ColumnType],
-    types: Mapping[str, ColumnType],
-    keep: bool,
-) -> Rows | None:
-    """The rows form of a head (`keep` False: the expressions' values) or of a
-    binding (`keep`: the row extended by them); rows where one has no value drop.
-    None when an expression has no row form (`datalog.row_terms`)."""
-    terms = [row_term(e, names, types, k) for e, k in zip(exprs, kinds, strict=True)]
-    compiled = [t for t in terms if t is not None]
-    if len(compiled) < len(terms):
-        return None
-
-    def apply(rows: list[Row]) -> list[Row]:
-        out = []
-        for row in rows:
-            values = tuple(term(row) for term in compiled)
-            if None not in values:
-                out.append((*row, *values) if keep else values)
-        return out
-
-    return apply
 
 
 UNIT = "__unit__"

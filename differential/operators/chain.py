@@ -39,7 +39,7 @@ from differential import small
 from differential.batch import Updates, integral, python_rows
 from differential.dataflow import Receiver, Scope, Stream, check_budget
 from differential.operators.arrange import ArrangeOp
-from differential.operators.linear import Edge, Feedback, Leave, Row, Rows
+from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
 from differential.operators.reduce import ReduceOp, distinct
 from differential.time import Time
 from differential.trace.cursor import columns_of
@@ -47,16 +47,25 @@ from differential.trace.cursor import columns_of
 Fused = Callable[[Time], bool]
 
 
+Path = list[RowMap]  # the row forms along one way from the variable to the distinct
+_BUDGET_ROUNDS = 1024  # rounds between two checks of the time budget
+
+
 class Chain:
     """A distinct fed back to itself through linear edges with row forms."""
 
     def __init__(
-        self, scope: Scope, reduce: ReduceOp, arrange: ArrangeOp, rows: Rows, leaves: list[Edge]
+        self,
+        scope: Scope,
+        reduce: ReduceOp,
+        arrange: ArrangeOp,
+        paths: list[Path],
+        leaves: list[Edge],
     ) -> None:
         self.scope = scope
         self.reduce = reduce
         self.arrange = arrange
-        self.rows = rows  # the variable's rows -> the rows reaching the distinct's input
+        self.paths = paths
         self.leaves = leaves
         self.others = [op for op in scope.operators if op is not reduce and op is not arrange]
         self.identity = arrange.key_arity == 1
@@ -67,29 +76,40 @@ class Chain:
         if start is None:
             return False
         rows, diffs = start
-        inputs = _Record()
-        outputs = _Record()
         seen = self.reduce.seen
         assert seen is not None
-        depth = len(time) - 1
+        inputs, outputs = _Rounds(time), _Rounds(time)
         while True:
-            check_budget()
-            self.scope.steps += 1
-            inputs.add(rows, time, diffs)
+            if not len(inputs.counts) % _BUDGET_ROUNDS:
+                check_budget()
+            inputs.add(rows)
             added = seen.admit_rows(small.key_hashes(rows, self.identity), rows)  # type: ignore[arg-type]
-            fresh = [rows[i] for i in added]
-            outputs.add(fresh, time, [1] * len(fresh))
-            rows = self.rows(fresh) if fresh else []
-            time = (*time[:depth], time[depth] + 1)
+            fresh = rows if len(added) == len(rows) else [rows[i] for i in added]
+            outputs.add(fresh)
+            rows = self._images(fresh)
             if not rows or len(rows) > small.FEW:
                 break
-            diffs = [1] * len(rows)
-        self._flush(inputs, outputs)
+        self.scope.steps += len(inputs.counts)
+        self._flush(inputs, outputs, diffs)
         if rows:  # too many for rows: the scheduler takes them from here
-            ones = [1] * len(rows)
-            self.arrange.queue.push(_updates(rows, [time] * len(rows), ones, self.arrange.dtypes))
+            later = inputs.time(len(inputs.counts))
+            times, ones = [later] * len(rows), [1] * len(rows)
+            self.arrange.queue.push(_updates(rows, times, ones, self.arrange.dtypes))
         return True
 
+    def _images(self, rows: list[Row]) -> list[Row]:
+        """What `rows` of the distinct's output send to its input one round later."""
+        out = []
+        for row in rows:
+            for path in self.paths:
+                image: Row | None = row
+                for stage in path:
+                    image = stage(image)
+                    if image is None:
+                        break
+                else:
+                    out.append(image)
+        return out
     def _start(self, time: Time) -> tuple[list[Row], list[int]] | None:
         """The first round's rows and diffs, when the fused rounds apply at `time`."""
         arrange, reduce = self.arrange, self.reduce
@@ -112,32 +132,44 @@ class Chain:
         del queue[time]
         return rows, diffs
 
-    def _flush(self, inputs: _Record, outputs: _Record) -> None:
+    def _flush(self, inputs: _Rounds, outputs: _Rounds, first_diffs: list[int]) -> None:
         """Hand the rounds' updates to the operators, as their own rounds would have."""
         dtypes = self.arrange.dtypes
-        self.arrange.defer(inputs.updates(dtypes), inputs.times[0], inputs.times[-1])
+        diffs = first_diffs + [1] * (len(inputs.rows) - len(first_diffs))
+        self.arrange.defer(inputs.updates(dtypes, diffs), inputs.start, inputs.last())
         if outputs.rows:
-            result = outputs.updates(dtypes)
+            result = outputs.updates(dtypes, [1] * len(outputs.rows))
             self.reduce.grown(result)
             for leave in self.leaves:
                 leave(result)
 
 
-class _Record:
-    """Rows, times and diffs of several rounds, built into one `Updates` at the end."""
+class _Rounds:
+    """The rows of consecutive rounds from `start`, built into one `Updates` at the end."""
 
-    def __init__(self) -> None:
+    def __init__(self, start: Time) -> None:
+        self.start = start
         self.rows: list[Row] = []
-        self.times: list[Time] = []
-        self.diffs: list[int] = []
+        self.counts: list[int] = []  # rows per round
 
-    def add(self, rows: list[Row], time: Time, diffs: list[int]) -> None:
-        self.rows.extend(rows)
-        self.times.extend([time] * len(rows))
-        self.diffs.extend(diffs)
+    def add(self, rows: list[Row]) -> None:
+        self.rows += rows
+        self.counts.append(len(rows))
 
-    def updates(self, dtypes: tuple[np.dtype, ...]) -> Updates:
-        return _updates(self.rows, self.times, self.diffs, dtypes)
+    def time(self, round: int) -> Time:
+        return (*self.start[:-1], self.start[-1] + round)
+
+    def last(self) -> Time:
+        """The time of the last round with rows."""
+        rounds = [r for r, n in enumerate(self.counts) if n]
+        return self.time(rounds[-1])
+
+    def updates(self, dtypes: tuple[np.dtype, ...], diffs: list[int]) -> Updates:
+        columns = tuple(columns_of(self.rows, dtypes))
+        iterations = np.repeat(np.arange(len(self.counts)), self.counts) + self.start[-1]
+        prefix = np.array(self.start[:-1], dtype=np.int64).reshape(-1, 1)
+        times = np.vstack([np.repeat(prefix, len(self.rows), axis=1), iterations[None, :]])
+        return Updates(columns, times.astype(np.int64), np.array(diffs, dtype=np.int64))
 
 
 def _updates(
@@ -168,38 +200,36 @@ def _chain_at(scope: Scope, op: object) -> Chain | None:
     leaves = [r for r in op.output.receivers if isinstance(r, Leave)]
     if len(feedback) != 1 or len(feedback) + len(leaves) != len(op.output.receivers):
         return None
-    rows = _rows_into(feedback[0].out, arrange.queue.push)
-    if rows is None or not arrange.key_arity or not integral_dtypes(arrange.dtypes):
+    paths = _paths_into(feedback[0].out, arrange.queue.push)
+    if paths is None or not arrange.key_arity or not integral_dtypes(arrange.dtypes):
         return None
-    return Chain(scope, op, arrange, rows, list(leaves))
+    return Chain(scope, op, arrange, paths, list(leaves))
 
 
 def integral_dtypes(dtypes: tuple[np.dtype, ...]) -> bool:
     return integral([np.empty(0, dtype=d) for d in dtypes])
 
 
-def _rows_into(stream: Stream, target: Receiver) -> Rows | None:
-    """What rows sent on `stream` send to `target`, through row-form edges and
-    concatenations only (None: another receiver is on the way)."""
-    paths: list[Rows] = []
+def _paths_into(stream: Stream, target: Receiver) -> list[Path] | None:
+    """The ways rows sent on `stream` reach `target`, each the row forms met on it
+    (None: a receiver on the way has no row form)."""
+    paths: list[Path] = []
     for receiver in stream.receivers:
         if receiver == target:
-            paths.append(_same)
+            paths.append([])
             continue
         onward = _onward(receiver)
         if onward is None:
             return None
-        first, out = onward
-        rest = _rows_into(out, target)
+        stage, out = onward
+        rest = _paths_into(out, target)
         if rest is None:
             return None
-        paths.append(rest if first is None else _then(first, rest))
-    if len(paths) == 1:
-        return paths[0]
-    return lambda rows: [row for path in paths for row in path(rows)]
+        paths.extend([stage, *path] if stage is not same else path for path in rest)
+    return paths
 
 
-def _onward(receiver: Receiver) -> tuple[Rows | None, Stream] | None:
+def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
     """A receiver's row form (None: it passes rows unchanged) and output stream."""
     if isinstance(receiver, Edge):
         if receiver.rows is None or isinstance(receiver, Leave | Feedback):
@@ -207,13 +237,5 @@ def _onward(receiver: Receiver) -> tuple[Rows | None, Stream] | None:
         return receiver.rows, receiver.out
     concatenated = getattr(receiver, "__self__", None)  # `concat` connects `Stream.send`
     if isinstance(concatenated, Stream) and receiver == concatenated.send:
-        return None, concatenated
+        return same, concatenated
     return None
-
-
-def _same(rows: list[Row]) -> list[Row]:
-    return rows
-
-
-def _then(first: Rows, rest: Rows) -> Rows:
-    return lambda rows: rest(first(rows))

@@ -10,6 +10,7 @@ an iteration coordinate (0) and `leave` drops it.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -23,7 +24,7 @@ ColumnFn = Callable[[Columns], Sequence[Column]]
 MaskFn = Callable[[Columns], npt.NDArray[np.bool_]]
 ExpandFn = Callable[[Columns], tuple[npt.NDArray[np.intp], Sequence[Column]]]
 Row = tuple[object, ...]
-Rows = Callable[[list[Row]], list[Row]]
+RowMap = Callable[[Row], Row | None]
 
 
 class Edge:
@@ -32,7 +33,7 @@ class Edge:
 
     __slots__ = ("fn", "out", "rows")
 
-    def __init__(self, fn: Callable[[Updates], Updates], out: Stream, rows: Rows | None) -> None:
+    def __init__(self, fn: Callable[[Updates], Updates], out: Stream, rows: RowMap | None) -> None:
         self.fn = fn
         self.out = out
         self.rows = rows
@@ -61,7 +62,7 @@ def map_updates(
     fn: Callable[[Updates], Updates],
     dtypes: Sequence[np.dtype],
     name: str = "",
-    rows: Rows | None = None,
+    rows: RowMap | None = None,
 ) -> Stream:
     """The stream of `fn(updates)`; `fn` must be linear and keep times unchanged.
     `rows`, if given, is `fn` on rows of multiplicity one."""
@@ -71,7 +72,7 @@ def map_updates(
 
 
 def map_columns(
-    stream: Stream, fn: ColumnFn, dtypes: Sequence[np.dtype], rows: Rows | None = None
+    stream: Stream, fn: ColumnFn, dtypes: Sequence[np.dtype], rows: RowMap | None = None
 ) -> Stream:
     """Replace each update's data by `fn(columns)` (same number of rows)."""
     return map_updates(stream, lambda u: u.with_columns(fn(u.columns)), dtypes, rows=rows)
@@ -81,27 +82,34 @@ def project(stream: Stream, indices: Sequence[int]) -> Stream:
     """Keep (and reorder, or repeat) the columns at `indices`."""
     idx = list(indices)
     dtypes = [stream.dtypes[i] for i in idx]
-
-    def pick(rows: list[Row]) -> list[Row]:
-        return [tuple(row[i] for i in idx) for row in rows]
-
-    return map_columns(stream, lambda cols: [cols[i] for i in idx], dtypes, pick)
+    return map_columns(stream, lambda cols: [cols[i] for i in idx], dtypes, _picking(idx, stream.arity))
 
 
-def filter_rows(
-    stream: Stream, predicate: MaskFn, holds: Callable[[Row], bool] | None = None
-) -> Stream:
+def _picking(idx: list[int], arity: int) -> RowMap:
+    """`project`'s row form."""
+    if idx == list(range(arity)):
+        return same
+    if len(idx) > 1:
+        return operator.itemgetter(*idx)
+    if idx:
+        at = idx[0]
+        return lambda row: (row[at],)
+    return lambda row: ()
+
+
+def same(row: Row) -> Row:
+    """The row form of a map that keeps its rows as they are."""
+    return row
+
+
+def filter_rows(stream: Stream, predicate: MaskFn, rows: RowMap | None = None) -> Stream:
     """Keep the updates whose columns satisfy `predicate` (a vectorized mask);
-    `holds`, if given, is `predicate` for one row."""
-
-    def keep(rows: list[Row]) -> list[Row]:
-        assert holds is not None
-        return [row for row in rows if holds(row)]
+    `rows`, if given, is its row form (the row where it holds, else None)."""
 
     def select(u: Updates) -> Updates:
         return u.select(predicate(u.columns))
 
-    return map_updates(stream, select, stream.dtypes, rows=None if holds is None else keep)
+    return map_updates(stream, select, stream.dtypes, rows=rows)
 
 
 def flat_map(stream: Stream, fn: ExpandFn, dtypes: Sequence[np.dtype]) -> Stream:
