@@ -16,7 +16,7 @@ ADR 0012 records the threshold and the figures.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 FEW = 32  # rows at or below which consolidation and hashing run in Python
 
@@ -69,10 +69,9 @@ def mixed_hash(columns: Sequence[list[int]], n: int) -> list[int]:
     return out
 
 
-def key_hashes(rows: Sequence[tuple[int, ...]], identity: bool) -> list[int]:
-    """`differential.trace.batch.key_hash` of integer keys given as Python rows:
-    the key itself as an int64 (`identity`: one column), else their mixed hash."""
+def row_hash(identity: bool) -> Callable[[tuple[int, ...]], int]:
+    """`differential.trace.batch.key_hash` of one integer key given as a Python row:
+    the key itself as an int64 (`identity`: one column), else its mixed hash."""
     if identity:
-        return [k if k < _HALF else k - _MOD for k, in rows]
-    columns = [[value & _MASK64 for value in column] for column in zip(*rows, strict=True)]
-    return mixed_hash(columns, len(rows))
+        return lambda row: row[0] if row[0] < _HALF else row[0] - _MOD
+    return lambda row: mixed_hash([[value & _MASK64] for value in row], 1)[0]

@@ -36,12 +36,13 @@ from collections.abc import Callable
 import numpy as np
 
 from differential import small
-from differential.batch import Updates, integral, python_rows
+from differential.batch import Column, Diffs, Updates, integral, python_rows
 from differential.dataflow import Receiver, Scope, Stream, check_budget
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
 from differential.operators.reduce import ReduceOp, distinct
-from differential.time import Time
+from differential.time import Time, Times, column
+from differential.trace.batch import key_hash
 from differential.trace.cursor import columns_of
 
 Fused = Callable[[Time], bool]
@@ -49,6 +50,7 @@ Fused = Callable[[Time], bool]
 
 Path = list[RowMap]  # the row forms along one way from the variable to the distinct
 _BUDGET_ROUNDS = 1024  # rounds between two checks of the time budget
+_HANDOVER = 4096  # new keys at which the rounds so far are handed to the operators
 
 
 class Chain:
@@ -68,7 +70,7 @@ class Chain:
         self.paths = paths
         self.leaves = leaves
         self.others = [op for op in scope.operators if op is not reduce and op is not arrange]
-        self.identity = arrange.key_arity == 1
+        self.hash_of = small.row_hash(arrange.key_arity == 1)
 
     def run(self, time: Time) -> bool:
         """Run the rounds from `time` fused, if it applies (else False, nothing done)."""
@@ -76,40 +78,50 @@ class Chain:
         if start is None:
             return False
         rows, diffs = start
-        seen = self.reduce.seen
-        assert seen is not None
-        inputs, outputs = _Rounds(time), _Rounds(time)
+        rounds = _Rounds(time, diffs)
         while True:
-            if not len(inputs.counts) % _BUDGET_ROUNDS:
+            if not rounds.iteration() % _BUDGET_ROUNDS:
                 check_budget()
-            inputs.add(rows)
-            added = seen.admit_rows(small.key_hashes(rows, self.identity), rows)  # type: ignore[arg-type]
-            fresh = rows if len(added) == len(rows) else [rows[i] for i in added]
-            outputs.add(fresh)
-            rows = self._images(fresh)
+            rows = self._images(self._admit(rows, rounds))
             if not rows or len(rows) > small.FEW:
                 break
-        self.scope.steps += len(inputs.counts)
-        self._flush(inputs, outputs, diffs)
+            if len(rounds.outputs) >= _HANDOVER:
+                self._hand_over(rounds)
+                rounds = _Rounds(rounds.next_time(), None)
+        self._hand_over(rounds)
         if rows:  # too many for rows: the scheduler takes them from here
-            later = inputs.time(len(inputs.counts))
-            times, ones = [later] * len(rows), [1] * len(rows)
-            self.arrange.queue.push(_updates(rows, times, ones, self.arrange.dtypes))
+            ones = np.ones(len(rows), dtype=np.int64)
+            times = column(rounds.next_time(), len(rows))
+            self.arrange.queue.push(Updates(_columns(rows, self.arrange.dtypes), times, ones))
         return True
+
+    def _admit(self, rows: list[Row], rounds: _Rounds) -> list[Row]:
+        """The round's rows that are new to the distinct's output (once each); both
+        recorded in `rounds`."""
+        seen, hash_of, admitted = self.reduce.seen, self.hash_of, rounds.admitted
+        assert seen is not None
+        fresh = []
+        for row in rows:
+            if row not in admitted and not seen.holds(hash_of(row), row):  # type: ignore[arg-type]
+                admitted.add(row)
+                fresh.append(row)
+        rounds.add(rows, fresh)
+        return fresh
 
     def _images(self, rows: list[Row]) -> list[Row]:
         """What `rows` of the distinct's output send to its input one round later."""
-        out = []
+        out: list[Row] = []
         for row in rows:
             for path in self.paths:
                 image: Row | None = row
                 for stage in path:
-                    image = stage(image)
+                    image = stage(image)  # type: ignore[arg-type]  # None breaks out
                     if image is None:
                         break
                 else:
-                    out.append(image)
+                    out.append(image)  # type: ignore[arg-type]
         return out
+
     def _start(self, time: Time) -> tuple[list[Row], list[int]] | None:
         """The first round's rows and diffs, when the fused rounds apply at `time`."""
         arrange, reduce = self.arrange, self.reduce
@@ -132,53 +144,73 @@ class Chain:
         del queue[time]
         return rows, diffs
 
-    def _flush(self, inputs: _Rounds, outputs: _Rounds, first_diffs: list[int]) -> None:
-        """Hand the rounds' updates to the operators, as their own rounds would have."""
+    def _hand_over(self, rounds: _Rounds) -> None:
+        """Give the operators the rounds' updates, as their own steps would have: the
+        input deferred in the arrangement, the new keys admitted to the distinct's key
+        set and its output recorded, and sent to the parent scope."""
         dtypes = self.arrange.dtypes
-        diffs = first_diffs + [1] * (len(inputs.rows) - len(first_diffs))
-        self.arrange.defer(inputs.updates(dtypes, diffs), inputs.start, inputs.last())
-        if outputs.rows:
-            result = outputs.updates(dtypes, [1] * len(outputs.rows))
-            self.reduce.grown(result)
-            for leave in self.leaves:
-                leave(result)
+        self.scope.steps += len(rounds.input_counts)
+        diffs = rounds.diffs()
+        inputs = Updates(_columns(rounds.inputs, dtypes), rounds.times(True), diffs)
+        self.arrange.defer(inputs, rounds.start, rounds.last_time())
+        if not rounds.outputs:
+            return
+        ones = np.ones(len(rounds.outputs), dtype=np.int64)
+        result = Updates(_columns(rounds.outputs, dtypes), rounds.times(False), ones)
+        seen = self.reduce.seen
+        assert seen is not None
+        added = seen.admit(key_hash(result.columns), result.columns)
+        assert len(added) == len(result), "fused rounds admit each new key once"
+        self.reduce.grown(result)
+        for leave in self.leaves:
+            leave(result)
 
 
 class _Rounds:
-    """The rows of consecutive rounds from `start`, built into one `Updates` at the end."""
+    """Consecutive rounds from `start`: their input rows, the new keys among them,
+    and how many of each per round, until they are handed over as `Updates`."""
 
-    def __init__(self, start: Time) -> None:
+    def __init__(self, start: Time, first_diffs: list[int] | None) -> None:
         self.start = start
-        self.rows: list[Row] = []
-        self.counts: list[int] = []  # rows per round
+        self.first_diffs = first_diffs  # of the first round's input (None: all 1)
+        self.inputs: list[Row] = []
+        self.outputs: list[Row] = []
+        self.input_counts: list[int] = []
+        self.output_counts: list[int] = []
+        self.admitted: set[Row] = set()  # `outputs`, for membership
 
-    def add(self, rows: list[Row]) -> None:
-        self.rows += rows
-        self.counts.append(len(rows))
+    def add(self, rows: list[Row], fresh: list[Row]) -> None:
+        self.inputs += rows
+        self.input_counts.append(len(rows))
+        self.outputs += fresh
+        self.output_counts.append(len(fresh))
 
-    def time(self, round: int) -> Time:
-        return (*self.start[:-1], self.start[-1] + round)
+    def iteration(self) -> int:
+        return self.start[-1] + len(self.input_counts)
 
-    def last(self) -> Time:
-        """The time of the last round with rows."""
-        rounds = [r for r, n in enumerate(self.counts) if n]
-        return self.time(rounds[-1])
+    def next_time(self) -> Time:
+        """The time of the round after the last one."""
+        return (*self.start[:-1], self.iteration())
 
-    def updates(self, dtypes: tuple[np.dtype, ...], diffs: list[int]) -> Updates:
-        columns = tuple(columns_of(self.rows, dtypes))
-        iterations = np.repeat(np.arange(len(self.counts)), self.counts) + self.start[-1]
+    def last_time(self) -> Time:
+        return (*self.start[:-1], self.iteration() - 1)
+
+    def diffs(self) -> Diffs:
+        diffs = np.ones(len(self.inputs), dtype=np.int64)
+        if self.first_diffs is not None:
+            diffs[: len(self.first_diffs)] = self.first_diffs
+        return diffs
+
+    def times(self, inputs: bool) -> Times:
+        """The time column of the inputs, or of the outputs."""
+        counts = self.input_counts if inputs else self.output_counts
+        iterations = np.repeat(np.arange(len(counts), dtype=np.int64), counts) + self.start[-1]
         prefix = np.array(self.start[:-1], dtype=np.int64).reshape(-1, 1)
-        times = np.vstack([np.repeat(prefix, len(self.rows), axis=1), iterations[None, :]])
-        return Updates(columns, times.astype(np.int64), np.array(diffs, dtype=np.int64))
+        return np.vstack([np.repeat(prefix, len(iterations), axis=1), iterations[None, :]])
 
 
-def _updates(
-    rows: list[Row], times: list[Time], diffs: list[int], dtypes: tuple[np.dtype, ...]
-) -> Updates:
-    """Python rows, times and diffs as `Updates` (at least one row)."""
-    columns = tuple(columns_of(rows, dtypes))
-    time_column = np.array(times, dtype=np.int64).T.copy()
-    return Updates(columns, time_column, np.array(diffs, dtype=np.int64))
+def _columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...]:
+    return tuple(columns_of(rows, dtypes))
 
 
 def fused_rounds(scope: Scope) -> Fused | None:

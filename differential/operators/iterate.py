@@ -17,7 +17,6 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from differential.batch import Updates
 from differential.dataflow import Operator, Scope, Stream
 from differential.operators.chain import fused_rounds
 from differential.operators.linear import Feedback

@@ -82,7 +82,9 @@ def project(stream: Stream, indices: Sequence[int]) -> Stream:
     """Keep (and reorder, or repeat) the columns at `indices`."""
     idx = list(indices)
     dtypes = [stream.dtypes[i] for i in idx]
-    return map_columns(stream, lambda cols: [cols[i] for i in idx], dtypes, _picking(idx, stream.arity))
+    return map_columns(
+        stream, lambda cols: [cols[i] for i in idx], dtypes, _picking(idx, stream.arity)
+    )
 
 
 def _picking(idx: list[int], arity: int) -> RowMap:

@@ -273,6 +273,16 @@ class KeySet:
             present[row] = tuple(k[row].item() for k in keys) in self.overflow
         return present, held
 
+    def holds(self, h: int, key: tuple[object, ...]) -> bool:
+        """Whether one key, given as a Python row with its hash, is in the set."""
+        if h != _EMPTY:
+            slot, held = self.table.find_slot(h)
+            if not held:
+                return False  # a key goes to `overflow` only when its hash is held
+            if self.identity or self._stored(self.table.value_at(slot)) == key:
+                return True
+        return key in self.overflow
+
     def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
         """Add the keys not in the set yet (keys may repeat): the rows added, one per key."""
         if len(hashes) <= small.FEW:
@@ -285,11 +295,7 @@ class KeySet:
         Each key is placed as soon as it is found absent, so a repeat later in the
         same call finds it present.
         """
-        return self.admit_rows(hashes, python_rows(keys, len(hashes)))
-
-    def admit_rows(self, hashes: list[int], rows: list[tuple[object, ...]]) -> list[int]:
-        """`admit` for keys given as Python rows with their hashes: the positions of
-        the rows added, one per key (a repeat later in the list finds it present)."""
+        rows = python_rows(keys, len(hashes))
         self._reserve(len(hashes))
         table, added = self.table, []
         for row, (h, key) in enumerate(zip(hashes, rows, strict=True)):
