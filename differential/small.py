@@ -16,6 +16,7 @@ ADR 0012 records the threshold and the figures.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 
 FEW = 32  # rows at or below which consolidation and hashing run in Python
@@ -69,9 +70,12 @@ def mixed_hash(columns: Sequence[list[int]], n: int) -> list[int]:
     return out
 
 
-def row_hash(identity: bool) -> Callable[[tuple[int, ...]], int]:
+def row_hash(identity: bool, signed: bool) -> Callable[[tuple[int, ...]], int]:
     """`differential.trace.batch.key_hash` of one integer key given as a Python row:
-    the key itself as an int64 (`identity`: one column), else its mixed hash."""
+    the key itself as an int64 (`identity`: one column; `signed`: an int64 one),
+    else its mixed hash."""
+    if identity and signed:
+        return operator.itemgetter(0)
     if identity:
         return lambda row: row[0] if row[0] < _HALF else row[0] - _MOD
     return lambda row: mixed_hash([[value & _MASK64] for value in row], 1)[0]

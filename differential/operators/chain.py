@@ -70,7 +70,7 @@ class Chain:
         self.paths = paths
         self.leaves = leaves
         self.others = [op for op in scope.operators if op is not reduce and op is not arrange]
-        self.hash_of = small.row_hash(arrange.key_arity == 1)
+        self.hash_of = small.row_hash(arrange.key_arity == 1, arrange.dtypes[0].kind == "i")
 
     def run(self, time: Time) -> bool:
         """Run the rounds from `time` fused, if it applies (else False, nothing done)."""
@@ -80,14 +80,12 @@ class Chain:
         rows, diffs = start
         rounds = _Rounds(time, diffs)
         while True:
-            if not rounds.iteration() % _BUDGET_ROUNDS:
-                check_budget()
-            rows = self._images(self._admit(rows, rounds))
+            check_budget()
+            rows = self._rounds(rows, rounds)
             if not rows or len(rows) > small.FEW:
                 break
-            if len(rounds.outputs) >= _HANDOVER:
-                self._hand_over(rounds)
-                rounds = _Rounds(rounds.next_time(), None)
+            self._hand_over(rounds)  # `_HANDOVER` new keys: bound what waits
+            rounds = _Rounds(rounds.next_time(), None)
         self._hand_over(rounds)
         if rows:  # too many for rows: the scheduler takes them from here
             ones = np.ones(len(rows), dtype=np.int64)
@@ -95,18 +93,28 @@ class Chain:
             self.arrange.queue.push(Updates(_columns(rows, self.arrange.dtypes), times, ones))
         return True
 
-    def _admit(self, rows: list[Row], rounds: _Rounds) -> list[Row]:
-        """The round's rows that are new to the distinct's output (once each); both
-        recorded in `rounds`."""
-        seen, hash_of, admitted = self.reduce.seen, self.hash_of, rounds.admitted
+    def _rounds(self, rows: list[Row], rounds: _Rounds) -> list[Row]:
+        """Rounds from `rows`, recorded in `rounds`, until none come back, too many
+        do, or `_HANDOVER` keys are new: the rows of the round after the last."""
+        seen = self.reduce.seen
         assert seen is not None
-        fresh = []
-        for row in rows:
-            if row not in admitted and not seen.holds(hash_of(row), row):  # type: ignore[arg-type]
-                admitted.add(row)
-                fresh.append(row)
-        rounds.add(rows, fresh)
-        return fresh
+        holds, hash_of, admitted = seen.holds, self.hash_of, rounds.admitted
+        inputs, outputs = rounds.inputs, rounds.outputs
+        input_counts, output_counts = rounds.input_counts, rounds.output_counts
+        while len(outputs) < _HANDOVER:
+            fresh = []
+            for row in rows:  # the distinct's growing step: keys not in its output yet
+                if row not in admitted and not holds(hash_of(row), row):  # type: ignore[arg-type]
+                    admitted.add(row)
+                    fresh.append(row)
+            inputs += rows
+            input_counts.append(len(rows))
+            outputs += fresh
+            output_counts.append(len(fresh))
+            rows = self._images(fresh)
+            if not rows or len(rows) > small.FEW:
+                break
+        return rows
 
     def _images(self, rows: list[Row]) -> list[Row]:
         """What `rows` of the distinct's output send to its input one round later."""
@@ -179,13 +187,8 @@ class _Rounds:
         self.output_counts: list[int] = []
         self.admitted: set[Row] = set()  # `outputs`, for membership
 
-    def add(self, rows: list[Row], fresh: list[Row]) -> None:
-        self.inputs += rows
-        self.input_counts.append(len(rows))
-        self.outputs += fresh
-        self.output_counts.append(len(fresh))
-
     def iteration(self) -> int:
+        """The iteration after the last round."""
         return self.start[-1] + len(self.input_counts)
 
     def next_time(self) -> Time:
