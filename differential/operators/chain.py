@@ -158,13 +158,16 @@ class Chain:
         set and its output recorded, and sent to the parent scope."""
         dtypes = self.arrange.dtypes
         self.scope.steps += len(rounds.input_counts)
-        diffs = rounds.diffs()
-        inputs = Updates(_columns(rounds.inputs, dtypes), rounds.times(True), diffs)
-        self.arrange.defer(inputs, rounds.start, rounds.last_time())
+        columns = _columns(rounds.inputs, dtypes)
+        times = rounds.times(True)
+        self.arrange.defer(
+            Updates(columns, times, rounds.diffs()), rounds.start, rounds.last_time()
+        )
         if not rounds.outputs:
             return
-        ones = np.ones(len(rounds.outputs), dtype=np.int64)
-        result = Updates(_columns(rounds.outputs, dtypes), rounds.times(False), ones)
+        if len(rounds.outputs) < len(rounds.inputs):  # else every input row was new
+            columns, times = _columns(rounds.outputs, dtypes), rounds.times(False)
+        result = Updates(columns, times, np.ones(len(rounds.outputs), dtype=np.int64))
         seen = self.reduce.seen
         assert seen is not None
         added = seen.admit(key_hash(result.columns), result.columns)
@@ -213,7 +216,11 @@ class _Rounds:
 
 
 def _columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...]:
-    return tuple(columns_of(rows, dtypes))
+    """Rows (at least one) as typed columns: one conversion when all have one type."""
+    if any(d != dtypes[0] for d in dtypes):
+        return tuple(columns_of(rows, dtypes))
+    table = np.array(rows, dtype=dtypes[0]).reshape(len(rows), len(dtypes))
+    return tuple(table[:, i].copy() for i in range(len(dtypes)))
 
 
 def fused_rounds(scope: Scope) -> Fused | None:
