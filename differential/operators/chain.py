@@ -1,7 +1,7 @@
 """Fused rounds: an iteration scope's few-row rounds run as one loop on Python rows.
 
-Layer: differential (operators). Imports `dataflow`, `batch`, `small`, the
-arrange, reduce and linear operators and `trace.cursor`.
+Layer: differential (operators). Imports `dataflow`, `batch`, `small`, `time`, the
+arrange, reduce and linear operators and `trace`.
 
 A recursion like `c(x + 1) :- c(x), x < n.` derives one fact per round for a
 million rounds. Each round the scheduler would find the next time, step the
@@ -9,24 +9,26 @@ distinct's arrangement and the distinct, build an `Updates` per operator and
 evaluate each expression with numpy on one-row arrays: ~190 Python calls for one
 row. Fused rounds do the same work on Python tuples (ADR 0029):
 
-- the scope has one `distinct` (the recursive relation) whose input is arranged
-  by all its columns, whose output feeds only its variable (`Feedback`) and the
-  parent scope (`Leave`), and every path from the variable to the distinct's
+- the scope has a `distinct` (the recursive relation) whose input is arranged by
+  all its integer columns, whose output feeds only its variable (`Feedback`) and
+  the parent scope (`Leave`), and every path from the variable to the distinct's
   input is a chain of maps and filters with a row form (`linear.Edge.rows`) and
   concatenations;
-- a round applies when it is the scope's only work: the arrangement's queue holds
-  one time, nothing else is pending, and the distinct is in its growing state (a
-  key set answers membership, every input so far is an insertion at a time
-  `<=` this one), exactly `ReduceOp._monotone`;
-- then each round admits the round's rows to the key set, maps the new ones
-  through the chain, and goes on one iteration later while at most `small.FEW`
-  rows come back. At the end the rounds' input is deferred in the arrangement
-  and their output recorded in the distinct as one `Updates` each, the output
-  sent to the parent scope, and rows left over queued for the scheduler.
+- the rounds from a time apply when that time is the scope's only work (the
+  arrangement's queue holds it alone, with at most `small.FEW` insertions, and
+  no other operator has work) and the distinct is in its growing state with every
+  input at a time `<=` it: the conditions of `ReduceOp._monotone`;
+- each round keeps the rows whose key is neither in the distinct's key set (a
+  read-only probe) nor new in these rounds, maps them through the paths, and goes
+  on one iteration later while between one and `small.FEW` rows come back;
+- every `_HANDOVER` new keys, and at the end, the rounds are handed to the
+  operators as their own steps would have left them: the input deferred in the
+  arrangement, the new keys admitted to the key set, the output recorded in the
+  distinct and sent to the parent scope (which runs only once this scope is
+  quiet); rows left over go to the arrangement's queue for the scheduler.
 
-Nothing else differs from the operators' own rounds: the same keys admitted,
-the same updates held (only batched differently), so later epochs, retractions
-included, read the same state.
+The operators hold the same updates as after their own rounds (batched
+differently), so later epochs, retractions included, read the same state.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from collections.abc import Callable
 import numpy as np
 
 from differential import small
-from differential.batch import Column, Diffs, Updates, integral, python_rows
+from differential.batch import Column, Diffs, Updates, python_rows
 from differential.dataflow import Receiver, Scope, Stream, check_budget
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
@@ -49,7 +51,6 @@ Fused = Callable[[Time], bool]
 
 
 Path = list[RowMap]  # the row forms along one way from the variable to the distinct
-_BUDGET_ROUNDS = 1024  # rounds between two checks of the time budget
 _HANDOVER = 4096  # new keys at which the rounds so far are handed to the operators
 
 
@@ -233,23 +234,20 @@ def fused_rounds(scope: Scope) -> Fused | None:
 
 
 def _chain_at(scope: Scope, op: object) -> Chain | None:
+    """The chain whose distinct is `op`, if it is one (integer columns: `lists_ok`)."""
     if not (isinstance(op, ReduceOp) and op.reducer is distinct and op.lists_ok):
         return None
     arrange = op.source
     if not isinstance(arrange, ArrangeOp) or len(arrange.dtypes) != arrange.key_arity:
         return None
     feedback = [r for r in op.output.receivers if isinstance(r, Feedback)]
-    leaves = [r for r in op.output.receivers if isinstance(r, Leave)]
+    leaves: list[Edge] = [r for r in op.output.receivers if isinstance(r, Leave)]
     if len(feedback) != 1 or len(feedback) + len(leaves) != len(op.output.receivers):
         return None
     paths = _paths_into(feedback[0].out, arrange.queue.push)
-    if paths is None or not arrange.key_arity or not integral_dtypes(arrange.dtypes):
+    if paths is None or not arrange.key_arity:
         return None
-    return Chain(scope, op, arrange, paths, list(leaves))
-
-
-def integral_dtypes(dtypes: tuple[np.dtype, ...]) -> bool:
-    return integral([np.empty(0, dtype=d) for d in dtypes])
+    return Chain(scope, op, arrange, paths, leaves)
 
 
 def _paths_into(stream: Stream, target: Receiver) -> list[Path] | None:
@@ -272,11 +270,10 @@ def _paths_into(stream: Stream, target: Receiver) -> list[Path] | None:
 
 
 def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
-    """A receiver's row form (None: it passes rows unchanged) and output stream."""
+    """A receiver's row form (`same` for a concatenation) and output stream; None
+    when it has no row form (a stateful operator, a map without one, a back edge)."""
     if isinstance(receiver, Edge):
-        if receiver.rows is None or isinstance(receiver, Leave | Feedback):
-            return None
-        return receiver.rows, receiver.out
+        return None if receiver.rows is None else (receiver.rows, receiver.out)
     concatenated = getattr(receiver, "__self__", None)  # `concat` connects `Stream.send`
     if isinstance(concatenated, Stream) and receiver == concatenated.send:
         return same, concatenated
