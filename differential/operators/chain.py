@@ -33,6 +33,7 @@ differently), so later epochs, retractions included, read the same state.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -171,8 +172,11 @@ class Chain:
         result = Updates(columns, times, np.ones(len(rounds.outputs), dtype=np.int64))
         seen = self.reduce.seen
         assert seen is not None
-        added = seen.admit(key_hash(result.columns), result.columns)
-        assert len(added) == len(result), "fused rounds admit each new key once"
+        if seen.identity:
+            seen.admit_absent(key_hash(result.columns), result.columns)
+        else:
+            added = seen.admit(key_hash(result.columns), result.columns)
+            assert len(added) == len(result), "fused rounds admit each new key once"
         self.reduce.grown(result)
         for leave in self.leaves:
             leave(result)
@@ -220,8 +224,9 @@ def _columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...
     """Rows (at least one) as typed columns: one conversion when all have one type."""
     if any(d != dtypes[0] for d in dtypes):
         return tuple(columns_of(rows, dtypes))
-    table = np.array(rows, dtype=dtypes[0]).reshape(len(rows), len(dtypes))
-    return tuple(table[:, i].copy() for i in range(len(dtypes)))
+    n, k = len(rows), len(dtypes)
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtypes[0], count=n * k)
+    return tuple(flat[i::k].copy() for i in range(k)) if k > 1 else (flat,)
 
 
 def fused_rounds(scope: Scope) -> Fused | None:

@@ -315,6 +315,16 @@ class KeySet:
                 added.append(row)
         return added
 
+    def admit_absent(self, hashes: Hashes, keys: Sequence[Column]) -> None:
+        """Add distinct keys known to be absent (`holds` said so) to a set whose hash
+        is the key (`identity`): no probe, no check for repeats."""
+        assert self.identity
+        free = hashes != _EMPTY
+        if not free.all():  # the free-slot marker itself waits in `overflow`
+            self.overflow.update((k,) for k in keys[0][~free].tolist())
+            hashes, keys = hashes[free], [k[free] for k in keys]
+        self._store_new(hashes, keys)
+
     def _stored(self, at: int) -> tuple[object, ...]:
         return tuple(stored[at].item() for stored in self._store)
 

@@ -135,3 +135,19 @@ def test_a_long_chain_hands_over_in_chunks_and_retracts() -> None:
     db.retract("c", [(0, 0)])  # what stays is (1_000, 9)'s chain
     assert len(db.query("c(x, y)")) == 1_001
     assert +sub == Counter(tuple(r) for r in db.query("c(x, y)"))
+
+
+def test_a_chain_wraps_around_through_the_smallest_integer() -> None:
+    """`x + 1` wraps like int64, and the smallest int64 (the key set's free-slot
+    marker) is a key like any other, fused or not."""
+    program = (
+        ".decl c(x: number)\nc(9223372036854775800).\nc(x + 1) :- c(x), x != -9223372036854775800."
+    )
+    answers = []
+    for fused in (True, False):
+        with fusion(fused):
+            db = Database()
+            db.define(program)
+            answers.append(sorted(db.query("c(x)")))
+    assert answers[0] == answers[1]
+    assert len(answers[0]) == 17 and (-(2**63),) in answers[0]
