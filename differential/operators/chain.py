@@ -49,30 +49,65 @@ from differential.trace.batch import key_hash
 from differential.trace.cursor import columns_of
 
 Fused = Callable[[Time], bool]
-
-
-Path = list[RowMap]  # the row forms along one way from the variable to the distinct
+Path = list[RowMap]  # the row forms along one way from a variable to a distinct
 _HANDOVER = 4096  # new keys at which the rounds so far are handed to the operators
 
 
-class Chain:
-    """A distinct fed back to itself through linear edges with row forms."""
+class _Relation:
+    """A recursive relation of the scope: its distinct, the arrangement of the
+    distinct's input, and the ways its variable's rows reach the relations' inputs
+    (each a path and the index of the relation it ends at)."""
 
-    def __init__(
-        self,
-        scope: Scope,
-        reduce: ReduceOp,
-        arrange: ArrangeOp,
-        paths: list[Path],
-        leaves: list[Edge],
-    ) -> None:
-        self.scope = scope
+    def __init__(self, reduce: ReduceOp, arrange: ArrangeOp, leaves: list[Edge]) -> None:
         self.reduce = reduce
         self.arrange = arrange
-        self.paths = paths
         self.leaves = leaves
-        self.others = [op for op in scope.operators if op is not reduce and op is not arrange]
+        self.paths: list[tuple[Path, int]] = []
         self.hash_of = small.row_hash(arrange.key_arity == 1, arrange.dtypes[0].kind == "i")
+
+    def admitter(self, rounds: _Rounds) -> Callable[[list[Row]], list[Row]]:
+        """The distinct's growing step for one round's rows, recorded in `rounds`: the
+        rows whose key is neither in its output (a probe of its key set) nor new in
+        these rounds, once each."""
+        seen = self.reduce.seen
+        assert seen is not None
+        holds, hash_of, admitted = seen.holds, self.hash_of, rounds.admitted
+        take, taken = rounds.inputs.extend, rounds.input_counts.append
+        keep, kept = rounds.outputs.extend, rounds.output_counts.append
+
+        def admit(rows: list[Row]) -> list[Row]:
+            fresh = []
+            for row in rows:
+                if row not in admitted and not holds(hash_of(row), row):  # type: ignore[arg-type]
+                    admitted.add(row)
+                    fresh.append(row)
+            take(rows)
+            taken(len(rows))
+            keep(fresh)
+            kept(len(fresh))
+            return fresh
+
+        return admit
+
+    def growing_at(self, time: Time) -> bool:
+        """Whether the distinct may take the growing step at `time` and later (its
+        other conditions, positive diffs, are the rows')."""
+        reduce = self.reduce
+        if reduce.seen is None or reduce.scheduled or not set(self.arrange.queue.buckets) <= {time}:
+            return False
+        self.arrange.seal()
+        return self.arrange.history_before(time)
+
+
+class Chain:
+    """Distincts fed back to themselves (and each other) through linear edges with
+    row forms: the recursive relations of one iteration scope."""
+
+    def __init__(self, scope: Scope, relations: list[_Relation]) -> None:
+        self.scope = scope
+        self.relations = relations
+        own = {id(op) for r in relations for op in (r.reduce, r.arrange)}
+        self.others = [op for op in scope.operators if id(op) not in own]
 
     def run(self, time: Time) -> bool:
         """Run the rounds from `time` fused, if it applies (else False, nothing done)."""
@@ -80,106 +115,131 @@ class Chain:
         if start is None:
             return False
         rows, diffs = start
-        rounds = _Rounds(time, diffs)
+        rounds = [_Rounds(time, d) for d in diffs]
         while True:
             check_budget()
-            rows = self._rounds(rows, rounds)
-            if not rows or len(rows) > small.FEW:
+            rows = (self._rounds if len(rounds) > 1 else self._rounds_of_one)(rows, rounds)
+            if not 0 < sum(map(len, rows)) <= small.FEW:
                 break
             self._hand_over(rounds)  # `_HANDOVER` new keys: bound what waits
-            rounds = _Rounds(rounds.next_time(), None)
+            rounds = [_Rounds(rounds[0].next_time(), None) for _ in rounds]
         self._hand_over(rounds)
-        if rows:  # too many for rows: the scheduler takes them from here
-            ones = np.ones(len(rows), dtype=np.int64)
-            times = column(rounds.next_time(), len(rows))
-            self.arrange.queue.push(Updates(_columns(rows, self.arrange.dtypes), times, ones))
+        later = rounds[0].next_time()
+        for relation, left in zip(self.relations, rows, strict=True):
+            if left:  # too many for rows: the scheduler takes them from here
+                ones = np.ones(len(left), dtype=np.int64)
+                arrange = relation.arrange
+                arrange.queue.push(
+                    Updates(_columns(left, arrange.dtypes), column(later, len(left)), ones)
+                )
         return True
 
-    def _rounds(self, rows: list[Row], rounds: _Rounds) -> list[Row]:
-        """Rounds from `rows`, recorded in `rounds`, until none come back, too many
-        do, or `_HANDOVER` keys are new: the rows of the round after the last."""
-        seen = self.reduce.seen
-        assert seen is not None
-        holds, hash_of, admitted = seen.holds, self.hash_of, rounds.admitted
-        inputs, outputs = rounds.inputs, rounds.outputs
-        input_counts, output_counts = rounds.input_counts, rounds.output_counts
-        while len(outputs) < _HANDOVER:
-            fresh = []
-            for row in rows:  # the distinct's growing step: keys not in its output yet
-                if row not in admitted and not holds(hash_of(row), row):  # type: ignore[arg-type]
-                    admitted.add(row)
-                    fresh.append(row)
-            inputs += rows
-            input_counts.append(len(rows))
-            outputs += fresh
-            output_counts.append(len(fresh))
-            rows = self._images(fresh)
-            if not rows or len(rows) > small.FEW:
+    def _rounds(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
+        """Rounds from `inputs` (rows per relation), recorded in `rounds`, until none
+        come back, too many do, or `_HANDOVER` keys are new: the rows of the round
+        after the last."""
+        steps = [
+            (r.admitter(record), r.paths) for r, record in zip(self.relations, rounds, strict=True)
+        ]
+        empty, new = [()] * len(steps), 0
+        while new < _HANDOVER:
+            images: list[list[Row]] = list(map(list, empty))
+            count = 0
+            for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
+                fresh = admit(rows)
+                new += len(fresh)
+                for path, target in paths:  # each new row one round later
+                    out = images[target]
+                    for row in fresh:
+                        image: Row | None = row
+                        for stage in path:
+                            image = stage(image)  # type: ignore[arg-type]  # None: dropped
+                            if image is None:
+                                break
+                        else:
+                            out.append(image)  # type: ignore[arg-type]
+                            count += 1
+            inputs = images
+            if not 0 < count <= small.FEW:
                 break
-        return rows
+        return inputs
 
-    def _images(self, rows: list[Row]) -> list[Row]:
-        """What `rows` of the distinct's output send to its input one round later."""
-        out: list[Row] = []
-        for row in rows:
-            for path in self.paths:
-                image: Row | None = row
-                for stage in path:
-                    image = stage(image)  # type: ignore[arg-type]  # None breaks out
-                    if image is None:
-                        break
-                else:
-                    out.append(image)  # type: ignore[arg-type]
-        return out
+    def _rounds_of_one(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
+        """`_rounds` for a scope of one recursive relation (a counter): the same
+        steps without the per-round lists of rows by relation."""
+        (relation,), (record,), (rows,) = self.relations, rounds, inputs
+        admit, paths = relation.admitter(record), [path for path, _ in relation.paths]
+        outputs = record.outputs
+        while len(outputs) < _HANDOVER:
+            fresh = admit(rows)
+            rows = []
+            for path in paths:
+                for row in fresh:
+                    image: Row | None = row
+                    for stage in path:
+                        image = stage(image)  # type: ignore[arg-type]  # None: dropped
+                        if image is None:
+                            break
+                    else:
+                        rows.append(image)  # type: ignore[arg-type]
+            if not 0 < len(rows) <= small.FEW:
+                break
+        return [rows]
 
-    def _start(self, time: Time) -> tuple[list[Row], list[int]] | None:
-        """The first round's rows and diffs, when the fused rounds apply at `time`."""
-        arrange, reduce = self.arrange, self.reduce
-        queue = arrange.queue.buckets
-        if reduce.seen is None or reduce.scheduled or len(queue) != 1 or time not in queue:
-            return None
+    def _start(self, time: Time) -> tuple[list[list[Row]], list[list[int] | None]] | None:
+        """The first round's rows and diffs per relation, when the fused rounds apply
+        at `time`: it is the scope's only work, a few insertions, every distinct
+        growing."""
         if any(True for op in self.others for _ in op.pending(time[:-1])):
             return None
-        parts = queue[time]
-        if sum(len(p) for p in parts) > small.FEW:
+        parts = [r.arrange.queue.buckets.get(time, []) for r in self.relations]
+        if sum(len(p) for ps in parts for p in ps) > small.FEW:
             return None
-        rows: list[Row] = []
-        diffs: list[int] = []
-        for part in parts:
-            rows.extend(python_rows(part.columns, len(part)))
-            diffs.extend(part.diffs.tolist())
-        arrange.seal()
-        if min(diffs) <= 0 or not arrange.history_before(time):
+        rows: list[list[Row]] = []
+        diffs: list[list[int] | None] = []
+        for updates in parts:
+            rows.append([row for p in updates for row in python_rows(p.columns, len(p))])
+            diffs.append([d for p in updates for d in p.diffs.tolist()] or None)
+        if min((min(d) for d in diffs if d), default=0) <= 0:
             return None
-        del queue[time]
+        if not all(relation.growing_at(time) for relation in self.relations):
+            return None
+        for relation in self.relations:
+            relation.arrange.queue.buckets.pop(time, None)
         return rows, diffs
 
-    def _hand_over(self, rounds: _Rounds) -> None:
-        """Give the operators the rounds' updates, as their own steps would have: the
-        input deferred in the arrangement, the new keys admitted to the distinct's key
-        set and its output recorded, and sent to the parent scope."""
-        dtypes = self.arrange.dtypes
-        self.scope.steps += len(rounds.input_counts)
-        columns = _columns(rounds.inputs, dtypes)
-        times = rounds.times(True)
-        self.arrange.defer(
-            Updates(columns, times, rounds.diffs()), rounds.start, rounds.last_time()
-        )
-        if not rounds.outputs:
-            return
-        if len(rounds.outputs) < len(rounds.inputs):  # else every input row was new
-            columns, times = _columns(rounds.outputs, dtypes), rounds.times(False)
-        result = Updates(columns, times, np.ones(len(rounds.outputs), dtype=np.int64))
-        seen = self.reduce.seen
-        assert seen is not None
-        if seen.identity:
-            seen.admit_absent(key_hash(result.columns), result.columns)
-        else:
-            added = seen.admit(key_hash(result.columns), result.columns)
-            assert len(added) == len(result), "fused rounds admit each new key once"
-        self.reduce.grown(result)
-        for leave in self.leaves:
-            leave(result)
+    def _hand_over(self, rounds: list[_Rounds]) -> None:
+        """Give the operators the rounds' updates, as their own steps would have."""
+        self.scope.steps += len(rounds[0].input_counts)
+        for relation, record in zip(self.relations, rounds, strict=True):
+            if record.inputs:
+                _hand_over(relation, record)
+
+
+def _hand_over(relation: _Relation, rounds: _Rounds) -> None:
+    """One relation's rounds: its input deferred in the arrangement, its new keys
+    admitted to the distinct's key set, its output recorded in the distinct and sent
+    to the parent scope (which runs only once this scope is quiet)."""
+    dtypes = relation.arrange.dtypes
+    columns = _columns(rounds.inputs, dtypes)
+    times = rounds.times(True)
+    first, last = rounds.span()
+    relation.arrange.defer(Updates(columns, times, rounds.diffs()), first, last)
+    if not rounds.outputs:
+        return
+    if len(rounds.outputs) < len(rounds.inputs):  # else every input row was new
+        columns, times = _columns(rounds.outputs, dtypes), rounds.times(False)
+    result = Updates(columns, times, np.ones(len(rounds.outputs), dtype=np.int64))
+    seen = relation.reduce.seen
+    assert seen is not None
+    if seen.identity:
+        seen.admit_absent(key_hash(result.columns), result.columns)
+    else:
+        added = seen.admit(key_hash(result.columns), result.columns)
+        assert len(added) == len(result), "fused rounds admit each new key once"
+    relation.reduce.grown(result)
+    for leave in relation.leaves:
+        leave(result)
 
 
 class _Rounds:
@@ -203,8 +263,13 @@ class _Rounds:
         """The time of the round after the last one."""
         return (*self.start[:-1], self.iteration())
 
-    def last_time(self) -> Time:
-        return (*self.start[:-1], self.iteration() - 1)
+    def span(self) -> tuple[Time, Time]:
+        """The times of the first and the last round with input (there is one)."""
+        rounds = [i for i, n in enumerate(self.input_counts) if n]
+        return self._at(rounds[0]), self._at(rounds[-1])
+
+    def _at(self, round: int) -> Time:
+        return (*self.start[:-1], self.start[-1] + round)
 
     def diffs(self) -> Diffs:
         diffs = np.ones(len(self.inputs), dtype=np.int64)
@@ -230,47 +295,55 @@ def _columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...
 
 
 def fused_rounds(scope: Scope) -> Fused | None:
-    """The fused rounds of an iteration scope, if it has a chain (`Chain`)."""
-    for op in scope.operators:
-        chain = _chain_at(scope, op)
-        if chain is not None:
-            return chain.run
-    return None
+    """The fused rounds of an iteration scope, if its recursive relations form a
+    chain (`Chain`): every distinct of the scope a relation's."""
+    relations = [r for op in scope.operators if (r := _relation_at(op)) is not None]
+    if not relations:
+        return None
+    targets: dict[Receiver, int] = {r.arrange.queue.push: i for i, r in enumerate(relations)}
+    for relation in relations:
+        variable = next(r for r in relation.reduce.output.receivers if isinstance(r, Feedback))
+        paths = _paths_into(variable.out, targets)
+        if paths is None:
+            return None
+        relation.paths = paths
+    chain = Chain(scope, relations)
+    read = {id(arranged) for op in chain.others for arranged in op.inputs()}
+    return None if any(id(r.arrange) in read for r in relations) else chain.run
 
 
-def _chain_at(scope: Scope, op: object) -> Chain | None:
-    """The chain whose distinct is `op`, if it is one (integer columns: `lists_ok`)."""
+def _relation_at(op: object) -> _Relation | None:
+    """The relation whose distinct is `op`, if it is one that rounds can fuse:
+    integer keys only (`lists_ok`), output to its variable and the parent scope."""
     if not (isinstance(op, ReduceOp) and op.reducer is distinct and op.lists_ok):
         return None
     arrange = op.source
-    if not isinstance(arrange, ArrangeOp) or len(arrange.dtypes) != arrange.key_arity:
+    if not isinstance(arrange, ArrangeOp) or not 0 < arrange.key_arity == len(arrange.dtypes):
         return None
-    feedback = [r for r in op.output.receivers if isinstance(r, Feedback)]
-    leaves: list[Edge] = [r for r in op.output.receivers if isinstance(r, Leave)]
-    if len(feedback) != 1 or len(feedback) + len(leaves) != len(op.output.receivers):
+    receivers = op.output.receivers
+    leaves: list[Edge] = [r for r in receivers if isinstance(r, Leave)]
+    feedback = [r for r in receivers if isinstance(r, Feedback)]
+    if len(feedback) != 1 or len(leaves) + 1 != len(receivers):
         return None
-    paths = _paths_into(feedback[0].out, arrange.queue.push)
-    if paths is None or not arrange.key_arity:
-        return None
-    return Chain(scope, op, arrange, paths, leaves)
+    return _Relation(op, arrange, leaves)
 
 
-def _paths_into(stream: Stream, target: Receiver) -> list[Path] | None:
-    """The ways rows sent on `stream` reach `target`, each the row forms met on it
-    (None: a receiver on the way has no row form)."""
-    paths: list[Path] = []
+def _paths_into(stream: Stream, targets: dict[Receiver, int]) -> list[tuple[Path, int]] | None:
+    """The ways rows sent on `stream` reach one of `targets`, each the row forms met
+    on it and the target's index (None: a receiver on the way has no row form)."""
+    paths: list[tuple[Path, int]] = []
     for receiver in stream.receivers:
-        if receiver == target:
-            paths.append([])
+        if receiver in targets:
+            paths.append(([], targets[receiver]))
             continue
         onward = _onward(receiver)
         if onward is None:
             return None
         stage, out = onward
-        rest = _paths_into(out, target)
+        rest = _paths_into(out, targets)
         if rest is None:
             return None
-        paths.extend([stage, *path] if stage is not same else path for path in rest)
+        paths.extend(([stage, *path] if stage is not same else path, t) for path, t in rest)
     return paths
 
 
