@@ -9,23 +9,24 @@ distinct's arrangement and the distinct, build an `Updates` per operator and
 evaluate each expression with numpy on one-row arrays: ~190 Python calls for one
 row. Fused rounds do the same work on Python tuples (ADR 0029):
 
-- the scope has a `distinct` (the recursive relation) whose input is arranged by
-  all its integer columns, whose output feeds only its variable (`Feedback`) and
-  the parent scope (`Leave`), and every path from the variable to the distinct's
+- each recursive relation of the scope (one for a counter, two for
+  `b(x + 1) :- a(x)` with `a(x) :- b(x)`) is a `distinct` with its input arranged
+  by all its integer columns and its output fed only to its variable (`Feedback`)
+  and the parent scope (`Leave`), and every path from a variable to a distinct's
   input is a chain of maps and filters with a row form (`linear.Edge.rows`) and
-  concatenations;
+  concatenations, read by nothing else;
 - the rounds from a time apply when that time is the scope's only work (the
-  arrangement's queue holds it alone, with at most `small.FEW` insertions, and
-  no other operator has work) and the distinct is in its growing state with every
-  input at a time `<=` it: the conditions of `ReduceOp._monotone`;
-- each round keeps the rows whose key is neither in the distinct's key set (a
-  read-only probe) nor new in these rounds, maps them through the paths, and goes
-  on one iteration later while between one and `small.FEW` rows come back;
+  arrangements' queues hold only it, at most `small.FEW` insertions in all, and
+  no other operator has work) and every distinct is in its growing state with all
+  its input at times `<=` it: the conditions of `ReduceOp._monotone`;
+- each round keeps, per relation, the rows whose key is neither in its distinct's
+  key set (a read-only probe) nor new in these rounds, maps them through the
+  paths, and goes on one iteration later while 1 to `small.FEW` rows come back;
 - every `_HANDOVER` new keys, and at the end, the rounds are handed to the
   operators as their own steps would have left them: the input deferred in the
   arrangement, the new keys admitted to the key set, the output recorded in the
   distinct and sent to the parent scope (which runs only once this scope is
-  quiet); rows left over go to the arrangement's queue for the scheduler.
+  quiet); rows left over go to the arrangements' queues for the scheduler.
 
 The operators hold the same updates as after their own rounds (batched
 differently), so later epochs, retractions included, read the same state.
@@ -110,7 +111,8 @@ class Chain:
         self.others = [op for op in scope.operators if id(op) not in own]
 
     def run(self, time: Time) -> bool:
-        """Run the rounds from `time` fused, if it applies (else False, nothing done)."""
+        """Run the rounds from `time` fused, if it applies (else False: nothing done
+        but sealing arrangements, which their own next step does first anyway)."""
         start = self._start(time)
         if start is None:
             return False
