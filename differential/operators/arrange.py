@@ -229,19 +229,17 @@ class ArrangeOp(BatchesArranged):
             assert self.pending_time is not None
             batch = self._pending_batch
             unread = batch if batch is not None else self.pending_updates
-            self.deferred.append((unread, self.pending_time))
-            self._deferred_latest = join_times(self._deferred_latest, self.pending_time)
-            if len(self.deferred) > _DEFERRED:  # a stream nobody reads: bound what waits
-                self._coalesce()
-            self.pending_updates, self.pending_time, self._pending_batch = None, None, None
+            time, self.pending_updates, self.pending_time = self.pending_time, None, None
+            self._pending_batch = None
+            self.defer(unread, time, time)
 
-    def defer(self, updates: Updates, first: Time, latest: Time) -> None:
-        """Updates at times from `first` to `latest`, all after every update held,
-        moved behind the trace unarranged as `seal` moves one time's (fused rounds)."""
+    def defer(self, updates: Batch | Updates, first: Time, latest: Time) -> None:
+        """Updates at times from `first` to `latest`, after every update held, moved
+        behind the trace unarranged: one time's by `seal`, many by fused rounds."""
         self.seal()
         self.deferred.append((updates, first))
         self._deferred_latest = join_times(self._deferred_latest, latest)
-        if len(self.deferred) > _DEFERRED:
+        if len(self.deferred) > _DEFERRED:  # a stream nobody reads: bound what waits
             self._coalesce()
 
     def _coalesce(self) -> None:
