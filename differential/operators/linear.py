@@ -5,7 +5,13 @@ Layer: differential (operators). Imports `differential.dataflow`, `batch`.
 Each acts on whole columns the moment updates reach it and keeps no state, so
 none is scheduled: `f(a + b) = f(a) + f(b)` lets them run on any split of a
 collection's updates. Times pass through unchanged, except that `enter` appends
-an iteration coordinate (0) and `leave` drops it.
+an iteration coordinate (0), `leave` drops it and a variable's `Feedback` adds one
+to it.
+
+A map's receiver is an `Edge`, which may also carry the map's row form: the same
+map on one Python row of multiplicity one, giving its image or None where it
+drops. The fused rounds of an iteration scope (`operators.chain`, ADR 0029) run a
+few rows through such edges without building any `Updates`.
 """
 
 from __future__ import annotations
