@@ -215,6 +215,9 @@ class Scope:
         self.operators: list[Operator] = []
         self.steps = 0
         self.insert_at: int | None = None
+        # Runs the rounds from a time in one go where it can (True), else None or
+        # False: an iteration scope's fused rounds (`operators.chain`, ADR 0029).
+        self.fused: Callable[[Time], bool] | None = None
 
     def register(self, op: Operator) -> None:
         """Add `op` at the end, or at the insertion point while one is set."""
@@ -252,6 +255,8 @@ class Scope:
         while (time := self.next_time(prefix)) is not None:
             if _BUDGET.deadline is not None:
                 check_budget()
+            if self.fused is not None and self.fused(time):
+                continue
             self.steps += 1
             for op in self.operators:
                 if op.ready(time):

@@ -16,11 +16,13 @@ ADR 0012 records the threshold and the figures.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Sequence
 
 FEW = 32  # rows at or below which consolidation and hashing run in Python
 
 _MASK64 = (1 << 64) - 1
+_MOD, _HALF = 1 << 64, 1 << 63
 _SEED = 0x2545F4914F6CDD1D
 _MIX = 0x9E3779B97F4A7C15
 _FINAL = 0xBF58476D1CE4E5B9
@@ -66,3 +68,14 @@ def mixed_hash(columns: Sequence[list[int]], n: int) -> list[int]:
         acc ^= acc >> 29
         out.append(acc >> 20)
     return out
+
+
+def row_hash(identity: bool, signed: bool) -> Callable[[tuple[int, ...]], int]:
+    """`differential.trace.batch.key_hash` of one integer key given as a Python row:
+    the key itself as an int64 (`identity`: one column; `signed`: an int64 one),
+    else its mixed hash."""
+    if identity and signed:
+        return operator.itemgetter(0)
+    if identity:
+        return lambda row: row[0] if row[0] < _HALF else row[0] - _MOD
+    return lambda row: mixed_hash([[value & _MASK64] for value in row], 1)[0]

@@ -47,6 +47,7 @@ from datalog.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
 from datalog.plan.sources import Sources
 from datalog.plan.wcoj import JoinPlan, delta_query
+from datalog.row_terms import row_filter, row_map
 from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.dataflow import Stream
@@ -331,7 +332,8 @@ class BodyCompiler:
         def mask(cols: tuple[np.ndarray, ...]) -> np.ndarray:
             return holds(cols, len(cols[0]))
 
-        return Binding(filter_rows(binding.stream, mask), binding.vars)
+        rows = row_filter(cmp, binding.vars, self.types)
+        return Binding(filter_rows(binding.stream, mask, rows), binding.vars)
 
     def _filter_unit(self, binding: Binding, cmp: Comparison) -> Binding:
         types, symbols = self.types, self.symbols
@@ -352,9 +354,11 @@ class BodyCompiler:
             out = u.with_columns((*u.columns, values))
             return out if valid is None else out.select(valid)
 
+        rows = row_map([expr], [kind], binding.vars, self.types, keep=True)
         dtypes = (*binding.stream.dtypes, np.dtype(DTYPES[kind]))
         self.notes.append(f"compute {name}")
-        return Binding(map_updates(binding.stream, extend, dtypes), (*binding.vars, name))
+        stream = map_updates(binding.stream, extend, dtypes, rows=rows)
+        return Binding(stream, (*binding.vars, name))
 
     def evaluator(
         self, names: Sequence[str], expr: Term, kind: ColumnType
@@ -386,7 +390,8 @@ class BodyCompiler:
             return out if valid is None else out.select(valid)
 
         dtypes = [np.dtype(DTYPES[k]) for k in kinds]
-        return map_updates(binding.stream, build, dtypes)
+        rows = row_map(args, kinds, binding.vars, self.types, keep=False)
+        return map_updates(binding.stream, build, dtypes, rows=rows)
 
 
 UNIT = "__unit__"

@@ -209,7 +209,7 @@ class ArrangeOp(BatchesArranged):
         return self.queue.has(time)
 
     def step(self, time: Time) -> None:
-        self._seal()
+        self.seal()
         updates = self.queue.pop(time)
         if updates is None:
             return
@@ -223,17 +223,24 @@ class ArrangeOp(BatchesArranged):
             self._pending_batch = _arrange(self.pending_updates, self.key_arity, self.pending_time)
         return self._pending_batch
 
-    def _seal(self) -> None:
+    def seal(self) -> None:
         """Move the current time's updates behind the trace, still unarranged if unread."""
         if self.pending_updates is not None:
             assert self.pending_time is not None
             batch = self._pending_batch
             unread = batch if batch is not None else self.pending_updates
-            self.deferred.append((unread, self.pending_time))
-            self._deferred_latest = join_times(self._deferred_latest, self.pending_time)
-            if len(self.deferred) > _DEFERRED:  # a stream nobody reads: bound what waits
-                self._coalesce()
-            self.pending_updates, self.pending_time, self._pending_batch = None, None, None
+            time, self.pending_updates, self.pending_time = self.pending_time, None, None
+            self._pending_batch = None
+            self.defer(unread, time, time)
+
+    def defer(self, updates: Batch | Updates, first: Time, latest: Time) -> None:
+        """Updates at times from `first` to `latest`, after every update held, moved
+        behind the trace unarranged: one time's by `seal`, many by fused rounds."""
+        self.seal()
+        self.deferred.append((updates, first))
+        self._deferred_latest = join_times(self._deferred_latest, latest)
+        if len(self.deferred) > _DEFERRED:  # a stream nobody reads: bound what waits
+            self._coalesce()
 
     def _coalesce(self) -> None:
         """Concatenate the deferred parts into one, or arrange them once they are many."""
@@ -312,7 +319,7 @@ class ArrangeOp(BatchesArranged):
         return len(self.spine) + deferred + pending
 
     def advance(self, epoch: int) -> None:
-        self._seal()
+        self.seal()
         self.spine.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
 
     def arranged_size(self) -> tuple[int, int]:

@@ -17,8 +17,9 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from differential.batch import Updates
 from differential.dataflow import Operator, Scope, Stream
+from differential.operators.chain import fused_rounds
+from differential.operators.linear import Feedback
 from differential.time import Time
 
 
@@ -45,6 +46,7 @@ class Subscope(Operator):
         return self.inner.next_time(time) is not None
 
     def step(self, time: Time) -> None:
+        self.inner.fused = fused_rounds(self.inner)
         self.inner.run(time)
 
     def describe(self) -> str:
@@ -66,10 +68,4 @@ class Variable:
         assert result.scope is self.scope and result.arity == self.output.arity
         self.defined = True
         self.output.upstream = (result,)  # the feedback edge, for explain
-        step = np.zeros((self.scope.depth, 1), dtype=np.int64)
-        step[-1, 0] = 1
-
-        def feed_back(u: Updates) -> None:
-            self.output.send(u.with_times(u.times + step))
-
-        result.connect(feed_back)
+        result.connect(Feedback(self.output))

@@ -243,6 +243,12 @@ class ReduceOp(Operator):
             self.trace.insert(result, Antichain([time]), Antichain())
         self.output.send(result)
 
+    def grown(self, result: Updates) -> None:
+        """Record what growing steps emitted (fused rounds) as `_distinct_growing` does;
+        the caller sends it on."""
+        assert self.seen is not None
+        self.unbuilt.append(result)
+
     def _settle(self) -> None:
         """Arrange the output of growing steps into the trace, all in one batch."""
         if self.unbuilt:

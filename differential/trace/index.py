@@ -293,6 +293,16 @@ class KeySet:
             present[row] = tuple(k[row].item() for k in keys) in self.overflow
         return present, held
 
+    def holds(self, h: int, key: tuple[object, ...]) -> bool:
+        """Whether one key, given as a Python row with its hash, is in the set."""
+        if h != _EMPTY:
+            slot, held = self.table.find_slot(h)
+            if not held:
+                return False  # a key goes to `overflow` only when its hash is held
+            if self.identity or self._stored(self.table.value_at(slot)) == key:
+                return True
+        return key in self.overflow
+
     def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
         """Add the keys not in the set yet (keys may repeat): the rows added, one per key."""
         if len(hashes) <= small.FEW:
@@ -324,6 +334,16 @@ class KeySet:
                 self.overflow.add(key)
                 added.append(row)
         return added
+
+    def admit_absent(self, hashes: Hashes, keys: Sequence[Column]) -> None:
+        """Add distinct keys known to be absent (`holds` said so) to a set whose hash
+        is the key (`identity`): no probe, no check for repeats."""
+        assert self.identity
+        free = hashes != _EMPTY
+        if not free.all():  # the free-slot marker itself waits in `overflow`
+            self.overflow.update((k,) for k in keys[0][~free].tolist())
+            hashes, keys = hashes[free], [k[free] for k in keys]
+        self._store_new(hashes, keys)
 
     def _stored(self, at: int) -> tuple[object, ...]:
         return tuple(stored[at].item() for stored in self._store)

@@ -134,3 +134,35 @@ def test_the_smallest_integer_is_a_key_like_any_other(few: int) -> None:
         assert seen.admit(keys, [keys]).tolist() == []
         assert seen.contains(keys, [keys]).tolist() == [True, True, True]
         assert len(seen) == 2
+
+
+@given(
+    st.lists(
+        st.lists(st.integers(-(2**63), 2**63 - 1) | st.integers(-3, 3), max_size=20), max_size=6
+    ),
+    st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), max_size=30),
+    st.booleans(),
+)
+def test_holds_and_admit_absent_agree_with_a_python_set(
+    batches: list[list[int]], pairs: list[tuple[int, int]], collide: bool
+) -> None:
+    """The fused rounds' way in (ADR 0029): `holds` probes one Python key, and the
+    keys it found absent are added at once (`admit_absent` for identity sets, `admit`
+    for mixed hashes, colliding or not)."""
+    seen = KeySet([np.dtype(np.int64)], identity=True)
+    reference: set[int] = set()
+    for batch in [*batches, [int(np.iinfo(np.int64).min)]]:
+        fresh = sorted({k for k in batch if not seen.holds(k, (k,))})
+        assert fresh == sorted(set(batch) - reference)
+        if fresh:
+            keys = np.array(fresh, dtype=np.int64)
+            seen.admit_absent(keys, [keys])
+            reference.update(fresh)
+        assert len(seen) == len(reference)
+    assert all(seen.holds(k, (k,)) for k in reference)
+    mixed = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    for i, (a, b) in enumerate(pairs):
+        h = a % 2 if collide else a * 7 + b
+        assert mixed.holds(h, (a, b)) == ((a, b) in pairs[:i])
+        cols = [np.array([a]), np.array([b])]
+        mixed.admit(np.array([h], dtype=np.int64), cols)

@@ -183,3 +183,16 @@ def test_entries_of_a_few_keys_stop_past_their_limit(
             if expected:
                 limit = len(expected) - 1
                 assert not lookup_entries(batch, FewKeys.of(keys, hashing(keys)), [], limit)
+
+
+@given(
+    st.lists(st.integers(-(2**63), 2**63 - 1), min_size=1, max_size=3),
+    st.sampled_from([np.int64, np.uint64]),
+)
+def test_hashing_one_python_key_equals_numpy(key: list[int], dtype: type) -> None:
+    """`small.row_hash` (the fused rounds' probe, ADR 0029) is `key_hash` of one row."""
+    values = [v % 2**64 if dtype is np.uint64 else v for v in key]
+    columns = [np.array([v], dtype=dtype) for v in values]
+    identity = len(values) == 1
+    hash_of = small.row_hash(identity, dtype is np.int64)
+    assert hash_of(tuple(values)) == int(key_hash(columns)[0])

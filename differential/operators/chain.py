@@ -1,0 +1,360 @@
+"""Fused rounds: an iteration scope's few-row rounds run as one loop on Python rows.
+
+Layer: differential (operators). Imports `dataflow`, `batch`, `small`, `time`, the
+arrange, reduce and linear operators and `trace`.
+
+A recursion like `c(x + 1) :- c(x), x < n.` derives one fact per round for a
+million rounds. Each round the scheduler would find the next time, step the
+distinct's arrangement and the distinct, build an `Updates` per operator and
+evaluate each expression with numpy on one-row arrays: ~190 Python calls for one
+row. Fused rounds do the same work on Python tuples (ADR 0029):
+
+- each recursive relation of the scope (one for a counter, two for
+  `b(x + 1) :- a(x)` with `a(x) :- b(x)`) is a `distinct` with its input arranged
+  by all its integer columns and its output fed only to its variable (`Feedback`)
+  and the parent scope (`Leave`), and every path from a variable to a distinct's
+  input is a chain of maps and filters with a row form (`linear.Edge.rows`) and
+  concatenations, read by nothing else;
+- the rounds from a time apply when that time is the scope's only work (the
+  arrangements' queues hold only it, at most `small.FEW` insertions in all, and
+  no other operator has work) and every distinct is in its growing state with all
+  its input at times `<=` it: the conditions of `ReduceOp._monotone`;
+- each round keeps, per relation, the rows whose key is neither in its distinct's
+  key set (a read-only probe) nor new in these rounds, maps them through the
+  paths, and goes on one iteration later while 1 to `small.FEW` rows come back;
+- every `_HANDOVER` new keys, and at the end, the rounds are handed to the
+  operators as their own steps would have left them: the input deferred in the
+  arrangement, the new keys admitted to the key set, the output recorded in the
+  distinct and sent to the parent scope (which runs only once this scope is
+  quiet); rows left over go to the arrangements' queues for the scheduler.
+
+The operators hold the same updates as after their own rounds (batched
+differently), so later epochs, retractions included, read the same state.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import numpy as np
+
+from differential import small
+from differential.batch import Column, Diffs, Updates, python_rows
+from differential.dataflow import Receiver, Scope, Stream, check_budget
+from differential.operators.arrange import ArrangeOp
+from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
+from differential.operators.reduce import ReduceOp, distinct
+from differential.time import Time, Times, column
+from differential.trace.batch import key_hash
+from differential.trace.cursor import columns_of
+
+Fused = Callable[[Time], bool]
+Path = list[RowMap]  # the row forms along one way from a variable to a distinct
+_HANDOVER = 4096  # new keys at which the rounds so far are handed to the operators
+
+
+class _Relation:
+    """A recursive relation of the scope: its distinct, the arrangement of the
+    distinct's input, and the ways its variable's rows reach the relations' inputs
+    (each a path and the index of the relation it ends at)."""
+
+    def __init__(self, reduce: ReduceOp, arrange: ArrangeOp, leaves: list[Edge]) -> None:
+        self.reduce = reduce
+        self.arrange = arrange
+        self.leaves = leaves
+        self.paths: list[tuple[Path, int]] = []
+        self.hash_of = small.row_hash(arrange.key_arity == 1, arrange.dtypes[0].kind == "i")
+
+    def admitter(self, rounds: _Rounds) -> Callable[[list[Row]], list[Row]]:
+        """The distinct's growing step for one round's rows, recorded in `rounds`: the
+        rows whose key is neither in its output (a probe of its key set) nor new in
+        these rounds, once each."""
+        seen = self.reduce.seen
+        assert seen is not None
+        holds, hash_of, admitted = seen.holds, self.hash_of, rounds.admitted
+        take, taken = rounds.inputs.extend, rounds.input_counts.append
+        keep, kept = rounds.outputs.extend, rounds.output_counts.append
+
+        def admit(rows: list[Row]) -> list[Row]:
+            fresh = []
+            for row in rows:
+                if row not in admitted and not holds(hash_of(row), row):  # type: ignore[arg-type]
+                    admitted.add(row)
+                    fresh.append(row)
+            take(rows)
+            taken(len(rows))
+            keep(fresh)
+            kept(len(fresh))
+            return fresh
+
+        return admit
+
+    def growing_at(self, time: Time) -> bool:
+        """Whether the distinct may take the growing step at `time` and later (its
+        other conditions, positive diffs, are the rows')."""
+        reduce = self.reduce
+        if reduce.seen is None or reduce.scheduled or not set(self.arrange.queue.buckets) <= {time}:
+            return False
+        self.arrange.seal()
+        return self.arrange.history_before(time)
+
+
+class Chain:
+    """Distincts fed back to themselves (and each other) through linear edges with
+    row forms: the recursive relations of one iteration scope."""
+
+    def __init__(self, scope: Scope, relations: list[_Relation]) -> None:
+        self.scope = scope
+        self.relations = relations
+        own = {id(op) for r in relations for op in (r.reduce, r.arrange)}
+        self.others = [op for op in scope.operators if id(op) not in own]
+
+    def run(self, time: Time) -> bool:
+        """Run the rounds from `time` fused, if it applies (else False: nothing done
+        but sealing arrangements, which their own next step does first anyway)."""
+        start = self._start(time)
+        if start is None:
+            return False
+        rows, diffs = start
+        rounds = [_Rounds(time, d) for d in diffs]
+        while True:
+            check_budget()
+            rows = (self._rounds if len(rounds) > 1 else self._rounds_of_one)(rows, rounds)
+            if not 0 < sum(map(len, rows)) <= small.FEW:
+                break
+            self._hand_over(rounds)  # `_HANDOVER` new keys: bound what waits
+            rounds = [_Rounds(rounds[0].next_time(), None) for _ in rounds]
+        self._hand_over(rounds)
+        later = rounds[0].next_time()
+        for relation, left in zip(self.relations, rows, strict=True):
+            if left:  # too many for rows: the scheduler takes them from here
+                ones = np.ones(len(left), dtype=np.int64)
+                arrange = relation.arrange
+                arrange.queue.push(
+                    Updates(_columns(left, arrange.dtypes), column(later, len(left)), ones)
+                )
+        return True
+
+    def _rounds(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
+        """Rounds from `inputs` (rows per relation), recorded in `rounds`, until none
+        come back, too many do, or `_HANDOVER` keys are new: the rows of the round
+        after the last."""
+        steps = [
+            (r.admitter(record), r.paths) for r, record in zip(self.relations, rounds, strict=True)
+        ]
+        empty, new = [()] * len(steps), 0
+        while new < _HANDOVER:
+            images: list[list[Row]] = list(map(list, empty))
+            count = 0
+            for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
+                fresh = admit(rows)
+                new += len(fresh)
+                for path, target in paths:  # each new row one round later
+                    out = images[target]
+                    for row in fresh:
+                        image: Row | None = row
+                        for stage in path:
+                            image = stage(image)  # type: ignore[arg-type]  # None: dropped
+                            if image is None:
+                                break
+                        else:
+                            out.append(image)  # type: ignore[arg-type]
+                            count += 1
+            inputs = images
+            if not 0 < count <= small.FEW:
+                break
+        return inputs
+
+    def _rounds_of_one(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
+        """`_rounds` for a scope of one recursive relation (a counter): the same
+        steps without the per-round lists of rows by relation."""
+        (relation,), (record,), (rows,) = self.relations, rounds, inputs
+        admit, paths = relation.admitter(record), [path for path, _ in relation.paths]
+        outputs = record.outputs
+        while len(outputs) < _HANDOVER:
+            fresh = admit(rows)
+            rows = []
+            for path in paths:
+                for row in fresh:
+                    image: Row | None = row
+                    for stage in path:
+                        image = stage(image)  # type: ignore[arg-type]  # None: dropped
+                        if image is None:
+                            break
+                    else:
+                        rows.append(image)  # type: ignore[arg-type]
+            if not 0 < len(rows) <= small.FEW:
+                break
+        return [rows]
+
+    def _start(self, time: Time) -> tuple[list[list[Row]], list[list[int] | None]] | None:
+        """The first round's rows and diffs per relation, when the fused rounds apply
+        at `time`: it is the scope's only work, a few insertions, every distinct
+        growing."""
+        if any(True for op in self.others for _ in op.pending(time[:-1])):
+            return None
+        parts = [r.arrange.queue.buckets.get(time, []) for r in self.relations]
+        if sum(len(p) for ps in parts for p in ps) > small.FEW:
+            return None
+        rows: list[list[Row]] = []
+        diffs: list[list[int] | None] = []
+        for updates in parts:
+            rows.append([row for p in updates for row in python_rows(p.columns, len(p))])
+            diffs.append([d for p in updates for d in p.diffs.tolist()] or None)
+        if min((min(d) for d in diffs if d), default=0) <= 0:
+            return None
+        if not all(relation.growing_at(time) for relation in self.relations):
+            return None
+        for relation in self.relations:
+            relation.arrange.queue.buckets.pop(time, None)
+        return rows, diffs
+
+    def _hand_over(self, rounds: list[_Rounds]) -> None:
+        """Give the operators the rounds' updates, as their own steps would have."""
+        self.scope.steps += len(rounds[0].input_counts)
+        for relation, record in zip(self.relations, rounds, strict=True):
+            if record.inputs:
+                _hand_over(relation, record)
+
+
+def _hand_over(relation: _Relation, rounds: _Rounds) -> None:
+    """One relation's rounds: its input deferred in the arrangement, its new keys
+    admitted to the distinct's key set, its output recorded in the distinct and sent
+    to the parent scope (which runs only once this scope is quiet)."""
+    dtypes = relation.arrange.dtypes
+    columns = _columns(rounds.inputs, dtypes)
+    times = rounds.times(True)
+    first, last = rounds.span()
+    relation.arrange.defer(Updates(columns, times, rounds.diffs()), first, last)
+    if not rounds.outputs:
+        return
+    if len(rounds.outputs) < len(rounds.inputs):  # else every input row was new
+        columns, times = _columns(rounds.outputs, dtypes), rounds.times(False)
+    result = Updates(columns, times, np.ones(len(rounds.outputs), dtype=np.int64))
+    seen = relation.reduce.seen
+    assert seen is not None
+    if seen.identity:
+        seen.admit_absent(key_hash(result.columns), result.columns)
+    else:
+        added = seen.admit(key_hash(result.columns), result.columns)
+        assert len(added) == len(result), "fused rounds admit each new key once"
+    relation.reduce.grown(result)
+    for leave in relation.leaves:
+        leave(result)
+
+
+class _Rounds:
+    """Consecutive rounds from `start`: their input rows, the new keys among them,
+    and how many of each per round, until they are handed over as `Updates`."""
+
+    def __init__(self, start: Time, first_diffs: list[int] | None) -> None:
+        self.start = start
+        self.first_diffs = first_diffs  # of the first round's input (None: all 1)
+        self.inputs: list[Row] = []
+        self.outputs: list[Row] = []
+        self.input_counts: list[int] = []
+        self.output_counts: list[int] = []
+        self.admitted: set[Row] = set()  # `outputs`, for membership
+
+    def iteration(self) -> int:
+        """The iteration after the last round."""
+        return self.start[-1] + len(self.input_counts)
+
+    def next_time(self) -> Time:
+        """The time of the round after the last one."""
+        return (*self.start[:-1], self.iteration())
+
+    def span(self) -> tuple[Time, Time]:
+        """The times of the first and the last round with input (there is one)."""
+        rounds = [i for i, n in enumerate(self.input_counts) if n]
+        return self._at(rounds[0]), self._at(rounds[-1])
+
+    def _at(self, round: int) -> Time:
+        return (*self.start[:-1], self.start[-1] + round)
+
+    def diffs(self) -> Diffs:
+        diffs = np.ones(len(self.inputs), dtype=np.int64)
+        if self.first_diffs is not None:
+            diffs[: len(self.first_diffs)] = self.first_diffs
+        return diffs
+
+    def times(self, inputs: bool) -> Times:
+        """The time column of the inputs, or of the outputs."""
+        counts = self.input_counts if inputs else self.output_counts
+        iterations = np.repeat(np.arange(len(counts), dtype=np.int64), counts) + self.start[-1]
+        prefix = np.array(self.start[:-1], dtype=np.int64).reshape(-1, 1)
+        return np.vstack([np.repeat(prefix, len(iterations), axis=1), iterations[None, :]])
+
+
+def _columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...]:
+    """Rows (at least one) as typed columns: one conversion when all have one type."""
+    if any(d != dtypes[0] for d in dtypes):
+        return tuple(columns_of(rows, dtypes))
+    n, k = len(rows), len(dtypes)
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtypes[0], count=n * k)
+    return tuple(flat[i::k].copy() for i in range(k)) if k > 1 else (flat,)
+
+
+def fused_rounds(scope: Scope) -> Fused | None:
+    """The fused rounds of an iteration scope, if its recursive relations form a
+    chain (`Chain`): every distinct of the scope a relation's."""
+    relations = [r for op in scope.operators if (r := _relation_at(op)) is not None]
+    if not relations:
+        return None
+    targets: dict[Receiver, int] = {r.arrange.queue.push: i for i, r in enumerate(relations)}
+    for relation in relations:
+        variable = next(r for r in relation.reduce.output.receivers if isinstance(r, Feedback))
+        paths = _paths_into(variable.out, targets)
+        if paths is None:
+            return None
+        relation.paths = paths
+    chain = Chain(scope, relations)
+    read = {id(arranged) for op in chain.others for arranged in op.inputs()}
+    return None if any(id(r.arrange) in read for r in relations) else chain.run
+
+
+def _relation_at(op: object) -> _Relation | None:
+    """The relation whose distinct is `op`, if it is one that rounds can fuse:
+    integer keys only (`lists_ok`), output to its variable and the parent scope."""
+    if not (isinstance(op, ReduceOp) and op.reducer is distinct and op.lists_ok):
+        return None
+    arrange = op.source
+    if not isinstance(arrange, ArrangeOp) or not 0 < arrange.key_arity == len(arrange.dtypes):
+        return None
+    receivers = op.output.receivers
+    leaves: list[Edge] = [r for r in receivers if isinstance(r, Leave)]
+    feedback = [r for r in receivers if isinstance(r, Feedback)]
+    if len(feedback) != 1 or len(leaves) + 1 != len(receivers):
+        return None
+    return _Relation(op, arrange, leaves)
+
+
+def _paths_into(stream: Stream, targets: dict[Receiver, int]) -> list[tuple[Path, int]] | None:
+    """The ways rows sent on `stream` reach one of `targets`, each the row forms met
+    on it and the target's index (None: a receiver on the way has no row form)."""
+    paths: list[tuple[Path, int]] = []
+    for receiver in stream.receivers:
+        if receiver in targets:
+            paths.append(([], targets[receiver]))
+            continue
+        onward = _onward(receiver)
+        if onward is None:
+            return None
+        stage, out = onward
+        rest = _paths_into(out, targets)
+        if rest is None:
+            return None
+        paths.extend(([stage, *path] if stage is not same else path, t) for path, t in rest)
+    return paths
+
+
+def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
+    """A receiver's row form (`same` for a concatenation) and output stream; None
+    when it has no row form (a stateful operator, a map without one, a back edge)."""
+    if isinstance(receiver, Edge):
+        return None if receiver.rows is None else (receiver.rows, receiver.out)
+    concatenated = getattr(receiver, "__self__", None)  # `concat` connects `Stream.send`
+    if isinstance(concatenated, Stream) and receiver == concatenated.send:
+        return same, concatenated
+    return None
