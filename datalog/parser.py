@@ -25,6 +25,11 @@ from datalog.syntax_errors import explain
 __all__ = ["parse_program", "parse_query"]
 
 _DirectiveKind = Literal["input", "output", "printsize"]
+# Soufflé's conversion functors, read as the casts they are (`as`, ADR 0027).
+_CONVERSIONS: dict[str, ast.ColumnType] = {
+    "itof": "float", "utof": "float", "itou": "unsigned",
+    "ftou": "unsigned", "ftoi": "number", "utoi": "number",
+}  # fmt: skip
 _PRIMITIVES: dict[str, ast.ColumnType] = {
     "number": "number",
     "unsigned": "unsigned",
@@ -257,8 +262,11 @@ class _Builder(Transformer[Token, Any]):
     def string(self, meta: Meta, children: list[Token]) -> ast.Const:
         return ast.Const(_unescape(children[0]), "symbol", span_of(meta))
 
-    def call(self, meta: Meta, children: list[Any]) -> ast.Call:
+    def call(self, meta: Meta, children: list[Any]) -> ast.Call | ast.Cast:
         name, args = children
+        target = _CONVERSIONS.get(str(name))
+        if target is not None and args is not None and len(args) == 1:  # itof(x): as(x, float)
+            return ast.Cast(args[0], target, span_of(meta), target)
         return ast.Call(str(name), args or (), span_of(meta))
 
     def cast(self, meta: Meta, children: list[Any]) -> ast.Cast:
