@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Sequence
+from itertools import repeat
 from typing import NamedTuple
 
 import numpy as np
@@ -199,15 +200,27 @@ def lookup_entries(
     than `limit` entries are found, if given: the caller wants lists only while they
     are short.
 
-    A small batch is read from Python lists kept with it; a large one is searched
-    with numpy and only its matches become Python values.
+    A small batch, or a large one asked often enough (`LookupCache.listable`), is
+    read from Python lists kept with it; another large one is searched with numpy
+    and only its matches become Python values.
     """
-    if len(batch) > _LISTED:
+    if not batch.cache.listable(len(batch), _LISTED):
         return _ranged_entries(batch, keys, found, limit)
+    listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
+    ranges = [(bisect_left(listed, h), bisect_right(listed, h)) for h in keys.hashes]
+    if limit is not None and len(found) + sum(hi - lo for lo, hi in ranges) > limit:
+        return False  # an upper bound (mixed hashes may collide): the caller goes to numpy
     values, times, diffs = batch.cache.entries(batch.values, batch.times, batch.diffs)
-    for i, j in _listed_pairs(batch, keys.hashes, keys.rows):
-        found.append((i, times[j], values[j], diffs[j]))
-    return limit is None or len(found) <= limit
+    for i, (lo, hi) in enumerate(ranges):
+        if lo == hi:
+            continue
+        entries = zip(repeat(i), times[lo:hi], values[lo:hi], diffs[lo:hi])
+        if stored is None:
+            found.extend(entries)
+        else:
+            row = keys.rows[i]
+            found.extend(e for k, e in zip(stored[lo:hi], entries, strict=True) if k == row)
+    return True
 
 
 _LAST = np.iinfo(np.int64).max

@@ -176,6 +176,11 @@ class HashIndex:
         return lo, hi
 
 
+# Few-key lookups read a large batch (up to `_LISTED_MAX` entries) as Python lists
+# once asked `rows / _LISTED_COST` times: a lookup by binary search and numpy
+# slices costs about as much as converting 32 entries to Python values.
+_LISTED_MAX = 1 << 16
+_LISTED_COST = 32
 _MIN_INDEXED = 1 << 14  # smaller batches are binary-searched in cache
 _ASKED_PER_ENTRY = 1 / 8  # index a batch once this many query keys per entry came
 
@@ -187,6 +192,7 @@ class LookupCache:
 
     def __init__(self) -> None:
         self.asked = 0
+        self.asked_few = 0  # lookups of a few keys by Python values (`lists_for`)
         self.index: HashIndex | None = None
         self.dense_asked = 0
         self.dense: DensePairs | bool | None = None  # False: the batch has not the shape
@@ -215,6 +221,17 @@ class LookupCache:
             rows = python_rows(values, len(diffs))
             self._entries = rows, python_times(times), diffs.tolist()
         return self._entries
+
+    def listable(self, rows: int, small: int) -> bool:
+        """Whether a few keys looked up by Python values should read the batch of
+        `rows` entries as Python lists (`listed`, `entries`): always for a batch of
+        at most `small` rows; for a larger one once it has been asked often enough
+        to repay converting it (`_LISTED_COST`), and never past `_LISTED_MAX` rows
+        (the lists cost about 150 bytes an entry)."""
+        if rows <= small or self._entries is not None:
+            return True
+        self.asked_few += 1
+        return rows <= _LISTED_MAX and self.asked_few * _LISTED_COST >= rows
 
     def index_for(self, hashes: Hashes, queries: int) -> HashIndex | None:
         """The index of the sorted column `hashes`, if built or now worth building."""

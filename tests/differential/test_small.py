@@ -21,6 +21,7 @@ from differential.batch import Updates, consolidate
 from differential.time import Antichain
 from differential.trace import batch as trace_batch
 from differential.trace import cursor
+from differential.trace import index as trace_index
 from differential.trace.batch import Batch, Description, key_hash
 from differential.trace.cursor import Entry, FewKeys, lookup_batch, lookup_entries, python_entries
 from tests.differential.strategies import updates
@@ -175,8 +176,12 @@ def test_entries_of_a_few_keys_stop_past_their_limit(
     keys = tuple(np.array([p[i] for p in probe], dtype=np.int64) for i in range(key_arity))
     part = lookup_batch(batch, keys, hashing(keys))
     expected = [] if part is None else python_entries(part[0], part[1], key_arity)
-    for listed in (0, 1_000):
-        with mock.patch.object(cursor, "_LISTED", listed):
+    # by ranges; a large batch listed once asked enough (from then on); a small one
+    for listed, cost in ((0, 0), (0, 10**9), (1_000, 0)):
+        with (
+            mock.patch.object(cursor, "_LISTED", listed),
+            mock.patch.object(trace_index, "_LISTED_COST", cost),
+        ):
             found: list[Entry] = []
             assert lookup_entries(batch, FewKeys.of(keys, hashing(keys)), found)
             assert sorted(found) == sorted(expected)
