@@ -34,6 +34,7 @@ from datalog.errors import (
     TransactionError,
     UnsupportedError,
 )
+from datalog.explain import explain_text
 from datalog.functors import FunctorBinding, binding, bindings
 from datalog.introspection import Introspection
 from datalog.live import (
@@ -285,18 +286,8 @@ class Database:
             self.engine.drop(built.dataflow)
             if format != "text":  # a Graphviz digraph, or an error naming the formats
                 return explain_graph(format, key, built.dataflow, checked.answer_vars)
-            lines = [f"query {key}", f"answer columns: {', '.join(checked.answer_vars)}"]
-            lines += [f"  {n}" for n in built.notes] + self.tenants.note(key)
-            lines += [
-                f"  pragma {p.key!r}{f' = {p.value!r}' if p.value else ''}: an engine hint, "
-                "accepted; it changes no answer here (delta queries, magic sets and "
-                "arrangements are chosen per query)"
-                for p in self.program.pragmas
-            ]
-            lines.append("shared arrangements: " + (", ".join(built.shared) or "none"))
-            lines.append("dataflow (the operators built, stateful ones):")
-            lines += [f"  {line}" for line in built.dataflow.describe()]
-            return "\n".join(lines)
+            served, pragmas = self.tenants.note(key), self.program.pragmas
+            return explain_text(key, checked.answer_vars, built, served, pragmas)
 
     def why(self, fact: str, as_of: int | None = None) -> Derivation:
         """Why the ground `fact` (`"reach(1, 4)"`) holds now, or at the end of epoch
