@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from datalog.arrow import to_numpy
 from datalog.ast import ColumnType
 from datalog.errors import TransactionError
 from datalog.expressions import DTYPES
@@ -116,7 +117,7 @@ def _arrow_column(column: Any) -> Any:
         return column.cast(pa.large_string())
     if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
         return column
-    return column.to_numpy(zero_copy_only=False)
+    return to_numpy(column)
 
 
 def _typed(info: RelationInfo, i: int, col: Any, kind: ColumnType, symbols: SymbolTable) -> Array:

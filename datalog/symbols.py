@@ -15,6 +15,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from datalog.arrow import to_numpy
+
 IdArray = npt.NDArray[np.int64]
 ObjectArray = npt.NDArray[np.object_]
 
@@ -72,7 +74,7 @@ class SymbolTable:
         encoded = values.dictionary_encode()
         distinct = encoded.dictionary.to_pylist()
         ids = np.fromiter((self.intern(text) for text in distinct), np.int64, len(distinct))
-        return ids[encoded.indices.to_numpy(zero_copy_only=False)]
+        return ids[to_numpy(encoded.indices)]
 
     def string(self, symbol_id: int) -> str:
         """The string of one id."""
