@@ -30,6 +30,8 @@ _CONVERSIONS: dict[str, ast.ColumnType] = {
     "itof": "float", "utof": "float", "itou": "unsigned",
     "ftou": "unsigned", "ftoi": "number", "utoi": "number",
 }  # fmt: skip
+# Soufflé's typed ranges: `range` over their arguments cast to the type.
+_RANGES: dict[str, ast.ColumnType] = {"urange": "unsigned", "frange": "float"}
 _PRIMITIVES: dict[str, ast.ColumnType] = {
     "number": "number",
     "unsigned": "unsigned",
@@ -264,10 +266,13 @@ class _Builder(Transformer[Token, Any]):
 
     def call(self, meta: Meta, children: list[Any]) -> ast.Call | ast.Cast:
         name, args = children
-        target = _CONVERSIONS.get(str(name))
+        span, target = span_of(meta), _CONVERSIONS.get(str(name))
         if target is not None and args is not None and len(args) == 1:  # itof(x): as(x, float)
-            return ast.Cast(args[0], target, span_of(meta), target)
-        return ast.Call(str(name), args or (), span_of(meta))
+            return ast.Cast(args[0], target, span, target)
+        kind = _RANGES.get(str(name))
+        if kind is not None and args is not None:  # urange(a, b): range over unsigned values
+            return ast.Call("range", tuple(ast.Cast(a, kind, span, kind) for a in args), span)
+        return ast.Call(str(name), args or (), span)
 
     def cast(self, meta: Meta, children: list[Any]) -> ast.Cast:
         _, value, type_name = children
