@@ -35,7 +35,7 @@ differently), so later epochs, retractions included, read the same state.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -151,16 +151,7 @@ class Chain:
                 fresh = admit(rows)
                 new += len(fresh)
                 for path, target in paths:  # each new row one round later
-                    out = images[target]
-                    for row in fresh:
-                        image: Row | None = row
-                        for stage in path:
-                            image = stage(image)  # type: ignore[arg-type]  # None: dropped
-                            if image is None:
-                                break
-                        else:
-                            out.append(image)  # type: ignore[arg-type]
-                            count += 1
+                    count += _through(path, fresh, images[target])
             inputs = images
             if not 0 < count <= small.FEW:
                 break
@@ -176,14 +167,7 @@ class Chain:
             fresh = admit(rows)
             rows = []
             for path in paths:
-                for row in fresh:
-                    image: Row | None = row
-                    for stage in path:
-                        image = stage(image)  # type: ignore[arg-type]  # None: dropped
-                        if image is None:
-                            break
-                    else:
-                        rows.append(image)  # type: ignore[arg-type]
+                _through(path, fresh, rows)
             if not 0 < len(rows) <= small.FEW:
                 break
         return [rows]
@@ -358,3 +342,18 @@ def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
     if isinstance(concatenated, Stream) and receiver == concatenated.send:
         return same, concatenated
     return None
+
+
+def _through(path: Sequence[RowMap], rows: Iterable[Row], out: list[Row]) -> int:
+    """Append to `out` each row's image through the maps and filters of `path` (a
+    filter's None drops the row); how many were appended."""
+    before = len(out)
+    for row in rows:
+        image: Row | None = row
+        for stage in path:
+            image = stage(image)  # type: ignore[arg-type]  # None: dropped
+            if image is None:
+                break
+        else:
+            out.append(image)  # type: ignore[arg-type]
+    return len(out) - before

@@ -137,8 +137,10 @@ def test_fused_rounds_give_the_scheduler_answers(program: str, commits: list) ->
     assert run(program, commits, True) == run(program, commits, False)
 
 
-def test_the_counter_takes_the_fused_rounds() -> None:
-    taken = []
+@contextmanager
+def fused_runs() -> Iterator[list[bool]]:
+    """What each `Chain.run` returned (True: it ran fused rounds) within the block."""
+    taken: list[bool] = []
     original = chain.Chain.run
 
     def spy(self: chain.Chain, time: tuple[int, ...]) -> bool:
@@ -146,6 +148,11 @@ def test_the_counter_takes_the_fused_rounds() -> None:
         return taken[-1]
 
     with mock.patch.object(chain.Chain, "run", spy):
+        yield taken
+
+
+def test_the_counter_takes_the_fused_rounds() -> None:
+    with fused_runs() as taken:
         db = Database()
         db.define(".decl c(x: number)\nc(0).\nc(x + 1) :- c(x), x < 10000.")
         assert len(db.query("c(x)")) == 10_001
@@ -162,14 +169,7 @@ def test_a_mutual_chain_takes_the_fused_rounds() -> None:
     program = (
         ".decl a(x: number)\n.decl b(x: number)\na(0).\nb(x + 1) :- a(x), x < 3000.\na(x) :- b(x)."
     )
-    taken = []
-    original = chain.Chain.run
-
-    def spy(self: chain.Chain, time: tuple[int, ...]) -> bool:
-        taken.append(original(self, time))
-        return taken[-1]
-
-    with mock.patch.object(chain.Chain, "run", spy):
+    with fused_runs() as taken:
         db = Database()
         db.define(program)
         assert len(db.query("a(x)")) == 3001 and len(db.query("b(x)")) == 3000
