@@ -1,7 +1,8 @@
 """The fixed cost of small changes: iteration rounds and single-edge commits.
 
 Layer: bench — may import anything public from deltalog packages and peers.
-Run: `python -m bench.bench_latency [--quick] [--runs 3] [--write] [--only wiki-vote]`.
+Run: `python -m bench.bench_latency [--quick] [--runs 3] [--write]
+[--only wiki-vote|reach12|triangles]`.
 
 Rows (the table of the issue on per-round cost; medians of `--runs` runs):
 - counter: `c(x + 1) :- c(x), x < N.` from `c(0)`, one new fact per iteration;
@@ -163,19 +164,29 @@ def wiki_vote_rows(runs: int) -> list[Row]:
     return [["wiki-Vote triangle count", f"{a:.2f} s vs DuckDB {b:.2f} s", f"{a / b:.1f}x"]]
 
 
+ONLY: dict[str, Callable[[bool, int, int], list[Row]]] = {
+    "wiki-vote": lambda quick, runs, updates: wiki_vote_rows(runs),
+    "reach12": lambda quick, runs, updates: reach12_rows(50 if quick else 200, runs),
+    "triangles": lambda quick, runs, updates: stream_rows(
+        "triangles", "powerlaw-u-10000", updates, runs
+    ),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes, one run")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
-    parser.add_argument("--only", choices=["wiki-vote"], help="run only this row")
+    parser.add_argument("--only", choices=list(ONLY), help="run only this row")
     args = parser.parse_args(argv)
     runs = 1 if args.quick else args.runs
-    if args.only == "wiki-vote":
-        print(format_table(wiki_vote_rows(runs), ["case", "figure", "detail"]))
+    updates = 20 if args.quick else 100
+    if args.only:
+        rows = ONLY[args.only](args.quick, runs, updates)
+        print(format_table(rows, ["case", "figure", "detail"]))
         return 0
     sizes = [1_000, 5_000] if args.quick else [1_000, 5_000, 100_000]
-    updates = 20 if args.quick else 100
     rows = [
         *counter_rows(sizes, runs),
         *reach12_rows(50 if args.quick else 200, runs),
