@@ -238,7 +238,7 @@ class DeltaQueryOp(Operator):
         by_key = p.by_first if first else p.by_second
         assert by_key is not None
         key = p.vars[0] if first else p.vars[1]
-        return few.Binding(vars_.index(key), first, by_key, p.by_both, j in new)
+        return few.Binding(vars_.index(key), by_key, j in new)
 
     def _extend(
         self, prefixes: Prefixes, stage: Stage, new: frozenset[int], time: Time

@@ -34,7 +34,7 @@ LIMIT = 8 * small.FEW  # entries one lookup may gather before the pipeline goes 
 
 Row = tuple[object, ...]  # integers, as `FewKeys` rows
 Prefix = tuple[Row, Time, int]  # variable values in pipeline order, time, multiplicity
-Candidate = tuple[int, object, Time, int]  # prefix index, proposed value, time, multiplicity
+Entries = list[tuple[object, Time, int]]  # proposed values, with time and multiplicity
 
 _MASK64 = (1 << 64) - 1
 
@@ -99,52 +99,32 @@ def constant(prefixes: list[Prefix], position: int, value: object) -> list[Prefi
 
 class Binding:
     """A binary binding seen from a stage: `by_key` proposes values under the key at
-    `key_position`; `by_both` validates a pair, read in the binding's column order."""
+    `key_position` (the same collection `by_both` holds, keyed by the pair)."""
 
-    def __init__(
-        self, key_position: int, key_first: bool, by_key: Arranged, by_both: Arranged, new: bool
-    ) -> None:
+    def __init__(self, key_position: int, by_key: Arranged, new: bool) -> None:
         self.key_position = key_position
-        self.key_first = key_first
-        self.by_key, self.by_both, self.new = by_key, by_both, new
+        self.by_key, self.new = by_key, new
 
-    def proposals(
-        self, prefixes: list[Prefix], time: Time
-    ) -> list[list[tuple[object, Time, int]]] | None:
+    def proposals(self, prefixes: list[Prefix], time: Time) -> list[Entries] | None:
         """Per prefix, the `(value, time, diff)` entries under its key."""
         keys = few_keys([(row[self.key_position],) for row, _, _ in prefixes])
         found = self.by_key.lookup_entries(keys, time, self.new, LIMIT)
         if found is None:
             return None
-        groups: list[list[tuple[object, Time, int]]] = [[] for _ in prefixes]
+        groups: list[Entries] = [[] for _ in prefixes]
         for i, t, values, d in found:
             groups[i].append((values[0], t, d))
         return groups
 
-    def validate(
-        self, prefixes: list[Prefix], candidates: list[Candidate], time: Time
-    ) -> list[Candidate] | None:
-        """The candidates whose pair is in the binding, met with its entries."""
-        if not candidates:
-            return candidates
-        p = self.key_position
-        if self.key_first:
-            pairs: list[Row] = [(prefixes[i][0][p], v) for i, v, _, _ in candidates]
-        else:
-            pairs = [(v, prefixes[i][0][p]) for i, v, _, _ in candidates]
-        found = self.by_both.lookup_entries(few_keys(pairs), time, self.new, LIMIT)
-        if found is None:
-            return None
-        out: list[Candidate] = []
-        for c, t, _, d in found:
-            i, v, ct, cd = candidates[c]
-            out.append((i, v, join(ct, t), cd * d))
-        return out
-
 
 def extend(prefixes: list[Prefix], bindings: list[Binding], time: Time) -> list[Prefix] | None:
     """Bind one more variable: per prefix, the binding with the fewest entries
-    proposes, the others validate; survivors carry the value at the row's end."""
+    proposes, the others validate; survivors carry the value at the row's end.
+
+    Every binding's entries under the prefix's key are at hand (they were counted
+    by fetching them), so a candidate is validated against them: the entries a
+    lookup of the pair `(key, value)` in `by_both` would find are those with that
+    value, since both arrangements hold the same collection."""
     if not prefixes:
         return prefixes
     groups = []
@@ -153,17 +133,21 @@ def extend(prefixes: list[Prefix], bindings: list[Binding], time: Time) -> list[
         if found is None:
             return None
         groups.append(found)
-    winners: list[list[Candidate]] = [[] for _ in bindings]
-    for i, (_, pt, pd) in enumerate(prefixes):
-        w = min(range(len(bindings)), key=lambda k: len(groups[k][i]))
-        winners[w].extend((i, v, join(pt, t), pd * d) for v, t, d in groups[w][i])
     out: list[Prefix] = []
-    for w, candidates in enumerate(winners):
-        for o, other in enumerate(bindings):
-            if o != w:
-                checked = other.validate(prefixes, candidates, time)
-                if checked is None:
-                    return None
-                candidates = checked
-        out.extend((prefixes[i][0] + (v,), t, d) for i, v, t, d in candidates)
+    for i, (row, pt, pd) in enumerate(prefixes):
+        mine = [g[i] for g in groups]
+        w = min(range(len(mine)), key=lambda k: len(mine[k]))
+        candidates = [(v, join(pt, t), pd * d) for v, t, d in mine[w]]
+        for o, entries in enumerate(mine):
+            if o != w and candidates:
+                candidates = _met(candidates, entries)
+        out.extend(((*row, v), t, d) for v, t, d in candidates)
     return out
+
+
+def _met(candidates: Entries, entries: Entries) -> Entries:
+    """Each candidate met with every entry of its value: times join, diffs multiply."""
+    by_value: dict[object, list[tuple[Time, int]]] = {}
+    for v, t, d in entries:
+        by_value.setdefault(v, []).append((t, d))
+    return [(v, join(ct, t), cd * d) for v, ct, cd in candidates for t, d in by_value.get(v, ())]

@@ -103,8 +103,8 @@ def test_extending_by_two_bindings_equals_propose_and_validate(
     expected = _bag(proposed.extend(p, "y").updates)
 
     bindings = [
-        few.Binding(0, True, h.by_first, h.by_both, new),
-        few.Binding(0, False, h.by_second, h.by_both, new),
+        few.Binding(0, h.by_first, new),
+        few.Binding(0, h.by_second, new),
     ]
     got = few.extend(few.prefixes_of(p.updates), bindings, h.now)
     assert got is not None
@@ -135,7 +135,7 @@ def test_a_hub_sends_the_pipeline_back_to_numpy() -> None:
     hub = [(True, (0, y)) for y in range(few.LIMIT + 1)]
     h = History([hub], [])
     prefixes = few.prefixes_of(_prefixes(["x"], [((0,), 1, 1)]).updates)
-    binding = few.Binding(0, True, h.by_first, h.by_both, False)
+    binding = few.Binding(0, h.by_first, False)
     assert few.extend(prefixes, [binding], h.now) is None
     assert (
         few.extend(few.prefixes_of(_prefixes(["x"], [((1,), 1, 1)]).updates), [binding], h.now)
