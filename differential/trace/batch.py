@@ -179,7 +179,10 @@ def _build_few(
 
     The key columns after the hash make no difference unless two keys share a
     hash, and then they keep each key's entries together, as the numpy path does.
+    One row (a single-edge change) is sorted and consolidated as it is.
     """
+    if len(hashes) == 1 and updates.diffs[0]:
+        return Batch(hashes, updates.columns, key_arity, times, updates.diffs, description)
     keys = [hashes.tolist(), *(c.tolist() for c in updates.columns), *times.tolist()]
     rows, sums = small.consolidated_runs(keys, updates.diffs.tolist())
     at = np.array(rows, dtype=np.intp)

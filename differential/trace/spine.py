@@ -115,7 +115,7 @@ class Spine:
         if len(updates) == 0:
             return
         if len(updates) <= small.FEW and self._recent.fits(updates.columns, len(updates)):
-            self._recent.add(updates, self.key_arity, lower)
+            self._recent.add(updates, lower)
             self.latest = join_times(self.latest, tuple(updates.times.max(axis=1).tolist()))
             return
         self._arrange_recent()
@@ -247,7 +247,7 @@ class Spine:
         for batch in self._batches:  # what waits in `_Recent` is read by key as it is
             if not lookup_entries(batch, keys, found, limit):
                 return False
-        self._recent.lookup(keys, found)
+        self._recent.lookup(keys, self.key_arity, found)
         return limit is None or len(found) <= limit
 
     def updates(self) -> Updates:
@@ -307,36 +307,43 @@ class _Recent:
         self.lower: Antichain | None = None
         self.loose = False  # some parts are updates, not batches
         self.by_key: dict[tuple[object, ...], list[tuple[Time, tuple[object, ...], int]]] = {}
+        self.indexed = 0  # parts in `by_key`: the others wait for a reader by key
 
     def _clear(self) -> None:
         self.parts, self.rows, self.lower, self.by_key = [], 0, None, {}
-        self.loose = False
+        self.loose, self.indexed = False, 0
 
     def fits(self, columns: Sequence[Column], rows: int) -> bool:
         return bool(columns) and self.rows + rows <= _RECENT_ROWS and integral(columns)
 
-    def add(self, updates: Updates, key_arity: int, lower: Antichain) -> None:
-        self._index(updates, key_arity)
+    def add(self, updates: Updates, lower: Antichain) -> None:
         self.parts.append(updates)
+        self.rows += len(updates)
         self.loose = True
         if self.lower is None:
             self.lower = lower
 
     def hold(self, batch: Batch) -> None:
-        self._index(batch.updates(), batch.key_arity)
         self.parts.append(batch)
+        self.rows += len(batch)
         if self.lower is None:
             self.lower = batch.description.lower
 
-    def _index(self, updates: Updates, key_arity: int) -> None:
-        rows = python_rows(updates.columns, len(updates))
-        times = python_times(updates.times)
-        for row, time, diff in zip(rows, times, updates.diffs.tolist(), strict=True):
-            self.by_key.setdefault(row[:key_arity], []).append((time, row[key_arity:], diff))
-        self.rows += len(updates)
+    def _index(self, key_arity: int) -> None:
+        """Index the parts added since the last reader by key (a trace that nobody
+        reads by key, like an arrangement only scanned, never converts its rows)."""
+        for part in self.parts[self.indexed :]:
+            updates = part.updates() if isinstance(part, Batch) else part
+            rows = python_rows(updates.columns, len(updates))
+            times = python_times(updates.times)
+            for row, time, diff in zip(rows, times, updates.diffs.tolist(), strict=True):
+                self.by_key.setdefault(row[:key_arity], []).append((time, row[key_arity:], diff))
+        self.indexed = len(self.parts)
 
-    def lookup(self, keys: FewKeys, found: list[Entry]) -> None:
+    def lookup(self, keys: FewKeys, key_arity: int, found: list[Entry]) -> None:
         if self.rows:
+            if self.indexed < len(self.parts):
+                self._index(key_arity)
             for i, row in enumerate(keys.rows):
                 for time, values, diff in self.by_key.get(row, ()):
                     found.append((i, time, values, diff))
