@@ -70,6 +70,16 @@ def mixed_hash(columns: Sequence[list[int]], n: int) -> list[int]:
     return out
 
 
+def key_hashes(rows: Sequence[tuple[int, ...]], identity: bool) -> list[int]:
+    """`differential.trace.batch.key_hash` of integer keys given as Python rows
+    (`identity`: one column, its value as an int64; else the mixed hash of the
+    columns' 64-bit patterns)."""
+    if identity:
+        return [r[0] if r[0] < _HALF else r[0] - _MOD for r in rows]
+    width = len(rows[0]) if rows else 0
+    return mixed_hash([[r[c] & _MASK64 for r in rows] for c in range(width)], len(rows))
+
+
 def row_hash(identity: bool, signed: bool) -> Callable[[tuple[int, ...]], int]:
     """`differential.trace.batch.key_hash` of one integer key given as a Python row:
     the key itself as an int64 (`identity`: one column; `signed`: an int64 one),

@@ -99,6 +99,11 @@ class Arranged(Operator, ABC):
         batch = self.delta(time)
         return None if batch is None else (batch.updates(), batch.hashes)
 
+    def updates_at(self, time: Time) -> Updates | None:
+        """The updates at exactly `time` (as `changes`), without their key hashes."""
+        found = self.changes(time)
+        return None if found is None else found[0]
+
     def history_before(self, time: Time) -> bool:
         """Whether every entry (the delta at `time` included) is at a time `<= time`.
 
@@ -297,6 +302,12 @@ class ArrangeOp(BatchesArranged):
             return self._pending_batch.updates(), self._pending_batch.hashes
         assert self.pending_updates is not None
         return self.pending_updates, _hashes(self.pending_updates, self.key_arity)
+
+    def updates_at(self, time: Time) -> Updates | None:
+        if not self.has_delta(time):
+            return None
+        batch = self._pending_batch
+        return batch.updates() if batch is not None else self.pending_updates
 
     def seen(self, time: Time, include_delta: bool) -> list[Batch]:
         pending = self.pending_batch if include_delta or self.pending_time != time else None

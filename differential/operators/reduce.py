@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -29,7 +30,7 @@ from differential.batch import (
     Updates,
     concat,
     consolidate,
-    integral,
+    python_rows,
     run_starts,
     sort_order,
 )
@@ -50,6 +51,9 @@ from differential.trace.index import KeySet
 from differential.trace.spine import Spine
 
 Counts = npt.NDArray[np.int64]
+Row = tuple[object, ...]
+# Keys scheduled for a later time: columns, or Python rows from the list path.
+KeyPart = tuple[Column, ...] | list[Row]
 _LIST_FACTOR = 8  # a step whose history has at most FEW * this entries runs on lists
 
 
@@ -84,7 +88,7 @@ class ReduceOp(Operator):
         dtypes = (*source.dtypes[:k], *(np.dtype(d) for d in out_dtypes))
         self.output = Stream(source.scope, dtypes, name, producer=self)
         self.trace = Spine(k, dtypes, source.scope.depth)
-        self.scheduled: dict[Time, list[tuple[Column, ...]]] = {}
+        self.scheduled: dict[Time, list[KeyPart]] = {}
         # The output's keys while every step has been a growing distinct: then
         # they are the trace's keys, and membership is a probe, not a trace lookup.
         # Output of growing steps not yet arranged into `trace` (nobody reads it
@@ -95,6 +99,7 @@ class ReduceOp(Operator):
         )
         # Small steps may run on Python lists when every value compares like numpy's.
         self.lists_ok = all(d.kind in "iu" for d in (*source.dtypes, *dtypes))
+        self.identity = k == 1 and dtypes[0].kind in "iu"  # `key_hash` is the key itself
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.scheduled.keys()
@@ -104,8 +109,10 @@ class ReduceOp(Operator):
 
     def step(self, time: Time) -> None:
         if self.reducer is distinct:
-            changes = self.source.changes(time)
-            if changes is not None and self._monotone(changes[0], time):
+            updates = self.source.updates_at(time)
+            if updates is not None and self._monotone(updates, time):
+                changes = self.source.changes(time)
+                assert changes is not None
                 self._distinct_growing(changes, time)
                 return
         self._settle()
@@ -113,12 +120,19 @@ class ReduceOp(Operator):
         keys = self._keys_at(time)
         if keys is None:
             return
+        if isinstance(keys, list):  # a few keys, as Python rows
+            asked = FewKeys(keys, small.key_hashes(keys, self.identity))  # type: ignore[arg-type]
+            found = self.source.lookup_entries(asked, time, True, small.FEW * _LIST_FACTOR)
+            if found is not None:
+                self._emit(self._step_lists(asked, found, time), time)
+                return
+            keys = tuple(columns_of(keys, self.source.dtypes[: self.source.key_arity]))
         hashes = key_hash(keys)
         if self.lists_ok and len(hashes) <= small.FEW * _LIST_FACTOR:
             asked = FewKeys.of(keys, hashes)
             found = self.source.lookup_entries(asked, time, True, small.FEW * _LIST_FACTOR)
             if found is not None:
-                self._emit(self._step_lists(keys, asked, found, time), time)
+                self._emit(self._step_lists(asked, found, time), time)
                 return
         owner, history = self.source.lookup(keys, hashes, time, True)
         self._schedule_joins(keys, owner, history.times, time)
@@ -143,17 +157,10 @@ class ReduceOp(Operator):
             self.trace.insert(result, Antichain([time]), Antichain())
             self.output.send(result)
 
-    def _step_lists(
-        self,
-        keys: tuple[Column, ...],
-        asked: FewKeys,
-        history: list[Entry],
-        time: Time,
-    ) -> Updates | None:
+    def _step_lists(self, asked: FewKeys, history: list[Entry], time: Time) -> Updates | None:
         """`step` for a few keys with a short history, on Python lists: the same
         interesting times scheduled, the same groups handed to the reducer and the
         same change out as the numpy path, without its fixed cost per numpy call."""
-        k = self.source.key_arity
         accumulated: dict[tuple[object, ...], int] = {}
         later: dict[Time, set[int]] = {}
         for o, t, row, d in history:
@@ -161,9 +168,8 @@ class ReduceOp(Operator):
                 accumulated[(o, *row)] = accumulated.get((o, *row), 0) + d
             else:  # a key changed at `time` meets history not `<=` it: revisit the join
                 later.setdefault(join_times(t, time), set()).add(o)
-        for at, owners in sorted(later.items()):
-            rows = np.array(sorted(owners), dtype=np.intp)
-            self.scheduled.setdefault(at, []).append(tuple(c[rows] for c in keys))
+        for at, owners in later.items():
+            self.scheduled.setdefault(at, []).append([asked.rows[o] for o in owners])
         wanted = self._reduce_lists(accumulated, len(asked))
         for o, t, row, d in self.trace.lookup_entries(asked):
             if le(t, time):
@@ -171,10 +177,11 @@ class ReduceOp(Operator):
         change = sorted((row, n) for row, n in wanted.items() if n)
         if not change:
             return None
-        rows = np.array([row[0] for row, _ in change], dtype=np.intp)
-        values = columns_of([row[1:] for row, _ in change], self.output.dtypes[k:])
+        keys = asked.rows
+        rows = [(*keys[cast(int, row[0])], *row[1:]) for row, _ in change]
+        values = columns_of(rows, self.output.dtypes)
         diffs = np.array([n for _, n in change], dtype=np.int64)
-        return Updates((*(c[rows] for c in keys), *values), column(time, len(diffs)), diffs)
+        return Updates(tuple(values), column(time, len(diffs)), diffs)
 
     def _reduce_lists(
         self, accumulated: dict[tuple[object, ...], int], n_keys: int
@@ -257,22 +264,28 @@ class ReduceOp(Operator):
             lower = Antichain([tuple(int(t) for t in updates.times.min(axis=1))])
             self.trace.insert(updates, lower, Antichain())
 
-    def _keys_at(self, time: Time) -> tuple[Column, ...] | None:
+    def _keys_at(self, time: Time) -> list[Row] | tuple[Column, ...] | None:
+        """The keys to re-evaluate at `time`, sorted and distinct: a few as Python rows
+        (when every column is an integer one), else as columns."""
         parts = self.scheduled.pop(time, [])
-        changes = self.source.changes(time)  # scanned: they need not be arranged now
+        k = self.source.key_arity
+        changes = self.source.updates_at(time)  # scanned: they need not be arranged now
         if changes is not None:
-            parts.append(changes[0].columns[: self.source.key_arity])
-        if not parts:
-            return None
-        cols = tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
-        if cols and len(cols[0]) <= small.FEW and integral(cols):  # a few keys: sort in Python
-            rows = sorted(set(zip(*(c.tolist() for c in cols), strict=True)))
-            by_column = zip(*rows, strict=True) if rows else ([] for _ in cols)
-            return tuple(np.array(v, dtype=c.dtype) for v, c in zip(by_column, cols, strict=True))
-        order = sort_order(cols)
-        cols = tuple(c[order] for c in cols)
-        starts = run_starts(cols)
-        return tuple(c[starts] for c in cols)
+            parts.append(changes.columns[:k])
+        if not parts or not k:
+            return None if not parts else _distinct_columns(self._columns(parts))
+        n = sum(len(p) if isinstance(p, list) else len(p[0]) for p in parts)
+        if self.lists_ok and n <= small.FEW:
+            rows: set[Row] = set()
+            for p in parts:
+                rows.update(p if isinstance(p, list) else python_rows(p, len(p[0])))
+            return sorted(rows)
+        return _distinct_columns(self._columns(parts))
+
+    def _columns(self, parts: list[KeyPart]) -> tuple[Column, ...]:
+        dtypes = self.source.dtypes[: self.source.key_arity]
+        cols = [tuple(columns_of(p, dtypes)) if isinstance(p, list) else p for p in parts]
+        return tuple(np.concatenate([c[i] for c in cols]) for i in range(len(dtypes)))
 
     def _schedule_joins(
         self, keys: tuple[Column, ...], owner: Owner, times: npt.NDArray[np.int64], time: Time
@@ -314,6 +327,14 @@ class ReduceOp(Operator):
 
     def inputs(self) -> Sequence[Operator | Stream]:
         return (self.source,)
+
+
+def _distinct_columns(cols: tuple[Column, ...]) -> tuple[Column, ...]:
+    """The distinct rows of key columns, sorted."""
+    order = sort_order(cols)
+    cols = tuple(c[order] for c in cols)
+    starts = run_starts(cols)
+    return tuple(c[starts] for c in cols)
 
 
 def _all_positive(diffs: Counts) -> bool:

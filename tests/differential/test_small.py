@@ -201,3 +201,17 @@ def test_hashing_one_python_key_equals_numpy(key: list[int], dtype: type) -> Non
     identity = len(values) == 1
     hash_of = small.row_hash(identity, dtype is np.int64)
     assert hash_of(tuple(values)) == int(key_hash(columns)[0])
+
+
+@given(
+    st.integers(1, 3),
+    st.lists(st.integers(-(2**63), 2**63 - 1), min_size=0, max_size=12),
+    st.sampled_from([np.int64, np.uint64, np.int32, np.uint32]),
+)
+def test_hashing_python_keys_equals_numpy(width: int, flat: list[int], dtype: type) -> None:
+    """`small.key_hashes` (the reduce's few keys as rows) is `key_hash` of their columns."""
+    info = np.iinfo(dtype)
+    values = [v % (int(info.max) - int(info.min) + 1) + int(info.min) for v in flat]
+    rows = [tuple(values[i : i + width]) for i in range(0, len(values) - width + 1, width)]
+    columns = [np.array([r[c] for r in rows], dtype=dtype) for c in range(width)]
+    assert small.key_hashes(rows, width == 1) == key_hash(columns).tolist()
