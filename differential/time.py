@@ -16,7 +16,7 @@ of the product order; the scheduler processes times in that order.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
 import numpy.typing as npt
@@ -43,6 +43,18 @@ def le(a: Time, b: Time) -> bool:
         if x > y:
             return False
     return True
+
+
+def at_or_before(time: Time) -> Callable[[Time], bool]:
+    """`lambda t: le(t, time)`, without a loop for the depths of the root scope and
+    of one iteration scope (the list paths ask it of every entry they read)."""
+    if len(time) == 1:
+        (a,) = time
+        return lambda t: t[0] <= a
+    if len(time) == 2:
+        a, b = time
+        return lambda t: t[0] <= a and t[1] <= b
+    return lambda t: le(t, time)
 
 
 def split_by_time(times: Times) -> list[tuple[Time, npt.NDArray[np.intp]]]:

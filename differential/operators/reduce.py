@@ -39,9 +39,9 @@ from differential.operators.arrange import Arranged, Owner
 from differential.time import (
     Antichain,
     Time,
+    at_or_before,
     column,
     join_times,
-    le,
     less_equal,
     split_by_time,
 )
@@ -163,8 +163,9 @@ class ReduceOp(Operator):
         same change out as the numpy path, without its fixed cost per numpy call."""
         accumulated: dict[tuple[object, ...], int] = {}
         later: dict[Time, set[int]] = {}
+        visible = at_or_before(time)
         for o, t, row, d in history:
-            if le(t, time):
+            if visible(t):
                 accumulated[(o, *row)] = accumulated.get((o, *row), 0) + d
             else:  # a key changed at `time` meets history not `<=` it: revisit the join
                 later.setdefault(join_times(t, time), set()).add(o)
@@ -172,7 +173,7 @@ class ReduceOp(Operator):
             self.scheduled.setdefault(at, []).append([asked.rows[o] for o in owners])
         wanted = self._reduce_lists(accumulated, len(asked))
         for o, t, row, d in self.trace.lookup_entries(asked):
-            if le(t, time):
+            if visible(t):
                 wanted[(o, *row)] = wanted.get((o, *row), 0) - d
         change = sorted((row, n) for row, n in wanted.items() if n)
         if not change:

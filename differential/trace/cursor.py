@@ -204,16 +204,23 @@ def lookup_entries(
     read from Python lists kept with it; another large one is searched with numpy
     and only its matches become Python values.
     """
-    if not batch.cache.listable(len(batch), _LISTED):
-        return _ranged_entries(batch, keys, found, limit)
-    listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
-    ranges = [(bisect_left(listed, h), bisect_right(listed, h)) for h in keys.hashes]
-    if limit is not None and len(found) + sum(hi - lo for lo, hi in ranges) > limit:
-        return False  # an upper bound (mixed hashes may collide): the caller goes to numpy
-    values, times, diffs = batch.cache.entries(batch.values, batch.times, batch.diffs)
-    for i, (lo, hi) in enumerate(ranges):
-        if lo == hi:
+    cache = batch.cache
+    view = cache.view
+    if view is None:
+        if not cache.listable(len(batch), _LISTED):
+            return _ranged_entries(batch, keys, found, limit)
+        listed, stored = cache.listed(batch.hashes, batch.keys, batch.identity_hash)
+        values, times, diffs = cache.entries(batch.values, batch.times, batch.diffs)
+        view = cache.view = (listed, stored, values, times, diffs)
+    listed, stored, values, times, diffs = view
+    size = len(listed)
+    for i, h in enumerate(keys.hashes):
+        lo = bisect_left(listed, h)
+        if lo == size or listed[lo] != h:
             continue
+        hi = bisect_right(listed, h, lo)
+        if limit is not None and len(found) + hi - lo > limit:
+            return False  # an upper bound (mixed hashes may collide): the caller goes to numpy
         entries = zip(repeat(i), times[lo:hi], values[lo:hi], diffs[lo:hi])
         if stored is None:
             found.extend(entries)

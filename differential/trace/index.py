@@ -185,6 +185,17 @@ _MIN_INDEXED = 1 << 14  # smaller batches are binary-searched in cache
 _ASKED_PER_ENTRY = 1 / 8  # index a batch once this many query keys per entry came
 
 
+# A batch as Python lists: sorted hashes, key rows (None: the hash is the key),
+# value rows, times and diffs.
+PythonView = tuple[
+    list[int],
+    list[tuple[object, ...]] | None,
+    list[tuple[object, ...]],
+    list[tuple[int, ...]],
+    list[int],
+]
+
+
 class LookupCache:
     """Per batch: how many query keys it has been asked about and, once that many
     justify the build (about `n / 8` binary searches cost as much), its index, or
@@ -200,6 +211,8 @@ class LookupCache:
         self._entries: tuple[list[tuple[object, ...]], list[tuple[int, ...]], list[int]] | None = (
             None
         )
+        # `listed` and `entries` together, once a few-key lookup has read both.
+        self.view: PythonView | None = None
 
     def listed(
         self, hashes: Hashes, keys: Sequence[Column], identity: bool
