@@ -77,6 +77,15 @@ class Arranged(Operator, ABC):
         owner, found = self.lookup(columns, hashes, time, include_delta)
         return python_entries(owner, found, self.key_arity) if len(owner) <= limit else None
 
+    def batch_entries(
+        self, keys: FewKeys, time: Time, include_delta: bool, limit: int
+    ) -> list[Entry] | None:
+        """`lookup_entries` reading what `lookup` reads: an arrangement that leaves a
+        few rows unarranged for readers by key arranges (and merges) them first, so
+        that history that cancels is not met. For a reader whose work grows with
+        every entry it meets (a join's products), not only with the keys."""
+        return self.lookup_entries(keys, time, include_delta, limit)
+
     @abstractmethod
     def entries(self, time: Time, include_delta: bool) -> Updates:
         """Every entry `lookup` may find, under any key, consolidated (a scan)."""
@@ -157,6 +166,11 @@ class BatchesArranged(Arranged):
         return combine(parts)
 
     def lookup_entries(
+        self, keys: FewKeys, time: Time, include_delta: bool, limit: int
+    ) -> list[Entry] | None:
+        return self.batch_entries(keys, time, include_delta, limit)
+
+    def batch_entries(
         self, keys: FewKeys, time: Time, include_delta: bool, limit: int
     ) -> list[Entry] | None:
         found: list[Entry] = []

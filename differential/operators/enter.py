@@ -69,6 +69,13 @@ class EnterArranged(Arranged):
         found = self.outer.lookup_entries(keys, time[:-1], include, limit)
         return None if found is None else [(o, (*t, 0), v, d) for o, t, v, d in found]
 
+    def batch_entries(
+        self, keys: FewKeys, time: Time, include_delta: bool, limit: int
+    ) -> list[Entry] | None:
+        include = include_delta or time[-1] != 0
+        found = self.outer.batch_entries(keys, time[:-1], include, limit)
+        return None if found is None else [(o, (*t, 0), v, d) for o, t, v, d in found]
+
     def entries(self, time: Time, include_delta: bool) -> Updates:
         return _lift(self.outer.entries(time[:-1], include_delta or time[-1] != 0))
 

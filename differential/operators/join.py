@@ -17,14 +17,16 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from differential import small
-from differential.batch import Index, Updates
+from differential.batch import Index, Updates, python_rows, python_times
 from differential.dataflow import Operator, Stream, check_budget
 from differential.operators.arrange import Arranged, Owner
-from differential.time import Time
+from differential.time import Time, join_times
 from differential.trace.batch import Hashes
+from differential.trace.cursor import FewKeys, columns_of
 
 _PAIRS = 1 << 20  # pairs joined at once (a product beyond it is chunked by changes)
 _SAMPLE = 256  # changes whose matches are counted to estimate a product's size
+_FEW_PAIRS = 8 * small.FEW  # matches of a few changes beyond which numpy joins them
 
 
 class JoinOp(Operator):
@@ -45,17 +47,60 @@ class JoinOp(Operator):
         self.projection = list(projection)
         dtypes = [self.layout[i] for i in self.projection]
         self.output = Stream(left.scope, dtypes, "join", producer=self)
+        # A few changes may be joined on Python rows when every column is an integer one.
+        self.lists_ok = k > 0 and all(d.kind in "iu" for d in self.layout)
 
     def ready(self, time: Time) -> bool:
         return self.left.has_delta(time) or self.right.has_delta(time)
 
     def step(self, time: Time) -> None:
         # Each side's changes are only scanned here: they need not be arranged now.
-        d_left, d_right = self.left.changes(time), self.right.changes(time)
-        if d_left is not None:
-            self._join(*d_left, self.right, time, left_is_delta=True)
-        if d_right is not None:
-            self._join(*d_right, self.left, time, left_is_delta=False)
+        sides = ((self.left, self.right, True), (self.right, self.left, False))
+        for mine, other, left_is_delta in sides:
+            delta = mine.updates_at(time)
+            if delta is None:
+                continue
+            if self.lists_ok and len(delta) <= small.FEW:
+                found = self._join_few(delta, other, time, left_is_delta)
+                if found is not None:
+                    self.output.send(found)
+                    continue
+            changes = mine.changes(time)
+            assert changes is not None
+            self._join(*changes, other, time, left_is_delta)
+
+    def _join_few(
+        self, delta: Updates, other: Arranged, time: Time, left_is_delta: bool
+    ) -> Updates | None:
+        """`_join` of a few changes on Python rows: their keys looked up in the batches
+        `lookup` reads (`batch_entries`), each match's output row, time (the join of
+        both) and product of diffs built in Python, then one column per output
+        column. None when the matches are too many for lists (join with numpy)."""
+        k = self.left.key_arity
+        rows = python_rows(delta.columns, len(delta))
+        keys = [row[:k] for row in rows]
+        asked = FewKeys(keys, small.key_hashes(keys, k == 1))  # type: ignore[arg-type]
+        found = other.batch_entries(asked, time, left_is_delta, _FEW_PAIRS)
+        if found is None:
+            return None
+        if not found:
+            return self.output.empty()
+        times, diffs = python_times(delta.times), delta.diffs.tolist()
+        pick = self.projection
+        out: list[tuple[object, ...]] = []
+        out_times: list[Time] = []
+        out_diffs: list[int] = []
+        for i, t, values, d in found:
+            row = rows[i]
+            layout = (*row, *values) if left_is_delta else (*row[:k], *values, *row[k:])
+            out.append(tuple([layout[j] for j in pick]))
+            out_times.append(join_times(t, times[i]))
+            out_diffs.append(diffs[i] * d)
+        return Updates(
+            tuple(columns_of(out, self.output.dtypes)),
+            np.array(out_times, dtype=np.int64).T.copy(),
+            np.array(out_diffs, dtype=np.int64),
+        )
 
     def _join(
         self, delta: Updates, hashes: Hashes, other: Arranged, time: Time, left_is_delta: bool
