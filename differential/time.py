@@ -97,7 +97,7 @@ class Antichain:
             if self._elements:
                 self.insert(t)
             else:  # the first element needs no comparisons
-                self._elements.append(tuple(int(x) for x in t))
+                self._elements.append(tuple(map(int, t)))
 
     def __iter__(self) -> Iterator[Time]:
         return iter(self._elements)
@@ -120,7 +120,7 @@ class Antichain:
 
     def insert(self, time: Time) -> bool:
         """Add `time` unless some element is `<=` it; drop elements it precedes."""
-        t = tuple(int(x) for x in time)
+        t = tuple(map(int, time))
         if any(le(e, t) for e in self._elements):
             return False
         self._elements = [e for e in self._elements if not le(t, e)]

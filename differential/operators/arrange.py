@@ -282,7 +282,8 @@ class ArrangeOp(BatchesArranged):
         elif self.deferred:  # one sort for all of them, not one batch (and merge) per time
             parts = [i.updates() if isinstance(i, Batch) else i for i, _ in self.deferred]
             lower = Antichain([self.deferred[0][1]])
-            self.spine.insert(concat(parts), lower, Antichain())  # a few rows wait unsorted
+            latest = self._deferred_latest
+            self.spine.insert(concat(parts), lower, Antichain(), latest)  # a few rows wait unsorted
         self.deferred, self._deferred_latest = [], None
         return self.spine
 

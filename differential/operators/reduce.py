@@ -154,7 +154,7 @@ class ReduceOp(Operator):
 
     def _emit(self, result: Updates | None, time: Time) -> None:
         if result is not None and len(result):
-            self.trace.insert(result, Antichain([time]), Antichain())
+            self.trace.insert(result, Antichain([time]), Antichain(), time)
             self.output.send(result)
 
     def _step_lists(self, asked: FewKeys, history: list[Entry], time: Time) -> Updates | None:

@@ -109,14 +109,19 @@ class Spine:
 
     # -- writing ----------------------------------------------------------------
 
-    def insert(self, updates: Updates, lower: Antichain, upper: Antichain) -> None:
+    def insert(
+        self, updates: Updates, lower: Antichain, upper: Antichain, latest: Time | None = None
+    ) -> None:
         """Add `updates`: a few rows of integer columns wait unarranged (`_Recent`)
-        until a reader needs batches; others are arranged into a new batch now."""
+        until a reader needs batches; others are arranged into a new batch now.
+        `latest`: the coordinate-wise maximum of their times, when the caller knows it."""
         if len(updates) == 0:
             return
         if len(updates) <= small.FEW and self._recent.fits(updates.columns, len(updates)):
             self._recent.add(updates, lower)
-            self.latest = join_times(self.latest, tuple(updates.times.max(axis=1).tolist()))
+            if latest is None:
+                latest = tuple(updates.times.max(axis=1).tolist())
+            self.latest = join_times(self.latest, latest)
             return
         self._arrange_recent()
         batch = Batch.build(updates, self.key_arity, Description(lower, upper, Antichain()))
