@@ -381,7 +381,11 @@ class BodyCompiler:
     # -- heads -------------------------------------------------------------------
 
     def head(self, binding: Binding, args: Sequence[Term], kinds: Sequence[ColumnType]) -> Stream:
-        """The head tuples `args` computed from `binding` (typed as the relation's columns)."""
+        """The head tuples `args` computed from `binding` (typed as the relation's columns).
+        Variables already of their column's type are picked, not evaluated."""
+        picked = self._picked(binding, args, kinds)
+        if picked is not None:
+            return project(binding.stream, picked)
         computes = [self.evaluator(binding.vars, a, k) for a, k in zip(args, kinds, strict=True)]
 
         def build(u: Updates) -> Updates:
@@ -392,6 +396,21 @@ class BodyCompiler:
         dtypes = [np.dtype(DTYPES[k]) for k in kinds]
         rows = row_map(args, kinds, binding.vars, self.types, keep=False)
         return map_updates(binding.stream, build, dtypes, rows=rows)
+
+    def _picked(
+        self, binding: Binding, args: Sequence[Term], kinds: Sequence[ColumnType]
+    ) -> list[int] | None:
+        """The binding's columns that are the head, when every argument is a variable
+        whose values already have the head column's type and dtype."""
+        picked = []
+        for arg, kind in zip(args, kinds, strict=True):
+            if not isinstance(arg, Var) or self.types.get(arg.name) != kind:
+                return None
+            at = binding.vars.index(arg.name)
+            if binding.stream.dtypes[at] != np.dtype(DTYPES[kind]):
+                return None
+            picked.append(at)
+        return picked
 
 
 UNIT = "__unit__"
