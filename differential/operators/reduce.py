@@ -120,20 +120,23 @@ class ReduceOp(Operator):
         keys = self._keys_at(time)
         if keys is None:
             return
+        limit = small.FEW * _LIST_FACTOR
         if isinstance(keys, list):  # a few keys, as Python rows
             asked = FewKeys(keys, small.key_hashes(keys, self.identity))  # type: ignore[arg-type]
-            found = self.source.lookup_entries(asked, time, True, small.FEW * _LIST_FACTOR)
+            found = self.source.lookup_entries(asked, time, True, limit)
             if found is not None:
                 self._emit(self._step_lists(asked, found, time), time)
                 return
             keys = tuple(columns_of(keys, self.source.dtypes[: self.source.key_arity]))
-        hashes = key_hash(keys)
-        if self.lists_ok and len(hashes) <= small.FEW * _LIST_FACTOR:
-            asked = FewKeys.of(keys, hashes)
-            found = self.source.lookup_entries(asked, time, True, small.FEW * _LIST_FACTOR)
-            if found is not None:
-                self._emit(self._step_lists(asked, found, time), time)
-                return
+            hashes = np.array(asked.hashes, dtype=np.int64)
+        else:
+            hashes = key_hash(keys)
+            if self.lists_ok and len(hashes) <= limit:
+                asked = FewKeys.of(keys, hashes)
+                found = self.source.lookup_entries(asked, time, True, limit)
+                if found is not None:
+                    self._emit(self._step_lists(asked, found, time), time)
+                    return
         owner, history = self.source.lookup(keys, hashes, time, True)
         self._schedule_joins(keys, owner, history.times, time)
         linear = self.reducer in LINEAR
