@@ -23,17 +23,19 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates, concat, consolidate, python_rows, python_times
+from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Scope, Stream, TimeQueue
 from differential.time import Antichain, Time, join_times, le
 from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import (
     Entry,
     FewKeys,
-    count_per_key,
+    combine,
+    count_in,
     lookup_batch,
     lookup_entries,
     python_entries,
+    scan_entries,
 )
 from differential.trace.spine import Spine, TraceHandle
 
@@ -123,21 +125,6 @@ class Arranged(Operator, ABC):
     def empty(self, columns: Sequence[int] | None = None) -> Updates:
         dtypes = self.dtypes if columns is None else [self.dtypes[i] for i in columns]
         return Updates.empty(len(dtypes), self.scope.depth, dtypes)
-
-
-def count_in(batches: Sequence[Batch], hashes: Hashes) -> Owner:
-    """Sum over `batches` of each query key's number of entries."""
-    total = np.zeros(len(hashes), dtype=np.intp)
-    for batch in batches:
-        total += count_per_key(batch, hashes)
-    return total
-
-
-def combine(parts: list[tuple[Owner, Updates]]) -> tuple[Owner, Updates]:
-    """Lookups' parts (at least one) as one."""
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate([p[0] for p in parts]), concat([p[1] for p in parts])
 
 
 class BatchesArranged(Arranged):
@@ -301,7 +288,7 @@ class ArrangeOp(BatchesArranged):
             pending = self.pending_batch
             assert pending is not None
             return found if lookup_entries(pending, keys, found, limit) else None
-        _scan_entries(self.pending_updates, self.key_arity, keys, found)
+        scan_entries(self.pending_updates, self.key_arity, keys, found)
         return found if len(found) <= limit else None
 
     def delta(self, time: Time) -> Batch | None:
@@ -366,18 +353,6 @@ class ArrangeOp(BatchesArranged):
 def _arrange(updates: Updates, key_arity: int, time: Time) -> Batch:
     description = Description(Antichain([time]), Antichain(), Antichain())
     return Batch.build(updates, key_arity, description)
-
-
-def _scan_entries(updates: Updates, key_arity: int, keys: FewKeys, found: list[Entry]) -> None:
-    """Append the entries of a few unarranged `updates` under the query keys."""
-    wanted: dict[tuple[object, ...], list[int]] = {}
-    for i, row in enumerate(keys.rows):
-        wanted.setdefault(row, []).append(i)
-    rows = python_rows(updates.columns, len(updates))
-    times = python_times(updates.times)
-    for row, t, d in zip(rows, times, updates.diffs.tolist(), strict=True):
-        for i in wanted.get(row[:key_arity], ()):
-            found.append((i, t, row[key_arity:], d))
 
 
 def _hashes(updates: Updates, key_arity: int) -> Hashes:

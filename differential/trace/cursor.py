@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates, python_rows, python_times
+from differential.batch import Column, Updates, concat, python_rows, python_times
 from differential.time import Time
 from differential.trace.batch import Batch, Hashes
 from differential.trace.index import HashIndex
@@ -149,6 +149,21 @@ def _same_keys(batch: Batch, keys: Sequence[Column], m: Matches) -> Matches:
     return m if same.all() else Matches(m.query[same], m.entry[same])
 
 
+def count_in(batches: Sequence[Batch], hashes: Hashes) -> Index:
+    """Sum over `batches` of each query key's number of entries."""
+    total = np.zeros(len(hashes), dtype=np.intp)
+    for batch in batches:
+        total += count_per_key(batch, hashes)
+    return total
+
+
+def combine(parts: list[tuple[Index, Updates]]) -> tuple[Index, Updates]:
+    """Lookups' parts (at least one) as one."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([p[0] for p in parts]), concat([p[1] for p in parts])
+
+
 def count_per_key(batch: Batch, hashes: Hashes) -> Index:
     """Number of entries per query key (exact for identity hashes, an upper bound otherwise)."""
     if len(batch) == 0:
@@ -267,6 +282,18 @@ def _ranged_entries(batch: Batch, keys: FewKeys, found: list[Entry], limit: int 
             if k == row
         )
     return True
+
+
+def scan_entries(updates: Updates, key_arity: int, keys: FewKeys, found: list[Entry]) -> None:
+    """Append the entries of a few unarranged `updates` under the query keys."""
+    wanted: dict[tuple[object, ...], list[int]] = {}
+    for i, row in enumerate(keys.rows):
+        wanted.setdefault(row, []).append(i)
+    rows = python_rows(updates.columns, len(updates))
+    times = python_times(updates.times)
+    for row, t, d in zip(rows, times, updates.diffs.tolist(), strict=True):
+        for i in wanted.get(row[:key_arity], ()):
+            found.append((i, t, row[key_arity:], d))
 
 
 def columns_of(rows: Sequence[tuple[object, ...]], dtypes: Sequence[np.dtype]) -> list[Column]:
