@@ -349,7 +349,7 @@ class Client:
     def _receive(self, text: str | bytes) -> None:
         """One whole message, as the connection parses it (`_Connection`)."""
         try:
-            message = json.loads(text)
+            message = _json(text)
         except ValueError as error:  # not JSON: the server is not one we can talk to
             self.failure = self.failure or ServerError(
                 {"category": "fault", "message": f"unreadable message: {error}"}
@@ -393,6 +393,20 @@ class Client:
                 future.set_exception(error)
         elif future is not None and not future.done():
             future.set_result(message)
+
+
+_RAW_DECODE = json.JSONDecoder().raw_decode
+
+
+def _json(text: str | bytes) -> Any:
+    """`json.loads(text)`, without its two whitespace scans for the compact text the
+    server sends (anything else goes through `json.loads`, errors included)."""
+    if isinstance(text, str):
+        with contextlib.suppress(ValueError):
+            value, end = _RAW_DECODE(text)
+            if end == len(text):
+                return value
+    return json.loads(text)
 
 
 def _rows(rows: Rows) -> dict[str, list[list[Any]]]:
