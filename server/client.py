@@ -206,9 +206,11 @@ class _Connection(ClientConnection, asyncio.BufferedProtocol):
         elif not event.fin:
             self.fragments.append(event)
         else:
-            frames, self.fragments = [*self.fragments, event], []
-            data = event.data if len(frames) == 1 else b"".join(f.data for f in frames)
-            if frames[0].opcode is not TEXT:
+            data, first = event.data, event
+            if self.fragments:  # the last frame of a message in several
+                first, frames, self.fragments = self.fragments[0], [*self.fragments, event], []
+                data = b"".join(frame.data for frame in frames)
+            if first.opcode is not TEXT:
                 self.listener(bytes(data))
                 return
             try:
@@ -416,8 +418,11 @@ def _json(text: str | bytes) -> Any:
     """`json.loads(text)`, without its two whitespace scans for the compact text the
     server sends (anything else goes through `json.loads`, errors included)."""
     if isinstance(text, str):
-        with contextlib.suppress(ValueError):
+        try:
             value, end = _RAW_DECODE(text)
+        except ValueError:
+            pass
+        else:
             if end == len(text):
                 return value
     return json.loads(text)
