@@ -178,8 +178,8 @@ class _Connection(ClientConnection, asyncio.BufferedProtocol):
     go through websockets.
 
     It is a buffered protocol: the transport reads into one buffer it keeps, where a
-    plain protocol gets a fresh 256 KiB `recv` per read, whose allocation and release
-    cost more than the read of a small message itself."""
+    plain protocol gets a fresh 256 KiB `bytes` per read, whose allocation costs more
+    than the read of a small message itself (ADR 0033)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
