@@ -116,7 +116,7 @@ class Subscription:
             diffs = [d for part in self.parts for d in part["diffs"]]
             self.parts = []
         else:  # the usual change, in one message
-            rows, diffs = [tuple(r) for r in message["rows"]], message["diffs"]
+            rows, diffs = list(map(tuple, message["rows"])), message["diffs"]
         self.queue.put_nowait(Change(rows, diffs, message["epoch"]))
 
     def __aiter__(self) -> Subscription:
