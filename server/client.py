@@ -187,6 +187,7 @@ class _Connection(ClientConnection, asyncio.BufferedProtocol):
         self.early: list[str | bytes] = []  # messages before a listener was set
         self.listener: Callable[[str | bytes], None] = self.early.append
         self.fragments: list[Frame] = []  # of a message that came in several frames
+        self.failing: asyncio.Task[None] | None = None  # closing after a bad message
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self.inbound
@@ -227,7 +228,7 @@ class _Connection(ClientConnection, asyncio.BufferedProtocol):
             async with self.send_context():
                 self.protocol.fail(code, reason)
 
-        self.loop.create_task(failing())
+        self.failing = self.loop.create_task(failing())  # held: the loop keeps tasks weakly
 
 
 class Client:
