@@ -41,6 +41,7 @@ from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
 from datalog.passes.check_generators import generator_binding
 from datalog.passes.term_types import comparison_type
 from datalog.passes.variables import nodes, term_variables
+from datalog.plan.atoms import AtomView
 from datalog.pretty import format_literal, format_term
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import project
@@ -164,8 +165,6 @@ def _pattern(c: BodyCompiler, atom: Atom) -> Pattern:
     """The binding's arrangements: shared ones for a plain atom of a relation,
     private ones over the filtered projection when the atom has constants,
     wildcards or a repeated variable (so `e(a, 3)` or `e(a, a)` is a unary binding)."""
-    from datalog.plan.body import AtomView
-
     names = _variables(atom)
     src = c.sources
     size = src.size(atom.name)
@@ -195,7 +194,7 @@ def _negated(c: BodyCompiler, atom: Atom) -> Pattern:
     """A negated binding over the set of the atom's variable tuples: the shared
     arrangement of a plain atom of a set relation, else a private arrangement of
     the distinct filtered projection (`!e(a, _)`, `!e(a, 3)`, a multiset input)."""
-    from datalog.plan.body import AtomView, Binding
+    from datalog.plan.body import Binding
 
     names = _variables(atom)
     src = c.sources
