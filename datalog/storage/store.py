@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import os
 import shutil
 import weakref
@@ -37,6 +38,7 @@ from datalog.storage.frames import CorruptLogError, DurabilityError, frame, scan
 from datalog.storage.records import Record, decode, decode_columns, encode, encode_columns
 
 LOCK = "LOCK"
+_log = logging.getLogger("deltalog")
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,13 @@ def _seq(path: Path) -> int:
     return int(path.name.split("-")[1].split(".")[0])
 
 
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        _log.warning("could not delete %s (opening ignores it)", path)
+
+
 def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -72,7 +81,10 @@ class Store:
     def __init__(self, path: str | os.PathLike[str], sync: bool = True) -> None:
         self.dir = Path(path)
         try:
+            created = [d for d in (self.dir, *self.dir.parents) if not d.exists()]
             self.dir.mkdir(parents=True, exist_ok=True)
+            for directory in reversed(created if sync else []):  # their entries survive
+                _fsync_dir(directory.parent)  # a machine crash
             self._lock: IO[bytes] | None = (self.dir / LOCK).open("ab")
         except OSError as error:
             raise DurabilityError(
@@ -92,6 +104,8 @@ class Store:
         self.records = 0  # records in the current segment
         self.snapshot_bytes = 0
         self.seq = 0
+        self.dir_synced = False  # the directory was fsynced since its last new entry
+        self.broken: str | None = None  # why the log cannot be written any more
 
     # -- opening -----------------------------------------------------------------
 
@@ -125,8 +139,12 @@ class Store:
     def append(self, record: Record) -> int:
         """Write `record` durably; returns the offset to `undo` it. On failure the
         segment is cut back to where it was and `DurabilityError` is raised."""
+        self._check_writable()
         data = memoryview(frame(encode(record)))
-        fd = os.open(self.segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise DurabilityError(f"could not open the log {self.segment}: {error}") from None
         try:
             offset = os.lseek(fd, 0, os.SEEK_END)
             try:
@@ -134,8 +152,9 @@ class Store:
                     data = data[os.write(fd, data) :]
                 if self.sync:
                     os.fsync(fd)
+                    self._sync_dir()  # a new segment's entry must survive too
             except OSError as error:
-                os.ftruncate(fd, offset)
+                self._cut_back(fd, offset, error)
                 raise DurabilityError(f"could not write the log {self.segment}: {error}") from None
         finally:
             os.close(fd)
@@ -143,18 +162,49 @@ class Store:
         return offset
 
     def undo(self, offset: int) -> None:
-        """Remove the record appended at `offset` (its commit did not happen)."""
-        self._cut(offset)
-        self.records -= 1
+        """Remove the record appended at `offset` (its commit did not happen). Called
+        while that failure propagates, it raises nothing: if the record cannot be cut
+        off, the log takes no more writes (`broken`), so nothing is logged after a
+        record whose commit did not happen."""
+        try:
+            fd = os.open(self.segment, os.O_RDWR)
+        except OSError as error:
+            self._break(f"the record of a failed commit could not be removed: {error}")
+            return
+        try:
+            self._cut_back(fd, offset, None)
+        finally:
+            os.close(fd)
+        if self.broken is None:
+            self.records -= 1
 
-    def _cut(self, offset: int) -> None:
-        fd = os.open(self.segment, os.O_RDWR)
+    def _cut_back(self, fd: int, offset: int, cause: OSError | None) -> None:
+        """Truncate the segment to `offset` after a failed or undone append; if even
+        that fails, the log is `broken` (a half record, or one whose commit did not
+        happen, would be followed by the next)."""
         try:
             os.ftruncate(fd, offset)
             if self.sync:
                 os.fsync(fd)
-        finally:
-            os.close(fd)
+        except OSError as error:
+            after = f" after {cause}" if cause is not None else ""
+            self._break(f"the log could not be cut back to byte {offset}{after}: {error}")
+
+    def _break(self, reason: str) -> None:
+        self.broken = reason
+        _log.error("durable log of %s is closed for writing: %s", self.dir, reason)
+
+    def _check_writable(self) -> None:
+        if self.broken is not None:
+            raise DurabilityError(
+                f"the durable log of {self.dir} takes no more writes: {self.broken}; "
+                "reopen the database"
+            )
+
+    def _sync_dir(self) -> None:
+        if not self.dir_synced:
+            _fsync_dir(self.dir)
+            self.dir_synced = True
 
     def wants_checkpoint(self, every: int) -> bool:
         """The log outgrew the snapshot (bytes) or holds `every` records."""
@@ -162,26 +212,34 @@ class Store:
         return self.records >= every or size > max(self.snapshot_bytes, 1 << 20)
 
     def checkpoint(self, snapshot: Snapshot) -> None:
-        """Write `snapshot` atomically, start a new segment, drop what it covers."""
+        """Write `snapshot` atomically, start a new segment, drop what it covers.
+
+        Once the snapshot is renamed into place, opening would take it and replay
+        the segments from its sequence on: the log continues there even if what
+        follows fails (the older files stay until the directory is fsynced)."""
+        self._check_writable()
         seq = self.seq + 1
         tmp = self.dir / _name("snapshot", seq, ".tmp")
+        final = self.dir / _name("snapshot", seq)
         shutil.rmtree(tmp, ignore_errors=True)
         try:
             _write_snapshot(tmp, snapshot, self.sync)
-            final = self.dir / _name("snapshot", seq)
             tmp.rename(final)
-            (self.dir / _name("log", seq, ".bin")).touch()
-            if self.sync:
-                _fsync_dir(self.dir)
         except OSError as error:
             shutil.rmtree(tmp, ignore_errors=True)
             raise DurabilityError(f"could not write a checkpoint in {self.dir}: {error}") from None
         old = self.seq
-        self.seq, self.records = seq, 0
-        self.snapshot_bytes = sum(f.stat().st_size for f in final.iterdir())
+        self.seq, self.records, self.dir_synced = seq, 0, False
+        try:
+            self.segment.touch()
+            if self.sync:
+                self._sync_dir()
+            self.snapshot_bytes = sum(f.stat().st_size for f in final.iterdir())
+        except OSError as error:
+            raise DurabilityError(f"could not finish a checkpoint in {self.dir}: {error}") from None
         for path in [*self.dir.glob("log-*.bin"), *self.dir.glob("snapshot-*[0-9]")]:
-            if _seq(path) <= old:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            if _seq(path) <= old:  # covered by the new snapshot; a leftover is ignored
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else _unlink(path)
 
     def close(self) -> None:
         if self._lock is not None:
