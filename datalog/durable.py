@@ -27,7 +27,8 @@ import numpy as np
 from datalog import definitions
 from datalog.storage.frames import DurabilityError
 from datalog.storage.records import Change, Commit, Define, Record
-from datalog.storage.store import Snapshot, Store
+from datalog.storage.snapshots import Snapshot
+from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
 from datalog.system import is_reserved
 

@@ -22,34 +22,20 @@ during an append) is cut off with `os.truncate`, never by rewriting the file.
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import os
 import shutil
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import numpy as np
-import pyarrow as pa
-
 from datalog.storage.frames import CorruptLogError, DurabilityError, frame, scan
-from datalog.storage.records import Record, decode, decode_columns, encode, encode_columns
+from datalog.storage.records import Record, decode, encode
+from datalog.storage.snapshots import Snapshot, read_snapshot, write_snapshot
+from datalog.storage.snapshots import fsync_dir as _fsync_dir
 
 LOCK = "LOCK"
 _log = logging.getLogger("deltalog")
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A checkpoint's contents: program, symbols in id order, and each base
-    relation's rows (symbols as ids) with their multiplicities."""
-
-    epoch: int
-    program: str
-    symbols: list[str]
-    relations: dict[str, tuple[tuple[np.ndarray, ...], np.ndarray]]
 
 
 def _name(prefix: str, seq: int, suffix: str = "") -> str:
@@ -65,14 +51,6 @@ def _unlink(path: Path) -> None:
         path.unlink()
     except OSError:
         _log.warning("could not delete %s (opening ignores it)", path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Store:
@@ -114,7 +92,7 @@ class Store:
         for leftover in self.dir.glob("snapshot-*.tmp"):
             shutil.rmtree(leftover, ignore_errors=True)
         snapshots = sorted(self.dir.glob("snapshot-*[0-9]"), key=_seq)
-        snapshot = _read_snapshot(snapshots[-1]) if snapshots else None
+        snapshot = read_snapshot(snapshots[-1]) if snapshots else None
         self.seq = _seq(snapshots[-1]) if snapshots else 0
         if snapshots:
             self.snapshot_bytes = sum(f.stat().st_size for f in snapshots[-1].iterdir())
@@ -223,7 +201,7 @@ class Store:
         final = self.dir / _name("snapshot", seq)
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _write_snapshot(tmp, snapshot, self.sync)
+            write_snapshot(tmp, snapshot, self.sync)
             tmp.rename(final)
         except OSError as error:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -268,40 +246,3 @@ def recover_directory(path: Path) -> tuple[int, int]:
         return kept, len(data) - end
     finally:
         store.close()
-
-
-# -- snapshot files ----------------------------------------------------------------
-
-
-def _write_snapshot(directory: Path, snapshot: Snapshot, sync: bool) -> None:
-    directory.mkdir()
-    files: dict[str, bytes] = {
-        "symbols.arrow": encode_columns((np.asarray(snapshot.symbols, dtype=object),)),
-    }
-    relations = []
-    for i, (name, (columns, counts)) in enumerate(sorted(snapshot.relations.items())):
-        files[f"r{i}.arrow"] = encode_columns((*columns, counts))
-        relations.append({"name": name, "file": f"r{i}.arrow"})
-    manifest = {"epoch": snapshot.epoch, "program": snapshot.program, "relations": relations}
-    files["manifest.json"] = json.dumps(manifest).encode("utf-8")
-    for name, data in files.items():  # the manifest last: it marks a whole snapshot
-        with (directory / name).open("wb") as out:
-            out.write(data)
-            out.flush()
-            if sync:
-                os.fsync(out.fileno())
-    if sync:
-        _fsync_dir(directory)
-
-
-def _read_snapshot(directory: Path) -> Snapshot:
-    try:
-        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-        (symbols,) = decode_columns((directory / "symbols.arrow").read_bytes())
-        relations = {}
-        for entry in manifest["relations"]:
-            *columns, counts = decode_columns((directory / entry["file"]).read_bytes())
-            relations[entry["name"]] = (tuple(columns), counts)
-    except (OSError, ValueError, KeyError, pa.ArrowException) as error:
-        raise DurabilityError(f"cannot read the snapshot {directory}: {error}") from None
-    return Snapshot(manifest["epoch"], manifest["program"], list(symbols), relations)

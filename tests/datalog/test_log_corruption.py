@@ -4,12 +4,14 @@ through `Database(path)` for the log and its snapshots)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from datalog.database import Database
 from datalog.storage.frames import CorruptLogError, DurabilityError, frame, scan
+from datalog.storage.snapshots import MANIFEST, read_snapshot
 
 PAYLOADS = [b"D.decl e(x: number)", b"C" + bytes(range(40)), b"", b"DLR1 inside", b"x" * 70]
 
@@ -49,3 +51,61 @@ def test_zeros_a_file_system_left_after_the_last_frame_are_a_torn_tail() -> None
     data, ends = _log()
     found = scan(Path("log"), data + bytes(9))
     assert found.payloads == PAYLOADS and found.good_end == ends[-1] and found.torn
+
+
+def _checkpointed(path: Path) -> Path:
+    with Database(path) as db:
+        db.define(".decl e(x: number, s: symbol)\n.decl u(x: unsigned)")
+        db.insert("e", [(i, f"s{i}") for i in range(20)])
+        db.insert("u", [(7,)])
+        db.checkpoint()
+    (snapshot,) = path.glob("snapshot-*")
+    return snapshot
+
+
+def test_any_corrupted_byte_of_a_snapshot_is_an_error(tmp_path: Path) -> None:
+    """Arrow files carry no checksum: a flipped bit in a column loaded as another value."""
+    snapshot = _checkpointed(tmp_path)
+    for file in sorted(snapshot.iterdir()):
+        data = file.read_bytes()
+        for at in range(len(data)):
+            file.write_bytes(data[:at] + bytes([data[at] ^ 0x04]) + data[at + 1 :])
+            with pytest.raises(DurabilityError):
+                read_snapshot(snapshot)
+        file.write_bytes(data)
+    with Database(tmp_path) as db:
+        assert len(db.query("e(x, s)")) == 20
+
+
+def test_a_corrupted_value_in_a_snapshot_stops_the_open(tmp_path: Path) -> None:
+    snapshot = _checkpointed(tmp_path)
+    relation = snapshot / "r1.arrow"  # u: the relations are numbered in name order
+    data = bytearray(relation.read_bytes())
+    data[data.index(bytes([7]) + bytes(7))] = 8  # u(7) loaded as u(8)
+    relation.write_bytes(bytes(data))
+    with pytest.raises(DurabilityError, match="checksum"):
+        Database(tmp_path)
+
+
+def test_a_snapshot_written_before_checksums_still_loads(tmp_path: Path) -> None:
+    snapshot = _checkpointed(tmp_path)
+    manifest = snapshot / MANIFEST
+    plain = json.loads(scan(manifest).payloads[0])
+    del plain["checksums"]
+    manifest.write_text(json.dumps(plain))
+    with Database(tmp_path) as db:
+        assert db.query("u(x)") == [(7,)] and len(db.query("e(x, s)")) == 20
+
+
+def test_a_corrupted_length_in_the_middle_of_the_log_stops_the_open(tmp_path: Path) -> None:
+    with Database(tmp_path) as db:
+        db.define(".decl e(x: number)")
+        for i in range(3):
+            db.insert("e", [(i,)])
+    (segment,) = tmp_path.glob("log-*.bin")
+    data = bytearray(segment.read_bytes())
+    second = 12 + int.from_bytes(data[4:8], "little")
+    data[second + 6] ^= 0x01  # its length now runs past the end of the file
+    segment.write_bytes(bytes(data))
+    with pytest.raises(CorruptLogError, match=f"offset {second}"):
+        Database(tmp_path)  # it opened at the definition's epoch, the commits gone
