@@ -381,12 +381,19 @@ class Database:
                 return
 
     def _restart_live(self) -> None:
-        """Rebuild the live queries' dataflows, which an aborted commit dropped. The
-        inputs are as before the commit, so each new dataflow's answer equals the
-        one its subscribers hold and nothing is delivered."""
+        """Rebuild the live queries' dataflows a failed commit dropped. An aborted
+        commit dropped them all and left the inputs as before, so each new answer
+        equals the one its subscribers hold and nothing is delivered. A commit that
+        failed after its epoch was committed (`Engine._finish`) dropped the dataflows
+        that failed: their subscribers get what they missed, at that epoch."""
         with unbudgeted():  # a repair: it must finish whatever budget the commit had
-            for live in list(self.live.values()):
-                self._rebuild(live)
+            running = self.engine.dataflows
+            dropped = [q for q in self.live.values() if q.plan.dataflow not in running]
+            for live in dropped:  # (tenants' members share one dataflow: found first)
+                live.held = None  # the rebuilt answer holds any rule change too
+                missed = self._rebuild(live)
+                if len(missed):
+                    self._deliver(live, missed, self.engine.epoch)
             self._share_views()
 
     def _rebuild(self, live: LiveQuery) -> Updates:

@@ -90,13 +90,19 @@ class Transaction:
         epoch = self.db.engine.epoch + 1
         offset = durable.log_commit(self.db, epoch, self.parts, self.redefinitions)
         try:
-            epoch = self._apply(change, requests)
+            self._apply(change, requests)
         except BaseException:
-            durable.undo(self.db, offset)
+            if self.db.engine.epoch < epoch:  # it did not happen: nothing of it stays
+                durable.undo(self.db, offset)
+                raise
+            self._committed(epoch)  # it happened; what failed after is raised
             raise
+        self._committed(epoch)
+        return epoch
+
+    def _committed(self, epoch: int) -> None:
         self.db.tenants.committed()
         self.db._tick(epoch)
-        return epoch
 
     def requests(self) -> dict[str, Requests]:
         """The inserts and retractions, by relation, as the engine takes them."""
@@ -110,7 +116,7 @@ class Transaction:
             return definitions.switch(self.db, change, lambda: self.db.engine.commit(requests))
         try:
             return self.db.engine.commit(requests)
-        except BaseException:
+        except BaseException:  # before or after its epoch committed: live queries exact
             self.db._restart_live()
             raise
 
