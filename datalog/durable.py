@@ -51,7 +51,9 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
                 _restore(db, snapshot)
             for record in records:
                 _replay(db, record)
-            legacy = _legacy_records(Path(path))
+            # a log.jsonl next to a snapshot or records was migrated already: a crash
+            # came before its rename (replaying it again would apply it twice)
+            legacy = _legacy_records(Path(path)) if snapshot is None and not records else []
             for raw in legacy:
                 _replay_legacy(db, raw)
         finally:
@@ -59,6 +61,7 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
         db.store = store
         if legacy:  # migrated: the new format holds it all now
             checkpoint(db)
+        if (Path(path) / LEGACY_LOG).exists():
             (Path(path) / LEGACY_LOG).rename(Path(path) / f"{LEGACY_LOG}.migrated")
     except BaseException:
         store.close()
