@@ -119,23 +119,13 @@ def deliver(live: LiveQuery, updates: Updates, epoch: int, symbols: SymbolTable)
     live.state.insert(updates.with_times(updates.times * 0), since, since)
     rows = to_rows(updates.columns, live.types, symbols, len(updates))
     change = Change(rows, updates.diffs.tolist(), epoch)
-    for_each(list(live.subscribers), lambda sub: _hand(sub, change))
-
-
-def _hand(sub: Subscription, change: Change) -> None:
-    if sub.active and sub.pacing is None:
-        notify(sub, change)
-    elif sub.active and sub.pacing is not None:
-        sub.pacing.hold(change)
-
-
-def for_each(subscriptions: Sequence[Subscription], call: Callable[[Subscription], None]) -> None:
-    """`call` each subscription; a `BaseException` (a callback's KeyboardInterrupt)
-    is raised after all of them had theirs, so none misses the epoch."""
-    failure: BaseException | None = None
-    for sub in subscriptions:
+    failure: BaseException | None = None  # a callback's KeyboardInterrupt, say: raised
+    for sub in list(live.subscribers):  # once every subscriber has had the epoch
         try:
-            call(sub)
+            if sub.active and sub.pacing is None:
+                notify(sub, change)
+            elif sub.active and sub.pacing is not None:
+                sub.pacing.hold(change)
         except BaseException as error:
             failure = failure or error
     if failure is not None:
@@ -196,15 +186,18 @@ class Pacing:
 
 def tick(subscriptions: Sequence[Subscription], epoch: int, woken: bool = False) -> None:
     """After a commit (or a paced subscription's wake): deliver what is due."""
-
-    def due(sub: Subscription) -> None:
+    failure: BaseException | None = None  # raised once every subscriber had its due
+    for sub in subscriptions:
         pacing = sub.pacing
         if sub.active and pacing is not None:
             change = pacing.woken(epoch) if woken else pacing.due(epoch)
-            if change is not None:
-                notify(sub, change)
-
-    for_each(subscriptions, due)
+            try:
+                if change is not None:
+                    notify(sub, change)
+            except BaseException as error:
+                failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 def call_later(delay: float, callback: Callable[[], None]) -> None:
