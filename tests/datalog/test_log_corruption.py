@@ -109,3 +109,42 @@ def test_a_corrupted_length_in_the_middle_of_the_log_stops_the_open(tmp_path: Pa
     segment.write_bytes(bytes(data))
     with pytest.raises(CorruptLogError, match=f"offset {second}"):
         Database(tmp_path)  # it opened at the definition's epoch, the commits gone
+
+
+def test_a_database_whose_log_is_cut_anywhere_opens_at_the_last_whole_record(
+    tmp_path: Path,
+) -> None:
+    """Through `Database(path)`: the state of the records wholly before the cut, the
+    file cut back there, and a commit after it survives the next reopen."""
+    source = tmp_path / "source"
+    states = []
+    with Database(source) as db:
+        db.define(".decl e(x: number, s: symbol)\n.decl r(s: symbol)\nr(s) :- e(_, s).")
+        states.append(sorted(db.query("r(s)")))
+        for i in range(3):
+            db.insert("e", [(i, f"s{i}"), (i + 10, "shared")])
+            states.append(sorted(db.query("r(s)")))
+    (segment,) = source.glob("log-*.bin")
+    data = segment.read_bytes()
+    found = scan(segment, data)
+    ends, at = [], 0
+    for payload in found.payloads:
+        at += 12 + len(payload)
+        ends.append(at)
+    cuts = {c for end in [0, *ends[:-1]] for c in range(end, end + 14)}
+    cuts |= set(range(0, len(data), max(1, len(data) // 30)))
+    assert len(cuts) > 60
+    for cut in sorted(c for c in cuts if c <= len(data)):
+        path = tmp_path / str(cut)
+        path.mkdir()
+        (path / segment.name).write_bytes(data[:cut])
+        whole = sum(1 for end in ends if end <= cut)
+        with Database(path) as db:
+            assert (path / segment.name).stat().st_size == (ends[whole - 1] if whole else 0)
+            if whole == 0:
+                assert "r" not in db.checked.schema.relations
+                continue
+            assert sorted(db.query("r(s)")) == states[whole - 1], cut
+            db.insert("e", [(99, "after")])
+        with Database(path) as db:
+            assert sorted(db.query("r(s)")) == sorted([*states[whole - 1], ("after",)])
