@@ -148,7 +148,11 @@ class Database:
         """One atomic epoch: commits on normal exit, discards on an exception."""
         with self.lock:
             tx = Transaction(self)
-            yield tx
+            try:
+                yield tx
+            except BaseException:
+                tx.discard()
+                raise
             tx.commit()
 
     def insert(self, relation: str, rows: object) -> int:

@@ -126,10 +126,15 @@ def _commit_facts(db: Database, facts: list[Rule], new_epoch: bool) -> int:
 
     if not facts:
         return db.engine.commit({}) if new_epoch else db.engine.epoch
-    tx = Transaction(db)
-    for fact in facts:
-        tx.insert(fact.head.name, [tuple(arg.value for arg in fact.head.args)])  # type: ignore[union-attr]
-    return db.engine.commit(tx.requests())
+    tx, epoch = Transaction(db), db.engine.epoch
+    try:
+        for fact in facts:
+            tx.insert(fact.head.name, [tuple(arg.value for arg in fact.head.args)])  # type: ignore[union-attr]
+        return db.engine.commit(tx.requests())
+    except BaseException:
+        if db.engine.epoch == epoch:  # did not happen: its symbols are forgotten
+            tx.discard()
+        raise
 
 
 def fact_key(fact: Rule) -> tuple[object, ...]:
