@@ -151,7 +151,7 @@ class Database:
             try:
                 yield tx
             except BaseException:
-                tx.discard()
+                tx.discard()  # (its symbols)
                 raise
             tx.commit()
 
@@ -385,15 +385,12 @@ class Database:
                 return
 
     def _restart_live(self) -> None:
-        """Rebuild the live queries' dataflows a failed commit dropped. An aborted
-        commit dropped them all and left the inputs as before, so each new answer
-        equals the one its subscribers hold and nothing is delivered. A commit that
-        failed after its epoch was committed (`Engine._finish`) dropped the dataflows
-        that failed: their subscribers get what they missed, at that epoch."""
+        """Rebuild the live dataflows a failed commit dropped: all, if it aborted (the
+        answers are as before: nothing to deliver); those that failed, if it failed
+        after its epoch (`Engine._finish`): they get what they missed, at that epoch."""
         with unbudgeted():  # a repair: it must finish whatever budget the commit had
-            running = self.engine.dataflows
-            dropped = [q for q in self.live.values() if q.plan.dataflow not in running]
-            for live in dropped:  # (tenants' members share one dataflow: found first)
+            running = self.engine.dataflows  # (tenants' members share one: found first)
+            for live in [q for q in self.live.values() if q.plan.dataflow not in running]:
                 live.held = None  # the rebuilt answer holds any rule change too
                 missed = self._rebuild(live)
                 if len(missed):
