@@ -308,11 +308,19 @@ class Engine:
         KeyboardInterrupt, a MemoryError while compacting) cannot undo the epoch: the
         other dataflows still advance and deliver, a dataflow that failed is dropped
         (its owner rebuilds it: `self.epoch` moved, so it knows the epoch happened),
-        and the first failure is raised once all are done."""
+        and the first failure is raised once all are done. An input's seal, which the
+        epoch cannot do without, is tried once more."""
         failure: BaseException | None = None
         for inp in self.inputs.values():
-            inp.seal(epoch + 1)
-        self._keep_history()
+            try:
+                inp.seal(epoch + 1)
+            except BaseException as error:  # a signal's KeyboardInterrupt, say: sealing
+                failure = failure or error  # is idempotent, and the epoch needs it
+                inp.seal(epoch + 1)
+        try:
+            self._keep_history()
+        except BaseException as error:
+            failure = failure or error
         for view in self.views:
             try:
                 view.dataflow.advance(epoch + 1)

@@ -19,6 +19,7 @@ import pytest
 
 from datalog.database import Change, Database
 from differential.dataflow import Operator
+from differential.inputs import Input
 from differential.operators.chain import Chain
 from tests.datalog.answers import Accumulated
 
@@ -61,8 +62,8 @@ def _transaction(db: Database) -> None:
 
 
 class Injector:
-    """Counts operator steps, compactions, fused rounds and subscriber calls while
-    armed, and raises `Boom` at the `nth`."""
+    """Counts operator steps, compactions, fused rounds, input seals and subscriber
+    calls while armed, and raises `Boom` at the `nth`."""
 
     def __init__(self, nth: int) -> None:
         self.nth, self.calls, self.armed, self.fired = nth, 0, False, False
@@ -99,6 +100,7 @@ def _injecting(patch: pytest.MonkeyPatch, nth: int) -> Iterator[Injector]:
             if method in vars(cls):
                 patch.setattr(cls, method, injector.wrap(vars(cls)[method]))
     patch.setattr(Chain, "run", injector.wrap(Chain.run))
+    patch.setattr(Input, "seal", injector.wrap(Input.seal))
     yield injector
 
 
