@@ -89,13 +89,13 @@ def define(db: Database, text: str, facts: bool) -> None:
         db.program, _rules_only(merged), checked, heads, (*db.definitions, Definition(text))
     )
     db._checkpoint_if_due()
-    offset = durable.log_define(db, text)
-    epoch = db.engine.epoch
+    end, epoch = durable.mark(db), db.engine.epoch
     try:
+        durable.log_define(db, text)
         switch(db, change, lambda: _commit_facts(db, new_facts, new_epoch=bool(heads) and facts))
     except BaseException:
         if db.engine.epoch == epoch:  # it did not happen: nothing of it stays
-            durable.undo(db, offset)
+            durable.undo(db, end)
             raise
         _defined(db, checked)  # it happened; what failed after is raised
         raise

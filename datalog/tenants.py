@@ -229,13 +229,13 @@ class Tenants:
         for tenant in self.by_key.values():
             if tenant.retiring and tenant.relation not in requests:
                 requests[tenant.relation] = self._retract(tenant, clear=False)
-        epoch = db.engine.epoch + 1
-        offset = durable.log_commit(db, epoch, [], [])
+        epoch, end = db.engine.epoch + 1, durable.mark(db)
         try:
+            durable.log_commit(db, epoch, [], [])
             epoch = db.engine.commit(requests)
         except BaseException:
             if db.engine.epoch < epoch:  # it did not happen (else: a listener failed)
-                durable.undo(db, offset)
+                durable.undo(db, end)
             db._restart_live()
             raise
         self.committed()

@@ -119,12 +119,13 @@ class Transaction:
         requests = self.requests()
         self.db.tenants.fold(requests)  # parameters whose last subscriber left
         self.db._checkpoint_if_due()  # before, not after: the commit that grew the log
-        offset = durable.log_commit(self.db, epoch, self.parts, self.redefinitions)
+        end = durable.mark(self.db)
         try:
+            durable.log_commit(self.db, epoch, self.parts, self.redefinitions)
             self._apply(change, requests)
         except BaseException:
             if self.db.engine.epoch < epoch:  # it did not happen: nothing of it stays
-                durable.undo(self.db, offset)
+                durable.undo(self.db, end)
                 raise
             self._committed(epoch)  # it happened; what failed after is raised
             raise

@@ -80,6 +80,7 @@ class Store:
         self._finalizer = weakref.finalize(self, self._lock.close)
         self.sync = sync
         self.records = 0  # records in the current segment
+        self.end = 0  # where its last whole record ends: what is after is no record
         self.snapshot_bytes = 0
         self.seq = 0
         self.dir_synced = False  # the directory was fsynced since its last new entry
@@ -105,7 +106,7 @@ class Store:
                     raise CorruptLogError(segment, found.good_end, "a record cut short")
                 os.truncate(segment, found.good_end)  # never a rewrite in place
             records += [decode(p) for p in found.payloads]
-            self.seq, self.records = _seq(segment), len(found.payloads)
+            self.seq, self.records, self.end = _seq(segment), len(found.payloads), found.good_end
         return snapshot, records
 
     # -- writing -----------------------------------------------------------------
@@ -114,11 +115,14 @@ class Store:
     def segment(self) -> Path:
         return self.dir / _name("log", self.seq, ".bin")
 
-    def append(self, record: Record) -> int:
-        """Write `record` durably; returns the offset to `undo` it. On failure the
-        segment is cut back to where it was and `DurabilityError` is raised."""
+    def append(self, record: Record) -> None:
+        """Write `record` durably (`undo(end)` with `end` as it was before removes it).
+        On failure the segment is cut back to where it was and `DurabilityError` is
+        raised. Bytes past `end` (an append or undo interrupted by a signal) are cut
+        off first: they are no acknowledged record."""
         self._check_writable()
         data = memoryview(frame(encode(record)))
+        size = len(data)
         try:
             fd = os.open(self.segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as error:
@@ -126,6 +130,9 @@ class Store:
         try:
             offset = os.lseek(fd, 0, os.SEEK_END)
             try:
+                if offset != self.end:
+                    os.ftruncate(fd, self.end)
+                    offset = self.end
                 while data:  # unbuffered: nothing is left to flush after a failure
                     data = data[os.write(fd, data) :]
                 if self.sync:
@@ -137,24 +144,30 @@ class Store:
         finally:
             os.close(fd)
         self.records += 1
-        return offset
+        self.end = offset + size
 
-    def undo(self, offset: int) -> None:
-        """Remove the record appended at `offset` (its commit did not happen). Called
-        while that failure propagates, it raises nothing: if the record cannot be cut
-        off, the log takes no more writes (`broken`), so nothing is logged after a
-        record whose commit did not happen."""
+    def undo(self, end: int) -> None:
+        """Cut the segment back to `end`, the value of `self.end` before a commit whose
+        record may have been (partly) written did not happen. Called while that
+        failure propagates, it raises nothing: if the record cannot be cut off, the log
+        takes no more writes (`broken`), so nothing is logged after a record whose
+        commit did not happen."""
+        appended = self.end > end
         try:
-            fd = os.open(self.segment, os.O_RDWR)
+            fd = os.open(self.segment, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
             self._break(f"the record of a failed commit could not be removed: {error}")
             return
         try:
-            self._cut_back(fd, offset, None)
+            if os.lseek(fd, 0, os.SEEK_END) > end:
+                self._cut_back(fd, end, None)
+        except OSError as error:
+            self._break(f"the record of a failed commit could not be removed: {error}")
         finally:
             os.close(fd)
         if self.broken is None:
-            self.records -= 1
+            self.records -= appended
+            self.end = end
 
     def _cut_back(self, fd: int, offset: int, cause: OSError | None) -> None:
         """Truncate the segment to `offset` after a failed or undone append; if even
@@ -207,7 +220,7 @@ class Store:
             shutil.rmtree(tmp, ignore_errors=True)
             raise DurabilityError(f"could not write a checkpoint in {self.dir}: {error}") from None
         old = self.seq
-        self.seq, self.records, self.dir_synced = seq, 0, False
+        self.seq, self.records, self.dir_synced, self.end = seq, 0, False, 0
         try:
             self.segment.touch()
             if self.sync:

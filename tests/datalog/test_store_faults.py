@@ -176,3 +176,67 @@ def test_a_failed_commit_whose_record_cannot_be_cut_off_closes_the_log(
     db.close()
     with Database(tmp_path) as again:  # the record stayed: its commit replays
         assert sorted(again.query("e(x, s)")) == sorted([*state[2], (5, "five")])  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("where", ["in fsync", "after append", "define in fsync"])
+def test_an_interrupt_while_the_record_is_written_leaves_no_record(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A KeyboardInterrupt between writing a commit's record and applying it (inside
+    the fsync, or just after the append returned) left the record in the log but
+    not the commit in memory: the next commits were logged at epochs the replay never
+    reached, and the database could not be opened."""
+    _prepare(tmp_path)
+    db = Database(tmp_path)
+    state = _state(db)
+    real_append = store_module.Store.append
+
+    def append_then_interrupt(self: store_module.Store, record: object) -> None:
+        real_append(self, record)  # type: ignore[arg-type]
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patch:
+        if where == "after append":
+            patch.setattr(store_module.Store, "append", append_then_interrupt)
+        else:
+            patch.setattr(os, "fsync", _interrupting(os.fsync))
+        with pytest.raises(KeyboardInterrupt):
+            if where.startswith("define"):
+                db.define(".decl f(x: number)\nf(1).")
+            else:
+                db.insert("e", [(5, "five")])
+    assert _state(db) == state
+    db.insert("e", [(6, "six")])
+    expected = _state(db)
+    db.close()
+    with Database(tmp_path) as again:
+        assert _state(again) == expected
+
+
+def _interrupting(real: Callable[..., object]) -> Callable[..., object]:
+    calls = [0]
+
+    def call(*args: object) -> object:
+        calls[0] += 1
+        if calls[0] == 1:
+            raise KeyboardInterrupt
+        return real(*args)
+
+    return call
+
+
+def test_bytes_past_the_last_acknowledged_record_are_cut_before_the_next(
+    tmp_path: Path,
+) -> None:
+    """What an append or undo interrupted half-way leaves after the last whole record
+    is no record: the next append starts where the last acknowledged one ended."""
+    _prepare(tmp_path)
+    db = Database(tmp_path)
+    assert db.store is not None
+    with db.store.segment.open("ab") as log:
+        log.write(b"DLR1\xff\x00\x00\x00 half a record")
+    db.insert("e", [(6, "six")])
+    expected = _state(db)
+    db.close()
+    with Database(tmp_path) as again:
+        assert _state(again) == expected
