@@ -207,14 +207,17 @@ class Store:
 
         Once the snapshot is renamed into place, opening would take it and replay
         the segments from its sequence on: the log continues there even if what
-        follows fails (the older files stay until the directory is fsynced)."""
+        follows fails (the older files stay until the directory is fsynced).
+        A checkpoint is fsynced even with `sync=False`: it deletes the files it
+        covers, and a machine crash must not leave a renamed snapshot whose data
+        never reached the disk in their place (an unreadable database)."""
         self._check_writable()
         seq = self.seq + 1
         tmp = self.dir / _name("snapshot", seq, ".tmp")
         final = self.dir / _name("snapshot", seq)
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            write_snapshot(tmp, snapshot, self.sync)
+            write_snapshot(tmp, snapshot, sync=True)
             tmp.rename(final)
         except OSError as error:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -223,8 +226,7 @@ class Store:
         self.seq, self.records, self.dir_synced, self.end = seq, 0, False, 0
         try:
             self.segment.touch()
-            if self.sync:
-                self._sync_dir()
+            self._sync_dir()
             self.snapshot_bytes = sum(f.stat().st_size for f in final.iterdir())
         except OSError as error:
             raise DurabilityError(f"could not finish a checkpoint in {self.dir}: {error}") from None

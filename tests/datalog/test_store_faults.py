@@ -240,3 +240,36 @@ def test_bytes_past_the_last_acknowledged_record_are_cut_before_the_next(
     db.close()
     with Database(tmp_path) as again:
         assert _state(again) == expected
+
+
+def test_a_checkpoint_is_on_disk_before_it_deletes_what_it_covers_even_without_sync(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With sync=False a checkpoint renamed a snapshot whose files were never fsynced
+    and deleted the log: a machine crash could leave neither readable."""
+    events: list[str] = []
+    real_fsync, real_unlink = os.fsync, os.unlink
+
+    def fsync(fd: int) -> None:
+        events.append("fsync " + os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def unlink(path: object, *args: object, **kwargs: object) -> None:
+        events.append(f"unlink {path}")
+        real_unlink(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    with Database(tmp_path, sync=False) as db:
+        db.define(PROGRAM)
+        db.insert("e", [(1, "one")])
+        monkeypatch.setattr(os, "fsync", fsync)
+        monkeypatch.setattr(os, "unlink", unlink)
+        db.checkpoint()
+    (snapshot,) = tmp_path.glob("snapshot-*")
+    deleted = next(i for i, e in enumerate(events) if e.startswith("unlink") and "log-" in e)
+    synced = set()
+    for event in events[:deleted]:
+        if event.startswith("fsync"):
+            path = Path(event.split(" ", 1)[1])
+            tmp = path.parent.suffix == ".tmp"  # written there, then renamed
+            synced.add(path.parent.with_suffix("") / path.name if tmp else path)
+    assert {p.resolve() for p in [*snapshot.iterdir(), tmp_path]} <= synced
