@@ -1,7 +1,7 @@
 """The durable directory of a database: a lock, snapshots and log segments.
 
-Layer: datalog (storage). Imports the standard library, numpy, pyarrow and the
-other storage modules.
+Layer: datalog (storage). Imports the standard library and the other storage
+modules.
 
 Layout of `Database(path)`:
 
@@ -9,14 +9,16 @@ Layout of `Database(path)`:
     snapshot-<seq>/        a checkpoint: manifest.json, symbols.arrow, r<i>.arrow
     log-<seq>.bin          framed records committed after snapshot <seq> (0: none)
 
-Write order: a record is appended and (unless `sync=False`) fsynced before
-its commit touches memory; if the write fails, the file is cut back and nothing
-changes; if applying fails after the write, `undo` cuts the record off again.
-A checkpoint writes `snapshot-<seq>.tmp/`, fsyncs it, renames it into place
-and fsyncs the directory; only then does a new segment start and the old
-snapshot and segments go. Opening takes the newest complete snapshot and
-replays the segments from its sequence number on; a torn last frame (a crash
-during an append) is cut off with `os.truncate`, never by rewriting the file.
+Write order: a record is appended and (unless `sync=False`) fsynced, with the
+directory once after a new entry, before its commit touches memory; if the
+write fails, the file is cut back and nothing changes; if the commit does not
+happen after all, `undo(end)` cuts the log back to `end` as it was before. A log
+that cannot be cut back takes no more writes (`broken`). A checkpoint (fsynced
+whatever `sync` says) writes `snapshot-<seq>.tmp/`, renames it into place and
+fsyncs the directory; only then do the old snapshot and segments go. Opening
+takes the newest complete snapshot and replays the segments from its sequence
+number on; a torn last frame (a crash during an append) is cut off with
+`os.truncate`, never by rewriting the file. See ADRs 0013 and 0032.
 """
 
 from __future__ import annotations
