@@ -148,7 +148,11 @@ class Database:
         """One atomic epoch: commits on normal exit, discards on an exception."""
         with self.lock:
             tx = Transaction(self)
-            yield tx
+            try:
+                yield tx
+            except BaseException:
+                tx.discard()  # (its symbols)
+                raise
             tx.commit()
 
     def insert(self, relation: str, rows: object) -> int:
@@ -381,12 +385,16 @@ class Database:
                 return
 
     def _restart_live(self) -> None:
-        """Rebuild the live queries' dataflows, which an aborted commit dropped. The
-        inputs are as before the commit, so each new dataflow's answer equals the
-        one its subscribers hold and nothing is delivered."""
+        """Rebuild the live dataflows a failed commit dropped: all, if it aborted (the
+        answers are as before: nothing to deliver); those that failed, if it failed
+        after its epoch (`Engine._finish`): they get what they missed, at that epoch."""
         with unbudgeted():  # a repair: it must finish whatever budget the commit had
-            for live in list(self.live.values()):
-                self._rebuild(live)
+            running = self.engine.dataflows  # (tenants' members share one: found first)
+            for live in [q for q in self.live.values() if q.plan.dataflow not in running]:
+                live.held = None  # the rebuilt answer holds any rule change too
+                missed = self._rebuild(live)
+                if len(missed):
+                    self._deliver(live, missed, self.engine.epoch)
             self._share_views()
 
     def _rebuild(self, live: LiveQuery) -> Updates:

@@ -89,16 +89,23 @@ def define(db: Database, text: str, facts: bool) -> None:
         db.program, _rules_only(merged), checked, heads, (*db.definitions, Definition(text))
     )
     db._checkpoint_if_due()
-    offset = durable.log_define(db, text)
-    epoch = db.engine.epoch
+    end, epoch = durable.mark(db), db.engine.epoch
     try:
+        durable.log_define(db, text)
         switch(db, change, lambda: _commit_facts(db, new_facts, new_epoch=bool(heads) and facts))
     except BaseException:
-        durable.undo(db, offset)
+        if db.engine.epoch == epoch:  # it did not happen: nothing of it stays
+            durable.undo(db, end)
+            raise
+        _defined(db, checked)  # it happened; what failed after is raised
         raise
-    db._facts.update(fact_key(f) for f in checked.facts)
+    _defined(db, checked)
     if db.engine.epoch > epoch:
         db._tick(db.engine.epoch)
+
+
+def _defined(db: Database, checked: CheckedProgram) -> None:
+    db._facts.update(fact_key(f) for f in checked.facts)
 
 
 def _rules_only(program: Program) -> Program:
@@ -119,10 +126,15 @@ def _commit_facts(db: Database, facts: list[Rule], new_epoch: bool) -> int:
 
     if not facts:
         return db.engine.commit({}) if new_epoch else db.engine.epoch
-    tx = Transaction(db)
-    for fact in facts:
-        tx.insert(fact.head.name, [tuple(arg.value for arg in fact.head.args)])  # type: ignore[union-attr]
-    return db.engine.commit(tx.requests())
+    tx, epoch = Transaction(db), db.engine.epoch
+    try:
+        for fact in facts:
+            tx.insert(fact.head.name, [tuple(arg.value for arg in fact.head.args)])  # type: ignore[union-attr]
+        return db.engine.commit(tx.requests())
+    except BaseException:
+        if db.engine.epoch == epoch:  # did not happen: its symbols are forgotten
+            tx.discard()
+        raise
 
 
 def fact_key(fact: Rule) -> tuple[object, ...]:
@@ -248,6 +260,7 @@ def switch(db: Database, change: ProgramChange, commit: Callable[[], int]) -> in
     held differences reach subscribers labelled with the committed epoch. All or
     nothing: on any failure the old program is back and every live query exact."""
     before = db.program, db.checked, db.definitions
+    start = db.engine.epoch
     created = [r for r in change.checked.schema if r not in db.engine.inputs]
     lives: list[LiveQuery] = []
     db.program, db.checked = change.program, change.checked
@@ -259,18 +272,27 @@ def switch(db: Database, change: ProgramChange, commit: Callable[[], int]) -> in
             live.held = db._rebuild(live)
         epoch = commit()
     except BaseException:
-        db.program, db.checked, db.definitions = before
-        _repair(db, lives)
-        for name in created:
-            db.engine.remove_input(name)
+        if db.engine.epoch == start:  # nothing happened: the old program is back
+            db.program, db.checked, db.definitions = before
+            _repair(db, lives)
+            for name in created:
+                db.engine.remove_input(name)
+            raise
+        db._restart_live()  # the epoch happened, then something failed: finish it
+        _switched(db, change, lives, db.engine.epoch)
         raise
+    _switched(db, change, lives, epoch)
+    return epoch
+
+
+def _switched(db: Database, change: ProgramChange, lives: list[LiveQuery], epoch: int) -> None:
+    """After the new program's epoch: record it, deliver the held differences."""
     db.programs.record(db.engine.epoch, change.checked, db.engine.oldest_readable())
     for live in lives:  # every dataflow delivers at each epoch, carrying the held
         if live.held is not None:  # change along; this one took no epoch (a restore)
             db._deliver(live, live.state.empty(), epoch)
     with unbudgeted():  # the change is done: this only moves work into shared views
         db._share_views()
-    return epoch
 
 
 def _create_inputs(db: Database, names: Iterable[str]) -> None:

@@ -27,7 +27,8 @@ import numpy as np
 from datalog import definitions
 from datalog.storage.frames import DurabilityError
 from datalog.storage.records import Change, Commit, Define, Record
-from datalog.storage.store import Snapshot, Store
+from datalog.storage.snapshots import Snapshot
+from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
 from datalog.system import is_reserved
 
@@ -50,7 +51,9 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
                 _restore(db, snapshot)
             for record in records:
                 _replay(db, record)
-            legacy = _legacy_records(Path(path))
+            # a log.jsonl next to a snapshot or records was migrated already: a crash
+            # came before its rename (replaying it again would apply it twice)
+            legacy = _legacy_records(Path(path)) if snapshot is None and not records else []
             for raw in legacy:
                 _replay_legacy(db, raw)
         finally:
@@ -58,6 +61,7 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
         db.store = store
         if legacy:  # migrated: the new format holds it all now
             checkpoint(db)
+        if (Path(path) / LEGACY_LOG).exists():
             (Path(path) / LEGACY_LOG).rename(Path(path) / f"{LEGACY_LOG}.migrated")
     except BaseException:
         store.close()
@@ -65,18 +69,25 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
     return store
 
 
-def log_define(db: Database, text: str) -> int | None:
+def mark(db: Database) -> int | None:
+    """Where the log ends now, to `undo` back to if what comes next does not happen
+    (whether or not its record was written, wholly or in part)."""
     if db.store is None or db._quiet:
         return None
-    return db.store.append(Define(text))
+    return db.store.end
+
+
+def log_define(db: Database, text: str) -> None:
+    if db.store is not None and not db._quiet:
+        db.store.append(Define(text))
 
 
 def log_commit(
     db: Database, epoch: int, parts: list[Part], redefinitions: list[tuple[str, str]]
-) -> int | None:
-    """Write a transaction's record before it is applied; None when nothing is logged."""
+) -> None:
+    """Write a transaction's record before it is applied (unless replaying)."""
     if db.store is None or db._quiet:
-        return None
+        return
     changes = []
     for relation, columns, inserting in parts:
         kinds = db.checked.schema.types(relation)
@@ -86,13 +97,13 @@ def log_commit(
                 for c, kind in zip(columns, kinds, strict=True)
             )
         changes.append(Change(relation, inserting, columns))
-    return db.store.append(Commit(epoch, changes, tuple(redefinitions)))
+    db.store.append(Commit(epoch, changes, tuple(redefinitions)))
 
 
-def undo(db: Database, offset: int | None) -> None:
-    """Remove the record written at `offset`: applying it failed."""
-    if offset is not None and db.store is not None:
-        db.store.undo(offset)
+def undo(db: Database, end: int | None) -> None:
+    """Cut the log back to `end` (from `mark`): what was written after did not happen."""
+    if end is not None and db.store is not None:
+        db.store.undo(end)
 
 
 def checkpoint(db: Database) -> None:

@@ -107,11 +107,13 @@ class Introspection:
         """An epoch that changes only `deltalog.*`, logged (as an empty commit) so that
         replaying the log reproduces the epoch numbers."""
         db = self.db
-        offset = durable.log_commit(db, db.engine.epoch + 1, [], [])
+        epoch, end = db.engine.epoch + 1, durable.mark(db)
         try:
+            durable.log_commit(db, epoch, [], [])
             epoch = db.engine.commit({})  # the engine asks `late_changes` for the rows
         except BaseException:
-            durable.undo(db, offset)
+            if db.engine.epoch < epoch:  # it did not happen (else: a listener failed)
+                durable.undo(db, end)
             db._restart_live()
             raise
         db._tick(epoch)

@@ -119,11 +119,17 @@ def deliver(live: LiveQuery, updates: Updates, epoch: int, symbols: SymbolTable)
     live.state.insert(updates.with_times(updates.times * 0), since, since)
     rows = to_rows(updates.columns, live.types, symbols, len(updates))
     change = Change(rows, updates.diffs.tolist(), epoch)
-    for sub in list(live.subscribers):
-        if sub.active and sub.pacing is None:
-            notify(sub, change)
-        elif sub.active and sub.pacing is not None:
-            sub.pacing.hold(change)
+    failure: BaseException | None = None  # a callback's KeyboardInterrupt, say: raised
+    for sub in list(live.subscribers):  # once every subscriber has had the epoch
+        try:
+            if sub.active and sub.pacing is None:
+                notify(sub, change)
+            elif sub.active and sub.pacing is not None:
+                sub.pacing.hold(change)
+        except BaseException as error:
+            failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 @dataclass
@@ -180,12 +186,18 @@ class Pacing:
 
 def tick(subscriptions: Sequence[Subscription], epoch: int, woken: bool = False) -> None:
     """After a commit (or a paced subscription's wake): deliver what is due."""
+    failure: BaseException | None = None  # raised once every subscriber had its due
     for sub in subscriptions:
         pacing = sub.pacing
         if sub.active and pacing is not None:
             change = pacing.woken(epoch) if woken else pacing.due(epoch)
-            if change is not None:
-                notify(sub, change)
+            try:
+                if change is not None:
+                    notify(sub, change)
+            except BaseException as error:
+                failure = failure or error
+    if failure is not None:
+        raise failure
 
 
 def call_later(delay: float, callback: Callable[[], None]) -> None:

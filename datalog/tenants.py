@@ -229,11 +229,13 @@ class Tenants:
         for tenant in self.by_key.values():
             if tenant.retiring and tenant.relation not in requests:
                 requests[tenant.relation] = self._retract(tenant, clear=False)
-        offset = durable.log_commit(db, db.engine.epoch + 1, [], [])
+        epoch, end = db.engine.epoch + 1, durable.mark(db)
         try:
+            durable.log_commit(db, epoch, [], [])
             epoch = db.engine.commit(requests)
         except BaseException:
-            durable.undo(db, offset)
+            if db.engine.epoch < epoch:  # it did not happen (else: a listener failed)
+                durable.undo(db, end)
             db._restart_live()
             raise
         self.committed()

@@ -38,6 +38,7 @@ class Transaction:
         self.redefinitions: list[tuple[str, str]] = []  # (relation, rules text)
         self.change: ProgramChange | None = None  # the program they make
         self.done = False
+        self.interned: tuple[int, int] | None = None  # symbol ids only its rows added
 
     def __repr__(self) -> str:
         rows = sum(len(columns[0]) for _, columns, _ in self.parts)
@@ -73,11 +74,42 @@ class Transaction:
             raise TransactionError(reserved_message(relation))
         if info.arity == 0:
             return (np.zeros(_nullary_rows(relation, rows), dtype=np.int64),)
-        return to_columns(info, rows, self.db.symbols)
+        start = len(self.db.symbols)
+        try:
+            return to_columns(info, rows, self.db.symbols)
+        finally:
+            self._interned(start, len(self.db.symbols))
+
+    def _interned(self, start: int, end: int) -> None:
+        """Note the ids [start, end) its rows added: one run, unless something else
+        interned in between (then `discard` keeps them)."""
+        if start == end:
+            return
+        if self.interned is None or self.interned[1] == start:
+            self.interned = (start if self.interned is None else self.interned[0], end)
+        else:
+            self.interned = (end, end)  # interleaved: nothing is known to be only its own
+
+    def discard(self) -> None:
+        """It will not commit: forget the symbols only its rows added, if nothing was
+        interned after them (a failed commit leaves the symbol table as it was)."""
+        self.done = True
+        if self.interned is not None and self.interned[1] == len(self.db.symbols):
+            self.db.symbols.forget_from(self.interned[0])
+        self.interned = None
 
     def commit(self) -> int:
         """Apply everything as one epoch (also done on leaving the `with` block)."""
         self.done = True
+        epoch = self.db.engine.epoch + 1
+        try:
+            return self._commit(epoch)
+        except BaseException:
+            if self.db.engine.epoch < epoch:  # it did not happen: nothing of it stays
+                self.discard()
+            raise
+
+    def _commit(self, epoch: int) -> int:
         self.db._refuse_in_callback("commit")
         if not self.parts and not self.redefinitions:
             return self.db.engine.epoch
@@ -87,16 +119,22 @@ class Transaction:
         requests = self.requests()
         self.db.tenants.fold(requests)  # parameters whose last subscriber left
         self.db._checkpoint_if_due()  # before, not after: the commit that grew the log
-        epoch = self.db.engine.epoch + 1
-        offset = durable.log_commit(self.db, epoch, self.parts, self.redefinitions)
+        end = durable.mark(self.db)
         try:
-            epoch = self._apply(change, requests)
+            durable.log_commit(self.db, epoch, self.parts, self.redefinitions)
+            self._apply(change, requests)
         except BaseException:
-            durable.undo(self.db, offset)
+            if self.db.engine.epoch < epoch:  # it did not happen: nothing of it stays
+                durable.undo(self.db, end)
+                raise
+            self._committed(epoch)  # it happened; what failed after is raised
             raise
+        self._committed(epoch)
+        return epoch
+
+    def _committed(self, epoch: int) -> None:
         self.db.tenants.committed()
         self.db._tick(epoch)
-        return epoch
 
     def requests(self) -> dict[str, Requests]:
         """The inserts and retractions, by relation, as the engine takes them."""
@@ -110,7 +148,7 @@ class Transaction:
             return definitions.switch(self.db, change, lambda: self.db.engine.commit(requests))
         try:
             return self.db.engine.commit(requests)
-        except BaseException:
+        except BaseException:  # before or after its epoch committed: live queries exact
             self.db._restart_live()
             raise
 

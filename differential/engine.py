@@ -300,16 +300,42 @@ class Engine:
             self._abort()
             raise
         self.epoch = epoch
+        self._finish(epoch)
+        return epoch
+
+    def _finish(self, epoch: int) -> None:
+        """Seal, compact and deliver the committed `epoch`. What fails now (a listener's
+        KeyboardInterrupt, a MemoryError while compacting) cannot undo the epoch: the
+        other dataflows still advance and deliver, a dataflow that failed is dropped
+        (its owner rebuilds it: `self.epoch` moved, so it knows the epoch happened),
+        and the first failure is raised once all are done. An input's seal, which the
+        epoch cannot do without, is tried once more."""
+        failure: BaseException | None = None
         for inp in self.inputs.values():
-            inp.seal(epoch + 1)
-        self._keep_history()
+            try:
+                inp.seal(epoch + 1)
+            except BaseException as error:  # a signal's KeyboardInterrupt, say: sealing
+                failure = failure or error  # is idempotent, and the epoch needs it
+                inp.seal(epoch + 1)
+        try:
+            self._keep_history()
+        except BaseException as error:
+            failure = failure or error
         for view in self.views:
-            view.dataflow.advance(epoch + 1)
+            try:
+                view.dataflow.advance(epoch + 1)
+            except BaseException as error:  # compaction only: the view stays exact
+                failure = failure or error
         for df in list(self.dataflows):  # a listener may drop dataflows meanwhile
             if df in self.dataflows:
-                df.advance(epoch + 1)
-                df.deliver(epoch)
-        return epoch
+                try:
+                    df.advance(epoch + 1)
+                    df.deliver(epoch)
+                except BaseException as error:
+                    failure = failure or error
+                    self.drop(df)
+        if failure is not None:
+            raise failure
 
     def _stage(self, requests: Mapping[str, Requests], epoch: int) -> None:
         """Stage the diffs `requests` make at `epoch` (all computed before any is staged)."""

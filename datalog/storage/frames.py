@@ -90,11 +90,30 @@ def _check(data: bytes, at: int) -> str | None:
 
 def _unfinished(data: bytes, at: int) -> bool:
     """Whether the bytes from `at` are what an interrupted append leaves: a prefix of
-    one frame running to the end of the file (or zeros a file system left there)."""
+    one frame running to the end of the file (or zeros a file system left there).
+
+    A frame whose length field was corrupted also seems to run past the end: it is
+    told apart by its payload, which is whole (its checksum matches the bytes up to
+    the end of the file or up to a later frame), or by a whole frame after it."""
     rest = data[at:]
     if not rest.strip(b"\0"):
         return True
     if len(rest) < HEADER_SIZE:
         return MAGIC.startswith(rest[:4])
-    magic, length, _ = _HEADER.unpack_from(data, at)
-    return magic == MAGIC and at + HEADER_SIZE + length > len(data)
+    magic, length, crc = _HEADER.unpack_from(data, at)
+    if magic != MAGIC or at + HEADER_SIZE + length <= len(data):
+        return False
+    body = at + HEADER_SIZE
+    later = [*_magic_offsets(data, body), len(data)]
+    if any(zlib.crc32(data[body:end]) == crc for end in later):
+        return False  # the payload is all there: its length is what is wrong
+    return not any(_check(data, i) is None for i in later[:-1])
+
+
+def _magic_offsets(data: bytes, start: int) -> list[int]:
+    """Where the magic occurs in `data` from `start` on."""
+    found, at = [], data.find(MAGIC, start)
+    while at >= 0:
+        found.append(at)
+        at = data.find(MAGIC, at + 1)
+    return found

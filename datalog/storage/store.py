@@ -1,7 +1,7 @@
 """The durable directory of a database: a lock, snapshots and log segments.
 
-Layer: datalog (storage). Imports the standard library, numpy, pyarrow and the
-other storage modules.
+Layer: datalog (storage). Imports the standard library and the other storage
+modules.
 
 Layout of `Database(path)`:
 
@@ -9,45 +9,35 @@ Layout of `Database(path)`:
     snapshot-<seq>/        a checkpoint: manifest.json, symbols.arrow, r<i>.arrow
     log-<seq>.bin          framed records committed after snapshot <seq> (0: none)
 
-Write order: a record is appended and (unless `sync=False`) fsynced before
-its commit touches memory; if the write fails, the file is cut back and nothing
-changes; if applying fails after the write, `undo` cuts the record off again.
-A checkpoint writes `snapshot-<seq>.tmp/`, fsyncs it, renames it into place
-and fsyncs the directory; only then does a new segment start and the old
-snapshot and segments go. Opening takes the newest complete snapshot and
-replays the segments from its sequence number on; a torn last frame (a crash
-during an append) is cut off with `os.truncate`, never by rewriting the file.
+Write order: a record is appended and (unless `sync=False`) fsynced, with the
+directory once after a new entry, before its commit touches memory; if the
+write fails, the file is cut back and nothing changes; if the commit does not
+happen after all, `undo(end)` cuts the log back to `end` as it was before. A log
+that cannot be cut back takes no more writes (`broken`). A checkpoint (fsynced
+whatever `sync` says) writes `snapshot-<seq>.tmp/`, renames it into place and
+fsyncs the directory; only then do the old snapshot and segments go. Opening
+takes the newest complete snapshot and replays the segments from its sequence
+number on; a torn last frame (a crash during an append) is cut off with
+`os.truncate`, never by rewriting the file. See ADRs 0013 and 0032.
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
+import logging
 import os
 import shutil
 import weakref
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-import numpy as np
-import pyarrow as pa
-
 from datalog.storage.frames import CorruptLogError, DurabilityError, frame, scan
-from datalog.storage.records import Record, decode, decode_columns, encode, encode_columns
+from datalog.storage.records import Record, decode, encode
+from datalog.storage.snapshots import Snapshot, read_snapshot, write_snapshot
+from datalog.storage.snapshots import fsync_dir as _fsync_dir
 
 LOCK = "LOCK"
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """A checkpoint's contents: program, symbols in id order, and each base
-    relation's rows (symbols as ids) with their multiplicities."""
-
-    epoch: int
-    program: str
-    symbols: list[str]
-    relations: dict[str, tuple[tuple[np.ndarray, ...], np.ndarray]]
+_log = logging.getLogger("deltalog")
 
 
 def _name(prefix: str, seq: int, suffix: str = "") -> str:
@@ -58,12 +48,11 @@ def _seq(path: Path) -> int:
     return int(path.name.split("-")[1].split(".")[0])
 
 
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
+def _unlink(path: Path) -> None:
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        path.unlink()
+    except OSError:
+        _log.warning("could not delete %s (opening ignores it)", path)
 
 
 class Store:
@@ -72,7 +61,10 @@ class Store:
     def __init__(self, path: str | os.PathLike[str], sync: bool = True) -> None:
         self.dir = Path(path)
         try:
+            created = [d for d in (self.dir, *self.dir.parents) if not d.exists()]
             self.dir.mkdir(parents=True, exist_ok=True)
+            for directory in reversed(created if sync else []):  # their entries survive
+                _fsync_dir(directory.parent)  # a machine crash
             self._lock: IO[bytes] | None = (self.dir / LOCK).open("ab")
         except OSError as error:
             raise DurabilityError(
@@ -90,8 +82,11 @@ class Store:
         self._finalizer = weakref.finalize(self, self._lock.close)
         self.sync = sync
         self.records = 0  # records in the current segment
+        self.end = 0  # where its last whole record ends: what is after is no record
         self.snapshot_bytes = 0
         self.seq = 0
+        self.dir_synced = False  # the directory was fsynced since its last new entry
+        self.broken: str | None = None  # why the log cannot be written any more
 
     # -- opening -----------------------------------------------------------------
 
@@ -100,7 +95,7 @@ class Store:
         for leftover in self.dir.glob("snapshot-*.tmp"):
             shutil.rmtree(leftover, ignore_errors=True)
         snapshots = sorted(self.dir.glob("snapshot-*[0-9]"), key=_seq)
-        snapshot = _read_snapshot(snapshots[-1]) if snapshots else None
+        snapshot = read_snapshot(snapshots[-1]) if snapshots else None
         self.seq = _seq(snapshots[-1]) if snapshots else 0
         if snapshots:
             self.snapshot_bytes = sum(f.stat().st_size for f in snapshots[-1].iterdir())
@@ -113,7 +108,7 @@ class Store:
                     raise CorruptLogError(segment, found.good_end, "a record cut short")
                 os.truncate(segment, found.good_end)  # never a rewrite in place
             records += [decode(p) for p in found.payloads]
-            self.seq, self.records = _seq(segment), len(found.payloads)
+            self.seq, self.records, self.end = _seq(segment), len(found.payloads), found.good_end
         return snapshot, records
 
     # -- writing -----------------------------------------------------------------
@@ -122,39 +117,87 @@ class Store:
     def segment(self) -> Path:
         return self.dir / _name("log", self.seq, ".bin")
 
-    def append(self, record: Record) -> int:
-        """Write `record` durably; returns the offset to `undo` it. On failure the
-        segment is cut back to where it was and `DurabilityError` is raised."""
+    def append(self, record: Record) -> None:
+        """Write `record` durably (`undo(end)` with `end` as it was before removes it).
+        On failure the segment is cut back to where it was and `DurabilityError` is
+        raised. Bytes past `end` (an append or undo interrupted by a signal) are cut
+        off first: they are no acknowledged record."""
+        self._check_writable()
         data = memoryview(frame(encode(record)))
-        fd = os.open(self.segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        size = len(data)
+        try:
+            fd = os.open(self.segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise DurabilityError(f"could not open the log {self.segment}: {error}") from None
         try:
             offset = os.lseek(fd, 0, os.SEEK_END)
             try:
+                if offset != self.end:
+                    os.ftruncate(fd, self.end)
+                    offset = self.end
                 while data:  # unbuffered: nothing is left to flush after a failure
                     data = data[os.write(fd, data) :]
                 if self.sync:
                     os.fsync(fd)
+                    self._sync_dir()  # a new segment's entry must survive too
             except OSError as error:
-                os.ftruncate(fd, offset)
+                self._cut_back(fd, offset, error)
                 raise DurabilityError(f"could not write the log {self.segment}: {error}") from None
         finally:
             os.close(fd)
         self.records += 1
-        return offset
+        self.end = offset + size
 
-    def undo(self, offset: int) -> None:
-        """Remove the record appended at `offset` (its commit did not happen)."""
-        self._cut(offset)
-        self.records -= 1
+    def undo(self, end: int) -> None:
+        """Cut the segment back to `end`, the value of `self.end` before a commit whose
+        record may have been (partly) written did not happen. Called while that
+        failure propagates, it raises nothing: if the record cannot be cut off, the log
+        takes no more writes (`broken`), so nothing is logged after a record whose
+        commit did not happen."""
+        appended = self.end > end
+        try:
+            fd = os.open(self.segment, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            self._break(f"the record of a failed commit could not be removed: {error}")
+            return
+        try:
+            if os.lseek(fd, 0, os.SEEK_END) > end:
+                self._cut_back(fd, end, None)
+        except OSError as error:
+            self._break(f"the record of a failed commit could not be removed: {error}")
+        finally:
+            os.close(fd)
+        if self.broken is None:
+            self.records -= appended
+            self.end = end
 
-    def _cut(self, offset: int) -> None:
-        fd = os.open(self.segment, os.O_RDWR)
+    def _cut_back(self, fd: int, offset: int, cause: OSError | None) -> None:
+        """Truncate the segment to `offset` after a failed or undone append; if even
+        that fails, the log is `broken` (a half record, or one whose commit did not
+        happen, would be followed by the next)."""
         try:
             os.ftruncate(fd, offset)
             if self.sync:
                 os.fsync(fd)
-        finally:
-            os.close(fd)
+        except OSError as error:
+            after = f" after {cause}" if cause is not None else ""
+            self._break(f"the log could not be cut back to byte {offset}{after}: {error}")
+
+    def _break(self, reason: str) -> None:
+        self.broken = reason
+        _log.error("durable log of %s is closed for writing: %s", self.dir, reason)
+
+    def _check_writable(self) -> None:
+        if self.broken is not None:
+            raise DurabilityError(
+                f"the durable log of {self.dir} takes no more writes: {self.broken}; "
+                "reopen the database"
+            )
+
+    def _sync_dir(self) -> None:
+        if not self.dir_synced:
+            _fsync_dir(self.dir)
+            self.dir_synced = True
 
     def wants_checkpoint(self, every: int) -> bool:
         """The log outgrew the snapshot (bytes) or holds `every` records."""
@@ -162,26 +205,36 @@ class Store:
         return self.records >= every or size > max(self.snapshot_bytes, 1 << 20)
 
     def checkpoint(self, snapshot: Snapshot) -> None:
-        """Write `snapshot` atomically, start a new segment, drop what it covers."""
+        """Write `snapshot` atomically, start a new segment, drop what it covers.
+
+        Once the snapshot is renamed into place, opening would take it and replay
+        the segments from its sequence on: the log continues there even if what
+        follows fails (the older files stay until the directory is fsynced).
+        A checkpoint is fsynced even with `sync=False`: it deletes the files it
+        covers, and a machine crash must not leave a renamed snapshot whose data
+        never reached the disk in their place (an unreadable database)."""
+        self._check_writable()
         seq = self.seq + 1
         tmp = self.dir / _name("snapshot", seq, ".tmp")
+        final = self.dir / _name("snapshot", seq)
         shutil.rmtree(tmp, ignore_errors=True)
         try:
-            _write_snapshot(tmp, snapshot, self.sync)
-            final = self.dir / _name("snapshot", seq)
+            write_snapshot(tmp, snapshot, sync=True)
             tmp.rename(final)
-            (self.dir / _name("log", seq, ".bin")).touch()
-            if self.sync:
-                _fsync_dir(self.dir)
         except OSError as error:
             shutil.rmtree(tmp, ignore_errors=True)
             raise DurabilityError(f"could not write a checkpoint in {self.dir}: {error}") from None
         old = self.seq
-        self.seq, self.records = seq, 0
-        self.snapshot_bytes = sum(f.stat().st_size for f in final.iterdir())
+        self.seq, self.records, self.dir_synced, self.end = seq, 0, False, 0
+        try:
+            self.segment.touch()
+            self._sync_dir()
+            self.snapshot_bytes = sum(f.stat().st_size for f in final.iterdir())
+        except OSError as error:
+            raise DurabilityError(f"could not finish a checkpoint in {self.dir}: {error}") from None
         for path in [*self.dir.glob("log-*.bin"), *self.dir.glob("snapshot-*[0-9]")]:
-            if _seq(path) <= old:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            if _seq(path) <= old:  # covered by the new snapshot; a leftover is ignored
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else _unlink(path)
 
     def close(self) -> None:
         if self._lock is not None:
@@ -210,40 +263,3 @@ def recover_directory(path: Path) -> tuple[int, int]:
         return kept, len(data) - end
     finally:
         store.close()
-
-
-# -- snapshot files ----------------------------------------------------------------
-
-
-def _write_snapshot(directory: Path, snapshot: Snapshot, sync: bool) -> None:
-    directory.mkdir()
-    files: dict[str, bytes] = {
-        "symbols.arrow": encode_columns((np.asarray(snapshot.symbols, dtype=object),)),
-    }
-    relations = []
-    for i, (name, (columns, counts)) in enumerate(sorted(snapshot.relations.items())):
-        files[f"r{i}.arrow"] = encode_columns((*columns, counts))
-        relations.append({"name": name, "file": f"r{i}.arrow"})
-    manifest = {"epoch": snapshot.epoch, "program": snapshot.program, "relations": relations}
-    files["manifest.json"] = json.dumps(manifest).encode("utf-8")
-    for name, data in files.items():  # the manifest last: it marks a whole snapshot
-        with (directory / name).open("wb") as out:
-            out.write(data)
-            out.flush()
-            if sync:
-                os.fsync(out.fileno())
-    if sync:
-        _fsync_dir(directory)
-
-
-def _read_snapshot(directory: Path) -> Snapshot:
-    try:
-        manifest = json.loads((directory / "manifest.json").read_text(encoding="utf-8"))
-        (symbols,) = decode_columns((directory / "symbols.arrow").read_bytes())
-        relations = {}
-        for entry in manifest["relations"]:
-            *columns, counts = decode_columns((directory / entry["file"]).read_bytes())
-            relations[entry["name"]] = (tuple(columns), counts)
-    except (OSError, ValueError, KeyError, pa.ArrowException) as error:
-        raise DurabilityError(f"cannot read the snapshot {directory}: {error}") from None
-    return Snapshot(manifest["epoch"], manifest["program"], list(symbols), relations)

@@ -78,3 +78,70 @@ def test_a_commit_failing_halfway_leaves_nothing_and_subscriptions_stay_exact(
     db.close()
     with Database(tmp_path) as again:  # the failed commit's record was cut off the log
         assert set(again.query("reach(x, y)")) == _closure(edges)
+
+
+def test_a_subscriber_raising_keyboardinterrupt_interrupts_after_the_epoch_is_whole(
+    tmp_path: Path,
+) -> None:
+    """The commit had happened when a callback raised: the log record of that epoch
+    was cut off all the same, so reopening replayed to another epoch and failed; and
+    the subscribers after the raising one never heard of the epoch."""
+    db = Database(tmp_path)
+    db.define(PROGRAM)
+    db.insert("edge", [(1, 2)])
+
+    def interrupting(change: Change) -> None:
+        if not change.snapshot:
+            raise KeyboardInterrupt
+
+    db.subscribe("reach(x, y)", interrupting)
+    later: list[Change] = []
+    paced: list[Change] = []
+    db.subscribe("reach(x, y)", later.append)
+    db.subscribe("reach(x, y)", paced.append, granularity={"epochs": 1})
+    with pytest.raises(KeyboardInterrupt):
+        db.insert("edge", [(2, 3)])
+    epoch = db.epoch
+    assert _accumulate(later) == _accumulate(paced) == _closure({(1, 2), (2, 3)})
+    db.close()
+    with Database(tmp_path) as again:
+        assert again.epoch == epoch
+        assert set(again.query("reach(x, y)")) == _closure({(1, 2), (2, 3)})
+        again.insert("edge", [(3, 4)])
+    with Database(tmp_path) as again:
+        assert set(again.query("reach(x, y)")) == _closure({(1, 2), (2, 3), (3, 4)})
+
+
+def test_a_failed_transaction_leaves_the_symbol_table_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are interned as they are added: the strings of a transaction that never
+    committed stayed in the table, and the next checkpoint wrote them to disk."""
+    from datalog.errors import DatalogError, TransactionError
+    from datalog.storage.snapshots import read_snapshot
+
+    db = Database(tmp_path)
+    db.define(".decl s(x: symbol, n: number)\n.decl t(x: symbol)\nt(x) :- s(x, _).")
+    db.insert("s", [("kept", 1)])
+    db.subscribe("t(x)", lambda change: None)
+    size = len(db.symbols)
+    with pytest.raises(TransactionError), db.transaction() as tx:  # a bad row
+        tx.insert("s", [("secret-1", 1)])
+        tx.insert("s", [("secret-2", 2), ("secret-3", "not a number")])
+    with pytest.raises(RuntimeError), db.transaction() as tx:  # the block raises
+        tx.insert("s", [("secret-4", 1)])
+        raise RuntimeError
+    with monkeypatch.context() as patch:  # the engine fails
+        _fail_on_step(patch, 1)
+        with pytest.raises(Boom):
+            db.insert("s", [("secret-5", 1)])
+    with pytest.raises(DatalogError), db.transaction() as tx:  # a redefinition that fails
+        tx.insert("s", [("secret-6", 1)])
+        tx.redefine("t", "t(x) :- nowhere(x).")
+    assert len(db.symbols) == size
+    db.insert("s", [("later", 2)])
+    assert sorted(db.query("t(x)")) == [("kept",), ("later",)]
+    db.checkpoint()
+    db.close()
+    (snapshot,) = tmp_path.glob("snapshot-*")
+    assert not [s for s in read_snapshot(snapshot).symbols if s.startswith("secret")]

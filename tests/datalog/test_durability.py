@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -282,3 +283,36 @@ def test_sigkill_at_random_moments_never_loses_an_acknowledged_commit(tmp_path: 
         seen = len(present)
         assert sorted(rows) == [(i, j) for i in present for j in range(1 + i % 7)]
     assert acknowledged > 50  # the writers got far enough to checkpoint many times
+
+
+def _legacy(path: Path) -> None:
+    """A directory as the JSON-lines log of the first durability work left it."""
+    path.mkdir(exist_ok=True)
+    lines = [
+        {"define": ".decl m(x: number, s: symbol) multiset\n.decl flag()"},
+        {"changes": [{"relation": "m", "insert": True, "columns": [[1, 1, 2], ["a", "a", "b"]]}]},
+        {"changes": [{"relation": "flag", "insert": True, "columns": [[]]}]},
+        {"changes": [{"relation": "m", "insert": False, "columns": [[2], ["b"]]}]},
+    ]
+    text = "\n".join(json.dumps(line) for line in lines) + '\n{"changes": [{"rel'  # torn
+    (path / "log.jsonl").write_text(text)
+
+
+def test_a_legacy_log_is_migrated_once_even_if_a_crash_came_before_its_rename(
+    tmp_path: Path,
+) -> None:
+    """A crash between the migration's checkpoint and its rename left log.jsonl next to
+    the snapshot of its contents: reopening replayed it on top again (counts doubled)."""
+    _legacy(tmp_path)
+    with Database(tmp_path) as db:
+        epoch = db.epoch
+        assert sorted(db.query("m(x, s)")) == [(1, "a")] and db.query("flag()") == [()]
+    assert not (tmp_path / "log.jsonl").exists()
+    (tmp_path / "log.jsonl.migrated").rename(tmp_path / "log.jsonl")  # the rename lost
+    with Database(tmp_path) as db:
+        assert db.epoch == epoch and db.query("flag()") == [()]
+        db.retract("m", [(1, "a")])  # one of the two copies
+        assert db.query("m(x, s)") == [(1, "a")]
+        db.retract("m", [(1, "a")])
+        assert db.query("m(x, s)") == []
+    assert (tmp_path / "log.jsonl.migrated").exists()
