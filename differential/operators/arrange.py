@@ -30,7 +30,8 @@ from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import (
     Entry,
     FewKeys,
-    count_per_key,
+    combine,
+    count_in,
     lookup_batch,
     lookup_entries,
     python_entries,
@@ -111,21 +112,6 @@ class Arranged(Operator, ABC):
         return Updates.empty(len(dtypes), self.scope.depth, dtypes)
 
 
-def count_in(batches: Sequence[Batch], hashes: Hashes) -> Owner:
-    """Sum over `batches` of each query key's number of entries."""
-    total = np.zeros(len(hashes), dtype=np.intp)
-    for batch in batches:
-        total += count_per_key(batch, hashes)
-    return total
-
-
-def combine(parts: list[tuple[Owner, Updates]]) -> tuple[Owner, Updates]:
-    """Lookups' parts (at least one) as one."""
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate([p[0] for p in parts]), concat([p[1] for p in parts])
-
-
 class BatchesArranged(Arranged):
     """An arrangement read as the list of batches a reader at a time sees: the
     trace, and the pending batch when it is visible (`seen`)."""
@@ -142,14 +128,19 @@ class BatchesArranged(Arranged):
         include_delta: bool,
         columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
-        parts = [
-            part
-            for batch in self.seen(time, include_delta)
-            if (part := lookup_batch(batch, keys, hashes, columns)) is not None
-        ]
+        batches = self.seen(time, include_delta)
+        if columns is not None and not columns and (trace := self.trace()) is not None:
+            parts = trace.held(batches, keys, hashes)
+        else:
+            found = (lookup_batch(b, keys, hashes, columns) for b in batches)
+            parts = [part for part in found if part is not None]
         if not parts:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return combine(parts)
+
+    def trace(self) -> Spine | None:
+        """The trace whose batches `seen` lists (the pending one aside), if any."""
+        return None
 
     def lookup_entries(
         self, keys: FewKeys, time: Time, include_delta: bool, limit: int
@@ -301,6 +292,9 @@ class ArrangeOp(BatchesArranged):
     def seen(self, time: Time, include_delta: bool) -> list[Batch]:
         pending = self.pending_batch if include_delta or self.pending_time != time else None
         return [*self._settle().batches, *([pending] if pending is not None else [])]
+
+    def trace(self) -> Spine:
+        return self.spine
 
     def history_before(self, time: Time) -> bool:
         """Whether every entry is at a time `<= time` (deferred times count, unarranged)."""
@@ -462,6 +456,9 @@ class ImportOp(BatchesArranged):
         pending = self.shared.pending
         visible = pending is not None and (include_delta or self.shared.pending_epoch != time[0])
         return [*self.shared.spine.batches, *([pending] if visible and pending else [])]
+
+    def trace(self) -> Spine | None:
+        return self.shared.spine if self.snapshot is None else None
 
     def _pending_seen(self, time: Time, include_delta: bool) -> Batch | None:
         """The pending batch, if a reader at `time` sees it (not while snapshotting)."""
