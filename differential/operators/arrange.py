@@ -130,7 +130,7 @@ class BatchesArranged(Arranged):
     ) -> tuple[Owner, Updates]:
         batches = self.seen(time, include_delta)
         if columns is not None and not columns and (trace := self.trace()) is not None:
-            parts = trace.held(batches, keys, hashes)
+            parts = trace.sifted(batches, keys, hashes, columns)
         else:
             found = (lookup_batch(b, keys, hashes, columns) for b in batches)
             parts = [part for part in found if part is not None]

@@ -237,25 +237,35 @@ class Spine:
         keys: Sequence[Column],
         hashes: Hashes | None = None,
         columns: Sequence[int] | None = None,
+        rare: bool = False,
     ) -> tuple[npt.NDArray[np.intp], Updates]:
         """Every entry whose key equals a query key, as `(query row, entries)`;
-        `columns` picks the columns gathered (default all)."""
+        `columns` picks the columns gathered (default all). `rare`: the caller
+        expects most keys to be absent (the rows a set input is asked to insert),
+        so the trace's sieve is worth asking first (`sifted`)."""
         hashes = key_hash(keys) if hashes is None else hashes
-        found = [
-            part
-            for batch in self.batches
-            if (part := lookup_batch(batch, keys, hashes, columns)) is not None
-        ]
+        if rare:
+            found = self.sifted(self.batches, keys, hashes, columns)
+        else:
+            found = [
+                part
+                for batch in self.batches
+                if (part := lookup_batch(batch, keys, hashes, columns)) is not None
+            ]
         if not found:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return np.concatenate([owner for owner, _ in found]), concat([p for _, p in found])
 
-    def held(
-        self, batches: Sequence[Batch], keys: Sequence[Column], hashes: Hashes
+    def sifted(
+        self,
+        batches: Sequence[Batch],
+        keys: Sequence[Column],
+        hashes: Hashes,
+        columns: Sequence[int] | None = None,
     ) -> list[tuple[Index, Updates]]:
-        """A membership lookup (no columns gathered) in each of `batches`, as
-        `lookup_batch` answers it: the trace's own batches are asked only about the
-        keys its sieve passes, when enough keys meet enough batches for that to pay."""
+        """`lookup_batch` in each of `batches`, for keys most of which no batch holds
+        (a join's validations): the trace's own batches are asked only about the keys
+        its sieve passes, when enough keys meet enough batches for that to pay."""
         own = {id(b) for b in self.batches}
         sift = len(hashes) >= _SIFTED_KEYS and len(own) >= _SIFTED_BATCHES
         rows = np.flatnonzero(self.sieve().passes(hashes)) if sift else None
@@ -263,8 +273,8 @@ class Spine:
         parts = []
         for batch in batches:
             if rows is None or id(batch) not in own:
-                part = lookup_batch(batch, keys, hashes, [])
-            elif (part := lookup_batch(batch, *passed, [])) is not None:
+                part = lookup_batch(batch, keys, hashes, columns)
+            elif (part := lookup_batch(batch, *passed, columns)) is not None:
                 part = (rows[part[0]], part[1])
             if part is not None:
                 parts.append(part)

@@ -1,5 +1,5 @@
-"""A trace's sieve never rejects a key some batch holds, and membership lookups
-through it find what lookups batch by batch find."""
+"""A trace's sieve never rejects a key some batch holds, and lookups through it
+find what lookups batch by batch find."""
 
 from __future__ import annotations
 
@@ -44,18 +44,24 @@ def pairs(rng: np.random.Generator, n: int, epoch: int, diff: int = 1) -> Update
     return Updates(u.columns, u.times, np.full(n, diff, dtype=np.int64))
 
 
-def found(parts: list[tuple[np.ndarray, Updates]]) -> list[tuple[int, int, int]]:
-    """(query row, time, diff) of every entry found, sorted."""
-    rows = [
-        (q, t, d)
-        for owner, u in parts
-        for q, t, d in zip(owner.tolist(), u.times[0].tolist(), u.diffs.tolist(), strict=True)
-    ]
+def found(parts: list[tuple[np.ndarray, Updates]]) -> list[tuple[object, ...]]:
+    """(query row, gathered columns, time, diff) of every entry found, sorted."""
+    rows: list[tuple[object, ...]] = []
+    for owner, u in parts:
+        gathered = [tuple(c[i].item() for c in u.columns) for i in range(len(owner))]
+        times, diffs = u.times[0].tolist(), u.diffs.tolist()
+        rows += zip(owner.tolist(), gathered, times, diffs, strict=True)
     return sorted(rows)
 
 
-@given(st.lists(st.integers(1, 400), min_size=1, max_size=12), st.integers(0, 2**32))
-def test_sifted_membership_finds_what_each_batch_finds(sizes: list[int], seed: int) -> None:
+@given(
+    st.lists(st.integers(1, 400), min_size=1, max_size=12),
+    st.integers(0, 2**32),
+    st.sampled_from([[], [1], None]),
+)
+def test_sifted_lookups_find_what_each_batch_finds(
+    sizes: list[int], seed: int, columns: list[int] | None
+) -> None:
     """Batches pushed after the sieve was built (or filled it: rebuilt), retractions,
     and a pending batch outside the trace are all found as without the sieve."""
     rng = np.random.default_rng(seed)
@@ -73,7 +79,7 @@ def test_sifted_membership_finds_what_each_batch_finds(sizes: list[int], seed: i
             keys = [rng.integers(0, 300, size=500).astype(np.int64) for _ in range(2)]
             hashes = key_hash(keys)
             batches = [*spine.batches, pending]
-            held = spine.held(batches, keys, hashes)
-            each = [lookup_batch(b, keys, hashes, []) for b in batches]
+            held = spine.sifted(batches, keys, hashes, columns)
+            each = [lookup_batch(b, keys, hashes, columns) for b in batches]
             assert found(held) == found([p for p in each if p is not None])
             assert spine._sieve is not None  # the lookup went through the sieve
