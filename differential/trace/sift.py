@@ -41,9 +41,9 @@ class Sieve:
         self._bytes = np.zeros(1 << (self.log_bits - 3), dtype=np.uint8)
 
     @staticmethod
-    def of(parts: Sequence[Hashes], more: int = 0) -> Sieve:
-        """A sieve holding every hash of `parts`, with room for twice as many plus `more`."""
-        sieve = Sieve(2 * sum(len(p) for p in parts) + more)
+    def of(parts: Sequence[Hashes]) -> Sieve:
+        """A sieve holding every hash of `parts`, with room for as many more."""
+        sieve = Sieve(2 * sum(len(p) for p in parts))
         for hashes in parts:
             sieve.add(hashes)
         return sieve

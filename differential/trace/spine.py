@@ -53,9 +53,10 @@ _SMALL_BATCHES = 4
 # all at once: a trace growing by one small batch per commit merges a few times
 # per `_TAIL` commits instead of about twice per commit.
 _TAIL = 64
-# A membership lookup of this many keys in a trace of this many batches or more
-# asks the trace's sieve first (`trace.sift`): one bit read per key instead of a
-# probe per key and batch, for the keys no batch holds.
+# A lookup of keys that are mostly absent (`Spine.sifted`), of this many keys in a
+# trace of this many batches or more, asks the trace's sieve first (`trace.sift`):
+# one bit read per key instead of a probe per key and batch, for the keys no batch
+# holds.
 _SIFTED_KEYS = 1 << 12
 _SIFTED_BATCHES = 3
 
