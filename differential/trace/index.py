@@ -26,7 +26,6 @@ import numpy.typing as npt
 from differential import small
 from differential.batch import Column, python_rows, python_times
 from differential.trace.dense import DensePairs
-from differential.trace.sift import Sieve
 
 Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
@@ -204,7 +203,6 @@ class LookupCache:
         self.index: HashIndex | None = None
         self.dense_asked = 0
         self.dense: DensePairs | bool | None = None  # False: the batch has not the shape
-        self.sieve: Sieve | None = None
         self._listed: tuple[list[int], list[tuple[object, ...]] | None] | None = None
         self._entries: tuple[list[tuple[object, ...]], list[tuple[int, ...]], list[int]] | None = (
             None
@@ -251,12 +249,6 @@ class LookupCache:
             if worth and HashIndex.indexable(hashes):
                 self.index = HashIndex(hashes)
         return self.index
-
-    def sieve_for(self, hashes: Hashes) -> Sieve:
-        """A sieve over the batch's `hashes` (`trace.sift`), built on first use."""
-        if self.sieve is None:
-            self.sieve = Sieve.of([hashes])
-        return self.sieve
 
     def dense_for(
         self,

@@ -265,26 +265,20 @@ class Spine:
         columns: Sequence[int] | None = None,
     ) -> list[tuple[Index, Updates]]:
         """`lookup_batch` in each of `batches`, for keys most of which no batch holds
-        (a join's validations): when enough keys meet enough batches, the trace's own
-        batches are asked only about the keys its sieve passes, and another batch
-        (this time's pending one) asked about more keys than it holds only about
-        those its own sieve passes."""
+        (a join's validations): the trace's own batches are asked only about the keys
+        its sieve passes, when enough keys meet enough batches for that to pay."""
         own = {id(b) for b in self.batches}
-        if len(hashes) < _SIFTED_KEYS or len(own) < _SIFTED_BATCHES:
-            found = (lookup_batch(b, keys, hashes, columns) for b in batches)
-            return [part for part in found if part is not None]
-        everyone = np.arange(len(hashes), dtype=np.intp), keys, hashes
-        passed = _passing(self.sieve(), keys, hashes)
+        sift = len(hashes) >= _SIFTED_KEYS and len(own) >= _SIFTED_BATCHES
+        rows = np.flatnonzero(self.sieve().passes(hashes)) if sift else None
+        passed = (keys, hashes) if rows is None else ([k[rows] for k in keys], hashes[rows])
         parts = []
         for batch in batches:
-            if id(batch) in own:
-                rows, asked, sought = passed
-            elif len(hashes) >= len(batch):
-                rows, asked, sought = _passing(batch.cache.sieve_for(batch.hashes), keys, hashes)
-            else:
-                rows, asked, sought = everyone
-            if (part := lookup_batch(batch, asked, sought, columns)) is not None:
-                parts.append((rows[part[0]], part[1]))
+            if rows is None or id(batch) not in own:
+                part = lookup_batch(batch, keys, hashes, columns)
+            elif (part := lookup_batch(batch, *passed, columns)) is not None:
+                part = (rows[part[0]], part[1])
+            if part is not None:
+                parts.append(part)
         return parts
 
     def lookup_entries(self, keys: FewKeys) -> list[Entry]:
@@ -346,14 +340,6 @@ class Spine:
 
 # Rows that may wait unarranged in a trace (integer columns only, like every list path).
 _RECENT_ROWS = 256
-
-
-def _passing(
-    sieve: Sieve, keys: Sequence[Column], hashes: Hashes
-) -> tuple[Index, Sequence[Column], Hashes]:
-    """The query rows whose hash `sieve` passes, with their keys and hashes."""
-    rows = np.flatnonzero(sieve.passes(hashes))
-    return rows, [k[rows] for k in keys], hashes[rows]
 
 
 class _Recent:
