@@ -102,7 +102,7 @@ class Input:
 
     def _present_counts(self, keys: Sequence[Column]) -> npt.NDArray[np.int64]:
         """Accumulated multiplicity of each row of `keys` (all columns) in the state."""
-        owner, found = self.presence.spine.lookup(keys)
+        owner, found = self.presence.spine.lookup(keys, rare=True)  # new rows, mostly
         counts = np.zeros(len(keys[0]), dtype=np.int64)
         same = np.ones(len(owner), dtype=bool)
         for mine, theirs in zip(found.columns, keys, strict=True):

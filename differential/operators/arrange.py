@@ -143,14 +143,19 @@ class BatchesArranged(Arranged):
         include_delta: bool,
         columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
-        parts = [
-            part
-            for batch in self.seen(time, include_delta)
-            if (part := lookup_batch(batch, keys, hashes, columns)) is not None
-        ]
+        batches = self.seen(time, include_delta)
+        if columns is not None and not columns and (trace := self.trace()) is not None:
+            parts = trace.sifted(batches, keys, hashes, columns)
+        else:
+            found = (lookup_batch(b, keys, hashes, columns) for b in batches)
+            parts = [part for part in found if part is not None]
         if not parts:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return combine(parts)
+
+    def trace(self) -> Spine | None:
+        """The trace whose batches `seen` lists (the pending one aside), if any."""
+        return None
 
     def lookup_entries(
         self, keys: FewKeys, time: Time, include_delta: bool, limit: int
@@ -315,6 +320,9 @@ class ArrangeOp(BatchesArranged):
         pending = self.pending_batch if include_delta or self.pending_time != time else None
         return [*self._settle().batches, *([pending] if pending is not None else [])]
 
+    def trace(self) -> Spine:
+        return self.spine
+
     def history_before(self, time: Time) -> bool:
         """Whether every entry is at a time `<= time` (deferred times count, unarranged)."""
         latest = self._deferred_latest
@@ -463,6 +471,9 @@ class ImportOp(BatchesArranged):
         pending = self.shared.pending
         visible = pending is not None and (include_delta or self.shared.pending_epoch != time[0])
         return [*self.shared.spine.batches, *([pending] if visible and pending else [])]
+
+    def trace(self) -> Spine | None:
+        return self.shared.spine if self.snapshot is None else None
 
     def _pending_seen(self, time: Time, include_delta: bool) -> Batch | None:
         """The pending batch, if a reader at `time` sees it (not while snapshotting)."""

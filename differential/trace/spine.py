@@ -39,7 +39,8 @@ from differential.batch import (
 )
 from differential.time import Antichain, Time, column, join_times, le, less_equal
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
-from differential.trace.cursor import Entry, FewKeys, lookup_batch, lookup_entries
+from differential.trace.cursor import Entry, FewKeys, Index, lookup_batch, lookup_entries
+from differential.trace.sift import Sieve
 
 _LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
 # A trace of at most `_SMALL_TRACE` entries holds at most `_SMALL_BATCHES` batches
@@ -52,6 +53,12 @@ _SMALL_BATCHES = 4
 # all at once: a trace growing by one small batch per commit merges a few times
 # per `_TAIL` commits instead of about twice per commit.
 _TAIL = 64
+# A lookup of keys that are mostly absent (`Spine.sifted`), of this many keys in a
+# trace of this many batches or more, asks the trace's sieve first (`trace.sift`):
+# one bit read per key instead of a probe per key and batch, for the keys no batch
+# holds.
+_SIFTED_KEYS = 1 << 12
+_SIFTED_BATCHES = 3
 
 
 class TraceHandle:
@@ -85,6 +92,7 @@ class Spine:
         self.handles: list[TraceHandle] = []
         self.default_since = Antichain([(0,) * depth])
         self._recent = _Recent()
+        self._sieve: Sieve | None = None  # built on first use (`sieve`), then kept up
 
     # -- readers and compaction -------------------------------------------------
 
@@ -148,6 +156,10 @@ class Spine:
 
     def _push(self, batch: Batch) -> None:
         self._batches.append(batch)
+        if self._sieve is not None and self._sieve.full(len(batch)):
+            self._sieve = None  # rebuilt, twice the size, when next used
+        elif self._sieve is not None:
+            self._sieve.add(batch.hashes)
         self._unmerged += 1
         if self._unmerged > _LAZY_BATCHES:
             self._maintain()
@@ -194,6 +206,13 @@ class Spine:
             batches[i : i + 2] = [merged] if len(merged) else []
             tail -= 1 if len(merged) else 2
 
+    def sieve(self) -> Sieve:
+        """A sieve passing the hash of every entry of every batch (`trace.sift`)."""
+        batches = self.batches
+        if self._sieve is None:
+            self._sieve = Sieve.of([b.hashes for b in batches])
+        return self._sieve
+
     def all_at_or_before(self, time: Time) -> bool:
         """Every entry's time is `<= time` (no history a reduce would revisit later)."""
         return self.latest is None or le(self.latest, time)
@@ -224,18 +243,48 @@ class Spine:
         keys: Sequence[Column],
         hashes: Hashes | None = None,
         columns: Sequence[int] | None = None,
+        rare: bool = False,
     ) -> tuple[npt.NDArray[np.intp], Updates]:
         """Every entry whose key equals a query key, as `(query row, entries)`;
-        `columns` picks the columns gathered (default all)."""
+        `columns` picks the columns gathered (default all). `rare`: the caller
+        expects most keys to be absent (the rows a set input is asked to insert),
+        so the trace's sieve is worth asking first (`sifted`)."""
         hashes = key_hash(keys) if hashes is None else hashes
-        found = [
-            part
-            for batch in self.batches
-            if (part := lookup_batch(batch, keys, hashes, columns)) is not None
-        ]
+        if rare:
+            found = self.sifted(self.batches, keys, hashes, columns)
+        else:
+            found = [
+                part
+                for batch in self.batches
+                if (part := lookup_batch(batch, keys, hashes, columns)) is not None
+            ]
         if not found:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return np.concatenate([owner for owner, _ in found]), concat([p for _, p in found])
+
+    def sifted(
+        self,
+        batches: Sequence[Batch],
+        keys: Sequence[Column],
+        hashes: Hashes,
+        columns: Sequence[int] | None = None,
+    ) -> list[tuple[Index, Updates]]:
+        """`lookup_batch` in each of `batches`, for keys most of which no batch holds
+        (a join's validations): the trace's own batches are asked only about the keys
+        its sieve passes, when enough keys meet enough batches for that to pay."""
+        own = {id(b) for b in self.batches}
+        sift = len(hashes) >= _SIFTED_KEYS and len(own) >= _SIFTED_BATCHES
+        rows = np.flatnonzero(self.sieve().passes(hashes)) if sift else None
+        passed = (keys, hashes) if rows is None else ([k[rows] for k in keys], hashes[rows])
+        parts = []
+        for batch in batches:
+            if rows is None or id(batch) not in own:
+                part = lookup_batch(batch, keys, hashes, columns)
+            elif (part := lookup_batch(batch, *passed, columns)) is not None:
+                part = (rows[part[0]], part[1])
+            if part is not None:
+                parts.append(part)
+        return parts
 
     def lookup_entries(self, keys: FewKeys) -> list[Entry]:
         """`lookup` for a few keys, answered as Python entries `(query row, time,

@@ -52,6 +52,15 @@ def test_a_batch_is_indexed_once_enough_keys_were_asked() -> None:
     assert cache.index_for(hashes, 1) is cache.index
 
 
+def test_a_small_batch_asked_about_many_more_keys_is_indexed() -> None:
+    """A round's few new edges, against which a delta query validates a million
+    candidates: the index repays its build, however small the batch."""
+    hashes = np.arange(1 << 10, dtype=np.int64)
+    cache = LookupCache()
+    assert cache.index_for(hashes, 1_000) is None  # the build's fixed cost is not repaid yet
+    assert cache.index_for(hashes, 1 << 20) is not None
+
+
 def test_the_free_slot_marker_is_never_indexed() -> None:
     hashes = np.r_[np.iinfo(np.int64).min, np.arange(1 << 15)].astype(np.int64)
     assert LookupCache().index_for(hashes, len(hashes)) is None

@@ -266,3 +266,21 @@ def test_a_few_keys_find_unarranged_updates_as_the_arranged_trace_holds_them(
     for *row, _, diff in spine.updates().rows():
         arranged[tuple(row)] += diff
     assert {r: n for r, n in whole.items() if n} == {r: n for r, n in arranged.items() if n}
+
+
+@given(
+    st.lists(st.integers(-50, 50), max_size=200),
+    st.lists(st.integers(-60, 60), min_size=64, max_size=300),
+)
+def test_key_ranges_are_found_with_the_keys_in_any_order(
+    entries: list[int], asked: list[int]
+) -> None:
+    """Without an index, many keys (`_FEW_KEYS` at least) are binary-searched in
+    hash order and put back in query order: the ranges of each key alone."""
+    keys = np.array(entries, dtype=np.int64)
+    batch = Batch.build(Updates.at([keys, keys], (0,)), 1, Description(ZERO, ZERO, Antichain()))
+    hashes = key_hash([np.array(asked, dtype=np.int64)])
+    with mock.patch.object(index, "_MIN_INDEXED", 1 << 30):
+        lo, hi = cursor.key_ranges(batch, hashes)
+    assert np.array_equal(lo, batch.hashes.searchsorted(hashes, "left"))
+    assert np.array_equal(hi, batch.hashes.searchsorted(hashes, "right"))
