@@ -188,21 +188,6 @@ def count_per_key(batch: Batch, hashes: Hashes) -> Index:
     return hi - lo
 
 
-def count_in(batches: Sequence[Batch], hashes: Hashes) -> Index:
-    """Sum over `batches` of each query key's number of entries."""
-    total = np.zeros(len(hashes), dtype=np.intp)
-    for batch in batches:
-        total += count_per_key(batch, hashes)
-    return total
-
-
-def combine(parts: list[tuple[Index, Updates]]) -> tuple[Index, Updates]:
-    """Lookups' parts (at least one) as one."""
-    if len(parts) == 1:
-        return parts[0]
-    return np.concatenate([p[0] for p in parts]), concat([p[1] for p in parts])
-
-
 # `(query row, time, value columns, diff)` of one entry found, as Python values.
 Entry = tuple[int, Time, tuple[object, ...], int]
 
