@@ -18,8 +18,9 @@ from collections.abc import Iterator, Sequence
 from datalog.errors import UnsupportedError
 from differential.dataflow import Operator, Scope, Stream
 from differential.engine import Dataflow
-from differential.operators.arrange import ArrangeOp, ImportOp
+from differential.operators.arrange import ArrangeOp
 from differential.operators.iterate import Subscope
+from differential.operators.shared import ImportOp
 from joins.delta_query import DeltaQueryOp
 
 _STYLE = {

@@ -37,8 +37,8 @@ from differential.batch import Column, Diffs, Updates
 from differential.dataflow import Scope, Stream
 from differential.inputs import Input, Requests, Semantics
 from differential.memory import use_small_pages
-from differential.operators.arrange import ImportOp
 from differential.operators.capture import Capture
+from differential.operators.shared import ImportOp
 from differential.time import column
 
 Listener = Callable[[Updates, int], None]

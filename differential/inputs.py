@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from differential import small
 from differential.batch import Column, Updates, consolidate, integral, run_starts, sort_order
-from differential.operators.arrange import SharedArrangement
+from differential.operators.shared import SharedArrangement
 from differential.time import Antichain, column
 from differential.trace.batch import key_hash
 from differential.trace.cursor import FewKeys, columns_of

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from differential.batch import Updates, consolidate
 from differential.engine import Engine
-from differential.operators.arrange import ImportOp
+from differential.operators.shared import ImportOp
 from differential.time import Time
 from joins.extenders import (
     NEVER,

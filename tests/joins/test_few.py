@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from differential.batch import Updates
 from differential.engine import Engine
-from differential.operators.arrange import ImportOp
+from differential.operators.shared import ImportOp
 from joins import few
 from joins.extenders import CollectionExtender, Prefixes
 from tests.differential.harness import new_engine, requests
