@@ -5,28 +5,43 @@ over the values where Python integers and numpy columns part ways (ADR 0030).
 the same checks run over uint64 and int64 columns holding their extremes (uint64
 above 2**63, int64's least value), int32 keys, keys of two columns (mixed hashes),
 and times of depth 1, 2 and 3 (the depths `time.at_or_before` specialises, and a
-nested iteration's), with the small-batch kernels on and off (`small_path`).
+nested iteration's), with the small-batch kernels on, off, and on for at most two
+rows (`few_limit`).
 """
 
 from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
+from differential import small
 from differential.batch import Updates
 from differential.dataflow import Scope, Stream
+from differential.operators import join
 from differential.operators.arrange import ArrangeOp
 from differential.operators.join import JoinOp
 from differential.operators.reduce import ReduceOp, count, distinct, maximum, minimum
 from differential.time import Time
 
-pytestmark = pytest.mark.usefixtures("small_path")
+
+@pytest.fixture(scope="module", params=[0, 2, small.FEW])
+def few_limit(request: pytest.FixtureRequest) -> Iterator[int]:
+    """The small-batch limit: off (numpy), on (as the engine runs), and so low that
+    one operator moves between rows and columns from step to step (keys scheduled as
+    rows meet keys as columns, lookups refused past their limit go to numpy)."""
+    limit = request.param
+    with mock.patch.object(small, "FEW", limit), mock.patch.object(join, "_FEW_PAIRS", 8 * limit):
+        yield limit
+
+
+pytestmark = pytest.mark.usefixtures("few_limit")
 
 Row = tuple[int, ...]
 Timed = list[tuple[Row, Time, int]]
