@@ -7,11 +7,11 @@ picked as a projection) see Python integers where the numpy paths see int64 and
 uint64 columns. Here a fixed program reads relations of every column type holding
 their extremes (uint64 above 2**63, int64's least value, -0.0 beside 0.0), with
 heads that reorder and repeat variables, recursion, aggregates, subsumption and
-triangles (delta queries) over unsigned and multiset inputs; transactions insert
-and retract the same rows in one epoch. Subscriptions and one-shot queries must
-equal the reference evaluator, and so must queries as of every earlier epoch at
-the end, with the small-batch kernels on and off (`small_path`), under each join
-plan.
+triangles (delta queries, on Python rows for number columns) over unsigned and
+multiset inputs; transactions insert and retract the same rows in one epoch.
+Subscriptions and one-shot queries must equal the reference evaluator, and so must
+queries as of every earlier epoch at the end, with the small-batch kernels on and
+off (`small_path`), under each join plan.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ PROGRAM = """
 .decl e(x: unsigned, y: unsigned)
 .decl m(x: unsigned, y: unsigned) multiset
 .decl n(x: number, y: number)
+.decl nm(x: number, y: number) multiset
 .decl f(x: float, y: float)
 .decl s(x: symbol, y: number)
 .decl reach(x: unsigned, y: unsigned)
@@ -71,10 +72,12 @@ best(x, y1) <= best(x, y2) :- y2 < y1.
 tri(x, y, z) :- n(x, y), n(y, z), n(z, x).
 .decl utri(x: unsigned, y: unsigned, z: unsigned)
 utri(x, y, z) :- e(x, y), m(y, z), e(z, x).
+.decl mtri(x: number, y: number, z: number)
+mtri(x, y, z) :- n(x, y), nm(y, z), nm(z, x).
 """
 DERIVED = (
     *("reach", "back", "loop", "mreach", "nreach", "nswap", "freach", "sreach"),
-    *("ecount", "nmin", "nmax", "best", "tri", "utri"),
+    *("ecount", "nmin", "nmax", "best", "tri", "utri", "mtri"),
 )
 VALUES: dict[str, tuple[Any, ...]] = {
     "unsigned": (0, 1, 2**63 - 1, 2**63, 2**64 - 1),
@@ -83,7 +86,7 @@ VALUES: dict[str, tuple[Any, ...]] = {
     "symbol": ("a", "b"),
 }
 CHECKED = check_program(parse_program(PROGRAM))
-BASES = {r: CHECKED.schema.types(r) for r in ("e", "m", "n", "f", "s")}
+BASES = {r: CHECKED.schema.types(r) for r in ("e", "m", "n", "nm", "f", "s")}
 QUERIES = [f"{r}({', '.join('xyz'[: len(CHECKED.schema.types(r))])})" for r in DERIVED]
 
 Row = tuple[Any, ...]
@@ -109,7 +112,7 @@ def _same_zero(rows: set[Row]) -> set[Row]:
 
 def _apply(counts: dict[str, Counter[Row]], change: Change) -> None:
     op, relation, row = change
-    multiset = relation == "m"
+    multiset = relation in ("m", "nm")
     held = counts[relation]
     if op == "insert":
         held[row] = held[row] + 1 if multiset else 1
