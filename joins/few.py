@@ -36,7 +36,6 @@ Row = tuple[object, ...]  # integers, as `FewKeys` rows
 Prefix = tuple[Row, Time, int]  # variable values in pipeline order, time, multiplicity
 Entries = list[tuple[object, Time, int]]  # proposed values, with time and multiplicity
 
-_MASK64 = (1 << 64) - 1
 
 
 def prefixes_of(updates: Updates) -> list[Prefix]:
@@ -63,11 +62,9 @@ def join(a: Time, b: Time) -> Time:
 
 
 def few_keys(rows: list[Row]) -> FewKeys:
-    """Query keys with the hashes `key_hash` gives their columns."""
-    if len(rows[0]) == 1:
-        return FewKeys(rows, [r[0] for r in rows])  # type: ignore[misc]  # identity
-    bits = [[r[k] & _MASK64 for r in rows] for k in range(len(rows[0]))]  # type: ignore[operator]
-    return FewKeys(rows, small.mixed_hash(bits, len(rows)))
+    """Query keys with the hashes `key_hash` gives their columns (uint64 values above
+    2**63 wrap as they do in an int64 hash column)."""
+    return FewKeys(rows, small.key_hashes(rows, len(rows[0]) == 1))  # type: ignore[arg-type]
 
 
 def matched(

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from differential.batch import Updates
 from differential.engine import Engine
 from differential.operators.shared import ImportOp
+from differential.trace.batch import key_hash
 from joins import few
 from joins.extenders import CollectionExtender, Prefixes
 from tests.differential.harness import new_engine, requests
@@ -141,3 +142,19 @@ def test_a_hub_sends_the_pipeline_back_to_numpy() -> None:
         few.extend(few.prefixes_of(_prefixes(["x"], [((1,), 1, 1)]).updates), [binding], h.now)
         == []
     )
+
+
+@given(
+    st.integers(1, 2),
+    st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=8),
+)
+def test_few_keys_hash_as_key_hash_does_even_above_two_to_the_63(
+    width: int, flat: list[int]
+) -> None:
+    """uint64 values above 2**63 wrap in the int64 hash column; the few keys' Python
+    hashes must wrap alike, or a lookup misses a key that is there."""
+    rows = [tuple(flat[i : i + width]) for i in range(0, len(flat) - width + 1, width)]
+    if not rows:
+        return
+    columns = [np.array([r[c] for r in rows], dtype=np.uint64) for c in range(width)]
+    assert few.few_keys(rows).hashes == key_hash(columns).tolist()  # type: ignore[arg-type]
