@@ -123,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.later_only:
         print(format_table(rows(args.sizes, args.runs), ["case", "time", "per round"]))
-    later = later_rows(*args.later, args.runs)
+    later = later_rows(args.later[0], args.later[1], args.runs)
     print(format_table(later, ["later epoch of a live chain", "per round", "calls"]))
     return 0
 

@@ -287,7 +287,7 @@ def _counts(parts: list[Updates]) -> dict[Row, int]:
     counts: dict[Row, int] = {}
     for part in parts:
         for row, n in zip(python_rows(part.columns, len(part)), part.diffs.tolist(), strict=True):
-            counts[row] = counts.get(row, 0) + n  # type: ignore[index]
+            counts[row] = counts.get(row, 0) + n
     return counts
 
 

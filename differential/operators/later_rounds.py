@@ -27,7 +27,7 @@ that condition key by key (ADR 0034):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -35,13 +35,13 @@ import numpy as np
 from differential import small
 from differential.batch import Column, Updates
 from differential.dataflow import check_budget
+from differential.operators.linear import Row, RowMap
 from differential.time import Antichain, Time, at_or_before
 from differential.trace.cursor import Entry, FewKeys, columns_of
 
 if TYPE_CHECKING:
     from differential.operators.chain import Chain, _Relation
 
-Row = tuple[int, ...]
 Counts = dict[Row, int]
 _HANDOVER = 4096  # changed keys at which the rounds so far are handed to the operators
 
@@ -50,30 +50,33 @@ def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
     """Fused rounds from `time` (the scope's only work; `rows`: each relation's
     first input, consolidated) when each key they reach has no history beyond
     the round that reaches it. False: nothing done, the first round's keys have
-    such history (or a distinct has keys scheduled)."""
+    such history (or a distinct has keys scheduled at `time`). The rounds stop
+    before the first time a distinct has keys scheduled at, the scheduler's."""
     relations = chain.relations
-    if any(r.reduce.scheduled for r in relations):
+    prefix, iteration = time[:-1], time[-1]
+    scheduled = [t for r in relations for t in r.reduce.scheduled]
+    if any(t[:-1] != prefix for t in scheduled):
+        return False
+    until = min((t[-1] for t in scheduled), default=None)
+    if until is not None and until <= iteration:
         return False
     for relation in relations:
         relation.arrange.seal()
         relation.reduce._settle()  # as its step does before reading the trace
         relation.reduce.seen = None
     keys = [_Keys(r) for r in relations]
-    if not all(k.read(rs, time) for k, rs in zip(keys, rows, strict=True)):
+    if not _read(keys, rows, time):
         return False
     for relation in relations:
         relation.arrange.queue.buckets.pop(time, None)
-    prefix, iteration = time[:-1], time[-1]
     while True:
         check_budget()
         rounds = [_Rounds(k, prefix) for k in keys]
-        rows, iteration = _rounds(relations, rounds, rows, prefix, iteration)
+        rows, iteration = _rounds(relations, rounds, rows, prefix, iteration, until)
         chain.scope.steps += rounds[0].count
         for relation, record in zip(relations, rounds, strict=True):
             record.hand_over(relation)
-        if not _going(rows) or not all(
-            k.read(rs, (*prefix, iteration)) for k, rs in zip(keys, rows, strict=True)
-        ):
+        if iteration == until or not _going(rows) or not _read(keys, rows, (*prefix, iteration)):
             break
     if _going(rows) is None:
         return True
@@ -88,6 +91,11 @@ def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
     return True
 
 
+def _read(keys: list[_Keys], rows: list[Counts], time: Time) -> bool:
+    """Whether every relation's keys in `rows` are readable at `time` (`_Keys.read`)."""
+    return all(k.read(rs, time) for k, rs in zip(keys, rows, strict=True))
+
+
 def _going(rows: list[Counts]) -> bool | None:
     """Whether another fused round may follow (1 to `FEW` rows); None: no rows."""
     count = sum(1 for rs in rows for n in rs.values() if n)
@@ -100,20 +108,21 @@ def _rounds(
     rows: list[Counts],
     prefix: Time,
     iteration: int,
+    until: int | None,
 ) -> tuple[list[Counts], int]:
     """Rounds from `rows` at `iteration`, recorded in `rounds`, while 1 to `FEW`
-    rows come back, their keys are readable and fewer than `_HANDOVER` keys
-    changed: the rows of the round after the last, and its iteration."""
+    rows come back, their keys are readable, fewer than `_HANDOVER` keys changed
+    and the iteration is before `until`: the rows of the round after the last, and
+    its iteration."""
     changed = 0
     while True:
         images: list[Counts] = [{} for _ in relations]
         for relation, record, counts in zip(relations, rounds, rows):  # noqa: B905
             changed += record.step(counts, iteration, relation.paths, images)
         rows, iteration = images, iteration + 1
-        if changed >= _HANDOVER or not _going(rows):
+        if changed >= _HANDOVER or iteration == until or not _going(rows):
             return rows, iteration
-        time = (*prefix, iteration)
-        if not all(r.keys.read(rs, time) for r, rs in zip(rounds, rows)):  # noqa: B905
+        if not _read([r.keys for r in rounds], rows, (*prefix, iteration)):
             return rows, iteration
 
 
@@ -166,7 +175,7 @@ class _Rounds:
         self,
         rows: Counts,
         iteration: int,
-        paths: list[tuple[list[Callable[[Row], Row | None]], int]],
+        paths: list[tuple[list[RowMap], int]],
         images: list[Counts],
     ) -> int:
         """The distinct's step at `iteration` for `rows` (each key read): its input
@@ -196,12 +205,12 @@ class _Rounds:
             for path, target in paths:
                 image: Row | None = row
                 for stage in path:
-                    image = stage(image)  # type: ignore[arg-type]
+                    image = stage(image)  # type: ignore[arg-type]  # None: dropped
                     if image is None:
                         break
                 else:
                     into = images[target]
-                    into[image] = into.get(image, 0) + change  # type: ignore[index]
+                    into[image] = into.get(image, 0) + change  # type: ignore[index, arg-type]
         return changed
 
     def hand_over(self, relation: _Relation) -> None:
