@@ -49,9 +49,11 @@ _HANDOVER = 4096  # changed keys at which the rounds so far are handed to the op
 def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
     """Fused rounds from `time` (the scope's only work; `rows`: each relation's
     first input, consolidated) when each key they reach has no history beyond
-    the round that reaches it. False: nothing done, the first round's keys have
-    such history (or a distinct has keys scheduled at `time`). The rounds stop
-    before the first time a distinct has keys scheduled at, the scheduler's."""
+    the round that reaches it. False: the first round's keys have such history,
+    or a distinct has keys scheduled at `time`; nothing done then but what the
+    distincts' own steps at `time` do first (the arrangements sealed, the trace
+    settled and read from then on). The rounds stop before the first time a
+    distinct has keys scheduled at: the scheduler's corrections."""
     relations = chain.relations
     prefix, iteration = time[:-1], time[-1]
     scheduled = [t for r in relations for t in r.reduce.scheduled]

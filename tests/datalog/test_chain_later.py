@@ -157,3 +157,24 @@ def test_fusion_off_runs_no_later_rounds() -> None:
     with counted() as taken, fusion(False):
         run(SECOND, [[("insert", "p", (0, 0))], [("retract", "p", (0, 0))]], False)
     assert taken == []
+
+
+@mock.patch.object(later_rounds, "_HANDOVER", 64)
+def test_a_mutual_chain_takes_the_later_rounds() -> None:
+    """`q(x + 1, y) :- p(x, y)` and `p(x, y) :- q(x, y)`: two distincts; a second
+    chain, a retraction and a re-seed, each in its own epoch."""
+    program = (
+        ".decl p(x: number, y: number)\n.decl q(x: number, y: number)\n"
+        "q(x + 1, y) :- p(x, y), x < 200.\np(x, y) :- q(x, y)."
+    )
+    steps = [
+        [("insert", "p", (0, 0))],
+        [("insert", "p", (0, 1))],
+        [("retract", "p", (0, 0))],
+        [("insert", "p", (5, 0))],
+    ]
+    with counted() as taken:
+        fused = run(program, steps, True)  # type: ignore[arg-type]
+    assert fused == run(program, steps, False)  # type: ignore[arg-type]
+    assert taken.count(True) >= 3
+    assert [len(p) for p, _ in fused[0][:4]] == [201, 402, 201, 397]
