@@ -56,10 +56,7 @@ def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
     distinct has keys scheduled at: the scheduler's corrections."""
     relations = chain.relations
     prefix, iteration = time[:-1], time[-1]
-    scheduled = [t for r in relations for t in r.reduce.scheduled]
-    if any(t[:-1] != prefix for t in scheduled):
-        return False
-    until = min((t[-1] for t in scheduled), default=None)
+    until = _first_scheduled(relations, prefix)
     if until is not None and until <= iteration:
         return False
     for relation in relations:
@@ -91,6 +88,25 @@ def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
             diffs = np.array([n for _, n in live], dtype=np.int64)
             arrange.queue.push(Updates(columns, times, diffs))
     return True
+
+
+def _first_scheduled(relations: Sequence[_Relation], prefix: Time) -> int | None:
+    """The least iteration of `prefix` (the scope's run) at which a distinct has
+    keys scheduled. Times of other prefixes are not this run's: the scheduler
+    would not visit them before the rounds' times either."""
+    least: int | None = None
+    for relation in relations:
+        scheduled = relation.reduce.scheduled
+        if not scheduled:
+            continue
+        first = min(scheduled)  # lexicographic, in C: the pending time is the least
+        if first[:-1] != prefix:
+            mine = [t[-1] for t in scheduled if t[:-1] == prefix]
+            if not mine:
+                continue
+            first = (*prefix, min(mine))
+        least = first[-1] if least is None else min(least, first[-1])
+    return least
 
 
 def _read(keys: list[_Keys], rows: list[Counts], time: Time) -> bool:
