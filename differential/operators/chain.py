@@ -42,6 +42,7 @@ import numpy as np
 from differential import small
 from differential.batch import Column, Diffs, Updates, python_rows
 from differential.dataflow import Receiver, Scope, Stream, check_budget
+from differential.operators import later_rounds
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
 from differential.operators.reduce import ReduceOp, distinct
@@ -94,7 +95,7 @@ class _Relation:
         """Whether the distinct may take the growing step at `time` and later (its
         other conditions, positive diffs, are the rows')."""
         reduce = self.reduce
-        if reduce.seen is None or reduce.scheduled or not set(self.arrange.queue.buckets) <= {time}:
+        if reduce.seen is None or reduce.scheduled:
             return False
         self.arrange.seal()
         return self.arrange.history_before(time)
@@ -113,9 +114,12 @@ class Chain:
     def run(self, time: Time) -> bool:
         """Run the rounds from `time` fused, if it applies (else False: nothing done
         but sealing arrangements, which their own next step does first anyway)."""
-        start = self._start(time)
-        if start is None:
+        parts = self._quiet(time)
+        if parts is None:
             return False
+        start = self._start(time, parts)
+        if start is None:  # history beyond `time`, or retractions: key by key
+            return later_rounds.run(self, time, [_counts(p) for p in parts])
         rows, diffs = start
         rounds = [_Rounds(time, d) for d in diffs]
         while True:
@@ -172,15 +176,22 @@ class Chain:
                 break
         return [rows]
 
-    def _start(self, time: Time) -> tuple[list[list[Row]], list[list[int] | None]] | None:
-        """The first round's rows and diffs per relation, when the fused rounds apply
-        at `time`: it is the scope's only work, a few insertions, every distinct
-        growing."""
+    def _quiet(self, time: Time) -> list[list[Updates]] | None:
+        """Each relation's input at `time`, when fused rounds may start there: it is
+        the scope's only work (nothing else pending, no other time queued for the
+        distincts), with at most `small.FEW` rows."""
         if any(True for op in self.others for _ in op.pending(time[:-1])):
             return None
-        parts = [r.arrange.queue.buckets.get(time, []) for r in self.relations]
-        if sum(len(p) for ps in parts for p in ps) > small.FEW:
+        if any(not set(r.arrange.queue.buckets) <= {time} for r in self.relations):
             return None
+        parts = [r.arrange.queue.buckets.get(time, []) for r in self.relations]
+        return None if sum(len(p) for ps in parts for p in ps) > small.FEW else parts
+
+    def _start(
+        self, time: Time, parts: list[list[Updates]]
+    ) -> tuple[list[list[Row]], list[list[int] | None]] | None:
+        """The first round's rows and diffs per relation, when the growing rounds
+        apply at `time`: a few insertions, every distinct growing."""
         rows: list[list[Row]] = []
         diffs: list[list[int] | None] = []
         for updates in parts:
@@ -269,6 +280,15 @@ class _Rounds:
         iterations = np.repeat(np.arange(len(counts), dtype=np.int64), counts) + self.start[-1]
         prefix = np.array(self.start[:-1], dtype=np.int64).reshape(-1, 1)
         return np.vstack([np.repeat(prefix, len(iterations), axis=1), iterations[None, :]])
+
+
+def _counts(parts: list[Updates]) -> dict[Row, int]:
+    """Rows and their summed multiplicities (zero sums kept: they change nothing)."""
+    counts: dict[Row, int] = {}
+    for part in parts:
+        for row, n in zip(python_rows(part.columns, len(part)), part.diffs.tolist(), strict=True):
+            counts[row] = counts.get(row, 0) + n
+    return counts
 
 
 def _columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...]:
