@@ -17,7 +17,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from differential import small
-from differential.batch import Updates, consolidate
+from differential.batch import Updates, consolidate, python_times
 from differential.time import Antichain
 from differential.trace import batch as trace_batch
 from differential.trace import cursor
@@ -215,3 +215,11 @@ def test_hashing_python_keys_equals_numpy(width: int, flat: list[int], dtype: ty
     rows = [tuple(values[i : i + width]) for i in range(0, len(values) - width + 1, width)]
     columns = [np.array([r[c] for r in rows], dtype=dtype) for c in range(width)]
     assert small.key_hashes(rows, width == 1) == key_hash(columns).tolist()
+
+
+@given(st.integers(0, 3), st.integers(0, 6), st.integers(-(2**63), 2**63 - 1))
+def test_python_times_are_each_updates_time_as_a_tuple(depth: int, n: int, seed: int) -> None:
+    times = np.random.default_rng(seed % 2**32).integers(-9, 9, size=(depth, n), dtype=np.int64)
+    got = python_times(times)
+    assert got == [tuple(int(times[d, i]) for d in range(depth)) for i in range(n)]
+    assert all(type(c) is int for t in got for c in t)
