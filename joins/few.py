@@ -37,7 +37,6 @@ Prefix = tuple[Row, Time, int]  # variable values in pipeline order, time, multi
 Entries = list[tuple[object, Time, int]]  # proposed values, with time and multiplicity
 
 
-
 def prefixes_of(updates: Updates) -> list[Prefix]:
     """The changes a pipeline starts from, as Python prefixes."""
     rows = python_rows(updates.columns, len(updates))
