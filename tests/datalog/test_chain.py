@@ -102,7 +102,9 @@ def run(program: str, commits: list[list[tuple[str, str, Row]]], fused: bool) ->
     return [*out, seen, held]
 
 
-def inner_state(dataflow: Dataflow, epoch: int) -> list[list[list[tuple[object, ...]]]]:
+def inner_state(
+    dataflow: Dataflow, epoch: int, iterations: int = 20
+) -> list[list[list[tuple[object, ...]]]]:
     """What the live dataflow's inner distincts and their input arrangements hold,
     as accumulated at the iterations of the next epoch: the state later epochs read,
     whatever the batching or compaction (and so at inner times, not only in sum)."""
@@ -118,7 +120,7 @@ def inner_state(dataflow: Dataflow, epoch: int) -> list[list[list[tuple[object, 
             held = op._settle().updates()
         else:
             continue
-        state.append([_accumulated(held, (epoch + 1, i)) for i in range(20)])
+        state.append([_accumulated(held, (epoch + 1, i)) for i in range(iterations)])
     return state
 
 

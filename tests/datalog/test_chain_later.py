@@ -20,9 +20,8 @@ from hypothesis import strategies as st
 
 from datalog.database import Database
 from differential.operators import later_rounds
-from differential.operators.arrange import ArrangeOp
-from differential.operators.reduce import ReduceOp
-from tests.datalog.test_chain import _accumulated, fusion
+from tests.datalog.test_chain import fusion
+from tests.datalog.test_chain import inner_state as chain_state
 from tests.datalog.test_chain import run as run_answers
 
 HEADS = st.sampled_from(
@@ -80,22 +79,12 @@ def run(program: str, commits: list[list[tuple[str, str, Row]]], fused: bool) ->
 
 
 def inner_state(db: Database) -> list[list[list[tuple[object, ...]]]]:
-    """`test_chain.inner_state` at iterations up to `ITERATIONS` of the next epoch."""
-    state = []
-    for dataflow in db.engine.dataflows:
-        for op in dataflow.root.all_operators():
-            if op.scope.parent is None:
-                continue
-            if isinstance(op, ReduceOp):
-                op._settle()
-                held = op.trace.updates()
-            elif isinstance(op, ArrangeOp):
-                op.seal()
-                held = op._settle().updates()
-            else:
-                continue
-            state.append([_accumulated(held, (db.epoch + 1, i)) for i in range(ITERATIONS)])
-    return state
+    """`test_chain.inner_state` of every dataflow, at iterations up to `ITERATIONS`."""
+    return [
+        part
+        for dataflow in db.engine.dataflows
+        for part in chain_state(dataflow, db.epoch, ITERATIONS)
+    ]
 
 
 @contextmanager
