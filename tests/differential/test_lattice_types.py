@@ -11,7 +11,6 @@ rows (`few_limit`).
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from unittest import mock
@@ -29,6 +28,7 @@ from differential.operators.arrange import ArrangeOp
 from differential.operators.join import JoinOp
 from differential.operators.reduce import ReduceOp, count, distinct, maximum, minimum
 from differential.time import Time
+from tests.differential.test_lattice import _at, _lattice
 
 
 @pytest.fixture(scope="module", params=[0, 2, small.FEW])
@@ -66,27 +66,6 @@ def updates(dtype: str, width: int, depth: int) -> st.SearchStrategy[Timed]:
     time = st.tuples(*[st.integers(0, 2)] * depth)
     row = st.tuples(*[st.sampled_from(EXTREMES[d]) for d in column_dtypes(dtype, width)])
     return st.lists(st.tuples(row, time, st.sampled_from([-1, 1, 2])), max_size=12)
-
-
-def _le(a: Time, b: Time) -> bool:
-    return all(x <= y for x, y in zip(a, b, strict=True))
-
-
-def _lattice(times: set[Time]) -> set[Time]:
-    closed = set(times)
-    while True:
-        more = {tuple(map(max, a, b)) for a, b in itertools.combinations(closed, 2)} - closed
-        if not more:
-            return closed
-        closed |= more
-
-
-def _at(timed: Timed, when: Time) -> Counter[Row]:
-    total: Counter[Row] = Counter()
-    for row, time, diff in timed:
-        if _le(time, when):
-            total[row] += diff
-    return Counter({r: n for r, n in total.items() if n})
 
 
 def _send(stream: Stream, timed: Timed, dtypes: Sequence[np.dtype]) -> None:
