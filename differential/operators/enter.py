@@ -106,7 +106,7 @@ def _lift_batch(batch: Batch) -> Batch:
         np.concatenate([batch.times, zeros]),
         batch.diffs,
         batch.description,
-        batch.cache,  # same keys, same index
+        batch.cache.for_other_times(),  # same keys, same index; times of its own
     )
 
 

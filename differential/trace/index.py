@@ -203,23 +203,45 @@ PythonView = tuple[
 ]
 
 
-class LookupCache:
-    """Per batch: how many query keys it has been asked about and, once that many
-    justify the build (about `n / 8` binary searches cost as much), its index, or
-    for membership lookups its pairs as a bitmap (`dense_for`)."""
+class KeyLookups:
+    """What a batch's lookups build from its keys alone, shared by the batches that
+    differ from it only in their times (a trace's snapshot at one time, a batch
+    entered into an iteration scope): how many keys it was asked about, its index,
+    and its hashes and key rows as Python lists."""
+
+    __slots__ = ("asked", "index", "listed")
 
     def __init__(self) -> None:
         self.asked = 0
-        self.asked_few = 0  # lookups of a few keys by Python values (`lists_for`)
         self.index: HashIndex | None = None
+        self.listed: tuple[list[int], list[tuple[object, ...]] | None] | None = None
+
+
+class LookupCache:
+    """Per batch: how many query keys it has been asked about and, once that many
+    justify the build (about `n / 8` binary searches cost as much), its index, or
+    for membership lookups its pairs as a bitmap (`dense_for`). What depends on the
+    batch's times (its entries as Python values, the bitmap, which holds one time
+    for every pair) is its own; what depends on its keys alone is `keys`."""
+
+    def __init__(self, keys: KeyLookups | None = None) -> None:
+        self.keys = KeyLookups() if keys is None else keys
+        self.asked_few = 0  # lookups of a few keys by Python values (`lists_for`)
         self.dense_asked = 0
         self.dense: DensePairs | bool | None = None  # False: the batch has not the shape
-        self._listed: tuple[list[int], list[tuple[object, ...]] | None] | None = None
         self._entries: tuple[list[tuple[object, ...]], list[tuple[int, ...]], list[int]] | None = (
             None
         )
         # `listed` and `entries` together, once a few-key lookup has read both.
         self.view: PythonView | None = None
+
+    def for_other_times(self) -> LookupCache:
+        """The cache of a batch with these keys, values and diffs at other times."""
+        return LookupCache(self.keys)
+
+    @property
+    def index(self) -> HashIndex | None:
+        return self.keys.index
 
     def listed(
         self, hashes: Hashes, keys: Sequence[Column], identity: bool
@@ -227,10 +249,11 @@ class LookupCache:
         """The batch's sorted `hashes` as a Python list and, unless the hash is the
         key (`identity`), its key rows as tuples: built on first use, for looking a
         few keys up in a small batch with `bisect`."""
-        if self._listed is None:
+        shared = self.keys
+        if shared.listed is None:
             rows = None if identity else python_rows(keys, len(hashes))
-            self._listed = hashes.tolist(), rows
-        return self._listed
+            shared.listed = hashes.tolist(), rows
+        return shared.listed
 
     def entries(
         self, values: Sequence[Column], times: npt.NDArray[np.int64], diffs: npt.NDArray[np.int64]
@@ -255,13 +278,14 @@ class LookupCache:
 
     def index_for(self, hashes: Hashes, queries: int) -> HashIndex | None:
         """The index of the sorted column `hashes`, if built or now worth building."""
-        if self.index is None:
-            self.asked += queries
+        shared = self.keys
+        if shared.index is None:
+            shared.asked += queries
             n = len(hashes)
-            worth = self.asked >= max(n, _MIN_INDEXED) * _ASKED_PER_ENTRY
+            worth = shared.asked >= max(n, _MIN_INDEXED) * _ASKED_PER_ENTRY
             if worth and HashIndex.indexable(hashes):
-                self.index = HashIndex(hashes)
-        return self.index
+                shared.index = HashIndex(hashes)
+        return shared.index
 
     def dense_for(
         self,

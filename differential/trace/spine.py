@@ -335,7 +335,13 @@ class Spine:
         if len(whole) > 1 and not run_starts([whole.hashes, *whole.values])[1:].all():
             return Batch.build(whole.updates().with_times(at), self.key_arity, description)
         return Batch(
-            whole.hashes, whole.columns, whole.key_arity, at, whole.diffs, description, whole.cache
+            whole.hashes,
+            whole.columns,
+            whole.key_arity,
+            at,
+            whole.diffs,
+            description,
+            whole.cache.for_other_times(),
         )
 
     def empty(self, columns: Sequence[int] | None = None) -> Updates:

@@ -284,3 +284,26 @@ def test_key_ranges_are_found_with_the_keys_in_any_order(
         lo, hi = cursor.key_ranges(batch, hashes)
     assert np.array_equal(lo, batch.hashes.searchsorted(hashes, "left"))
     assert np.array_equal(hi, batch.hashes.searchsorted(hashes, "right"))
+
+
+def _merged_and_snapshot() -> tuple[Batch, Batch]:
+    """A trace's one batch of entries at epochs 1 and 2, and its snapshot at 3."""
+    spine = Spine(1, [np.dtype(np.int64), np.dtype(np.int64)], 1)
+    for epoch in (1, 2):
+        spine.insert(Updates.at([np.array([5, 6]), np.array([epoch, epoch])], (epoch,)), ZERO, ZERO)
+    (whole,) = spine.batches
+    at_three = Description(Antichain([(3,)]), Antichain([(4,)]), ZERO)
+    return whole, spine.snapshot((3,), at_three)
+
+
+def test_a_snapshot_reads_its_own_times_whichever_batch_was_read_first() -> None:
+    """A snapshot shares its trace batch's columns and index, not what holds times:
+    the few-key Python view of one must never answer for the other."""
+    keys = FewKeys([(5,), (6,)], [5, 6])
+    for reverse in (False, True):
+        batches = _merged_and_snapshot()
+        for batch in reversed(batches) if reverse else batches:
+            found: list[Entry] = []
+            assert cursor.lookup_entries(batch, keys, found)
+            times = sorted(t for _, t, _, _ in found)
+            assert times == sorted(tuple(int(c) for c in t) for t in batch.times.T), reverse
