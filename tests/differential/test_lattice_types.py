@@ -28,7 +28,7 @@ from differential.operators.arrange import ArrangeOp
 from differential.operators.join import JoinOp
 from differential.operators.reduce import ReduceOp, count, distinct, maximum, minimum
 from differential.time import Time
-from tests.differential.test_lattice import _at, _lattice
+from tests.differential.test_lattice import _check, _collect
 
 
 @pytest.fixture(scope="module", params=[0, 2, small.FEW])
@@ -74,23 +74,6 @@ def _send(stream: Stream, timed: Timed, dtypes: Sequence[np.dtype]) -> None:
         columns = tuple(np.array([v], dtype=d) for v, d in zip(row, dtypes, strict=True))
         times = np.array(time, dtype=np.int64).reshape(depth, 1)
         stream.send(Updates(columns, times, np.array([diff], dtype=np.int64)))
-
-
-def _collect(stream: Stream) -> Timed:
-    seen: Timed = []
-
-    def receive(u: Updates) -> None:
-        for row in u.rows():
-            seen.append((tuple(row[:-2]), row[-2], row[-1]))  # type: ignore[arg-type]
-
-    stream.connect(receive)
-    return seen
-
-
-def _check(inputs: Sequence[Timed], output: Timed, expect: Callable[..., Counter[Row]]) -> None:
-    times = {t for timed in inputs for _, t, _ in timed}
-    for when in sorted(_lattice(times)):
-        assert _at(output, when) == expect(*(_at(t, when) for t in inputs)), f"at time {when}"
 
 
 def _nonnegative(timed: Timed) -> Timed:
