@@ -25,7 +25,7 @@ import numpy as np
 from bench.common import peak_rss_mb, percentiles, print_table, timed
 from bench.generators import dag_for_closure, power_law_graph
 from bench.peers.duckdb_peer import EdgeDB
-from datalog.database import Change, Database
+from datalog import Change, Database
 
 T = TypeVar("T")
 

@@ -23,6 +23,8 @@ _EXPORTS: dict[str, str] = {
     "Transaction": "datalog.transaction",
     "Change": "datalog.change",
     "Subscription": "datalog.live",
+    "Pacing": "datalog.pacing",
+    "ManualClock": "datalog.pacing",
     "parse_program": "datalog.parser",
     "parse_query": "datalog.parser",
     "DatalogError": "datalog.errors",
@@ -57,6 +59,8 @@ __all__ = [
     "Transaction",
     "Change",
     "Subscription",
+    "Pacing",
+    "ManualClock",
     "parse_program",
     "parse_query",
     "DatalogError",
@@ -87,7 +91,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from datalog.change import Change
-    from datalog.database import Database, Subscription
+    from datalog.database import Database
     from datalog.errors import (
         ArityError,
         BudgetExceeded,
@@ -111,6 +115,8 @@ if TYPE_CHECKING:
         UnsupportedError,
     )
     from datalog.functors import functors_in_file, vectorized
+    from datalog.live import Subscription
+    from datalog.pacing import ManualClock, Pacing
     from datalog.parser import parse_program, parse_query
     from datalog.provenance import Derivation
     from datalog.sources.csv import FactFileError

@@ -24,7 +24,7 @@ import datalog
 from datalog.system import is_reserved
 
 if TYPE_CHECKING:
-    from datalog.database import Change, Database
+    from datalog import Change, Database
 
 EXAMPLES = Path(__file__).with_name("examples")
 

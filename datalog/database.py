@@ -1,22 +1,26 @@
 """The public API: `Database`, transactions, queries and subscriptions.
 
-Layer: datalog (API). Imports the planner, the language and `differential`.
+Layer: datalog (API). The top of the `datalog` API modules: it composes them and
+nothing imports it but the package's users.
 
-`define` and `redefine` check the whole new program and only then change
-anything, at one new epoch (`datalog.definitions`). Queries
-and subscriptions synthesize dataflows lazily; subscriptions to the same
-(normalized) query share one live dataflow, torn down with its last
-subscriber. Commits are atomic: a transaction is validated completely before
-any of it is applied, and subscribers see each epoch's changes at once.
-One writer and many readers may use a database from several threads: every
-entry point takes the database's lock.
+A database is a few parts with one job each: the program in force
+(`datalog.definitions.ProgramState`), the engine with its base relations
+(`differential.engine`), the live queries and their subscribers
+(`datalog.queries.LiveQueries`, each query owned by one `datalog.live.LiveQuery`),
+the log (`datalog.durable.Log`), and the one path every write takes
+(`datalog.epochs.Epochs`: log, apply, repair on failure, deliver). Reads never
+write: a query, a subscription, `why`, `explain` or an `as_of` read never advances
+the epoch or touches the log.
+
+One writer and many readers may use a database from several threads: every entry
+point takes the database's lock.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Collection, Hashable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -24,49 +28,37 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from datalog import definitions, durable, system
-from datalog import history as time_travel
 from datalog.ast import Program, Query
-from datalog.checks import CheckedProgram, check_program, check_query
-from datalog.definitions import Definition
+from datalog.checks import CheckedProgram, CheckedQuery, check_query
+from datalog.definitions import Definition, ProgramState, fact_rows
 from datalog.dot import explain_graph
-from datalog.errors import (
-    BudgetExceeded,
-    TransactionError,
-    UnsupportedError,
-)
+from datalog.durable import Log
+from datalog.epochs import Epochs, Write
+from datalog.errors import BudgetExceeded, TransactionError, UnsupportedError
 from datalog.explain import explain_text
 from datalog.functors import FunctorBinding, binding, bindings
+from datalog.history import DEFAULT_HISTORY, Past, history_setting
 from datalog.introspection import Introspection
-from datalog.live import (
-    Callback,
-    Change,
-    LiveQuery,
-    Subscription,
-    call_later,
-    deliver,
-    pacing_of,
-    tick,
-)
+from datalog.live import Callback, Subscription
+from datalog.pacing import Clock, Pacing, SystemClock
 from datalog.parser import parse_query
 from datalog.plan.body import UNIT
-from datalog.plan.build import Planner, QueryPlan
-from datalog.plan.views import Share
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_query
+from datalog.queries import LiveQueries
 from datalog.rows import to_rows
+from datalog.storage.records import Commit, Define, Record
 from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
-from datalog.tenants import Tenants
 from datalog.transaction import Transaction
-from differential.batch import Updates, concat, consolidate
-from differential.dataflow import Interrupted, interrupt, unbudgeted
+from differential.batch import Updates
+from differential.dataflow import Interrupted, interrupt
 from differential.dataflow import budget as dataflow_budget
 from differential.engine import Engine
 from differential.inputs import Requests
-from differential.time import column
-from differential.trace.spine import Spine
 
 if TYPE_CHECKING:
+    from datalog.live import LiveQuery
     from datalog.provenance import Derivation
 
 
@@ -79,7 +71,8 @@ class Database:
         sync: bool = True,
         checkpoint_every: int = 1000,
         functors: Mapping[str, object] | None = None,
-        history: int | None = time_travel.DEFAULT_HISTORY,
+        history: int | None = DEFAULT_HISTORY,
+        clock: Clock | None = None,
     ) -> None:
         """An empty database in memory, or the durable one in directory `path`.
 
@@ -91,28 +84,55 @@ class Database:
         is taken once the log holds `checkpoint_every` records or outgrows the last
         snapshot; opening loads the newest snapshot and replays the log after it.
         The last `history` epochs (None: all) stay readable by `as_of` (`datalog.history`).
+        `clock` is what paced subscriptions read and wake up by (tests pass a
+        `datalog.pacing.ManualClock`).
         """
-        self.store: Store | None = None
         self.checkpoint_every = checkpoint_every
-        self.definitions: list[Definition] = []  # every applied program text, in order
-        self._facts: set[tuple[object, ...]] = set()  # every fact defined so far
-        self._quiet = 0  # >0 while replaying the log: nothing is logged
-        self._delivering = 0  # >0 while subscribers are being called
-        self._paced: list[Subscription] = []  # subscriptions with a granularity
-        self.engine = Engine(history=time_travel.history_setting(history))
-        self.symbols = SymbolTable()
-        self.program = Program(decls=system.DECLS)  # the reserved deltalog.* relations
-        self.checked: CheckedProgram = check_program(self.program)
-        self.live: dict[str, LiveQuery] = {}
-        self.tenants = Tenants(self)  # shared dataflows of queries differing in constants
         self.lock = threading.RLock()
+        self.clock = clock or SystemClock()
+        self.engine = Engine(history=history_setting(history))
+        self.symbols = SymbolTable()
         self.functors: dict[str, FunctorBinding] = bindings(functors)
         self.engine.create_input(UNIT, [np.dtype(np.int64)])
         self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
-        self.programs = time_travel.ProgramVersions(self.engine.epoch, self.checked)
-        self.introspection = Introspection(self)
+        self.state = ProgramState.initial(Program(decls=system.DECLS), self.engine.epoch)
+        self.queries = LiveQueries(
+            self.engine, self.symbols, self.state, self.functors, self.clock, self._locked
+        )
+        self.log = Log()
+        self.epochs = Epochs(
+            self.engine, self.state, self.queries, self.log, self._checkpoint_if_due
+        )
+        self.introspection = Introspection(self.engine, self.state, self.queries, self.symbols)
         if path is not None:
-            self.store = durable.open_store(self, path, sync)
+            durable.open_store(self, path, sync)
+
+    # -- what the parts hold, by their usual names -------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self.engine.epoch
+
+    @property
+    def program(self) -> Program:
+        return self.state.program
+
+    @property
+    def checked(self) -> CheckedProgram:
+        return self.state.checked
+
+    @property
+    def definitions(self) -> list[Definition]:
+        return self.state.definitions
+
+    @property
+    def live(self) -> Mapping[str, LiveQuery]:
+        """The live queries, by key (normalized query text)."""
+        return self.queries.by_key
+
+    @property
+    def store(self) -> Store | None:
+        return self.log.store
 
     # -- program -----------------------------------------------------------------
 
@@ -120,8 +140,19 @@ class Database:
         """Add declarations, facts and rules; all-or-nothing. New rules take an epoch
         of their own (shared with the facts), whether or not an answer changes."""
         with self.lock:
-            definitions.define(self, text, facts=True)
-            self.introspection.changed()
+            self.queries.refuse_in_callback("define")
+            change = definitions.defined(self.state, text)
+            tx = Transaction(self.state, self.symbols, self.epochs, change.checked.schema)
+            try:
+                for relation, rows in fact_rows(change.facts).items():
+                    tx.insert(relation, rows)
+            except BaseException:
+                tx.discard()
+                raise
+            new_epoch = bool(change.heads) or bool(change.facts)
+            write = Write("define", lambda _: Define(text), tx.requests(), change, new_epoch,
+                          undo=tx.discard)  # fmt: skip
+            self.epochs.commit(write)
 
     def redefine(self, relation: str, text: str) -> int:
         """Replace every rule of `relation` by the rules of `text` (none: `""`) as one
@@ -147,13 +178,14 @@ class Database:
     def transaction(self) -> Iterator[Transaction]:
         """One atomic epoch: commits on normal exit, discards on an exception."""
         with self.lock:
-            tx = Transaction(self)
+            tx = Transaction(self.state, self.symbols, self.epochs)
             try:
                 yield tx
             except BaseException:
                 tx.discard()  # (its symbols)
                 raise
-            tx.commit()
+            if not tx.done:
+                tx.commit()
 
     def insert(self, relation: str, rows: object) -> int:
         with self.transaction() as tx:
@@ -163,10 +195,6 @@ class Database:
     def retract(self, relation: str, rows: object) -> int:
         with self.transaction() as tx:
             tx.retract(relation, rows)
-        return self.engine.epoch
-
-    @property
-    def epoch(self) -> int:
         return self.engine.epoch
 
     # -- queries -----------------------------------------------------------------
@@ -213,17 +241,12 @@ class Database:
 
     def _answer(self, text: str, plan: JoinPlan, as_of: int | None) -> tuple[Updates, Any]:
         """The consolidated answer and the checked query: live, one-shot or of the past."""
-        with self.lock:
-            past = time_travel.past_epoch(self, as_of)
-            if past is not None:
-                return time_travel.answer_as_of(self, text, plan, past)
-            key, checked = self._check_query(text, plan)
-            live = self.live.get(key)
-            if live is not None:
-                return live.state.accumulate(None), checked
-            built, answer = self._started(checked, key, plan, one_shot=True)
-            self.engine.drop(built.dataflow)
-            return answer, checked
+        past = self._past()
+        epoch = past.past_epoch(as_of)
+        key, checked = self._check_query(text, plan)
+        if epoch is not None:
+            return past.answer(text, key, plan, epoch)
+        return self.queries.answer(key, checked, plan), checked
 
     def subscribe(
         self,
@@ -234,64 +257,32 @@ class Database:
     ) -> Subscription:
         """Call `callback` with the current answer, then with every epoch's changes, or
         (with `granularity={"epochs": N}` or `{"seconds": S}`) with the changes
-        consolidated at most every N epochs or S seconds, as the server paces them."""
+        consolidated at most every N epochs and at most every S seconds (both: the
+        later bound decides), as the server paces them (`datalog.pacing`).
+        Subscribing never advances the epoch: the snapshot is labelled with the epoch
+        it reflects."""
         with self.lock:
-            self._refuse_in_callback("subscribe")
-            pacing_of(granularity, self.engine.epoch)  # a bad granularity changes nothing
+            self.queries.refuse_in_callback("subscribe")
+            pacing = Pacing.of(granularity, self.engine.epoch, self.clock.now)
             self.introspection.prepare(text)
             key, checked = self._check_query(text, plan)
-            live = (
-                self.live.get(key)
-                or self.tenants.join(key, text, checked, plan)
-                or self._start_live(key, checked, plan)
-            )
-            pacing = pacing_of(granularity, self.engine.epoch)  # a new tenant took an epoch
-            sub = Subscription(key, checked.answer_vars, callback, live, pacing=pacing)
-            sub.unsubscribe, sub.symbols = self.unsubscribe, self.symbols
-            live.subscribers.append(sub)
-            live.arriving = 0
-            if pacing is not None:
-                self._paced.append(sub)
-                pacing.wake = lambda delay: call_later(delay, lambda: self._tick(None, [sub]))
-            state = live.state.accumulate(None)
-            rows = to_rows(state.columns, live.types, self.symbols, len(state))
-            self._delivering += 1
-            try:
-                callback(Change(rows, [1] * len(rows), self.engine.epoch, snapshot=True))
-            except BaseException:  # no orphan: the caller never got a handle to it
-                self.unsubscribe(sub)
-                raise
-            finally:
-                self._delivering -= 1
-            self.introspection.changed()
-            return sub
+            return self.queries.subscribe(key, text, checked, plan, callback, pacing)
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self.lock:
-            live = sub.live
-            sub.active = False
-            if sub in self._paced:
-                self._paced.remove(sub)
-            if live is None or sub not in live.subscribers:
-                return
-            live.subscribers.remove(sub)
-            if not live.subscribers and live.tenant is not None:
-                self.tenants.leave(live)
-            elif not live.subscribers:
-                self.engine.drop(live.plan.dataflow)
-                del self.live[live.key]
-            self.introspection.changed()
+            self.queries.unsubscribe(sub)
 
     def explain(self, text: str, plan: JoinPlan = "auto", format: str = "text") -> str:
         """The strata, rule plans and shared arrangements of a query ("dot": a graph)."""
         with self.lock, self._read_only(text):
             key, checked = self._check_query(text, plan)
-            built = self._planner(plan).build(checked, key)
+            built = self.queries.planner(plan).build(checked, key)
             self.engine.drop(built.dataflow)
             if format != "text":  # a Graphviz digraph, or an error naming the formats
                 return explain_graph(format, key, built.dataflow, checked.answer_vars)
-            served, pragmas = self.tenants.note(key), self.program.pragmas
-            return explain_text(key, checked.answer_vars, built, served, pragmas)
+            live = self.queries.by_key.get(key)
+            served = self.queries.tenants.note(live) if live is not None else []
+            return explain_text(key, checked.answer_vars, built, served, self.program.pragmas)
 
     def why(self, fact: str, as_of: int | None = None) -> Derivation:
         """Why the ground `fact` (`"reach(1, 4)"`) holds now, or at the end of epoch
@@ -301,23 +292,20 @@ class Database:
 
         with self.lock:
             self.introspection.prepare(fact)
-            return why(self, fact, as_of)
+            return why(self._past(), fact, as_of)
 
     def stats(self) -> dict[str, object]:
         with self.lock:
             stats = self.engine.stats()
             stats["queries"] = {
-                k: {
-                    "subscribers": len(v.subscribers),
-                    "answer_tuples": len(v.state.accumulate(None)),
-                }
-                for k, v in self.live.items()
+                k: {"subscribers": len(v.subscribers), "answer_tuples": len(v.answer())}
+                for k, v in self.queries.by_key.items()
             }
             return stats
 
     # -- internals ---------------------------------------------------------------
 
-    def _check_query(self, text: str, plan: JoinPlan = "auto") -> tuple[str, Any]:
+    def _check_query(self, text: str, plan: JoinPlan = "auto") -> tuple[str, CheckedQuery]:
         """The query checked, and its key: normalized text (and plan, unless `auto`)."""
         if plan not in ("auto", "wcoj", "binary"):
             raise UnsupportedError(f"unknown plan {plan!r}: use 'auto', 'wcoj' or 'binary'")
@@ -326,92 +314,17 @@ class Database:
         key = format_query(replace(parsed, source=""))
         return (key if plan == "auto" else f"{key} [plan={plan}]"), checked
 
-    def _start_live(self, key: str, checked: Any, join_plan: JoinPlan) -> LiveQuery:
-        """Build and start a query's dataflow, and register it only once it runs."""
-        plan, first = self._started(checked, key, join_plan, share="create")
-        dtypes = [np.dtype(_dtype(t)) for t in checked.answer_types]
-        live = LiveQuery(key, plan, checked.answer_types, Spine(len(dtypes), dtypes, 1))
-        live.join_plan = join_plan
-        self._deliver(live, first, self.engine.epoch)  # no subscriber yet: the state only
-        plan.output.listeners.append(lambda u, e: self._deliver(live, u, e))
-        self.live[key] = live
-        try:
-            self._share_views()
-        except BaseException:  # not left running without a subscriber
-            self.engine.drop(live.plan.dataflow)
-            del self.live[key]
-            raise
-        return live
+    def _past(self) -> Past:
+        return Past(self.engine, self.state.versions, self.symbols, self.functors)
 
-    def _started(
-        self,
-        checked: Any,
-        key: str,
-        join_plan: JoinPlan,
-        share: Share = "reuse",
-        one_shot: bool = False,
-    ) -> tuple[QueryPlan, Updates]:
-        """A new dataflow for a query, started, and its first answer (not delivered);
-        a live one (`share="create"`) reads derived relations from shared views.
-        `one_shot`: it is dropped after this answer (the plan may use that).
+    def _locked(self, fn: Callable[[], None]) -> Callable[[], None]:
+        """`fn` run under the lock (a paced subscription's wake-up, on a timer)."""
 
-        If building or starting fails, the dataflow is dropped: no reader is left
-        holding back the compaction of shared arrangements.
-        """
-        others = {k for q in self.live.values() if q.key != key for k in q.plan.inlined}
-        plan = self._planner(join_plan, share, others, one_shot).build(checked, key)
-        return plan, plan.start(self.engine)
+        def run() -> None:
+            with self.lock:
+                fn()
 
-    def _planner(
-        self,
-        join_plan: JoinPlan,
-        share: Share = "reuse",
-        others: Collection[Hashable] = (),
-        one_shot: bool = False,
-    ) -> Planner:
-        return Planner(self.engine, self.checked, self.symbols, join_plan,
-                       functors=self.functors, share=share, others=others,
-                       one_shot=one_shot)  # fmt: skip
-
-    def _share_views(self) -> None:
-        """Rebuild the live queries that compute a relation a view now holds, to read
-        the view instead (docs/adr/0026); their answers do not change, and one whose
-        rebuild fails keeps its dataflow."""
-        for _ in range(len(self.live)):
-            stale = [q for q in self.live.values() if any(map(self.engine.view, q.plan.inlined))]
-            for live in stale:
-                self._rebuild(live)
-            if not stale:
-                return
-
-    def _restart_live(self) -> None:
-        """Rebuild the live dataflows a failed commit dropped: all, if it aborted (the
-        answers are as before: nothing to deliver); those that failed, if it failed
-        after its epoch (`Engine._finish`): they get what they missed, at that epoch."""
-        with unbudgeted():  # a repair: it must finish whatever budget the commit had
-            running = self.engine.dataflows  # (tenants' members share one: found first)
-            for live in [q for q in self.live.values() if q.plan.dataflow not in running]:
-                live.held = None  # the rebuilt answer holds any rule change too
-                missed = self._rebuild(live)
-                if len(missed):
-                    self._deliver(live, missed, self.engine.epoch)
-            self._share_views()
-
-    def _rebuild(self, live: LiveQuery) -> Updates:
-        """Replace a live query's dataflow (its rules changed, or it may read views now):
-        the difference between the new answer and the one its subscribers hold (not
-        delivered). If building the new one fails, the old one stays."""
-        if live.tenant is not None:
-            return self.tenants.rebuild(live)
-        old = live.state.accumulate(None)
-        _, checked = self._check_query(live.query_text)
-        plan, first = self._started(checked, live.key, live.join_plan, share="create")
-        self.engine.drop(live.plan.dataflow)
-        plan.output.listeners.append(lambda u, e: self._deliver(live, u, e))
-        live.plan = plan
-        epoch = self.engine.epoch
-        parts = [old.negate(), first]
-        return consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
+        return run
 
     @contextmanager
     def budget(self, seconds: float | None) -> Iterator[None]:
@@ -436,66 +349,55 @@ class Database:
             durable.checkpoint(self)
 
     def _checkpoint_if_due(self) -> None:
-        """Checkpoint once the log has grown enough; called before a commit writes, so
-        the commit that grew the log returns without waiting for the snapshot."""
-        store = self.store
-        if store is not None and not self._quiet and store.wants_checkpoint(self.checkpoint_every):
+        """Checkpoint once the log has grown enough; called before a write is logged,
+        so the write that grew the log returns without waiting for the snapshot."""
+        if self.log.wants_checkpoint(self.checkpoint_every):
             durable.checkpoint(self)
+
+    # -- what `datalog.durable` replays through (`durable.Durable`) -------------------
+
+    def restore_program(self, text: str) -> None:
+        """A snapshot's program, installed without its facts (the snapshot holds the
+        relations) and without an epoch."""
+        change = definitions.defined(self.state, text)
+        change = replace(change, facts=())
+        self.epochs.commit(Write("restore", _no_record, change=change, new_epoch=False))
+
+    def replay_commit(self, record: Record) -> int:
+        """A logged transaction, applied again: the epoch it reached."""
+        assert isinstance(record, Commit)
+        if not record.changes and not record.redefinitions:  # a subscription's epoch in a
+            return self.engine.commit({})  # log of before ADR 0041, or one for deltalog.*
+        with self.transaction() as tx:
+            for relation, text in record.redefinitions:
+                tx.redefine(relation, text)
+            for change in record.changes:
+                rows: Any = change.columns
+                if not self.checked.schema.types(change.relation):  # nullary: `()` rows
+                    rows = [()] * len(change.columns[0])
+                (tx.insert if change.inserting else tx.retract)(change.relation, rows)
+        return self.engine.epoch
 
     def close(self) -> None:
         """Close the store and release its lock (the database stays usable in memory)."""
-        if self.store is not None:
-            self.store.close()
-            self.store = None
+        if self.log.store is not None:
+            self.log.store.close()
+            self.log.store = None
 
     def __enter__(self) -> Database:
         return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def __repr__(self) -> str:
         where = f" at {self.store.dir}" if self.store is not None else ""
         relations = sum(1 for name in self.checked.schema if not name.startswith("deltalog."))
         return (
             f"<Database{where}: epoch {self.engine.epoch}, {relations} relations, "
-            f"{len(self.live)} live queries>"
+            f"{len(self.queries.by_key)} live queries>"
         )
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
-    def _tick(self, epoch: int | None, woken: list[Subscription] | None = None) -> None:
-        """After a commit: paced subscribers get what is due (only they are visited:
-        a commit costs nothing more for subscriptions without a granularity). With
-        `woken`, a timer (`Pacing.wake`) calls: those get what is due now."""
-        with self.lock:
-            paced = self._paced if woken is None else woken
-            if paced:
-                self._delivering += 1
-                try:
-                    at = self.engine.epoch if epoch is None else epoch
-                    tick(list(paced), at, woken is not None)
-                finally:
-                    self._delivering -= 1
-            if woken is None:  # what callbacks changed in `deltalog.*` is published
-                self.introspection.after_commit()
-
-    def _refuse_in_callback(self, what: str) -> None:
-        """Commits, definitions and subscriptions from inside a subscriber would change
-        the database while an epoch is being handed out: they are refused."""
-        if self._delivering:
-            raise TransactionError(
-                f"cannot {what} from inside a subscriber callback: the epoch being "
-                "delivered is not over; do it after the call that committed returns"
-            )
-
-    def _deliver(self, live: LiveQuery, updates: Updates, epoch: int) -> None:
-        self._delivering += 1
-        try:
-            deliver(live, updates, epoch, self.symbols)
-        finally:
-            self._delivering -= 1
-
-
-def _dtype(kind: str) -> type[np.generic]:
-    from datalog.expressions import DTYPES
-
-    return DTYPES[kind]
+def _no_record(epoch: int) -> Record:
+    raise AssertionError("a restored program is not logged")

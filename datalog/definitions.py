@@ -1,17 +1,17 @@
-"""Program changes: adding rules (`define`) and replacing a relation's rules (`redefine`).
+"""The program in force and its changes: `define` adds rules, `redefine` replaces them.
 
-Layer: datalog (API). Imports the language modules (parser, checker, printer), the
-durable log, the live queries, `datalog.transaction` (to convert a definition's
-facts) and `differential.dataflow`; `Database` and `Transaction` call it.
+Layer: datalog (API). Imports the language modules (parser, checker, printer) only:
+it knows nothing of dataflows, logs or live queries.
 
-A change is checked completely before anything changes (`ProgramChange`). `switch`
-then installs the new program, rebuilds every live query that reads a relation
-whose rules changed and *holds* the difference between its new answer and the one
-its subscribers have, and commits one new epoch that carries the held differences
-together with the data of the same request (a definition's facts, a transaction's
-rows): subscribers receive exactly old-to-new, labelled with that epoch. Any
-failure restores the old program and rebuilds what it touched, so nothing is
-delivered and nothing changes. See the ADR `redefine-rules-at-one-epoch`.
+`ProgramState` is the program a database runs now, with every definition applied
+so far (in order, for checkpoints), every fact defined so far (a fact is inserted
+once), and the program in force from each epoch on (`versions`, for `as_of`). A
+change is computed and checked completely (`ProgramChange`) before anything
+changes; the commit path (`datalog.epochs`) then installs it, rebuilds the live
+queries that read a relation whose rules changed, and commits one epoch that
+carries their differences together with the data of the same request (a
+definition's facts, a transaction's rows). See the ADR
+`redefine-rules-at-one-epoch`.
 
 `redefine(relation, text)` takes rules (and subsumptive clauses) whose head is
 `relation`, nothing else: facts are data (they stay in the relation across rule
@@ -20,13 +20,11 @@ changes), and declarations belong to `define`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, fields, is_dataclass, replace
-from typing import TYPE_CHECKING, NamedTuple
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import NamedTuple
 
-import numpy as np
-
-from datalog import durable
 from datalog.ast import (
     NOWHERE,
     Component,
@@ -41,16 +39,13 @@ from datalog.ast import (
     Subsumption,
     TypeDecl,
 )
-from datalog.checks import CheckedProgram, check_program, dependencies
+from datalog.checks import CheckedProgram, check_program, check_query, dependencies
 from datalog.errors import DatalogError, DatalogErrors, RedefinitionError, raise_all
-from datalog.live import LiveQuery
 from datalog.parser import parse_program, parse_query
 from datalog.passes.instantiate_components import instantiate_components
 from datalog.pretty import format_program
-from differential.dataflow import unbudgeted
 
-if TYPE_CHECKING:
-    from datalog.database import Database
+Fact = tuple[object, ...]  # (relation, *values) of a defined fact
 
 
 class Definition(NamedTuple):
@@ -69,43 +64,91 @@ class ProgramChange:
     checked: CheckedProgram
     heads: frozenset[str]  # the relations whose rules change
     definitions: tuple[Definition, ...]  # the database's definitions afterwards
+    facts: tuple[Rule, ...] = ()  # facts it defines that were not defined before
+
+
+class ProgramVersions:
+    """The checked program in force from each epoch on, oldest first.
+
+    A definition that adds rules is an epoch of its own (docs/adr/0014): its
+    program is recorded at that epoch, so an earlier epoch is answered with the
+    rules it had. Versions older than the oldest readable epoch are forgotten.
+    """
+
+    def __init__(self, epoch: int, checked: CheckedProgram) -> None:
+        self.epochs = [epoch]
+        self.programs = [checked]
+
+    def record(self, epoch: int, checked: CheckedProgram, oldest: int) -> None:
+        """`checked` is in force from the end of `epoch` on; forget versions that
+        no epoch from `oldest` on reads."""
+        if self.epochs[-1] == epoch:
+            self.programs[-1] = checked
+        else:
+            self.epochs.append(epoch)
+            self.programs.append(checked)
+        first = max(0, bisect_right(self.epochs, oldest) - 1)
+        del self.epochs[:first], self.programs[:first]
+
+    def at(self, epoch: int) -> CheckedProgram:
+        """The program in force at the end of `epoch` (a readable epoch)."""
+        return self.programs[max(0, bisect_right(self.epochs, epoch) - 1)]
+
+
+@dataclass(eq=False)
+class ProgramState:
+    """The program a database runs now (module docstring)."""
+
+    program: Program
+    checked: CheckedProgram
+    versions: ProgramVersions
+    definitions: list[Definition] = field(default_factory=list)  # applied texts, in order
+    facts: set[Fact] = field(default_factory=set)  # every fact defined so far
+
+    @classmethod
+    def initial(cls, program: Program, epoch: int) -> ProgramState:
+        checked = check_program(program)
+        return cls(program, checked, ProgramVersions(epoch, checked))
+
+    def install(self, change: ProgramChange) -> tuple[Program, CheckedProgram, list[Definition]]:
+        """Make `change` the program in force; what to `restore` if it does not happen."""
+        before = self.program, self.checked, self.definitions
+        self.program, self.checked = change.program, change.checked
+        self.definitions = list(change.definitions)
+        return before
+
+    def restore(self, before: tuple[Program, CheckedProgram, list[Definition]]) -> None:
+        self.program, self.checked, self.definitions = before
+
+    def committed(self, change: ProgramChange, epoch: int, oldest: int) -> None:
+        """`change` is in force from `epoch` on: its facts are defined now (those a
+        restored snapshot holds already included)."""
+        self.facts.update(fact_key(f) for f in change.checked.facts)
+        self.versions.record(epoch, change.checked, oldest)
+
+    def reads(self, query_text: str) -> set[str]:
+        """The relations the query `query_text` reads, directly or through rules."""
+        from datalog.plan.build import relations_read
+
+        checked = check_query(parse_query(query_text), self.checked.schema)
+        return dependencies(self.checked, relations_read(checked))
 
 
 # --- define --------------------------------------------------------------------------
 
 
-def define(db: Database, text: str, facts: bool) -> None:
-    """`Database.define`; without `facts`, its facts are not inserted (a snapshot
-    holds them) and its rules take no epoch (a snapshot is being restored)."""
-    db._refuse_in_callback("define")
+def defined(state: ProgramState, text: str) -> ProgramChange:
+    """`state`'s program extended by the declarations, facts and rules of `text`,
+    checked as a whole; its `facts` are those not defined before."""
     parsed = parse_program(text)
-    merged = db.program.extended(parsed)
-    checked = _checked(merged, db.program)
+    merged = state.program.extended(parsed)
+    checked = _checked(merged, state.program)
     # what the new text adds, its `.init`s expanded (they may add rules anywhere)
     parsed = instantiate_components(replace(parsed, components=merged.components))
-    new_facts = [f for f in checked.facts if fact_key(f) not in db._facts] if facts else []
+    facts = tuple(f for f in checked.facts if fact_key(f) not in state.facts)
     heads = _heads(parsed.rules, parsed.subsumptions)
-    change = ProgramChange(
-        db.program, _rules_only(merged), checked, heads, (*db.definitions, Definition(text))
-    )
-    db._checkpoint_if_due()
-    end, epoch = durable.mark(db), db.engine.epoch
-    try:
-        durable.log_define(db, text)
-        switch(db, change, lambda: _commit_facts(db, new_facts, new_epoch=bool(heads) and facts))
-    except BaseException:
-        if db.engine.epoch == epoch:  # it did not happen: nothing of it stays
-            durable.undo(db, end)
-            raise
-        _defined(db, checked)  # it happened; what failed after is raised
-        raise
-    _defined(db, checked)
-    if db.engine.epoch > epoch:
-        db._tick(db.engine.epoch)
-
-
-def _defined(db: Database, checked: CheckedProgram) -> None:
-    db._facts.update(fact_key(f) for f in checked.facts)
+    definitions = (*state.definitions, Definition(text))
+    return ProgramChange(state.program, _rules_only(merged), checked, heads, definitions, facts)
 
 
 def _rules_only(program: Program) -> Program:
@@ -120,33 +163,25 @@ def _heads(rules: Iterable[Rule], subsumptions: Iterable[Subsumption]) -> frozen
     return frozenset(defined | {s.dominated.name for s in subsumptions})
 
 
-def _commit_facts(db: Database, facts: list[Rule], new_epoch: bool) -> int:
-    """Commit a definition's facts (and a new epoch even without any, if asked)."""
-    from datalog.transaction import Transaction
-
-    if not facts:
-        return db.engine.commit({}) if new_epoch else db.engine.epoch
-    tx, epoch = Transaction(db), db.engine.epoch
-    try:
-        for fact in facts:
-            tx.insert(fact.head.name, [tuple(arg.value for arg in fact.head.args)])  # type: ignore[union-attr]
-        return db.engine.commit(tx.requests())
-    except BaseException:
-        if db.engine.epoch == epoch:  # did not happen: its symbols are forgotten
-            tx.discard()
-        raise
-
-
-def fact_key(fact: Rule) -> tuple[object, ...]:
+def fact_key(fact: Rule) -> Fact:
     return (fact.head.name, *(arg.value for arg in fact.head.args))  # type: ignore[union-attr]
+
+
+def fact_rows(facts: Iterable[Rule]) -> dict[str, list[tuple[object, ...]]]:
+    """Facts as rows by relation, in order."""
+    rows: dict[str, list[tuple[object, ...]]] = {}
+    for fact in facts:
+        rows.setdefault(fact.head.name, []).append(fact_key(fact)[1:])
+    return rows
 
 
 # --- redefine ------------------------------------------------------------------------
 
 
-def unchanged(db: Database) -> ProgramChange:
-    """The database's program, as a change of nothing (to build changes on)."""
-    return ProgramChange(db.program, db.program, db.checked, frozenset(), tuple(db.definitions))
+def unchanged(state: ProgramState) -> ProgramChange:
+    """The program in force, as a change of nothing (to build changes on)."""
+    program, checked = state.program, state.checked
+    return ProgramChange(program, program, checked, frozenset(), tuple(state.definitions))
 
 
 def redefined(start: ProgramChange, relation: str, text: str) -> ProgramChange:
@@ -173,9 +208,9 @@ def redefined(start: ProgramChange, relation: str, text: str) -> ProgramChange:
     return ProgramChange(start.base, program, checked, start.heads | {relation}, definitions)
 
 
-def redefined_all(db: Database, replacements: Sequence[tuple[str, str]]) -> ProgramChange:
-    """The database's program with each (relation, text) replacement applied in order."""
-    change = unchanged(db)
+def redefined_all(state: ProgramState, replacements: Sequence[tuple[str, str]]) -> ProgramChange:
+    """The program in force with each (relation, text) replacement applied in order."""
+    change = unchanged(state)
     for relation, text in replacements:
         change = redefined(change, relation, text)
     return change
@@ -249,90 +284,6 @@ def _span_ids(node: object, found: set[int]) -> set[int]:
         for item in fields(node):
             _span_ids(getattr(node, item.name), found)
     return found
-
-
-# --- switching -----------------------------------------------------------------------
-
-
-def switch(db: Database, change: ProgramChange, commit: Callable[[], int]) -> int:
-    """Install `change`, hold each affected live query's difference, and `commit`
-    (which advances the epoch, or not for a change that touches no rules); the
-    held differences reach subscribers labelled with the committed epoch. All or
-    nothing: on any failure the old program is back and every live query exact."""
-    before = db.program, db.checked, db.definitions
-    start = db.engine.epoch
-    created = [r for r in change.checked.schema if r not in db.engine.inputs]
-    lives: list[LiveQuery] = []
-    db.program, db.checked = change.program, change.checked
-    db.definitions = list(change.definitions)
-    try:
-        _create_inputs(db, created)
-        lives = affected(db, change.heads)
-        for live in lives:  # the changes new rules cause wait for their epoch
-            live.held = db._rebuild(live)
-        epoch = commit()
-    except BaseException:
-        if db.engine.epoch == start:  # nothing happened: the old program is back
-            db.program, db.checked, db.definitions = before
-            _repair(db, lives)
-            for name in created:
-                db.engine.remove_input(name)
-            raise
-        db._restart_live()  # the epoch happened, then something failed: finish it
-        _switched(db, change, lives, db.engine.epoch)
-        raise
-    _switched(db, change, lives, epoch)
-    return epoch
-
-
-def _switched(db: Database, change: ProgramChange, lives: list[LiveQuery], epoch: int) -> None:
-    """After the new program's epoch: record it, deliver the held differences."""
-    db.programs.record(db.engine.epoch, change.checked, db.engine.oldest_readable())
-    for live in lives:  # every dataflow delivers at each epoch, carrying the held
-        if live.held is not None:  # change along; this one took no epoch (a restore)
-            db._deliver(live, live.state.empty(), epoch)
-    with unbudgeted():  # the change is done: this only moves work into shared views
-        db._share_views()
-
-
-def _create_inputs(db: Database, names: Iterable[str]) -> None:
-    from datalog.expressions import DTYPES
-
-    for name in names:
-        info = db.checked.schema[name]
-        # a nullary relation is stored with one constant column
-        dtypes = [np.dtype(DTYPES[t]) for t in info.types] or [np.dtype(np.int64)]
-        db.engine.create_input(info.name, dtypes, info.semantics)
-
-
-def affected(db: Database, heads: frozenset[str]) -> list[LiveQuery]:
-    """The live queries that read (transitively) a relation in `heads`.
-
-    Whether a query reaches a relation does not depend on that relation's own rules,
-    so the old and the new program agree on it."""
-    if not heads:
-        return []
-    return [live for live in db.live.values() if heads & reads(db, live.query_text)]
-
-
-def reads(db: Database, query_text: str) -> set[str]:
-    """The relations the query `query_text` reads, directly or through rules."""
-    from datalog.checks import check_query
-    from datalog.plan.build import _relations_read
-
-    checked = check_query(parse_query(query_text), db.checked.schema)
-    return dependencies(db.checked, _relations_read(checked))
-
-
-def _repair(db: Database, touched: list[LiveQuery]) -> None:
-    """After a failed switch (the old program back): rebuild the live queries it
-    rebuilt, and any whose dataflow a failed commit dropped. Their inputs are as
-    before, so each new answer equals what its subscribers hold: nothing to deliver."""
-    with unbudgeted():  # a repair: it must finish whatever budget the change had
-        for live in list(db.live.values()):
-            live.held = None
-            if live in touched or live.plan.dataflow not in db.engine.dataflows:
-                db._rebuild(live)
 
 
 # --- what a checkpoint writes ----------------------------------------------------------

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from datalog import Change, Database
 from datalog.cli import answer_columns, change_lines, format_answer, format_row, stats_summary
-from datalog.database import Change, Database
 from datalog.sources.csv import load_inputs
 from datalog.system import is_reserved
 

@@ -1,7 +1,7 @@
 """A durable `Database`: what it logs, how it checkpoints and how it comes back.
 
-Layer: datalog (API). Imports numpy, `datalog.storage` and (for types only)
-`datalog.database`.
+Layer: datalog (API). Imports numpy, `datalog.storage` and `datalog.definitions`;
+it knows the database only through `Durable`, the little it needs of one.
 
 The log holds what the user asked for, in the user's terms: definitions as
 program text and transactions as columns of values (symbols as strings), with
@@ -19,34 +19,91 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from datalog import definitions
+from datalog.definitions import ProgramState
+from datalog.schema import Schema
 from datalog.storage.frames import DurabilityError
 from datalog.storage.records import Change, Commit, Define, Record
 from datalog.storage.snapshots import Snapshot
 from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
 from datalog.system import is_reserved
+from differential.engine import Engine
 
-if TYPE_CHECKING:
-    from datalog.database import Database
+
+class Log:
+    """Where writes are recorded before they are applied: a durable directory's
+    `Store`, or nothing (in memory). Nothing is written while replaying."""
+
+    def __init__(self) -> None:
+        self.store: Store | None = None
+        self.replaying = 0  # >0 while the log itself is being replayed
+
+    @property
+    def writing(self) -> bool:
+        return self.store is not None and not self.replaying
+
+    @contextmanager
+    def replay(self) -> Iterator[None]:
+        self.replaying += 1
+        try:
+            yield
+        finally:
+            self.replaying -= 1
+
+    def mark(self) -> int | None:
+        """Where the log ends now, to `undo` back to if what comes next does not happen
+        (whether or not its record was written, wholly or in part)."""
+        return self.store.end if self.store is not None and self.writing else None
+
+    def append(self, record: Record) -> None:
+        if self.store is not None and self.writing:
+            self.store.append(record)
+
+    def undo(self, end: int | None) -> None:
+        """Cut the log back to `end` (from `mark`): what was written after did not happen."""
+        if end is not None and self.store is not None:
+            self.store.undo(end)
+
+    def wants_checkpoint(self, every: int) -> bool:
+        return self.store is not None and self.writing and self.store.wants_checkpoint(every)
+
+
+class Durable(Protocol):
+    """What this module needs of a database."""
+
+    engine: Engine
+    symbols: SymbolTable
+    log: Log
+
+    @property
+    def state(self) -> ProgramState: ...
+
+    def define(self, text: str) -> None: ...
+
+    def restore_program(self, text: str) -> None: ...
+
+    def replay_commit(self, record: Commit) -> int: ...
+
 
 _log = logging.getLogger("deltalog")
 LEGACY_LOG = "log.jsonl"
 Part = tuple[str, tuple[np.ndarray, ...], bool]
 
 
-def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
+def open_store(db: Durable, path: str | os.PathLike[str], sync: bool) -> Store:
     """Lock `path`, restore its snapshot and replay its log into the empty `db`."""
     store = Store(path, sync)
     try:
         snapshot, records = store.recover()
-        db._quiet += 1
-        try:
+        with db.log.replay():
             if snapshot is not None:
                 _restore(db, snapshot)
             for record in records:
@@ -56,9 +113,7 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
             legacy = _legacy_records(Path(path)) if snapshot is None and not records else []
             for raw in legacy:
                 _replay_legacy(db, raw)
-        finally:
-            db._quiet -= 1
-        db.store = store
+        db.log.store = store
         if legacy:  # migrated: the new format holds it all now
             checkpoint(db)
         if (Path(path) / LEGACY_LOG).exists():
@@ -69,78 +124,53 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
     return store
 
 
-def mark(db: Database) -> int | None:
-    """Where the log ends now, to `undo` back to if what comes next does not happen
-    (whether or not its record was written, wholly or in part)."""
-    if db.store is None or db._quiet:
-        return None
-    return db.store.end
-
-
-def log_define(db: Database, text: str) -> None:
-    if db.store is not None and not db._quiet:
-        db.store.append(Define(text))
-
-
-def log_commit(
-    db: Database, epoch: int, parts: list[Part], redefinitions: list[tuple[str, str]]
-) -> None:
-    """Write a transaction's record before it is applied (unless replaying)."""
-    if db.store is None or db._quiet:
-        return
+def commit_record(
+    epoch: int,
+    parts: list[Part],
+    redefinitions: list[tuple[str, str]],
+    schema: Schema,
+    symbols: SymbolTable,
+) -> Commit:
+    """A transaction's record, in the user's terms (symbols as strings)."""
     changes = []
     for relation, columns, inserting in parts:
-        kinds = db.checked.schema.types(relation)
+        kinds = schema.types(relation)
         if kinds:  # a nullary relation's one constant column is logged as it is
             columns = tuple(
-                db.symbols.strings(c) if kind == "symbol" else c
+                symbols.strings(c) if kind == "symbol" else c
                 for c, kind in zip(columns, kinds, strict=True)
             )
         changes.append(Change(relation, inserting, columns))
-    db.store.append(Commit(epoch, changes, tuple(redefinitions)))
+    return Commit(epoch, changes, tuple(redefinitions))
 
 
-def undo(db: Database, end: int | None) -> None:
-    """Cut the log back to `end` (from `mark`): what was written after did not happen."""
-    if end is not None and db.store is not None:
-        db.store.undo(end)
-
-
-def checkpoint(db: Database) -> None:
-    assert db.store is not None
-    relations = {}
+def checkpoint(db: Durable) -> None:
+    store = db.log.store
+    assert store is not None
+    state, relations = db.state, {}
     for name, inp in db.engine.inputs.items():
-        if name in db.checked.schema.relations and not is_reserved(name):
-            state = inp.presence.spine.accumulate(None)
-            relations[name] = (state.columns, state.diffs)
-    program = definitions.program_text(db.definitions)
-    db.store.checkpoint(Snapshot(db.epoch, program, db.symbols.to_list(), relations))
-    db.definitions = [definitions.Definition(program)]  # the same program, folded
+        if name in state.checked.schema.relations and not is_reserved(name):
+            contents = inp.presence.spine.accumulate(None)
+            relations[name] = (contents.columns, contents.diffs)
+    program = definitions.program_text(state.definitions)
+    store.checkpoint(Snapshot(db.engine.epoch, program, db.symbols.to_list(), relations))
+    state.definitions = [definitions.Definition(program)]  # the same program, folded
 
 
-def _restore(db: Database, snapshot: Snapshot) -> None:
-    db.symbols = SymbolTable.from_list(snapshot.symbols)
+def _restore(db: Durable, snapshot: Snapshot) -> None:
+    db.symbols.load(snapshot.symbols)
     if snapshot.program:
-        definitions.define(db, snapshot.program, facts=False)
+        db.restore_program(snapshot.program)
     db.engine.load(snapshot.relations, snapshot.epoch)
 
 
-def _replay(db: Database, record: Record) -> None:
+def _replay(db: Durable, record: Record) -> None:
     if isinstance(record, Define):
-        definitions.define(db, record.text, facts=True)
+        db.define(record.text)
         return
-    if not record.changes and not record.redefinitions:  # a subscription's epoch (a new
-        db.engine.commit({})  # tenant parameter), or one that changed only deltalog.*
-    with db.transaction() as tx:
-        for relation, text in record.redefinitions:
-            tx.redefine(relation, text)
-        for change in record.changes:
-            rows: Any = change.columns
-            if not db.checked.schema.types(change.relation):  # nullary: `()` rows
-                rows = [()] * len(change.columns[0])
-            (tx.insert if change.inserting else tx.retract)(change.relation, rows)
-    if db.epoch != record.epoch:
-        raise DurabilityError(f"replay reached epoch {db.epoch}, the log says {record.epoch}")
+    epoch = db.replay_commit(record)
+    if epoch != record.epoch:
+        raise DurabilityError(f"replay reached epoch {epoch}, the log says {record.epoch}")
 
 
 def _legacy_records(path: Path) -> list[dict[str, Any]]:
@@ -161,15 +191,16 @@ def _legacy_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def _replay_legacy(db: Database, record: dict[str, Any]) -> None:
+def _replay_legacy(db: Durable, record: dict[str, Any]) -> None:
     if "define" in record:
-        definitions.define(db, record["define"], facts=True)
+        db.define(record["define"])
         return
-    with db.transaction() as tx:
-        for change in record["changes"]:
-            relation, data = change["relation"], change["columns"]
-            if db.checked.schema.types(relation):
-                data = [np.asarray(column) for column in data]
-            else:  # nullary: one empty list per row
-                data = [tuple(row) for row in data]
-            (tx.insert if change["insert"] else tx.retract)(relation, data)
+    changes = []
+    for change in record["changes"]:
+        relation, data = change["relation"], change["columns"]
+        if db.state.checked.schema.types(relation):
+            columns = tuple(np.asarray(column) for column in data)
+        else:  # nullary: one constant column
+            columns = (np.zeros(len(data), dtype=np.int64),)
+        changes.append(Change(relation, bool(change["insert"]), columns))
+    db.replay_commit(Commit(db.engine.epoch + 1, changes, ()))

@@ -1,12 +1,13 @@
 """Time travel: answers and proofs as of an earlier epoch (docs/adr/0024).
 
-Layer: datalog (API). Imports the language, the planner and `differential`;
-`Database.query`, `query_columns`, `query_arrow` and `why` call it for `as_of`.
+Layer: datalog (API). Imports the language, the planner, `datalog.definitions` and
+`differential`; `Database.query`, `query_columns`, `query_arrow` and `why` call it
+for `as_of`.
 
 The engine keeps the base relations' history (`Engine(history=N)`: each input's
 state trace compacts no further than the oldest readable epoch), and
-`ProgramVersions` keeps the program in force from each epoch on. An answer as of
-a past epoch E is computed from scratch, like a one-shot query: the base
+`ProgramVersions` (`datalog.definitions`) keeps the program in force from each
+epoch on. An answer as of a past epoch E is computed from scratch, like a one-shot query: the base
 relations the query depends on, accumulated at E, are loaded into a throwaway
 engine, and the query's dataflow, planned over the program of epoch E, runs
 there once. Recursion, negation, aggregates and subsumption need nothing more,
@@ -16,22 +17,21 @@ to the current epoch).
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
-from typing import TYPE_CHECKING
 
 from datalog.checks import CheckedProgram, CheckedQuery, check_query, dependencies
+from datalog.definitions import ProgramVersions
 from datalog.errors import EpochError, HistoryCompactedError, UnknownNameError
+from datalog.functors import FunctorBinding
 from datalog.parser import parse_query
 from datalog.plan.body import UNIT
-from datalog.plan.build import Planner, _relations_read
+from datalog.plan.build import Planner, relations_read
 from datalog.plan.wcoj import JoinPlan
+from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.engine import Engine
-
-if TYPE_CHECKING:
-    from datalog.database import Database
 
 DEFAULT_HISTORY = 1000
 
@@ -49,34 +49,6 @@ def history_setting(history: object) -> int | None:
     return int(history)
 
 
-class ProgramVersions:
-    """The checked program in force from each epoch on, oldest first.
-
-    A definition that adds rules is an epoch of its own (docs/adr/0014): its
-    program is recorded at that epoch, so an earlier epoch is answered with the
-    rules it had. Versions older than the oldest readable epoch are forgotten.
-    """
-
-    def __init__(self, epoch: int, checked: CheckedProgram) -> None:
-        self.epochs = [epoch]
-        self.programs = [checked]
-
-    def record(self, epoch: int, checked: CheckedProgram, oldest: int) -> None:
-        """`checked` is in force from the end of `epoch` on; forget versions that
-        no epoch from `oldest` on reads."""
-        if self.epochs[-1] == epoch:
-            self.programs[-1] = checked
-        else:
-            self.epochs.append(epoch)
-            self.programs.append(checked)
-        first = max(0, bisect_right(self.epochs, oldest) - 1)
-        del self.epochs[:first], self.programs[:first]
-
-    def at(self, epoch: int) -> CheckedProgram:
-        """The program in force at the end of `epoch` (a readable epoch)."""
-        return self.programs[max(0, bisect_right(self.epochs, epoch) - 1)]
-
-
 @dataclass(frozen=True)
 class EpochView:
     """The database as it was at the end of `epoch`: its program and base relations."""
@@ -92,40 +64,77 @@ class EpochView:
         return self.engine.state_as_of(relation, self.epoch)
 
 
-def epoch_view(db: Database, as_of: object | None) -> EpochView:
-    """The database at the end of epoch `as_of` (the current epoch if None)."""
-    epoch = db.epoch if as_of is None else readable(db, as_of)
-    return EpochView(epoch, db.programs.at(epoch), db.engine)
+@dataclass(frozen=True)
+class Past:
+    """What reading the past needs: the engine (the base relations' history) and the
+    program in force at each epoch, with the symbols and functors to plan with."""
+
+    engine: Engine
+    versions: ProgramVersions
+    symbols: SymbolTable
+    functors: Mapping[str, FunctorBinding]
+
+    def view(self, as_of: object | None) -> EpochView:
+        """The database at the end of epoch `as_of` (the current epoch if None)."""
+        epoch = self.engine.epoch if as_of is None else self.readable(as_of)
+        return EpochView(epoch, self.versions.at(epoch), self.engine)
+
+    def past_epoch(self, as_of: object | None) -> int | None:
+        """`as_of` checked, if it names an epoch before the current one (else None)."""
+        if as_of is None:
+            return None
+        epoch = self.readable(as_of)
+        return epoch if epoch != self.engine.epoch else None
+
+    def readable(self, as_of: object) -> int:
+        """`as_of` as an epoch whose state the database still has, or a clear error."""
+        oldest, current = self.engine.oldest_readable(), self.engine.epoch
+        if isinstance(as_of, bool) or not isinstance(as_of, Integral):
+            message = f"`as_of` must be an epoch number (an integer), not {as_of!r}"
+            raise EpochError(message, oldest, current)
+        epoch = int(as_of)
+        if epoch < 0:
+            raise EpochError(f"`as_of` must be an epoch >= 0, not {epoch}", oldest, current)
+        if epoch > current:
+            message = f"epoch {epoch} has not happened yet: the current epoch is {current}"
+            raise EpochError(message, oldest, current)
+        if epoch < oldest:
+            raise HistoryCompactedError(_compacted(self.engine, epoch, oldest), oldest, current)
+        return epoch
+
+    def answer(
+        self, text: str, name: str, plan: JoinPlan, epoch: int
+    ) -> tuple[Updates, CheckedQuery]:
+        """The answer of query `text` (valid now) at the end of the readable past `epoch`."""
+        view = self.view(epoch)
+        try:
+            checked = check_query(parse_query(text), view.checked.schema)
+        except UnknownNameError as error:  # valid now: declared after `epoch`
+            message = f"{error.message} at epoch {epoch} (it was declared later)"
+            raise UnknownNameError(message, error.span, error.source) from None
+        return self._evaluate(view, checked, f"{name} as of {epoch}", plan), checked
+
+    def _evaluate(self, view: EpochView, query: CheckedQuery, name: str, plan: JoinPlan) -> Updates:
+        """Run the query's dataflow once over the base relations of `view`."""
+        engine = Engine()
+        for relation in [UNIT, *view.checked.schema.relations]:
+            source = self.engine.inputs[relation]
+            engine.create_input(relation, source.dtypes, source.semantics)
+        needed = dependencies(view.checked, relations_read(query)) | {UNIT}
+        contents = {}
+        for relation in needed & set(engine.inputs):
+            state = view.state(relation)
+            assert state is not None
+            contents[relation] = (state.columns, state.diffs)
+        engine.load(contents, view.epoch)
+        planner = Planner(
+            engine, view.checked, self.symbols, plan, functors=self.functors, one_shot=True
+        )
+        return planner.build(query, name).start(engine)
 
 
-def past_epoch(db: Database, as_of: object | None) -> int | None:
-    """`as_of` checked, if it names an epoch before the current one (else None)."""
-    if as_of is None:
-        return None
-    epoch = readable(db, as_of)
-    return epoch if epoch != db.epoch else None
-
-
-def readable(db: Database, as_of: object) -> int:
-    """`as_of` as an epoch whose state the database still has, or a clear error."""
-    oldest, current = db.engine.oldest_readable(), db.epoch
-    if isinstance(as_of, bool) or not isinstance(as_of, Integral):
-        message = f"`as_of` must be an epoch number (an integer), not {as_of!r}"
-        raise EpochError(message, oldest, current)
-    epoch = int(as_of)
-    if epoch < 0:
-        raise EpochError(f"`as_of` must be an epoch >= 0, not {epoch}", oldest, current)
-    if epoch > current:
-        message = f"epoch {epoch} has not happened yet: the current epoch is {current}"
-        raise EpochError(message, oldest, current)
-    if epoch < oldest:
-        raise HistoryCompactedError(_compacted(db, epoch, oldest), oldest, current)
-    return epoch
-
-
-def _compacted(db: Database, epoch: int, oldest: int) -> str:
+def _compacted(engine: Engine, epoch: int, oldest: int) -> str:
     """Why `epoch` cannot be read, naming the oldest epoch that can."""
-    engine = db.engine
     head = f"epoch {epoch} is older than the history this database keeps: "
     head += f"the oldest readable epoch is {oldest}"
     if epoch == 0:
@@ -135,37 +144,3 @@ def _compacted(db: Database, epoch: int, oldest: int) -> str:
     setting = engine.history
     kept = f"the last {setting} epochs" if (setting or 0) > 1 else "only the current epoch"
     return f"{head} (Database(history={setting}) keeps {kept})"
-
-
-def answer_as_of(
-    db: Database, text: str, plan: JoinPlan, epoch: int
-) -> tuple[Updates, CheckedQuery]:
-    """The answer of query `text` at the end of the readable past `epoch`."""
-    key, _ = db._check_query(text, plan)  # the plan, and a query valid now
-    view = epoch_view(db, epoch)
-    try:
-        checked = check_query(parse_query(text), view.checked.schema)
-    except UnknownNameError as error:  # valid now: declared after `epoch`
-        message = f"{error.message} at epoch {epoch} (it was declared later)"
-        raise UnknownNameError(message, error.span, error.source) from None
-    return _evaluate(db, view, checked, f"{key} as of {epoch}", plan), checked
-
-
-def _evaluate(
-    db: Database, view: EpochView, query: CheckedQuery, name: str, plan: JoinPlan
-) -> Updates:
-    """Run the query's dataflow once over the base relations of `view`."""
-    engine = Engine()
-    for relation in [UNIT, *view.checked.schema.relations]:
-        source = db.engine.inputs[relation]
-        engine.create_input(relation, source.dtypes, source.semantics)
-    needed = dependencies(view.checked, _relations_read(query)) | {UNIT}
-    contents = {}
-    for relation in needed & set(engine.inputs):
-        state = view.state(relation)
-        assert state is not None
-        contents[relation] = (state.columns, state.diffs)
-    engine.load(contents, view.epoch)
-    planner = Planner(engine, view.checked, db.symbols, plan, functors=db.functors, one_shot=True)
-    built = planner.build(query, name)
-    return built.start(engine)

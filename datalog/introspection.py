@@ -1,8 +1,8 @@
 """Introspection as relations: the database's own state, queryable with Datalog.
 
-Layer: datalog (API). Imports numpy, `datalog.system`, `datalog.durable` and
-`differential` (the engine's inputs and measurements); `datalog.database` owns one
-`Introspection` and calls its hooks.
+Layer: datalog (API). Imports numpy, `datalog.system`, `datalog.definitions`,
+`datalog.queries` and `differential` (the engine's inputs and measurements);
+`datalog.database` owns one `Introspection` and calls its hooks.
 
 Three reserved relations describe the database (docs/adr/0025):
 
@@ -17,11 +17,9 @@ Three reserved relations describe the database (docs/adr/0025):
 
 They are late engine inputs. While a live dataflow reads one, every commit
 refreshes them in its own epoch, after the other dataflows ran it (the engine asks
-`late_changes`), and subscribing, unsubscribing or declaring, which open no epoch,
-publish what they changed in an epoch of their own (a new constant of a shared
-query has one already, its parameter's: that epoch publishes the new subscriber,
-ADR 0022). While none does, a commit pays nothing, and a query reading them
-refreshes them in place first. What reads them
+`late_changes`): a subscription, an unsubscription or a declaration, which take no
+epoch (reads never write), show at the next commit. While none does, a commit pays
+nothing, and a query reading them refreshes them in place first. What reads them
 is left out of what they report: the arrangements of the `deltalog.*` inputs and
 the dataflows reading them (and their private arrangements), so publishing the
 counts never changes the counts.
@@ -30,20 +28,18 @@ counts never changes the counts.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog import definitions, durable
+from datalog.definitions import ProgramState
 from datalog.errors import DatalogError
+from datalog.live import LiveQuery
+from datalog.queries import LiveQueries
 from datalog.strata import reads
+from datalog.symbols import SymbolTable
 from datalog.system import ARITIES, ARRANGEMENT, DATAFLOW, DECLS, NAMES, PREFIX, RELATION
-from differential.engine import Dataflow
+from differential.engine import Dataflow, Engine
 from differential.inputs import Input, Requests
-
-if TYPE_CHECKING:
-    from datalog.database import Database
-    from datalog.live import LiveQuery
 
 Row = tuple[str | int, ...]  # a measured row: symbols as strings
 IdRow = tuple[int, ...]  # a stored row: symbols as ids
@@ -52,17 +48,18 @@ IdRow = tuple[int, ...]  # a stored row: symbols as ids
 class Introspection:
     """Keeps the `deltalog.*` relations of one database current (module docstring)."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self.stale = False  # a change was made while an epoch was being delivered
+    def __init__(
+        self, engine: Engine, program: ProgramState, live: LiveQueries, symbols: SymbolTable
+    ) -> None:
+        self.engine, self.program, self.live, self.symbols = engine, program, live, symbols
         self._reading_rules: tuple[object, bool] | None = None  # (program, reads deltalog)
         # The rows each deltalog input holds, and those a commit in flight will make it
         # hold (`(epoch, rows)`, taken once that epoch has committed).
         self._published: dict[str, set[IdRow]] = {name: set() for name in NAMES}
         self._proposed: tuple[int, dict[str, set[IdRow]]] | None = None
         for decl in DECLS:
-            db.engine.create_input(decl.name, [np.dtype(np.int64)] * decl.arity, late=True)
-        db.engine.late_changes = self._late_changes
+            engine.create_input(decl.name, [np.dtype(np.int64)] * decl.arity, late=True)
+        engine.late_changes = self._late_changes
 
     # -- hooks --------------------------------------------------------------------
 
@@ -74,25 +71,8 @@ class Introspection:
             return
         requests, rows = self._changes(names)
         if requests:
-            self.db.engine.amend(requests)
+            self.engine.amend(requests)
             self._published.update(rows)
-
-    def changed(self) -> None:
-        """After a subscription, unsubscription or definition: what it changed in the
-        `deltalog.*` relations live dataflows read is an epoch of its own (inside a
-        subscriber's callback it waits for the end of the epoch being delivered)."""
-        if self.db._delivering:
-            self.stale = True
-            return
-        self.stale = False
-        names = self._maintained()
-        if names and self._changes(names)[0]:
-            self._commit_epoch()
-
-    def after_commit(self) -> None:
-        """After an epoch was delivered: publish what its callbacks changed."""
-        if self.stale:
-            self.changed()
 
     # -- publishing ---------------------------------------------------------------
 
@@ -102,21 +82,6 @@ class Introspection:
         requests, rows = self._changes(self._maintained())
         self._proposed = (epoch, rows)
         return requests
-
-    def _commit_epoch(self) -> None:
-        """An epoch that changes only `deltalog.*`, logged (as an empty commit) so that
-        replaying the log reproduces the epoch numbers."""
-        db = self.db
-        epoch, end = db.engine.epoch + 1, durable.mark(db)
-        try:
-            durable.log_commit(db, epoch, [], [])
-            epoch = db.engine.commit({})  # the engine asks `late_changes` for the rows
-        except BaseException:
-            if db.engine.epoch < epoch:  # it did not happen (else: a listener failed)
-                durable.undo(db, end)
-            db._restart_live()
-            raise
-        db._tick(epoch)
 
     def _changes(self, names: set[str]) -> tuple[dict[str, Requests], dict[str, set[IdRow]]]:
         """Inserts and retractions turning the rows `names` hold into those measured
@@ -135,17 +100,17 @@ class Introspection:
         was never reached: they are dropped)."""
         if self._proposed is not None:
             epoch, rows = self._proposed
-            if epoch <= self.db.engine.epoch:
+            if epoch <= self.engine.epoch:
                 self._published.update(rows)
             self._proposed = None
 
     def _ids(self, row: Row) -> IdRow:
-        symbols = self.db.symbols
+        symbols = self.symbols
         return tuple(symbols.intern(v) if isinstance(v, str) else v for v in row)
 
     def _maintained(self) -> set[str]:
         """The `deltalog.*` relations some live dataflow reads."""
-        inputs = self.db.engine.inputs
+        inputs = self.engine.inputs
         return {n for n in NAMES if any(a.readers for a in inputs[n].arrangements.values())}
 
     # -- measuring ----------------------------------------------------------------
@@ -157,18 +122,19 @@ class Introspection:
         return {name: measures[name]() for name in names}
 
     def _relations(self) -> set[Row]:
-        inputs = self.db.engine.inputs
+        inputs = self.engine.inputs
         return {
             (name, inputs[name].size)
-            for name in self.db.checked.schema.relations
+            for name in self.program.checked.schema.relations
             if not name.startswith(PREFIX) and name in inputs
         }
 
     def _arrangements(self) -> set[Row]:
-        rows = set(_shared_arrangements(self.db.engine.inputs.values()))
+        rows = set(_shared_arrangements(self.engine.inputs.values()))
         for query in self._reported():
+            assert query.plan is not None
             rows.update(_private_arrangements(query.key, query.plan.dataflow))
-        for view in self.db.engine.views:
+        for view in self.engine.views:
             rows.update(_private_arrangements(view.input.name, view.dataflow))
         return rows
 
@@ -176,15 +142,16 @@ class Introspection:
         """Live queries with their subscribers, and views (read by dataflows, not
         subscribed: 0)."""
         rows: set[Row] = {
-            (q.key, len(q.plan.dataflow.root.all_operators()), len(q.subscribers) + q.arriving)
+            (q.key, len(q.plan.dataflow.root.all_operators()), len(q.subscribers))
             for q in self._reported()
+            if q.plan is not None
         }
-        views = self.db.engine.views
+        views = self.engine.views
         return rows | {(v.input.name, len(v.dataflow.root.all_operators()), 0) for v in views}
 
     def _reported(self) -> list[LiveQuery]:
         """The live queries reported: those that read no `deltalog.*` relation."""
-        return [q for q in self.db.live.values() if not q.plan.dataflow.late]
+        return [q for q in self.live.by_key.values() if q.plan and not q.plan.dataflow.late]
 
     def _system_reads(self, text: str) -> set[str]:
         """The `deltalog.*` relations the query `text` reads, directly or through rules
@@ -192,12 +159,12 @@ class Introspection:
         if not isinstance(text, str) or (PREFIX not in text and not self._rules_read_system()):
             return set()
         try:
-            return definitions.reads(self.db, text) & NAMES
+            return self.program.reads(text) & NAMES
         except DatalogError:
             return set()
 
     def _rules_read_system(self) -> bool:
-        checked = self.db.checked
+        checked = self.program.checked
         if self._reading_rules is None or self._reading_rules[0] is not checked:
             graph = reads(checked.rules)
             reading = any(n.startswith(PREFIX) for body in graph.values() for n in body)

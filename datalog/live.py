@@ -1,28 +1,39 @@
 """Live queries and their subscribers: what a subscriber receives, and when.
 
-Layer: datalog (API). Imports the planner's types and `differential`.
+Layer: datalog (API). Imports the planner's types, `datalog.pacing` and `differential`.
 
-A `LiveQuery` is a started dataflow, the answer its subscribers hold (`state`)
-and the subscribers themselves. `deliver` hands them an epoch's changes; a
-change held back by a definition (`held`) joins the next delivery of the same
+A `LiveQuery` owns one live query's life: the dataflow that keeps its answer (its
+own `QueryPlan`, or a seat in a shared multi-tenant one, `datalog.tenants`), the
+answer its subscribers hold (`state`), the subscribers themselves with their
+pacing, and what a repair needs to know. `deliver` hands subscribers an epoch's
+changes: a change held back by a definition (`held`) joins the delivery of its
 epoch, so each subscriber gets one `Change` per epoch, in increasing epochs.
+
+Repair invariant. Between two deliveries, `state` is exactly what every subscriber
+holds (accumulated snapshot and changes). A delivery records how far it got
+(`stage`): if it stops before any subscriber was told (a `MemoryError` converting
+rows, say), `state` is still what they hold; if it stops after all were told and
+before `state` took the change (an interrupt inside the trace insert), they hold
+the new answer and `state` is suspect. `datalog.queries.LiveQueries.repair` reads
+`stage` to hand each subscriber exactly what it is missing, never twice.
 """
 
 from __future__ import annotations
 
 import html
 import logging
-import math
-import threading
-import time
-from collections import Counter, deque
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, Protocol
+
+import numpy as np
 
 from datalog.ast import ColumnType
 from datalog.change import Callback, Change
-from datalog.errors import UnsupportedError
+from datalog.checks import CheckedProgram
+from datalog.expressions import DTYPES
+from datalog.pacing import Pacing
 from datalog.plan.build import QueryPlan
 from datalog.plan.wcoj import JoinPlan
 from datalog.rows import to_rows
@@ -34,6 +45,17 @@ from differential.trace.spine import Spine
 _log = logging.getLogger("deltalog")
 KEPT_ERRORS = 10  # a subscription keeps its last few errors (and counts them all)
 MAX_HTML_ROWS = 50  # rows a notebook shows of an answer
+
+# Where a delivery stopped (see the module docstring): "idle" between deliveries,
+# "telling" while subscribers are being told, "told" once all were, before `state`
+# took the change.
+Stage = Literal["idle", "telling", "told"]
+
+
+class Shared(Protocol):
+    """A shared dataflow a live query has a seat in (`datalog.tenants.Tenant`)."""
+
+    built_for: CheckedProgram | None  # the program its dataflow was built from
 
 
 @dataclass(eq=False)
@@ -71,8 +93,7 @@ class Subscription:
         """The answer this subscription holds now, sorted."""
         if self.live is None or not self.active or self.symbols is None:
             return []
-        state = self.live.state.accumulate(None)
-        return sorted(to_rows(state.columns, self.live.types, self.symbols, len(state)))
+        return sorted(self.live.rows(self.symbols))
 
     def close(self) -> None:
         """Unsubscribe (the dataflow goes with its last subscriber)."""
@@ -88,123 +109,103 @@ class Subscription:
 
 @dataclass(eq=False)
 class LiveQuery:
-    """A started dataflow kept up to date, its accumulated answer and its subscribers."""
+    """A live query: its dataflow, the answer its subscribers hold, the subscribers."""
 
     key: str
-    plan: QueryPlan
     types: tuple[ColumnType, ...]
+    columns: tuple[str, ...]  # the answer variables
+    join_plan: JoinPlan
     state: Spine
+    plan: QueryPlan | None = None  # the dataflow that keeps it (a tenant's, if seated)
+    tenant: Shared | None = field(default=None, repr=False)  # shared dataflow, if any
+    param: tuple[Any, ...] = ()  # and its parameter tuple there
     subscribers: list[Subscription] = field(default_factory=list)
-    join_plan: JoinPlan = "auto"
     held: Updates | None = None  # a definition's change, delivered with its epoch
-    tenant: Any = field(
-        default=None, repr=False
-    )  # the shared dataflow of a parameter member (`datalog.tenants`)
-    param: tuple[Any, ...] = ()  # and its parameter tuple
-    arriving: int = 0  # subscribers being added, counted by `deltalog.dataflow` already
+    stage: Stage = "idle"
+    built_for: CheckedProgram | None = field(default=None, repr=False)  # its own dataflow's
+
+    @classmethod
+    def empty(
+        cls, key: str, types: tuple[ColumnType, ...], columns: tuple[str, ...], plan: JoinPlan
+    ) -> LiveQuery:
+        dtypes = [np.dtype(DTYPES[t]) for t in types]
+        return cls(key, types, columns, plan, Spine(len(dtypes), dtypes, 1))
 
     @property
     def query_text(self) -> str:
         return self.key.split(" [plan=")[0]
 
+    @property
+    def sound(self) -> bool:
+        """Whether `state` is what its subscribers hold (no delivery stopped half-way)."""
+        return self.stage == "idle"
 
-def deliver(live: LiveQuery, updates: Updates, epoch: int, symbols: SymbolTable) -> None:
-    """Apply an epoch's changes to the answer and hand them to every subscriber."""
-    if live.held is not None:
-        updates = consolidate(concat([_at(live.held, epoch), _at(updates, epoch)]))
-        live.held = None
-    if len(updates) == 0:
-        return
-    since = live.state.default_since
-    live.state.insert(updates.with_times(updates.times * 0), since, since)
-    rows = to_rows(updates.columns, live.types, symbols, len(updates))
-    change = Change(rows, updates.diffs.tolist(), epoch)
-    failure: BaseException | None = None  # a callback's KeyboardInterrupt, say: raised
-    for sub in list(live.subscribers):  # once every subscriber has had the epoch
-        try:
-            if sub.active and sub.pacing is None:
-                notify(sub, change)
-            elif sub.active and sub.pacing is not None:
-                sub.pacing.hold(change)
-        except BaseException as error:
-            failure = failure or error
-    if failure is not None:
-        raise failure
+    def answer(self) -> Updates:
+        return self.state.accumulate(None)
 
+    def rows(self, symbols: SymbolTable) -> list[tuple[Any, ...]]:
+        state = self.answer()
+        return to_rows(state.columns, self.types, symbols, len(state))
 
-@dataclass
-class Pacing:
-    """A subscriber's granularity: changes are held and delivered consolidated at most
-    every `epochs` epochs (at the first commit that reaches it) or every `seconds`
-    seconds, as the server does; rows whose changes cancel out are not delivered.
+    def reset(self, answer: Updates) -> None:
+        """Make `answer` the state (subscribers hold it already: nothing is delivered)."""
+        state = Spine(self.state.key_arity, self.state.dtypes, 1)
+        _insert(state, answer)
+        self.state, self.stage = state, "idle"
 
-    A held change waits at most `seconds` after the last delivery: `wake` (set by
-    the database) calls `woken` back after the time left, commit or no commit. With
-    both bounds, the later of the two decides and a commit delivers."""
+    def deliver(self, updates: Updates, epoch: int, symbols: SymbolTable) -> None:
+        """Hand an epoch's changes to every subscriber, then take them into `state`.
 
-    epochs: int = 1
-    seconds: float = 0.0
-    delivered: int = 0  # the epoch of the last delivery
-    at: float = field(default_factory=time.monotonic)  # when it happened
-    held: Counter[tuple[Any, ...]] = field(default_factory=Counter)
-    wake: Callable[[float], None] | None = field(default=None, repr=False)
-    waiting: bool = False  # a wake is pending
+        A subscriber's exception is kept in its subscription (`notify`); its
+        `BaseException` (KeyboardInterrupt) is raised once every subscriber was told."""
+        if self.held is not None:
+            updates = consolidate(concat([_at(self.held, epoch), _at(updates, epoch)]))
+        if len(updates) == 0:
+            self.held = None
+            return
+        self.stage = "telling"
+        rows = to_rows(updates.columns, self.types, symbols, len(updates))
+        change = Change(rows, updates.diffs.tolist(), epoch)
+        self.held = None
+        failure = self._tell(change)
+        self.stage = "told"
+        _insert(self.state, updates)
+        self.stage = "idle"
+        if failure is not None:
+            raise failure
 
-    def hold(self, change: Change) -> None:
-        for row, diff in zip(change.rows, change.diffs, strict=True):
-            self.held[row] += diff
-        self._ask_wake()
-
-    def due(self, epoch: int) -> Change | None:
-        """The held changes, consolidated, if it is time to deliver them at `epoch`."""
-        if epoch < self.delivered + self.epochs or self._time_left() > 0:
-            return None
-        rows = sorted(row for row, n in self.held.items() if n)
-        change = Change(rows, [self.held[row] for row in rows], epoch)
-        self.held.clear()
-        if not rows:
-            return None
-        self.delivered, self.at = epoch, time.monotonic()
-        return change
-
-    def woken(self, epoch: int) -> Change | None:
-        """The wake came: what is due at `epoch` (a wake that came early asks again)."""
-        self.waiting = False
-        if self._time_left() > 0:
-            self._ask_wake()
-            return None
-        return self.due(epoch)
-
-    def _time_left(self) -> float:
-        return self.at + self.seconds - time.monotonic()
-
-    def _ask_wake(self) -> None:
-        if self.seconds > 0 and self.held and not self.waiting and self.wake is not None:
-            self.waiting = True
-            self.wake(max(0.0, self._time_left()))
-
-
-def tick(subscriptions: Sequence[Subscription], epoch: int, woken: bool = False) -> None:
-    """After a commit (or a paced subscription's wake): deliver what is due."""
-    failure: BaseException | None = None  # raised once every subscriber had its due
-    for sub in subscriptions:
-        pacing = sub.pacing
-        if sub.active and pacing is not None:
-            change = pacing.woken(epoch) if woken else pacing.due(epoch)
+    def _tell(self, change: Change) -> BaseException | None:
+        failure: BaseException | None = None
+        for sub in list(self.subscribers):
             try:
-                if change is not None:
+                if sub.active and sub.pacing is None:
                     notify(sub, change)
+                elif sub.active and sub.pacing is not None:
+                    sub.pacing.hold(change.rows, change.diffs)
             except BaseException as error:
                 failure = failure or error
-    if failure is not None:
-        raise failure
+        return failure
+
+    def tick(self, epoch: int, woken: bool = False) -> BaseException | None:
+        """After a commit (or a wake-up): paced subscribers get what is due; the first
+        `BaseException` a callback raised is returned, to be raised last."""
+        failure: BaseException | None = None
+        for sub in list(self.subscribers):
+            pacing = sub.pacing
+            if not sub.active or pacing is None:
+                continue
+            due = pacing.woken(epoch) if woken else pacing.due(epoch)
+            try:
+                if due is not None:
+                    notify(sub, Change(due[0], due[1], epoch))
+            except BaseException as error:
+                failure = failure or error
+        return failure
 
 
-def call_later(delay: float, callback: Callable[[], None]) -> None:
-    """Run `callback` on a daemon timer thread after `delay` seconds."""
-    timer = threading.Timer(delay, callback)
-    timer.daemon = True
-    timer.start()
+def _insert(state: Spine, updates: Updates) -> None:
+    since = state.default_since
+    state.insert(updates.with_times(updates.times * 0), since, since)
 
 
 def _at(updates: Updates, epoch: int) -> Updates:
@@ -222,18 +223,3 @@ def notify(sub: Subscription, change: Change) -> None:
         sub.errors.append(exc)
         sub.error_count += 1
         _log.exception("subscriber of %s failed at epoch %d", sub.query, change.epoch)
-
-
-def pacing_of(granularity: dict[str, float] | None, epoch: int) -> Pacing | None:
-    """The pacing `subscribe(..., granularity=...)` asks for (None: every epoch)."""
-    if not granularity:
-        return None
-    unknown = set(granularity) - {"epochs", "seconds"}
-    epochs, seconds = granularity.get("epochs", 1), granularity.get("seconds", 0.0)
-    whole = isinstance(epochs, int) and not isinstance(epochs, bool)
-    real = isinstance(seconds, int | float) and not isinstance(seconds, bool)
-    if unknown or not whole or epochs < 1 or not real or not 0 <= seconds < math.inf:
-        raise UnsupportedError(
-            f"granularity takes {{'epochs': N}} (N >= 1) and/or {{'seconds': S}}, not {granularity}"
-        )
-    return Pacing(int(epochs), float(seconds), delivered=epoch)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -40,7 +40,7 @@ from datalog.errors import DatalogSemanticError, FactNotFoundError
 from datalog.functions import Value
 from datalog.functors import bind_program
 from datalog.heights import HeightSolver, Prepared, Table, minimal_heights, prepare
-from datalog.history import EpochView, epoch_view
+from datalog.history import EpochView, Past
 from datalog.parser import parse_query
 from datalog.passes.variables import aggregates_in, literal_terms, map_term, subterms
 from datalog.pretty import format_rule, format_term
@@ -48,9 +48,6 @@ from datalog.reference import Env, Row, Solver
 from datalog.rows import to_rows
 from datalog.schema import Schema
 from datalog.symbols import SymbolTable
-
-if TYPE_CHECKING:
-    from datalog.database import Database
 
 __all__ = ["Derivation", "Fact", "RuleSource", "why"]
 
@@ -120,17 +117,18 @@ class Derivation:
     def to_dict(self) -> dict[str, Any]:
         """The tree as JSON-able nested objects `{kind, fact, relation, values, rule,
         height, premises}` (what the server sends)."""
-        top = self._own_dict()
+        top = self.own_dict()
         stack = [(self, top)]
         while stack:
             node, out = stack.pop()
             for premise in node.premises:
-                child = premise._own_dict()
+                child = premise.own_dict()
                 out["premises"].append(child)
                 stack.append((premise, child))
         return top
 
-    def _own_dict(self) -> dict[str, Any]:
+    def own_dict(self) -> dict[str, Any]:
+        """This step alone, as `to_dict` gives it, with no premises yet."""
         rule = self.rule
         return {
             "kind": self.kind,
@@ -143,14 +141,14 @@ class Derivation:
         }
 
 
-def why(db: Database, text: str, as_of: object | None = None) -> Derivation:
+def why(past: Past, text: str, as_of: object | None = None) -> Derivation:
     """A proof of minimal height that the ground fact `text` holds now, or at the end
     of epoch `as_of` (call it under the database's lock)."""
-    view = epoch_view(db, as_of)
+    view = past.view(as_of)
     relation, row = _target(view.checked, text)
-    checked = bind_program(view.checked, db.functors, [relation])
+    checked = bind_program(view.checked, past.functors, [relation])
     needed = dependencies(checked, [relation])
-    base = _base(view, db.symbols, needed)
+    base = _base(view, past.symbols, needed)
     tables = minimal_heights(checked, base, needed, demand=(relation, row))
     if row not in tables[relation].heights:
         fact = _format_fact(relation, row, checked.schema.types(relation))

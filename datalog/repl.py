@@ -17,8 +17,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from datalog import Change, Database, Subscription
 from datalog.cli import answer_columns, change_lines, format_answer, stats_summary
-from datalog.database import Change, Database, Subscription
 from datalog.errors import DatalogError
 
 HELP = """\

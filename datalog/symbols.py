@@ -104,7 +104,13 @@ class SymbolTable:
     def from_list(cls, strings: Iterable[str]) -> SymbolTable:
         """A table whose id `i` is `strings[i]`."""
         table = cls()
-        for expected, text in enumerate(strings):
-            if table.intern(text) != expected:
-                raise ValueError(f"duplicate symbol {text!r} in persisted symbol table")
+        table.load(strings)
         return table
+
+    def load(self, strings: Iterable[str]) -> None:
+        """Make this (empty) table's id `i` be `strings[i]` (a persisted table, restored
+        in place: whatever holds this table keeps holding the right one)."""
+        assert not self._ids, "load into an empty table"
+        for expected, text in enumerate(strings):
+            if self.intern(text) != expected:
+                raise ValueError(f"duplicate symbol {text!r} in persisted symbol table")

@@ -1,59 +1,57 @@
-"""Multi-tenant dataflows: live queries that differ only in constants share one.
+"""Multi-tenant dataflows: queries that differ only in constants share one dataflow.
 
-Layer: datalog (API). Imports the planner, `datalog.live` and `differential`;
-`datalog.database` holds one `Tenants` table and calls it from thin hooks.
+Layer: datalog (API). Imports the planner, the checker and `datalog.live`; the live
+queries' registry (`datalog.queries`) owns the `Tenants` and calls it.
 
-3DF's thesis (section 10.3): `out(1, y)` and `out(2, y)` are one query with a
-parameter. The constants of a query's positive atoms become parameter
-variables; one dataflow per generalized query evaluates the generalized body
-joined with an internal input relation `tenant@N` that holds the parameter
-tuples subscribed to, and its answer carries the parameter columns first. With
-magic sets (`datalog.plan.magic`) the parameter relation seeds the demand, so
-it drives the evaluation as a constant would. Each distinct parameter tuple is
-a member: a `LiveQuery` of its own (own answer, own subscribers, registered in
-`db.live` under its own query text) whose plan is the shared one. Per epoch the
-output is sorted by parameter with numpy and split into one slice per
-parameter touched; subscribers of untouched parameters cost nothing.
+A query whose positive atoms hold constants (`reach(3, y)`) is generalized: its
+constants become parameter variables; one dataflow per generalized query
+evaluates the generalized body joined with an internal input relation `tenant@N`
+that holds the parameter tuples subscribed to, and its answer carries the
+parameter columns first. With magic sets (`datalog.plan.magic`) the parameter
+relation seeds the demand, so it drives the evaluation as a constant would. Each
+distinct parameter tuple is a member: a `LiveQuery` of its own (own answer, own
+subscribers, registered under its own query text) whose plan is the shared one.
+Per epoch the output is sorted by parameter with numpy and split into one slice
+per parameter touched; subscribers of untouched parameters cost nothing.
 
-Epochs (ADR 0022): a subscription that adds a new parameter inserts it as an
-epoch of its own (logged as an empty commit, so a durable replay reaches the
-same epochs); nothing changes for the other members, so they receive nothing.
-That epoch also publishes the new member and its subscriber to a monitored
-`deltalog.dataflow` (`LiveQuery.arriving` counts the subscriber before its
-snapshot), so the subscription takes one epoch, not two (ADR 0025).
-Unsubscribing the last subscriber of a parameter retracts it with the next
-commit (it may happen inside a callback, where no epoch can be committed); the
-dataflow and its parameter input go with the last member.
+Reads never write (docs/adr/0022, amended by ADR 0041): a subscription that adds a
+parameter takes no epoch. Its member starts with the answer of a one-shot
+evaluation at the current epoch (the snapshot its subscriber receives), and the
+parameter joins the shared input with the next commit (`requests`): the slice that
+commit derives for it is its whole answer at that epoch, so the member is handed
+that slice minus the snapshot (`committed`). Unsubscribing the last subscriber of
+a parameter retracts it with the next commit likewise; the dataflow and its
+parameter input go with the last member.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from itertools import count
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from datalog import durable
 from datalog.ast import Atom, Column, Const, Decl, Literal, Query, Term, Var
 from datalog.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.expressions import DTYPES
-from datalog.live import LiveQuery, deliver
+from datalog.functors import FunctorBinding
+from datalog.live import LiveQuery
 from datalog.parser import parse_query
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.magic import tenant_specialize
 from datalog.plan.wcoj import JoinPlan
 from datalog.pretty import format_query
 from datalog.schema import RelationInfo, Schema
+from datalog.symbols import SymbolTable
 from differential.batch import Updates, concat, consolidate
+from differential.engine import Engine
 from differential.inputs import Requests
 from differential.time import column
-from differential.trace.spine import Spine
-
-if TYPE_CHECKING:
-    from datalog.database import Database
 
 Param = tuple[Any, ...]  # one parameter tuple, as Python scalars (symbols as ids)
+Deliver = Callable[[LiveQuery, Updates, int], None]
 PREFIX = "tenant@"
 _ids = count(1)
 
@@ -77,193 +75,210 @@ class Tenant:
     relation: str
     join_plan: JoinPlan
     plan: QueryPlan | None = None
-    members: dict[Param, LiveQuery] = field(default_factory=dict)
-    retiring: set[Param] = field(default_factory=set)  # to retract with the next commit
+    members: dict[Param, LiveQuery] = field(default_factory=dict)  # in the input
+    joining: dict[Param, LiveQuery] = field(default_factory=dict)  # inserted next commit
+    retiring: set[Param] = field(default_factory=set)  # retracted with the next commit
+    arrived: dict[Param, Updates] = field(default_factory=dict)  # joiners' first slices
     built_for: CheckedProgram | None = None  # the program the dataflow was built from
-    pending: dict[Param, Updates] = field(default_factory=dict)  # rebuild differences
+
+    def seats(self) -> list[LiveQuery]:
+        return [*self.members.values(), *self.joining.values()]
+
+
+@dataclass
+class Context:
+    """What a tenant's dataflow is planned and started with."""
+
+    engine: Engine
+    symbols: SymbolTable
+    functors: Mapping[str, FunctorBinding]
+    deliver: Deliver  # hands a member its slice of an epoch
 
 
 class Tenants:
-    """The database's shared parameterized dataflows, by generalized key."""
+    """The shared parameterized dataflows, by generalized key."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
+    def __init__(self, context: Context) -> None:
+        self.context = context
         self.by_key: dict[str, Tenant] = {}
+        self.enabled = True
 
-    # -- hooks called by the database -------------------------------------------------
+    def shape(
+        self, text: str, checked: CheckedQuery, program: CheckedProgram
+    ) -> Generalized | None:
+        """The generalized query `text` would share, or None if it does not qualify
+        (no constants in positive atoms, disjunctions, tenancy switched off)."""
+        return generalize(text, checked, program) if self.enabled else None
 
-    def join(self, key: str, text: str, checked: CheckedQuery, plan: JoinPlan) -> LiveQuery | None:
-        """The member live query for `key`, sharing a tenant dataflow; None if the
-        query does not qualify (no constants in positive atoms, disjunctions)."""
-        shape = generalize(text, checked, self.db)
-        if shape is None:
-            return None
+    def seat(
+        self,
+        key: str,
+        shape: Generalized,
+        checked: CheckedQuery,
+        program: CheckedProgram,
+        plan: JoinPlan,
+        snapshot: Updates,
+    ) -> LiveQuery:
+        """A member for `key` holding `snapshot` (its answer now), in the shared
+        dataflow of `shape`, created if need be; its parameter joins with the next
+        commit (or stays, if its last member left since the last commit)."""
         tkey = shape.key if plan == "auto" else f"{shape.key} [plan={plan}]"
-        tenant = self.by_key.get(tkey)
-        if tenant is None:
-            tenant = self._create(tkey, shape, plan)
+        tenant = self.by_key.get(tkey) or self._create(tkey, shape, plan, program)
         param = self._encode(shape)
-        if param in tenant.retiring:  # retract it first: the new member starts empty
-            self._commit({tenant.relation: self._retract(tenant)})
-        dtypes = [np.dtype(DTYPES[t]) for t in checked.answer_types]
-        assert tenant.plan is not None
-        member = LiveQuery(key, tenant.plan, checked.answer_types, Spine(len(dtypes), dtypes, 1))
-        member.join_plan = plan
-        member.tenant = tenant
-        member.param = param
-        member.arriving = 1  # its epoch publishes the subscriber count too (ADR 0025)
-        tenant.members[param] = member
-        self.db.live[key] = member
-        try:  # the insert derives the member's answer (delivered to its state only)
-            self._commit({tenant.relation: _requests([param], tenant, True)})
-        except BaseException:
-            del tenant.members[param], self.db.live[key]
-            if not tenant.members:
-                self._drop(tenant)
-            raise
+        member = LiveQuery.empty(key, checked.answer_types, checked.answer_vars, plan)
+        member.reset(snapshot)
+        member.plan, member.tenant, member.param = tenant.plan, tenant, param
+        if param in tenant.retiring:  # still in the input: it stays, and is current
+            tenant.retiring.discard(param)
+            tenant.members[param] = member
+        else:
+            tenant.joining[param] = member
         return member
 
     def leave(self, member: LiveQuery) -> None:
-        """`member` lost its last subscriber: retract its parameter with the next
-        commit; the dataflow goes with the last member."""
-        tenant: Tenant = member.tenant
-        del tenant.members[member.param]
-        self.db.live.pop(member.key, None)
-        if tenant.members:
+        """`member` lost its last subscriber: its parameter goes with the next commit;
+        the dataflow goes with the last member."""
+        tenant = member.tenant
+        assert isinstance(tenant, Tenant)
+        if tenant.joining.get(member.param) is member:
+            del tenant.joining[member.param]  # never inserted: nothing to retract
+        elif tenant.members.get(member.param) is member:
+            del tenant.members[member.param]
             tenant.retiring.add(member.param)
-        else:
+        if not tenant.members and not tenant.joining:
             self._drop(tenant)
 
-    def fold(self, requests: dict[str, Requests]) -> None:
-        """Add the retractions of retiring parameters to a commit's requests."""
+    def requests(self) -> dict[str, Requests]:
+        """The parameter inserts and retractions the next commit carries."""
+        found = {}
         for tenant in self.by_key.values():
-            if tenant.retiring:
-                requests[tenant.relation] = self._retract(tenant, clear=False)
+            if tenant.joining or tenant.retiring:
+                params = [*tenant.joining, *sorted(tenant.retiring)]
+                inserting = [True] * len(tenant.joining) + [False] * len(tenant.retiring)
+                found[tenant.relation] = _requests(params, tenant, inserting)
+        return found
 
-    def committed(self) -> None:
-        for tenant in self.by_key.values():
+    def committed(self, epoch: int) -> None:
+        """The commit carrying `requests` happened at `epoch`: joiners become members
+        and are handed their first slice minus their snapshot (a tenant whose
+        dataflow failed during the epoch is left to the repair, which rebuilds it
+        and hands every member what it lacks)."""
+        failure: BaseException | None = None
+        running = self.context.engine.dataflows
+        for tenant in list(self.by_key.values()):
             tenant.retiring.clear()
+            joined, tenant.joining = tenant.joining, {}
+            arrived, tenant.arrived = tenant.arrived, {}
+            tenant.members.update(joined)
+            if tenant.plan is None or tenant.plan.dataflow not in running:
+                continue  # it failed this epoch: its rebuild hands them what they lack
+            for param, member in joined.items():
+                first = arrived.get(param, _empty(member))
+                difference = _difference(member.answer(), first, epoch)
+                try:
+                    self.context.deliver(member, difference, epoch)
+                except BaseException as error:  # the others still get theirs
+                    failure = failure or error
+        if failure is not None:
+            raise failure
 
-    def rebuild(self, member: LiveQuery) -> Updates:
-        """`Database._rebuild` for a member: the shared dataflow is rebuilt once per
-        program (or after an aborted commit dropped it), every member's difference
-        between the new answer and the one it holds kept; `member`'s is returned."""
-        tenant: Tenant = member.tenant
-        assert tenant.plan is not None
-        fresh = tenant.built_for is self.db.checked
-        if not (fresh and tenant.plan.dataflow in self.db.engine.dataflows):
-            self.db.engine.drop(tenant.plan.dataflow)
-            first = self._start(tenant)
-            epoch = self.db.engine.epoch
-            split = dict(_groups(first, len(tenant.shape.params)))
-            tenant.pending = {}
-            for param, m in tenant.members.items():
-                m.plan = tenant.plan
-                new = split.get(param, Updates.empty(len(m.types), 1, _dtypes(m.types)))
-                parts = [m.state.accumulate(None).negate(), new]
-                at = [p.with_times(column((epoch,), len(p))) for p in parts]
-                tenant.pending[param] = consolidate(concat(at))
-        return tenant.pending.pop(member.param)
+    def rebuild(self, tenant: Tenant, program: CheckedProgram) -> dict[LiveQuery, Updates]:
+        """Rebuild `tenant`'s dataflow over `program` (its rules changed, or a failed
+        commit dropped it): each member's new answer (not delivered). Joiners are not
+        in the input yet: they wait for the commit that inserts them. If building
+        fails, the old dataflow stays and the failure is raised."""
+        old = tenant.plan
+        first = self._start(tenant, program)
+        if old is not None:
+            self.context.engine.drop(old.dataflow)
+        split = dict(_groups(first, len(tenant.shape.params)))
+        for seat in tenant.seats():
+            seat.plan = tenant.plan
+        return {
+            member: split.get(param, _empty(member)) for param, member in tenant.members.items()
+        }
 
-    def note(self, key: str) -> list[str]:
+    def note(self, member: LiveQuery) -> list[str]:
         """`explain`'s line for a live member: the shared dataflow that serves it."""
-        member = self.db.live.get(key)
-        if member is None or member.tenant is None:
+        tenant = member.tenant
+        if not isinstance(tenant, Tenant):
             return []
-        tenant: Tenant = member.tenant
+        seated = len(tenant.members) + len(tenant.joining)
         return [
             f"  live: served by the shared multi-tenant dataflow {tenant.shape.key!r} "
-            f"({len(tenant.members)} parameters, ADR 0022), not by the plan below"
+            f"({seated} parameters, ADR 0022), not by the plan below"
         ]
 
     # -- internals --------------------------------------------------------------------
 
-    def _create(self, tkey: str, shape: Generalized, plan: JoinPlan) -> Tenant:
+    def _create(
+        self, tkey: str, shape: Generalized, plan: JoinPlan, program: CheckedProgram
+    ) -> Tenant:
+        engine = self.context.engine
         relation = f"{PREFIX}{next(_ids)}"
-        self.db.engine.create_input(relation, [np.dtype(DTYPES[t]) for t in shape.types])
+        engine.create_input(relation, [np.dtype(DTYPES[t]) for t in shape.types])
         tenant = Tenant(shape, relation, plan)
         try:
-            self._start(tenant)
+            self._start(tenant, program)
         except BaseException:
-            self.db.engine.inputs.pop(relation, None)
+            engine.remove_input(relation)
             raise
         self.by_key[tkey] = tenant
         return tenant
 
-    def _start(self, tenant: Tenant) -> Updates:
+    def _start(self, tenant: Tenant, program: CheckedProgram) -> Updates:
         """Build and start the shared dataflow over the parameters now in its input;
         its first output (all members' answers, parameter columns first)."""
-        db, shape = self.db, tenant.shape
-        program = with_relation(db.checked, tenant.relation, shape.types)
+        context, shape, base = self.context, tenant.shape, program
+        program = with_relation(program, tenant.relation, shape.types)
         param_atom = Atom(tenant.relation, tuple(Var(p) for p in shape.params))
-        body = (param_atom, *shape.body)
-        query = check_query(Query(body), program.schema)
-        planner = Planner(
-            db.engine, program, db.symbols, tenant.join_plan, specialize=False, functors=db.functors
-        )
+        query = check_query(Query((param_atom, *shape.body)), program.schema)
+        planner = Planner(context.engine, program, context.symbols, tenant.join_plan,
+                          specialize=False, functors=context.functors)  # fmt: skip
         specialized = tenant_specialize(program, query)
         if specialized is not None:
             planner.program, query = specialized.program, specialized.query
             planner.inputs = specialized.inputs
             planner.notes.append("specialized to the parameter relation (magic sets)")
         built = planner.build(query, shape.key)
-        answer = built.start(db.engine)
+        answer = built.start(context.engine)
         built.output.listeners.append(lambda u, e: self._route(tenant, u, e))
-        tenant.plan, tenant.built_for = built, db.checked
+        tenant.plan, tenant.built_for = built, base
         return answer
 
     def _route(self, tenant: Tenant, updates: Updates, epoch: int) -> None:
-        """Hand each touched parameter's slice of an epoch's output to its member."""
+        """Hand each touched member its slice of an epoch's output; a joiner's slice
+        waits for `committed`. Every member is handed its slice even if one fails."""
+        failure: BaseException | None = None
         for param, part in _groups(updates, len(tenant.shape.params)):
-            member = tenant.members.get(param)
-            if member is not None:
-                self.db._delivering += 1
+            if param in tenant.joining:
+                tenant.arrived[param] = part
+            elif (member := tenant.members.get(param)) is not None:
                 try:
-                    deliver(member, part, epoch, self.db.symbols)
-                finally:
-                    self.db._delivering -= 1
-
-    def _commit(self, requests: dict[str, Requests]) -> None:
-        """An epoch of its own (a new parameter), logged as an empty commit."""
-        db = self.db
-        for tenant in self.by_key.values():
-            if tenant.retiring and tenant.relation not in requests:
-                requests[tenant.relation] = self._retract(tenant, clear=False)
-        epoch, end = db.engine.epoch + 1, durable.mark(db)
-        try:
-            durable.log_commit(db, epoch, [], [])
-            epoch = db.engine.commit(requests)
-        except BaseException:
-            if db.engine.epoch < epoch:  # it did not happen (else: a listener failed)
-                durable.undo(db, end)
-            db._restart_live()
-            raise
-        self.committed()
-        db._tick(epoch)
-
-    def _retract(self, tenant: Tenant, clear: bool = True) -> Requests:
-        params = sorted(tenant.retiring)
-        if clear:
-            tenant.retiring.clear()
-        return _requests(params, tenant, False)
+                    self.context.deliver(member, part, epoch)
+                except BaseException as error:
+                    failure = failure or error
+        if failure is not None:
+            raise failure
 
     def _drop(self, tenant: Tenant) -> None:
+        engine = self.context.engine
         if tenant.plan is not None:
-            self.db.engine.drop(tenant.plan.dataflow)
-        self.db.engine.inputs.pop(tenant.relation, None)
+            engine.drop(tenant.plan.dataflow)
+        engine.inputs.pop(tenant.relation, None)
         self.by_key = {k: t for k, t in self.by_key.items() if t is not tenant}
 
     def _encode(self, shape: Generalized) -> Param:
         out: list[Any] = []
         for const, kind in zip(shape.constants, shape.types, strict=True):
             if kind == "symbol":
-                out.append(self.db.symbols.intern(str(const.value)))
+                out.append(self.context.symbols.intern(str(const.value)))
             else:
                 out.append(np.asarray(const.value).astype(DTYPES[kind]).item())
         return tuple(out)
 
 
-def generalize(text: str, checked: CheckedQuery, db: Database) -> Generalized | None:
+def generalize(text: str, checked: CheckedQuery, program: CheckedProgram) -> Generalized | None:
     """`text` with the constants of its positive atoms as parameters, or None."""
     if len(checked.bodies) != 1:
         return None
@@ -275,7 +290,7 @@ def generalize(text: str, checked: CheckedQuery, db: Database) -> Generalized | 
     body: list[Literal] = []
     for lit in parsed.body:
         if isinstance(lit, Atom) and any(isinstance(a, Const) for a in lit.args):
-            info = db.checked.schema.get(lit.name)
+            info = program.schema.get(lit.name)
             if info is None:
                 return None
             args: list[Term] = []
@@ -317,10 +332,20 @@ def _fresh(taken: set[str], i: int) -> str:
     return name
 
 
-def _requests(params: list[Param], tenant: Tenant, inserting: bool) -> Requests:
+def _requests(params: list[Param], tenant: Tenant, inserting: list[bool]) -> Requests:
     dtypes = _dtypes(tenant.shape.types)
     cols = tuple(np.array([p[i] for p in params], dtype=dtypes[i]) for i in range(len(dtypes)))
-    return Requests(cols, np.full(len(params), inserting, dtype=bool))
+    return Requests(cols, np.array(inserting, dtype=bool))
+
+
+def _empty(member: LiveQuery) -> Updates:
+    return Updates.empty(len(member.types), 1, _dtypes(member.types))
+
+
+def _difference(old: Updates, new: Updates, epoch: int) -> Updates:
+    """`new - old`, consolidated, at `epoch`."""
+    parts = [old.negate(), new]
+    return consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
 
 
 def _groups(updates: Updates, width: int) -> list[tuple[Param, Updates]]:

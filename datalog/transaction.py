@@ -1,40 +1,51 @@
 """Transactions: inserts, retractions and rule replacements, committed as one epoch.
 
-Layer: datalog (API). Imports numpy, `datalog.rows`, `datalog.durable`,
-`datalog.definitions` and `differential.inputs`; `datalog.database` creates them.
+Layer: datalog (API). Imports numpy, `datalog.rows`, `datalog.definitions`,
+`datalog.durable` (the record it logs) and `datalog.epochs` (the one commit path);
+`datalog.database` creates them.
 
 A transaction's rows are converted and validated as they are added, and each
-`redefine` is checked (with the ones before it) when it is called; `commit`
-writes the record to the durable log (if any) before the engine applies it, and
-cuts the record off again if applying fails (the engine then leaves nothing of it,
-and the live queries are rebuilt).
+`redefine` is checked (with the ones before it) when it is called; `commit` hands
+all of it to `Epochs.commit` as one `Write`, which logs, applies, repairs on failure
+and delivers. If it does not happen, the symbols only its rows interned are
+forgotten again.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog import definitions, durable
-from datalog.definitions import ProgramChange
+from datalog import definitions
+from datalog.definitions import ProgramChange, ProgramState
+from datalog.durable import commit_record
+from datalog.epochs import Epochs, Write
 from datalog.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.plan.body import UNIT
 from datalog.rows import to_columns
+from datalog.schema import Schema
+from datalog.storage.records import Record
+from datalog.symbols import SymbolTable
 from datalog.system import is_reserved, reserved_message
 from differential.inputs import Requests
 
-if TYPE_CHECKING:
-    from datalog.database import Database
+Part = tuple[str, tuple[np.ndarray, ...], bool]  # relation, columns, inserting
 
 
 class Transaction:
     """Inserts and retractions, validated as they are added, applied at commit."""
 
-    def __init__(self, db: Database) -> None:
-        self.db = db
-        self.parts: list[tuple[str, tuple[np.ndarray, ...], bool]] = []
+    def __init__(
+        self,
+        program: ProgramState,
+        symbols: SymbolTable,
+        epochs: Epochs,
+        schema: Schema | None = None,
+    ) -> None:
+        self.program, self.symbols, self.epochs = program, symbols, epochs
+        self.schema = schema  # what rows are checked against (None: the program's)
+        self.parts: list[Part] = []
         self.redefinitions: list[tuple[str, str]] = []  # (relation, rules text)
         self.change: ProgramChange | None = None  # the program they make
         self.done = False
@@ -56,7 +67,7 @@ class Transaction:
         epoch (see `Database.redefine`); checked now, with earlier redefinitions."""
         self._check_open()
         self.change = definitions.redefined(
-            self.change or definitions.unchanged(self.db), relation, text
+            self.change or definitions.unchanged(self.program), relation, text
         )
         self.redefinitions.append((relation, text))
 
@@ -66,19 +77,20 @@ class Transaction:
 
     def _columns(self, relation: str, rows: object) -> tuple[np.ndarray, ...]:
         self._check_open()
-        info = self.db.checked.schema.get(relation)
+        schema = self.schema or self.program.checked.schema
+        info = schema.get(relation)
         if info is None or relation == UNIT:
-            names = self.db.checked.schema.names()
+            names = schema.names()
             raise UnknownNameError(f"unknown relation `{relation}`{did_you_mean(relation, names)}")
         if is_reserved(relation):
             raise TransactionError(reserved_message(relation))
         if info.arity == 0:
             return (np.zeros(_nullary_rows(relation, rows), dtype=np.int64),)
-        start = len(self.db.symbols)
+        start = len(self.symbols)
         try:
-            return to_columns(info, rows, self.db.symbols)
+            return to_columns(info, rows, self.symbols)
         finally:
-            self._interned(start, len(self.db.symbols))
+            self._interned(start, len(self.symbols))
 
     def _interned(self, start: int, end: int) -> None:
         """Note the ids [start, end) its rows added: one run, unless something else
@@ -94,47 +106,25 @@ class Transaction:
         """It will not commit: forget the symbols only its rows added, if nothing was
         interned after them (a failed commit leaves the symbol table as it was)."""
         self.done = True
-        if self.interned is not None and self.interned[1] == len(self.db.symbols):
-            self.db.symbols.forget_from(self.interned[0])
+        if self.interned is not None and self.interned[1] == len(self.symbols):
+            self.symbols.forget_from(self.interned[0])
         self.interned = None
 
     def commit(self) -> int:
         """Apply everything as one epoch (also done on leaving the `with` block)."""
+        self._check_open()
         self.done = True
-        epoch = self.db.engine.epoch + 1
-        try:
-            return self._commit(epoch)
-        except BaseException:
-            if self.db.engine.epoch < epoch:  # it did not happen: nothing of it stays
-                self.discard()
-            raise
-
-    def _commit(self, epoch: int) -> int:
-        self.db._refuse_in_callback("commit")
         if not self.parts and not self.redefinitions:
-            return self.db.engine.epoch
+            return self.epochs.engine.epoch
         change = self.change
-        if change is not None and change.base is not self.db.program:  # defined meanwhile
-            change = definitions.redefined_all(self.db, self.redefinitions)
-        requests = self.requests()
-        self.db.tenants.fold(requests)  # parameters whose last subscriber left
-        self.db._checkpoint_if_due()  # before, not after: the commit that grew the log
-        end = durable.mark(self.db)
-        try:
-            durable.log_commit(self.db, epoch, self.parts, self.redefinitions)
-            self._apply(change, requests)
-        except BaseException:
-            if self.db.engine.epoch < epoch:  # it did not happen: nothing of it stays
-                durable.undo(self.db, end)
-                raise
-            self._committed(epoch)  # it happened; what failed after is raised
-            raise
-        self._committed(epoch)
-        return epoch
+        if change is not None and change.base is not self.program.program:  # defined since
+            change = definitions.redefined_all(self.program, self.redefinitions)
+        write = Write("commit", self._record, self.requests(), change, undo=self.discard)
+        return self.epochs.commit(write)
 
-    def _committed(self, epoch: int) -> None:
-        self.db.tenants.committed()
-        self.db._tick(epoch)
+    def _record(self, epoch: int) -> Record:
+        schema = self.schema or self.program.checked.schema
+        return commit_record(epoch, self.parts, self.redefinitions, schema, self.symbols)
 
     def requests(self) -> dict[str, Requests]:
         """The inserts and retractions, by relation, as the engine takes them."""
@@ -142,15 +132,6 @@ class Transaction:
         for relation, cols, inserting in self.parts:
             grouped.setdefault(relation, []).append((cols, inserting))
         return {rel: _requests(parts) for rel, parts in grouped.items()}
-
-    def _apply(self, change: ProgramChange | None, requests: dict[str, Requests]) -> int:
-        if change is not None:  # the rule change and the rows share one epoch
-            return definitions.switch(self.db, change, lambda: self.db.engine.commit(requests))
-        try:
-            return self.db.engine.commit(requests)
-        except BaseException:  # before or after its epoch committed: live queries exact
-            self.db._restart_live()
-            raise
 
 
 def _nullary_rows(relation: str, rows: object) -> int:

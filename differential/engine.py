@@ -267,7 +267,9 @@ class Engine:
                 for inp in self.inputs.values():
                     inp.drop_unread()
 
-    def commit(self, requests: Mapping[str, Requests]) -> int:
+    def commit(
+        self, requests: Mapping[str, Requests], sealing: Callable[[], None] | None = None
+    ) -> int:
         """Apply the requested changes as one epoch; returns the epoch.
 
         All or nothing: if computing the diffs or running a dataflow raises
@@ -278,6 +280,11 @@ class Engine:
 
         Late inputs take no requests here: if a live dataflow reads one, their
         changes come from `late_changes(epoch)` once the other dataflows have run.
+
+        `sealing` is called at the commit point, once everything is computed and
+        right before the epoch is decided: whatever raises before it aborts the
+        epoch, and from it on the epoch happens (its caller stops deferring
+        interrupts there, `datalog.interrupts`).
         """
         epoch = self.epoch + 1
         late = [name for name in requests if self.inputs[name].late]
@@ -296,6 +303,8 @@ class Engine:
                 self._stage(self._late_requests(epoch), epoch)
             for df in readers:
                 df.run()
+            if sealing is not None:
+                sealing()
         except BaseException:
             self._abort()
             raise

@@ -15,13 +15,13 @@ fed from inside `Database.commit` and only build messages for the host to send.
 
 from __future__ import annotations
 
-import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Protocol
 
+from datalog import Pacing
 from server.protocol import Granularity, encode
 
 if TYPE_CHECKING:
@@ -154,8 +154,8 @@ class Feed:
 class Plan:
     """A feed's watches as a change reaches them: those that forward changes at once
     grouped by subscription number (one message, and one fanout, serves every client
-    that numbered its watch alike), those that buffer, and those that deliver every
-    N epochs (ticked after each commit)."""
+    that numbered its watch alike), and those that buffer (paced: also ticked after
+    each commit)."""
 
     forward: list[tuple[int, list[Outbox]]]
     buffering: list[Watch]
@@ -170,53 +170,50 @@ class Plan:
                 forward.setdefault(watch.number, []).append(watch.outbox)
             else:
                 buffering.append(watch)
-        ticking = [w for w in buffering if w.granularity.epochs > 1]
-        return cls(list(forward.items()), buffering, ticking)
+        return cls(list(forward.items()), buffering, buffering)
 
 
 @dataclass(eq=False)
 class Watch:
-    """One client's subscription to a feed, delivering with its granularity."""
+    """One client's subscription to a feed, paced by its granularity with the
+    database's one pacing policy (`datalog.Pacing`: at most every N epochs and at
+    most every S seconds; both: the later bound decides)."""
 
     number: int
     feed: Feed
     outbox: Outbox
     granularity: Granularity
-    delivered: int  # the epoch the client's view is at (kept for buffering watches)
-    buffer: Counter[Row] = field(default_factory=Counter)
-    flushed_at: float = field(default_factory=time.monotonic)
-    timer: bool = False
+    delivered: int  # the epoch the client's view is at
+    pacing: Pacing | None = None  # None: every change at once
     active: bool = True
 
+    def __post_init__(self) -> None:
+        if not self.granularity.immediate:
+            epochs, seconds = max(self.granularity.epochs, 1), self.granularity.seconds
+            self.pacing = Pacing(epochs, seconds, delivered=self.delivered, wake=self._wake)
+
     def offer(self, change: ChangeText) -> None:
-        if self.granularity.immediate:
+        if self.pacing is None:
             self._send(change)
-            return
-        _accumulate(self.buffer, change.rows, change.diffs)
-        if self.granularity.seconds > 0 and not self.timer:
-            self.timer = True
-            due = self.flushed_at + self.granularity.seconds - time.monotonic()
-            self.outbox.call_later(max(0.0, due), self._on_timer)
+        else:
+            self.pacing.hold(change.rows, change.diffs)
 
     def tick(self, epoch: int) -> None:
-        """After a commit: deliver an epoch-granular buffer once N epochs have passed."""
-        if self.granularity.epochs > 1 and epoch >= self.delivered + self.granularity.epochs:
-            self.flush(epoch)
+        """After a commit: deliver what the pacing says is due at `epoch`."""
+        if self.pacing is not None:
+            self._release(self.pacing.due(epoch), epoch)
+
+    def _wake(self, delay: float) -> None:
+        self.outbox.call_later(delay, self._on_timer)
 
     def _on_timer(self) -> None:
-        self.timer = False
-        if self.active:
-            self.flush(self.outbox.epoch())
+        if self.active and self.pacing is not None:
+            epoch = self.outbox.epoch()
+            self._release(self.pacing.woken(epoch), epoch)
 
-    def flush(self, epoch: int) -> None:
-        """Deliver the buffered changes, consolidated, as of `epoch`."""
-        self.flushed_at = time.monotonic()
-        if not self.buffer:
-            return
-        rows, diffs = _consolidated(self.buffer)
-        self.buffer.clear()
-        if rows:
-            self._send(ChangeText(epoch, rows, diffs))
+    def _release(self, due: tuple[list[Row], list[int]] | None, epoch: int) -> None:
+        if due is not None:
+            self._send(ChangeText(epoch, due[0], due[1]))
 
     def _send(self, change: ChangeText) -> None:
         self.delivered = change.epoch

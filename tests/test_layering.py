@@ -3,7 +3,9 @@
 Imports only point down: `server -> datalog -> joins -> differential`, and `server`
 uses only `datalog`. PySpark and websockets are imported only inside functions in
 the core packages, so `import datalog` stays fast. Every package says its layer in
-its `__init__.py` docstring, and no module grows past a hard cap of lines.
+its `__init__.py` docstring, and no module grows past a hard cap of lines. No module
+reaches into another module's private names (`from m import _x`, or `obj._x` where
+no `_x` is defined in the module itself): what modules share is public.
 """
 
 from __future__ import annotations
@@ -146,6 +148,41 @@ def oversized_modules(root: Path, limit: int = MAX_LINES) -> list[str]:
     ]
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _own_names(tree: ast.Module) -> set[str]:
+    """The private names a module defines: its functions, classes and methods, the
+    names it assigns, and the attributes it sets (`self._x = ...`, class fields)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            found.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            found.add(node.attr)
+    return {name for name in found if _private(name)}
+
+
+def private_reaches(root: Path) -> list[str]:
+    """Private names a core module takes from another module."""
+    bad = []
+    for package in PACKAGES:
+        for path in modules_of(root, package):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            own, where = _own_names(tree), path.relative_to(root)
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom):
+                    names = [a.name for a in node.names if _private(a.name)]
+                    bad += [f"{where}:{node.lineno}: imports {name}" for name in names]
+                elif isinstance(node, ast.Attribute) and _private(node.attr):
+                    if node.attr not in own:
+                        bad.append(f"{where}:{node.lineno}: reaches .{node.attr}")
+    return bad
+
+
 # --- the rules, on this repository ---------------------------------------------------
 
 
@@ -179,6 +216,10 @@ def test_each_package_docstring_states_its_layer(package: str) -> None:
 
 def test_no_module_exceeds_the_line_cap() -> None:
     assert oversized_modules(ROOT) == []
+
+
+def test_no_module_reaches_into_another_modules_private_names() -> None:
+    assert private_reaches(ROOT) == []
 
 
 # --- the checks themselves can fail --------------------------------------------------
@@ -230,3 +271,16 @@ def test_line_cap_catches_a_long_module(tmp_path: Path) -> None:
     _write(tmp_path, "joins/long.py", "x = 1\n" * (MAX_LINES + 1))
     _write(tmp_path, "joins/short.py", "x = 1\n" * MAX_LINES)
     assert len(oversized_modules(tmp_path)) == 1
+
+
+def test_private_reaches_are_found_across_modules_not_within_one(tmp_path: Path) -> None:
+    _write(
+        tmp_path,
+        "datalog/db.py",
+        "from datalog.other import _helper\n"
+        "class Database:\n    def __init__(self):\n        self._quiet = 0\n"
+        "    def peek(self, other):\n        return other._quiet + self._quiet\n",
+    )
+    _write(tmp_path, "datalog/durable.py", "def log(db):\n    return db._quiet + db.__dict__\n")
+    bad = private_reaches(tmp_path)
+    assert bad == ["datalog/db.py:1: imports _helper", "datalog/durable.py:2: reaches ._quiet"]

@@ -18,7 +18,7 @@ from bench.answers import Answer, Tally
 from bench.ldbc import Relations, load_database
 from bench.peers.base import Peer
 from bench.workloads import WORKLOADS, Params, Workload, query_keys
-from datalog.database import Change, Database
+from datalog import Change, Database
 
 __all__ = ["DeltalogBinaryPeer", "DeltalogPeer"]
 

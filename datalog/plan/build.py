@@ -117,10 +117,10 @@ class Planner:
             self.share = "off"  # the specialized relations are this query's own
             self.notes.append("specialized to the query's constants (magic sets)")
         query = bind_query(query, self.functors)  # user functors: the functions bound now
-        self.program = bind_program(self.program, self.functors, _relations_read(query))
+        self.program = bind_program(self.program, self.functors, relations_read(query))
         dataflow = self.engine.dataflow(name)
         root = Sources(dataflow, dataflow.root, self.program.schema)
-        self._build_needed(root, _relations_read(query))
+        self._build_needed(root, relations_read(query))
         answers = []
         for body, types in zip(query.bodies, query.variable_types, strict=True):
             self.notes.append(f"query body: {_show(body)}")
@@ -269,7 +269,7 @@ def _kept_vars(rule: Rule, kinds: Sequence[ColumnType], program: CheckedProgram)
     return {a.name for a, k in args if isinstance(a, Var) and types.get(a.name) == k}
 
 
-def _relations_read(query: CheckedQuery) -> set[str]:
+def relations_read(query: CheckedQuery) -> set[str]:
 
     found: set[str] = set()
     for body in query.bodies:

@@ -256,12 +256,12 @@ class ArrangeOp(BatchesArranged):
     def _coalesce(self) -> None:
         """Concatenate the deferred parts into one, or arrange them once they are many."""
         parts = [i.updates() if isinstance(i, Batch) else i for i, _ in self.deferred]
-        # `_settle` reads only the first time (the arranged batch's lower bound).
+        # `settle` reads only the first time (the arranged batch's lower bound).
         self.deferred = [(concat(parts), self.deferred[0][1])]
         if len(self.deferred[0][0]) > max(_DEFERRED_ROWS, len(self.spine)):
-            self._settle()
+            self.settle()
 
-    def _settle(self) -> Spine:
+    def settle(self) -> Spine:
         """The trace, with every deferred time arranged into it (before any read of it).
 
         A time's updates are arranged when something reads them: its delta, or the
@@ -285,7 +285,7 @@ class ArrangeOp(BatchesArranged):
         """Without arranging the few rows that wait in the trace, nor this time's
         updates while they are unarranged (scanned)."""
         found: list[Entry] = []
-        if not self._settle().find_entries(keys, found, limit):
+        if not self.settle().find_entries(keys, found, limit):
             return None
         if self.pending_updates is None or not (include_delta or self.pending_time != time):
             return found
@@ -318,7 +318,7 @@ class ArrangeOp(BatchesArranged):
 
     def seen(self, time: Time, include_delta: bool) -> list[Batch]:
         pending = self.pending_batch if include_delta or self.pending_time != time else None
-        return [*self._settle().batches, *([pending] if pending is not None else [])]
+        return [*self.settle().batches, *([pending] if pending is not None else [])]
 
     def trace(self) -> Spine:
         return self.spine

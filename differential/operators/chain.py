@@ -55,7 +55,7 @@ Path = list[RowMap]  # the row forms along one way from a variable to a distinct
 _HANDOVER = 4096  # new keys at which the rounds so far are handed to the operators
 
 
-class _Relation:
+class Relation:
     """A recursive relation of the scope: its distinct, the arrangement of the
     distinct's input, and the ways its variable's rows reach the relations' inputs
     (each a path and the index of the relation it ends at)."""
@@ -105,7 +105,7 @@ class Chain:
     """Distincts fed back to themselves (and each other) through linear edges with
     row forms: the recursive relations of one iteration scope."""
 
-    def __init__(self, scope: Scope, relations: list[_Relation]) -> None:
+    def __init__(self, scope: Scope, relations: list[Relation]) -> None:
         self.scope = scope
         self.relations = relations
         own = {id(op) for r in relations for op in (r.reduce, r.arrange)}
@@ -213,7 +213,7 @@ class Chain:
                 _hand_over(relation, record)
 
 
-def _hand_over(relation: _Relation, rounds: _Rounds) -> None:
+def _hand_over(relation: Relation, rounds: _Rounds) -> None:
     """One relation's rounds: its input deferred in the arrangement, its new keys
     admitted to the distinct's key set, its output recorded in the distinct and sent
     to the parent scope (which runs only once this scope is quiet)."""
@@ -318,7 +318,7 @@ def fused_rounds(scope: Scope) -> Fused | None:
     return None if any(id(r.arrange) in read for r in relations) else chain.run
 
 
-def _relation_at(op: object) -> _Relation | None:
+def _relation_at(op: object) -> Relation | None:
     """The relation whose distinct is `op`, if it is one that rounds can fuse:
     integer keys only (`lists_ok`), output to its variable and the parent scope."""
     if not (isinstance(op, ReduceOp) and op.reducer is distinct and op.lists_ok):
@@ -331,7 +331,7 @@ def _relation_at(op: object) -> _Relation | None:
     feedback = [r for r in receivers if isinstance(r, Feedback)]
     if len(feedback) != 1 or len(leaves) + 1 != len(receivers):
         return None
-    return _Relation(op, arrange, leaves)
+    return Relation(op, arrange, leaves)
 
 
 def _paths_into(stream: Stream, targets: dict[Receiver, int]) -> list[tuple[Path, int]] | None:

@@ -40,7 +40,7 @@ from differential.time import Antichain, Time, at_or_before
 from differential.trace.cursor import Entry, FewKeys, columns_of
 
 if TYPE_CHECKING:
-    from differential.operators.chain import Chain, _Relation
+    from differential.operators.chain import Chain, Relation
 
 Counts = dict[Row, int]
 _HANDOVER = 4096  # changed keys at which the rounds so far are handed to the operators
@@ -61,7 +61,7 @@ def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
         return False
     for relation in relations:
         relation.arrange.seal()
-        relation.reduce._settle()  # as its step does before reading the trace
+        relation.reduce.settle()  # as its step does before reading the trace
         relation.reduce.seen = None
     keys = [_Keys(r) for r in relations]
     if not _read(keys, rows, time):
@@ -90,7 +90,7 @@ def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
     return True
 
 
-def _first_scheduled(relations: Sequence[_Relation], prefix: Time) -> int | None:
+def _first_scheduled(relations: Sequence[Relation], prefix: Time) -> int | None:
     """The least iteration of `prefix` (the scope's run) at which a distinct has
     keys scheduled. Times of other prefixes are not this run's: the scheduler
     would not visit them before the rounds' times either."""
@@ -121,7 +121,7 @@ def _going(rows: list[Counts]) -> bool | None:
 
 
 def _rounds(
-    relations: Sequence[_Relation],
+    relations: Sequence[Relation],
     rounds: list[_Rounds],
     rows: list[Counts],
     prefix: Time,
@@ -148,7 +148,7 @@ class _Keys:
     """Per key a run reached: its input count and its output present, as of the
     latest round (every entry read at a time `<=` the round that first reached it)."""
 
-    def __init__(self, relation: _Relation) -> None:
+    def __init__(self, relation: Relation) -> None:
         self.relation = relation
         self.counts: dict[Row, list[int]] = {}
 
@@ -162,7 +162,7 @@ class _Keys:
         asked = FewKeys(new, [relation.hash_of(row) for row in new])  # type: ignore[arg-type]
         inputs: list[Entry] = []
         outputs: list[Entry] = []
-        relation.arrange._settle().find_entries(asked, inputs)
+        relation.arrange.settle().find_entries(asked, inputs)
         relation.reduce.trace.find_entries(asked, outputs)
         visible = at_or_before(time)
         if not all(visible(t) for _, t, _, _ in inputs) or not all(
@@ -231,7 +231,7 @@ class _Rounds:
                     into[image] = into.get(image, 0) + change  # type: ignore[index, arg-type]
         return changed
 
-    def hand_over(self, relation: _Relation) -> None:
+    def hand_over(self, relation: Relation) -> None:
         """Give the operators these rounds' updates, as their own steps would have."""
         rows, iterations, diffs = self.inputs
         if not rows:

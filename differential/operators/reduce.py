@@ -115,7 +115,7 @@ class ReduceOp(Operator):
                 assert changes is not None
                 self._distinct_growing(changes, time)
                 return
-        self._settle()
+        self.settle()
         self.seen = None  # the trace may now lose keys: read it from here on
         keys = self._keys_at(time)
         if keys is None:
@@ -260,7 +260,7 @@ class ReduceOp(Operator):
         assert self.seen is not None
         self.unbuilt.append(result)
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Arrange the output of growing steps into the trace, all in one batch."""
         if self.unbuilt:
             updates = concat(self.unbuilt)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from datalog.database import Change, Database
+from datalog import Change, Database
 from differential.operators.reduce import ReduceOp
 
 PROGRAM = """

@@ -21,7 +21,7 @@ from unittest import mock
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from datalog.database import Change, Database
+from datalog import Change, Database
 from differential.batch import Updates
 from differential.engine import Dataflow
 from differential.operators import chain, iterate
@@ -113,11 +113,11 @@ def inner_state(
         if op.scope.parent is None:
             continue
         if isinstance(op, ReduceOp):
-            op._settle()
+            op.settle()
             held = op.trace.updates()
         elif isinstance(op, ArrangeOp):
             op.seal()
-            held = op._settle().updates()
+            held = op.settle().updates()
         else:
             continue
         state.append([_accumulated(held, (epoch + 1, i)) for i in range(iterations)])

@@ -147,12 +147,12 @@ def test_repl_on_piped_stdin(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, err = _run(["repl"], capsys, stdin=REPL_INPUT)
     assert code == 0
     assert "deltalog>" not in out  # no prompts when not a TTY
-    # watching a new constant of `reach(k, y)` takes an epoch of its own (4, ADR 0022)
-    assert "[watch 1] reach(1, y) at epoch 4: 0 rows\n" in out
-    assert "[watch 1] epoch 5:\n  + (2)\n  + (3)\n" in out
+    # watching takes no epoch (ADR 0041): the snapshot is of the current epoch, 3
+    assert "[watch 1] reach(1, y) at epoch 3: 0 rows\n" in out
+    assert "[watch 1] epoch 4:\n  + (2)\n  + (3)\n" in out
     assert "x = 1, y = 2\nx = 1, y = 3\nx = 2, y = 3\n(3 rows)\n" in out
     assert "x = 2, y = 3\n(1 row)\n" in out
-    assert "[watch 1] epoch 6:\n  - (3)\n" in out  # the retraction, seen by the watch
+    assert "[watch 1] epoch 5:\n  - (3)\n" in out  # the retraction, seen by the watch
     assert "stopped watch 1" in out
     assert "\ntrue\n" in out
     assert "shared arrangements" in out
@@ -329,10 +329,10 @@ def test_repl_redefine_replaces_rules_and_watches_see_it(
     )
     code, out, err = _run(["repl"], capsys, stdin=text)
     assert code == 0
-    # (watching the new constant 1 took epoch 5: ADR 0022)
-    assert "[watch 1] epoch 6:\n  - (3)\nredefined `reach` at epoch 6\n" in out
+    # (watching takes no epoch: ADR 0041)
+    assert "[watch 1] epoch 5:\n  - (3)\nredefined `reach` at epoch 5\n" in out
     assert "is a fact" in err and "usage: :redefine REL RULES" in err
     assert err.count("error:") == 2
     # no rules at all: reach is empty (its facts would stay)
-    assert "[watch 1] epoch 7:\n  - (2)\nredefined `reach` at epoch 7\n(0 rows)\n" in out
+    assert "[watch 1] epoch 6:\n  - (2)\nredefined `reach` at epoch 6\n(0 rows)\n" in out
     assert ":redefine REL RULES" in out

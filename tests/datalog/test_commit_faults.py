@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from datalog.database import Change, Database
+from datalog import Change, Database
 from differential.dataflow import Operator
 from differential.inputs import Input
 from differential.operators.chain import Chain

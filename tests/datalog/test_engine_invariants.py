@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog.database import Change, Database
+from datalog import Change, Database
 from datalog.errors import DatalogError, TransactionError, UnknownNameError
 from tests.datalog.programs import (
     BASE,

@@ -23,9 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import reference
+from datalog import Change, Database, reference
 from datalog.checks import CheckedProgram, CheckedQuery, check_program, check_query
-from datalog.database import Change, Database
 from datalog.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
 from tests.datalog.programs import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.database import Change, Database
+from datalog import Change, Database
 
 PROGRAM = """
 .decl link(a: number, b: number)

@@ -110,7 +110,17 @@ class Monitored:
         return watch
 
     def run(self, step: Step) -> None:
+        """Subscribing and unsubscribing take no epoch (ADR 0041): the deltalog
+        relations live queries read show them with the next commit, so every step
+        ends with one (a commit that changes no fact still publishes)."""
         kind, arg = step
+        self.step(kind, arg)
+        if kind != "commit":
+            with self.db.transaction() as tx:
+                tx.insert("tag", [(9,)])
+                tx.retract("tag", [(9,)])
+
+    def step(self, kind: str, arg: Any) -> None:
         if kind == "commit":
             with self.db.transaction() as tx:
                 for relation, row, inserting in arg:
@@ -229,26 +239,29 @@ def test_commits_ask_for_nothing_while_no_live_query_reads_deltalog(
     assert len(asked) == before + 1
 
 
-def test_subscribing_while_monitored_is_an_epoch_of_its_own() -> None:
+def test_subscribing_while_monitored_takes_no_epoch_and_shows_at_the_next_commit() -> None:
+    """Reads never write (ADR 0041): a subscription or an unsubscription takes no
+    epoch; a monitor of `deltalog.dataflow` sees it with the next commit."""
     db = Database()
     db.define(PROGRAM)
     changes: list[Change] = []
     db.subscribe("deltalog.dataflow(q, o, s)", changes.append)
     start = db.epoch
-    # no constant: a query of its own (a new constant of a shared query is one epoch
-    # too, the parameter's, which publishes the count: the test below)
     sub = db.subscribe("reach(x, y)", lambda change: None)
-    assert db.epoch == start + 1
+    assert db.epoch == start and changes[1:] == []
+    db.insert("tag", [(1,)])
     assert [(c.epoch, [r[::2] for r in c.rows], c.diffs) for c in changes[1:]] == [
         (start + 1, [("reach(x, y)", 1)], [1])
     ]
     sub.close()
+    assert db.epoch == start + 1
+    db.insert("tag", [(2,)])
     assert db.epoch == start + 2 and changes[-1].diffs == [-1]
     db.subscribe("deltalog.relation(n, t)", lambda change: None)  # reports no dataflow
     assert db.epoch == start + 2
 
 
-def test_a_new_tenant_constant_while_monitored_is_one_epoch() -> None:
+def test_a_new_tenant_constant_while_monitored_shows_at_the_next_commit() -> None:
     db = Database()
     db.define(PROGRAM)
     db.insert("edge", [(1, 2), (2, 3)])
@@ -257,21 +270,23 @@ def test_a_new_tenant_constant_while_monitored_is_one_epoch() -> None:
     for k, answer in ((1, [(2,), (3,)]), (2, [(3,)])):
         start, seen = db.epoch, len(changes)
         sub = db.subscribe(f"reach({k}, y)", lambda change: None)
-        # the parameter's insert and its subscriber count: one epoch (ADR 0022)
-        assert db.epoch == start + 1 and sub.rows() == answer
+        assert db.epoch == start and sub.rows() == answer
+        db.insert("tag", [(k,)])
+        assert sub.rows() == answer
         assert [(c.epoch, [r[::2] for r in c.rows], c.diffs) for c in changes[seen:]] == [
             (start + 1, [(f"reach({k}, y)", 1)], [1])
         ]
     start = db.epoch
     db.subscribe("reach(2, y)", lambda change: None)  # an existing constant: count only
-    assert db.epoch == start + 1
+    assert db.epoch == start
+    db.insert("tag", [(3,)])
     last = changes[-1]
     assert sorted((r[::2], d) for r, d in zip(last.rows, last.diffs, strict=True)) == [
         (("reach(2, y)", 1), -1), (("reach(2, y)", 2), 1)
     ]  # fmt: skip
 
 
-def test_an_unsubscription_inside_a_callback_is_published_after_the_epoch() -> None:
+def test_an_unsubscription_inside_a_callback_is_published_with_the_next_commit() -> None:
     db = Database()
     db.define(PROGRAM)
     monitor = Accumulated()
@@ -285,10 +300,13 @@ def test_an_unsubscription_inside_a_callback_is_published_after_the_epoch() -> N
 
     subs.append(db.subscribe("edge(x, y)", close_on_change))
     db.subscribe("deltalog.dataflow(q, o, s)", lambda change: epochs.append(change.epoch))
-    assert monitor.rows() == {("edge(x, y)", 1)}
     before = db.epoch
-    db.insert("edge", [(1, 2)])
-    assert db.epoch == before + 2  # the unsubscription: an epoch after the commit's
+    db.insert("tag", [(1,)])  # publishes the subscription
+    assert monitor.rows() == {("edge(x, y)", 1)}
+    db.insert("edge", [(1, 2)])  # the callback unsubscribes during its delivery
+    assert db.epoch == before + 2 and monitor.rows() == {("edge(x, y)", 1)}
+    db.insert("tag", [(2,)])
+    assert db.epoch == before + 3
     assert monitor.rows() == set() == set(db.query("deltalog.dataflow(a, _, b)"))
     assert epochs == sorted(set(epochs))
 
@@ -364,8 +382,8 @@ def test_deltalog_epochs_survive_a_restart(tmp_path: Path) -> None:
     db.define(PROGRAM)
     db.subscribe("deltalog.dataflow(q, o, s)", lambda change: None)
     db.insert("edge", [(1, 2)])
-    sub = db.subscribe("reach(1, y)", lambda change: None)  # an epoch of its own
-    db.define(".decl extra(x: number)")  # a new relation: another one
+    sub = db.subscribe("reach(1, y)", lambda change: None)  # no epoch (ADR 0041)
+    db.define(".decl extra(x: number)")  # a new relation: no epoch either
     sub.close()
     db.insert("edge", [(2, 3)])
     epoch = db.epoch
@@ -374,7 +392,7 @@ def test_deltalog_epochs_survive_a_restart(tmp_path: Path) -> None:
     db.subscribe("reach(x, y)", lambda change: None)
     db.close()
     again = Database(tmp_path)
-    assert again.epoch == epoch + 2
+    assert again.epoch == epoch + 1
     assert set(again.query("deltalog.relation(n, t)")) == {
         ("edge", 2), ("tag", 1), ("owner", 0), ("reach", 0), ("extra", 0)
     }  # fmt: skip

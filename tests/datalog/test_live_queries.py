@@ -7,7 +7,7 @@ from unittest import mock
 
 import pytest
 
-from datalog.database import Change, Database
+from datalog import Change, Database
 from datalog.errors import DatalogError, TransactionError, UnsupportedError
 from differential.engine import Engine
 

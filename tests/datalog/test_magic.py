@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from datalog.database import Change, Database
+from datalog import Change, Database
 
 PROGRAM = """
 .decl edge(x: number, y: number)

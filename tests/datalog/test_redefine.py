@@ -223,7 +223,7 @@ def test_a_failure_while_switching_keeps_the_old_rules_and_answers(
     db.subscribe("edge(x, 1)", other)
     epoch = db.epoch
 
-    def fail(requests: object) -> int:
+    def fail(requests: object, sealing: object = None) -> int:
         raise MemoryError
 
     with monkeypatch.context() as patch:

@@ -159,7 +159,7 @@ def test_a_failed_commit_whose_record_cannot_be_cut_off_closes_the_log(
     db = Database(tmp_path)
     state = _state(db)
 
-    def fail(requests: object) -> int:
+    def fail(requests: object, sealing: object = None) -> int:
         raise MemoryError
 
     with monkeypatch.context() as patch:

@@ -9,9 +9,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datalog import reference
+from datalog import Change, Database, reference
 from datalog.checks import check_query
-from datalog.database import Change, Database
 from datalog.parser import parse_query
 
 PROGRAM = """
@@ -126,7 +125,11 @@ def test_a_thousand_subscribers_hold_one_dataflow() -> None:
     assert dataflow_names(db) == []
 
 
-def test_a_new_parameter_takes_an_epoch_that_delivers_nothing_to_others() -> None:
+def test_a_new_parameter_takes_no_epoch_and_joins_with_the_next_commit() -> None:
+    """Reads never write (ADR 0041): the new member's snapshot is of the current
+    epoch; its parameter enters the shared dataflow with the next commit, where the
+    member gets exactly what that commit changed (not its whole answer again) and
+    the other members get nothing on its account."""
     db = Database()
     db.define(PROGRAM)
     db.insert("edge", [(1, 2), (2, 3)])
@@ -134,11 +137,28 @@ def test_a_new_parameter_takes_an_epoch_that_delivers_nothing_to_others() -> Non
     db.subscribe("reach(1, y)", one)
     epoch = db.epoch
     db.subscribe("reach(2, y)", two)
-    assert db.epoch == epoch + 1 and two.epochs == [db.epoch]
-    assert one.epochs == [epoch] and one.rows() == {(2,), (3,)}
+    assert db.epoch == epoch and two.epochs == [epoch] and two.rows() == {(3,)}
     same = Accumulated()
-    db.subscribe("reach(2, y)", same)  # an existing parameter: no new epoch
-    assert db.epoch == epoch + 1 and same.rows() == {(3,)}
+    db.subscribe("reach(2, y)", same)  # an existing parameter: its member's answer
+    assert db.epoch == epoch and same.rows() == {(3,)}
+    db.insert("blocked", [(7,)])  # changes no reach: the join is silent
+    assert two.epochs == [epoch] and one.epochs == [epoch]
+    db.insert("edge", [(3, 4)])
+    assert two.epochs == [epoch, epoch + 2] and two.rows() == {(3,), (4,)}
+    assert one.epochs == [epoch, epoch + 2] and one.rows() == {(2,), (3,), (4,)}
+    assert same.rows() == {(3,), (4,)}
+
+
+def test_a_parameter_joining_at_a_commit_that_changes_its_answer() -> None:
+    db = Database()
+    db.define(PROGRAM)
+    db.insert("edge", [(1, 2), (2, 3)])
+    two = Accumulated()
+    db.subscribe("reach(2, y)", two)
+    db.retract("edge", [(2, 3)])  # the commit that inserts the parameter
+    assert two.rows() == set() and len(two.epochs) == 2
+    db.insert("edge", [(2, 5)])
+    assert two.rows() == {(5,)}
 
 
 def test_unsubscribing_retracts_the_parameter_with_the_next_commit() -> None:
@@ -149,6 +169,8 @@ def test_unsubscribing_retracts_the_parameter_with_the_next_commit() -> None:
     db.subscribe("reach(1, y)", keep)
     sub = db.subscribe("reach(2, y)", go)
     params = db.engine.inputs["tenant@" + str(_tenant_id(db))]
+    assert len(params.presence.spine.accumulate(None)) == 0  # both join at the next commit
+    db.insert("edge", [(5, 6)])
     assert len(params.presence.spine.accumulate(None)) == 2
     sub.close()
     db.insert("edge", [(3, 4)])
@@ -214,5 +236,5 @@ def test_durable_replay_reaches_the_same_epochs(tmp_path) -> None:  # type: igno
 
 
 def _tenant_id(db: Database) -> int:
-    (tenant,) = db.tenants.by_key.values()
+    (tenant,) = db.queries.tenants.by_key.values()
     return int(tenant.relation.split("@")[1])

@@ -241,7 +241,7 @@ def test_a_subscription_whose_sharing_fails_changes_nothing(
         raise MemoryError("while moving the first query onto the view")
 
     with monkeypatch.context() as patched:
-        patched.setattr(db, "_rebuild", fail)
+        patched.setattr(db.queries, "rebuild", fail)
         with pytest.raises(MemoryError):
             db.subscribe("tc(x, y), x < y", lambda change: None)
     assert list(db.live) == ["tc(x, y)"] and db.engine.views == []
