@@ -178,8 +178,7 @@ def private_reaches(root: Path) -> list[str]:
                     names = [a.name for a in node.names if _private(a.name)]
                     bad += [f"{where}:{node.lineno}: imports {name}" for name in names]
                 elif isinstance(node, ast.Attribute) and _private(node.attr):
-                    if node.attr not in own:
-                        bad.append(f"{where}:{node.lineno}: reaches .{node.attr}")
+                    bad += [f"{where}:{node.lineno}: reaches .{node.attr}"] * (node.attr not in own)
     return bad
 
 
