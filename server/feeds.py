@@ -39,6 +39,8 @@ class Outbox(Protocol):
 
     def epoch(self) -> int: ...
 
+    def now(self) -> float: ...
+
 
 Fanout = Callable[[list[Outbox], str], None]  # send one message to several outboxes
 
@@ -190,7 +192,9 @@ class Watch:
     def __post_init__(self) -> None:
         if not self.granularity.immediate:
             epochs, seconds = max(self.granularity.epochs, 1), self.granularity.seconds
-            self.pacing = Pacing(epochs, seconds, delivered=self.delivered, wake=self._wake)
+            self.pacing = Pacing(
+                epochs, seconds, delivered=self.delivered, now=self.outbox.now, wake=self._wake
+            )
 
     def offer(self, change: ChangeText) -> None:
         if self.pacing is None:

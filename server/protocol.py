@@ -127,17 +127,23 @@ def _value(value: object) -> object:
 
 
 def _granularity(message: dict[str, Any]) -> Granularity:
+    """`{"epochs": N}`, `{"seconds": S}` or both (then the later bound decides, as
+    the database paces its own subscribers: `datalog.Pacing`)."""
     value = message.get("granularity")
     if value is None:
         return Granularity()
-    if not isinstance(value, dict) or len(value) != 1:
-        raise ProtocolError('`granularity` must be {"epochs": N} or {"seconds": S}')
-    epochs, seconds = value.get("epochs"), value.get("seconds")
-    if isinstance(epochs, int) and not isinstance(epochs, bool) and epochs >= 1:
-        return Granularity(epochs=epochs)
-    if _positive(seconds) and float(seconds) <= 86400:  # type: ignore[arg-type]
-        return Granularity(seconds=float(seconds))  # type: ignore[arg-type]
-    raise ProtocolError("granularity: `epochs` must be an integer >= 1, `seconds` in (0, 86400]")
+    if not isinstance(value, dict) or not value or set(value) - {"epochs", "seconds"}:
+        raise ProtocolError(
+            '`granularity` must be {"epochs": N}, {"seconds": S} or {"epochs": N, "seconds": S}'
+        )
+    epochs, seconds = value.get("epochs", 1), value.get("seconds", 0)
+    whole = isinstance(epochs, int) and not isinstance(epochs, bool) and epochs >= 1
+    timed = "seconds" not in value or (_positive(seconds) and float(seconds) <= 86400)
+    if not whole or not timed:
+        raise ProtocolError(
+            "granularity: `epochs` must be an integer >= 1, `seconds` in (0, 86400]"
+        )
+    return Granularity(epochs=epochs, seconds=float(seconds))
 
 
 def _positive(value: object) -> bool:

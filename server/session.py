@@ -37,6 +37,10 @@ class Host(Protocol):
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> None: ...
 
+    def now(self) -> float:
+        """The clock timers run by (seconds, monotonic)."""
+        ...
+
 
 @dataclass(eq=False)
 class Session:
@@ -63,6 +67,9 @@ class SessionOutbox:
 
     def epoch(self) -> int:
         return self.hub.db.epoch
+
+    def now(self) -> float:
+        return self.hub.host.now()
 
 
 class Hub:

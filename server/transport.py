@@ -29,6 +29,7 @@ import logging
 import queue
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -320,6 +321,9 @@ class DeltalogServer:
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> None:
         self.pending.append((self._later, (delay, callback)))
+
+    def now(self) -> float:
+        return time.monotonic()
 
     # --- event loop ----------------------------------------------------------------------
 

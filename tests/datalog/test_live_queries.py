@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import itertools
+import json
 from unittest import mock
 
 import pytest
 
-from datalog import Change, Database
+from datalog import Change, Database, ManualClock
 from datalog.errors import DatalogError, TransactionError, UnsupportedError
 from differential.engine import Engine
 
@@ -192,22 +192,19 @@ def test_a_budget_stops_a_runaway_regular_expression() -> None:
 
 
 def test_paced_subscriptions_deliver_consolidated_changes_every_n_epochs_or_s_seconds() -> None:
-    import time
-
-    db = Database()
+    clock = ManualClock()
+    db = Database(clock=clock)
     db.define(".decl e(x: number)")
     by_epochs: list[Change] = []
-    by_time: list[Change] = []
+    by_time: list[tuple[float, Change]] = []
     start = db.epoch
     db.subscribe("e(x)", by_epochs.append, granularity={"epochs": 4})
-    db.subscribe("e(x)", by_time.append, granularity={"seconds": 0.2})
-    arrivals = []
+    db.subscribe("e(x)", lambda c: by_time.append((clock.now(), c)), granularity={"seconds": 1})
     for i in range(12):  # each commit inserts i and retracts i - 1: one row in, one out
         with db.transaction() as tx:
             tx.insert("e", [(i,)])
             tx.retract("e", [(i - 1,)])
-        arrivals.append((time.monotonic(), len(by_time)))
-        time.sleep(0.05)
+        clock.advance(0.25)
     epochs = [c.epoch for c in by_epochs[1:]]
     assert epochs == [start + 4, start + 8, start + 12]
     # consolidated: of four commits, only the last row in and the first row out remain
@@ -216,58 +213,77 @@ def test_paced_subscriptions_deliver_consolidated_changes_every_n_epochs_or_s_se
         [((3,), -1), ((7,), 1)],
         [((7,), -1), ((11,), 1)],
     ]
+    clock.advance(5)  # what is held comes by the timer, commit or no commit
+    times = [t for t, _ in by_time[1:]]
+    assert times == [1.0, 2.0, 3.0]  # a timer's delivery every S seconds
+    assert [c.epoch for _, c in by_time[1:]] == [start + 4, start + 8, start + 12]
     answer: dict[tuple[object, ...], int] = {}
-    for change in by_time:
+    for _, change in by_time:
         for row, diff in zip(change.rows, change.diffs, strict=True):
             answer[row] = answer.get(row, 0) + diff
-    delivered = [t for (t, n), (_, m) in zip(arrivals[1:], arrivals, strict=False) if n > m]
-    assert all(b - a >= 0.19 for a, b in itertools.pairwise(delivered)), delivered
-    assert len(by_time) >= 3
-    held = sum(1 for row, n in answer.items() if n)
-    assert held <= 1 and (answer.get((by_time[-1].epoch - start - 1,), 0) == 1)
+    assert {row: n for row, n in answer.items() if n} == {(11,): 1}
     with pytest.raises(UnsupportedError, match="granularity"):
-        db.subscribe("e(x)", by_time.append, granularity={"epoch": 2})
+        db.subscribe("e(x)", print, granularity={"epoch": 2})
 
 
 def test_a_change_paced_by_seconds_is_held_at_most_s_seconds_without_another_commit() -> None:
     """The bound from above: after a burst of commits and then none, the consolidated
-    change still arrives (from a timer thread), about S seconds after the last
-    delivery. A generous slack for a loaded machine; waiting for a later commit, as
-    the pacing once did, would deliver nothing at all."""
-    import threading
-    import time
-
-    db = Database()
+    change still arrives (by a wake-up), S seconds after the last delivery; waiting
+    for a later commit, as the pacing once did, would deliver nothing at all."""
+    clock = ManualClock()
+    db = Database(clock=clock)
     db.define(".decl e(x: number)")
     arrived: list[tuple[float, Change]] = []
-    came = threading.Event()
-
-    def on_change(change: Change) -> None:
-        if not change.snapshot:
-            arrived.append((time.monotonic(), change))
-            came.set()
-
-    start = time.monotonic()
-    sub = db.subscribe("e(x)", on_change, granularity={"seconds": 0.5})
+    sub = db.subscribe(
+        "e(x)", lambda c: arrived.append((clock.now(), c)), granularity={"seconds": 0.5}
+    )
     for i in range(4):
         db.insert("e", [(i,)])
     db.retract("e", [(1,)])  # cancels out: not delivered
-    last = time.monotonic()
-    assert came.wait(5), "the held change never came"
-    at, change = arrived[0]
-    assert at - start >= 0.45 and at - last <= 0.5 + 1.5, (start, last, at)
+    clock.advance(0.25)
+    assert arrived[1:] == []
+    clock.advance(0.25)
+    (at, change) = arrived[1]
+    assert at == 0.5
     assert (change.epoch, change.rows, change.diffs) == (db.epoch, [(0,), (2,), (3,)], [1] * 3)
-    came.clear()
     db.insert("e", [(9,)])  # just delivered: this one waits its turn, then comes alone
-    sent = time.monotonic()
-    assert came.wait(5), "the second held change never came"
-    again, change = arrived[1]
-    assert again - at >= 0.45 and again - sent <= 0.5 + 1.5, (at, sent, again)
-    assert (change.epoch, change.rows, change.diffs) == (db.epoch, [(9,)], [1])
+    clock.advance(0.25)
+    assert len(arrived) == 2
+    clock.advance(0.25)
+    again, change = arrived[2]
+    assert again == 1.0 and (change.epoch, change.rows, change.diffs) == (db.epoch, [(9,)], [1])
     sub.close()
     db.insert("e", [(10,)])
-    time.sleep(0.7)
-    assert len(arrived) == 2  # a closed subscription's timer delivers nothing
+    clock.advance(5)
+    assert len(arrived) == 3  # a closed subscription's timer delivers nothing
+
+
+def test_with_both_bounds_the_later_one_decides_embedded_and_served() -> None:
+    """`{"epochs": 3, "seconds": 100}`: nothing before both have passed, then the
+    whole consolidated change, from the database and from the server alike (one
+    pacing policy, `datalog.pacing`)."""
+    from server.session import Hub
+    from tests.server.helpers import FakeHost
+
+    clock = ManualClock()
+    db = Database(clock=clock)
+    db.define(".decl e(x: number)")
+    seen: list[Change] = []
+    db.subscribe("e(x)", seen.append, granularity={"epochs": 3, "seconds": 100})
+    host = FakeHost()
+    hub = Hub(db, host)
+    session = hub.open()
+    hub.handle(session, json.dumps({"type": "subscribe", "id": 1, "text": "e(x)",
+                                    "granularity": {"epochs": 3, "seconds": 100}}))  # fmt: skip
+    host.take()
+    for i in range(4):
+        hub.handle(session, json.dumps({"type": "transact", "id": 2 + i, "inserts": {"e": [[i]]}}))
+    assert seen[1:] == [] and [m["type"] for m in host.take()] == ["transacted"] * 4
+    clock.advance(100)  # the embedded subscription's wake-up
+    host.fire()  # the server's (its host's clock moves to when it is due)
+    assert [(c.epoch, c.rows) for c in seen[1:]] == [(db.epoch, [(0,), (1,), (2,), (3,)])]
+    (change,) = host.take()
+    assert (change["epoch"], change["rows"]) == (db.epoch, [[0], [1], [2], [3]])
 
 
 @pytest.mark.parametrize(

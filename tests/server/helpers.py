@@ -97,6 +97,8 @@ class FakeHost:
         self.sent: list[tuple[int, dict[str, Any]]] = []
         self.closed: list[tuple[int, int]] = []
         self.timers: list[tuple[float, Callable[[], None]]] = []
+        self.time = 0.0  # the host's clock: moves only when timers fire
+        self.due: list[float] = []
 
     def send(self, session: Session, text: str) -> None:
         self.sent.append((session.number, json.loads(text)))
@@ -110,9 +112,15 @@ class FakeHost:
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> None:
         self.timers.append((delay, callback))
+        self.due.append(self.time + delay)
+
+    def now(self) -> float:
+        return self.time
 
     def fire(self) -> None:
-        timers, self.timers = self.timers, []
+        """Run the timers asked for so far, the clock moved to when the last is due."""
+        timers, self.timers, due, self.due = self.timers, [], self.due, []
+        self.time = max([self.time, *due])
         for _, callback in timers:
             callback()
 

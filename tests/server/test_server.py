@@ -20,7 +20,6 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from datalog.change import Change
 from server.client import Client, ServerError, Subscription
 from server.feeds import HistoryLimits
 from server.transport import DeltalogServer, Limits
@@ -167,31 +166,29 @@ def test_a_reconnecting_client_resumes_from_its_last_epoch() -> None:
 
 
 def test_granularity_delivers_consolidated_changes_at_most_every_n_epochs_or_s_seconds() -> None:
+    """End to end over a socket: what arrives, in which epochs and how consolidated.
+    When the seconds bound lets a change go is the pacing policy's own business,
+    tested with a driven clock (tests/server/test_protocol.py, test_live_queries.py);
+    here nothing is asserted about wall-clock gaps."""
+
     async def scenario(server: DeltalogServer) -> None:
         client = await Client.connect(server.url)
         await client.define(GRAPH)
         by_epochs = await client.subscribe("edge(x, y)", granularity={"epochs": 4})
         by_time = await client.subscribe("edge(x, y)", granularity={"seconds": 0.3})
-        arrivals: list[tuple[float, Change]] = []
-
-        async def listen() -> None:  # note when each change of `by_time` arrives
-            while True:
-                change = await by_time.next()
-                arrivals.append((time.monotonic(), change))
-
-        listener = asyncio.ensure_future(listen())
         history = History()
         for i in range(12):
             epoch = await client.transact({"edge": [(i, i)]}, {"edge": [(i - 1, i - 1)]})
             history.record(epoch, [(i, i)], [(i - 1, i - 1)])
             await asyncio.sleep(0.05)
-        await asyncio.sleep(0.4)
+        timed = [await by_time.next(10)]  # the snapshot
+        while timed[-1].epoch < epoch:  # the last commit's state comes, commit or not
+            timed.append(await by_time.next(10))
         await client.ping()
-        listener.cancel()
         by_epochs_changes = []
         while not by_epochs.queue.empty():
             by_epochs_changes.append(await by_epochs.next(1))
-        for changes, gap in ((by_epochs_changes, 4), ([c for _, c in arrivals], 0)):
+        for changes, gap in ((by_epochs_changes, 4), (timed, 1)):
             view, epochs = View(), []
             for change in changes:
                 view.apply(change)
@@ -199,12 +196,9 @@ def test_granularity_delivers_consolidated_changes_at_most_every_n_epochs_or_s_s
                 assert view.answer == history.edges_at(change.epoch)
                 assert len(change.rows) <= 2  # consolidated: one in, one out at most
             assert all(b - a >= gap for a, b in itertools.pairwise(epochs))
-            assert len(epochs) >= 3
-        # the seconds bound, measured where the changes arrive: at most one per 0.3 s
-        # (after the snapshot), with a little slack for the timer's own jitter
-        times = [t for t, change in arrivals if not change.snapshot]
-        assert len(times) >= 2
-        assert all(b - a >= 0.25 for a, b in itertools.pairwise(times)), times
+        assert [c.epoch for c in by_epochs_changes[1:]] == [
+            by_epochs_changes[0].epoch + 4 * k for k in (1, 2, 3)
+        ]
         await client.close()
 
     run(scenario)
@@ -212,29 +206,22 @@ def test_granularity_delivers_consolidated_changes_at_most_every_n_epochs_or_s_s
 
 def test_a_seconds_granularity_holds_a_change_at_most_s_seconds_without_another_commit() -> None:
     """The bound from above: after a burst of commits and then none, the consolidated
-    change still arrives, about S seconds after the subscription (the last delivery),
-    not at some later commit. A generous slack for a loaded machine; without the
-    timer nothing would arrive at all."""
+    change still arrives, not at some later commit (without the timer nothing would
+    arrive at all). How long it waits is tested with a driven clock."""
 
     async def scenario(server: DeltalogServer) -> None:
         client = await Client.connect(server.url)
         await client.define(GRAPH)
-        start = time.monotonic()
         sub = await client.subscribe("edge(x, y)", granularity={"seconds": 0.5})
         await sub.next(1)  # the snapshot
         await client.transact({"edge": [(1, 2), (2, 3)]})
         await client.transact({"edge": [(3, 4)]}, {"edge": [(1, 2)]})  # (1, 2) cancels out
-        last, epoch = time.monotonic(), await client.ping()
-        change = await sub.next(5)
-        arrived = time.monotonic()
-        assert arrived - start >= 0.45 and arrived - last <= 0.5 + 1.5, (start, last, arrived)
+        epoch = await client.ping()
+        change = await sub.next(10)
         assert change.epoch == epoch
         assert sorted(zip(change.rows, change.diffs, strict=True)) == [((2, 3), 1), ((3, 4), 1)]
         await client.transact({"edge": [(5, 6)]})  # just delivered: this one waits its turn
-        sent = time.monotonic()
-        change = await sub.next(5)
-        again = time.monotonic()
-        assert again - arrived >= 0.45 and again - sent <= 0.5 + 1.5, (arrived, sent, again)
+        change = await sub.next(10)
         assert change.rows == [(5, 6)] and change.diffs == [1]
         await client.close()
 
