@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from contextlib import contextmanager
+from functools import partial
 
 from datalog.change import Callback, Change
 from datalog.checks import CheckedProgram, CheckedQuery, check_query
@@ -243,6 +244,7 @@ class LiveQueries:
             lambda: self._deliver_held(epoch),
             self.share_views,
             lambda: self.tick(epoch),
+            self.repair_if_suspect,  # what a step above left half-way, at this epoch
         ]
         for step in steps:
             try:
@@ -253,9 +255,16 @@ class LiveQueries:
         return failure
 
     def _deliver_held(self, epoch: int) -> None:
-        """Rule changes reach the live queries no output of this epoch reached."""
+        """Rule changes reach the live queries no output of this epoch reached (each
+        of them, whatever one of their subscribers raises)."""
+        failure: BaseException | None = None
         for live in [q for q in self.by_key.values() if q.held is not None]:
-            self.deliver(live, live.state.empty(), epoch)
+            try:
+                self.deliver(live, live.state.empty(), epoch)
+            except BaseException as error:
+                failure = failure or error
+        if failure is not None:
+            raise failure
 
     def tick(self, epoch: int) -> None:
         """Paced subscribers get what is due at `epoch`."""
@@ -283,24 +292,41 @@ class LiveQueries:
     def rebuild(self, lives: Collection[LiveQuery]) -> dict[LiveQuery, Updates]:
         """New dataflows for `lives` over the program in force (a shared dataflow once
         for all its seats): their new answers, not delivered. A live query whose
-        rebuild fails keeps its old dataflow, and the failure is raised."""
-        program = self.program.checked
-        answers: dict[LiveQuery, Updates] = {}
-        tenants: list[Tenant] = []
-        for live in lives:
-            if isinstance(live.tenant, Tenant):
-                if live.tenant not in tenants:
-                    tenants.append(live.tenant)
-                continue
-            checked = check_query(parse_query(live.query_text), program.schema)
-            built, first = self._started(checked, live.key, live.join_plan, share="create")
-            if live.plan is not None:
-                self.engine.drop(live.plan.dataflow)
-            self._attach(live, built, program)
-            answers[live] = first
-        for tenant in tenants:
-            answers.update(self.tenants.rebuild(tenant, program))
+        rebuild fails keeps its old dataflow, and the failure is raised at once."""
+        answers, failure = self._rebuild_each(lives, stop=True)
+        if failure is not None:
+            raise failure
         return answers
+
+    def _rebuild_each(
+        self, lives: Collection[LiveQuery], stop: bool
+    ) -> tuple[dict[LiveQuery, Updates], BaseException | None]:
+        """`rebuild`, going on past a failure unless `stop`: what was rebuilt, and the
+        first failure."""
+        program = self.program.checked
+        tenants = {id(q.tenant): q.tenant for q in lives if isinstance(q.tenant, Tenant)}
+        jobs: list[Callable[[], dict[LiveQuery, Updates]]] = [
+            *(partial(self._rebuild_own, q, program) for q in lives if q.tenant is None),
+            *(partial(self.tenants.rebuild, t, program) for t in tenants.values()),
+        ]
+        answers: dict[LiveQuery, Updates] = {}
+        failure: BaseException | None = None
+        for job in jobs:
+            try:
+                answers.update(job())
+            except BaseException as error:
+                failure = failure or error
+                if stop:
+                    break
+        return answers, failure
+
+    def _rebuild_own(self, live: LiveQuery, program: CheckedProgram) -> dict[LiveQuery, Updates]:
+        checked = check_query(parse_query(live.query_text), program.schema)
+        built, first = self._started(checked, live.key, live.join_plan, share="create")
+        if live.plan is not None:
+            self.engine.drop(live.plan.dataflow)
+        self._attach(live, built, program)
+        return {live: first}
 
     def repair_if_suspect(self) -> None:
         if self.suspect:
@@ -308,7 +334,8 @@ class LiveQueries:
 
     def repair(self) -> None:
         """Rebuild what a failure broke and hand each subscriber what it missed, at
-        the current epoch (module docstring). Raises what still fails, if anything."""
+        the current epoch (module docstring). Every broken query is tried; what still
+        fails is raised at the end (and stays suspect)."""
         with unbudgeted():  # a repair: it must finish whatever budget the failure had
             self.suspect = False
             broken = self._broken()
@@ -316,26 +343,26 @@ class LiveQueries:
                 return
             for live in broken:
                 live.held = None  # the rebuilt answer holds any rule change too
-            try:
-                answers = self.rebuild(broken)
-            except BaseException:
-                self.suspect = True
-                raise
+            answers, failure = self._rebuild_each(broken, stop=False)
+            self.suspect = failure is not None
             epoch = self.engine.epoch
-            failure: BaseException | None = None
             for live, new in answers.items():
-                if live.stage == "told":  # its subscribers hold the new answer already
-                    live.reset(new)
-                    continue
-                live.stage = "idle"
                 try:
-                    self.deliver(live, _difference(live.answer(), new, epoch), epoch)
+                    self._resync(live, new, epoch)
                 except BaseException as error:
                     self.suspect = True
                     failure = failure or error
-            self.share_views()
             if failure is not None:
                 raise failure
+            self.share_views()
+
+    def _resync(self, live: LiveQuery, new: Updates, epoch: int) -> None:
+        """`live`'s subscribers get what they lack of its new answer `new`."""
+        if live.stage == "told":  # they hold the new answer already; `state` may not
+            live.reset(new)
+            return
+        live.stage = "idle"
+        self.deliver(live, _difference(live.answer(), new, epoch), epoch)
 
     def _broken(self) -> list[LiveQuery]:
         running = set(map(id, self.engine.dataflows))
