@@ -266,7 +266,9 @@ class Database:
             pacing = Pacing.of(granularity, self.engine.epoch, self.clock.now)
             self.introspection.prepare(text)
             key, checked = self._check_query(text, plan)
-            return self.queries.subscribe(key, text, checked, plan, callback, pacing)
+            sub = self.queries.subscribe(key, text, checked, plan, callback, pacing)
+            sub.unsubscribe = self.unsubscribe  # `sub.close()` takes the lock too
+            return sub
 
     def unsubscribe(self, sub: Subscription) -> None:
         with self.lock:
