@@ -72,7 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the built-in social-graph example")
     demo.set_defaults(command=run_demo)
     recover = commands.add_parser(
-        "recover", help="cut a durable database's log at its first corrupt record"
+        "recover", help="repair a durable database that does not open (says what it lost)"
     )
     recover.add_argument("directory", type=Path, metavar="DIR")
     recover.set_defaults(command=run_recover)
@@ -277,19 +277,31 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    """Keep every record before the first corrupt one, drop the rest (reported)."""
+    """Repair what can be repaired (`datalog.storage.repair`), say what was done and
+    what was lost, and open the database to check: 0 once it opens, else 1."""
+    from datalog.database import Database
     from datalog.errors import DatalogError
-    from datalog.storage.store import recover_directory
+    from datalog.storage.repair import repair
 
     if not args.directory.is_dir():
         print(f"error: {args.directory} is not a directory", file=sys.stderr)
         return 1
     try:
-        kept, dropped = recover_directory(args.directory)
+        report = repair(args.directory)
     except DatalogError as error:
         print(error.format(), file=sys.stderr)
         return 1
-    print(f"kept {kept} records of the newest log segment; dropped {dropped} bytes after them")
+    for action in report.actions or ["nothing to repair"]:
+        print(action)
+    try:
+        with Database(args.directory) as db:
+            epoch = db.epoch
+    except DatalogError as error:
+        print(error.format(), file=sys.stderr)
+        print(f"error: {args.directory} still cannot be opened", file=sys.stderr)
+        return 1
+    print(f"lost: {report.lost(epoch)}")
+    print(f"{args.directory} opens at epoch {epoch}")
     return 0
 
 

@@ -26,6 +26,7 @@ import numpy as np
 
 from datalog import definitions
 from datalog.storage.frames import DurabilityError
+from datalog.storage.layout import LEGACY_LOG
 from datalog.storage.records import Change, Commit, Define, Record
 from datalog.storage.snapshots import Snapshot
 from datalog.storage.store import Store
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from datalog.database import Database
 
 _log = logging.getLogger("deltalog")
-LEGACY_LOG = "log.jsonl"
 Part = tuple[str, tuple[np.ndarray, ...], bool]
 
 
@@ -59,8 +59,9 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
         finally:
             db._quiet -= 1
         db.store = store
-        if legacy:  # migrated: the new format holds it all now
-            checkpoint(db)
+        if legacy:  # migrated: the new format holds it all now, in both snapshots kept
+            checkpoint(db)  # (the log before them holds none of it: one damaged
+            checkpoint(db)  # snapshot must not lose it)
         if (Path(path) / LEGACY_LOG).exists():
             (Path(path) / LEGACY_LOG).rename(Path(path) / f"{LEGACY_LOG}.migrated")
     except BaseException:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -120,7 +121,7 @@ def test_a_corrupt_middle_record_is_a_clear_error_and_recover_keeps_what_precede
         Database(tmp_path)
     assert str(segment) in str(caught.value) and f"offset {second}" in str(caught.value)
     assert cli(["recover", str(tmp_path)]) == 0
-    assert "kept 1 records" in capsys.readouterr().out
+    assert "kept the 1 record before it" in capsys.readouterr().out
     db = Database(tmp_path)
     assert db.query("r(x, y)") == [(1, "a")]  # the definition and its fact, nothing after
 
@@ -173,16 +174,32 @@ def test_every_value_comes_back_exactly(tmp_path: Path) -> None:
     assert after["f"][order_a][0] == float("-inf")
 
 
-def test_a_checkpoint_replaces_the_log_and_reopening_loads_it(tmp_path: Path) -> None:
+def _entries(path: Path) -> list[str]:
+    """The store's entries, as `log<seq>` and `snapshot<seq>`."""
+    found = (re.fullmatch(r"(log|snapshot)-(\d+)(\.bin)?", p.name) for p in path.iterdir())
+    return sorted(f"{m[1]}{int(m[2])}" for m in found if m)
+
+
+def test_a_checkpoint_keeps_the_previous_snapshot_and_the_log_after_it(tmp_path: Path) -> None:
+    """Two snapshots and the log since the older stay (ADR 0035): one damaged
+    snapshot loses nothing. The empty database is the snapshot before the first."""
     epoch, answer = _fill(tmp_path)
     with Database(tmp_path) as db:
         db.checkpoint()
-        assert _segment(tmp_path).stat().st_size == 0
+        assert _entries(tmp_path) == ["log0", "snapshot1"]
         db.insert("edge", [(4, "d")])
-    again = Database(tmp_path)
-    assert again.epoch == epoch + 1
-    assert sorted(again.query("r(x, y)")) == sorted([*answer, (4, "d")])
-    assert len(list(tmp_path.glob("snapshot-*"))) == 1
+        assert _entries(tmp_path) == ["log0", "log1", "snapshot1"]
+    with Database(tmp_path) as again:
+        assert again.epoch == epoch + 1
+        assert sorted(again.query("r(x, y)")) == sorted([*answer, (4, "d")])
+        again.checkpoint()
+        assert _entries(tmp_path) == ["log1", "snapshot1", "snapshot2"]
+        again.insert("edge", [(5, "e")])
+        again.checkpoint()
+        assert _entries(tmp_path) == ["log2", "snapshot2", "snapshot3"]
+        assert again.store is not None and again.store.segment.name == "log-000000000003.bin"
+    with Database(tmp_path) as last:
+        assert sorted(last.query("r(x, y)")) == sorted([*answer, (4, "d"), (5, "e")])
 
 
 def test_checkpoints_happen_on_their_own_and_keep_the_log_short(tmp_path: Path) -> None:
@@ -190,7 +207,10 @@ def test_checkpoints_happen_on_their_own_and_keep_the_log_short(tmp_path: Path) 
         db.define(".decl e(x: number)")
         for i in range(35):
             db.insert("e", [(i,)])
-        assert len(list(tmp_path.glob("snapshot-*"))) == 1
+        snapshots = sorted(tmp_path.glob("snapshot-*"))
+        assert len(snapshots) == 2  # the newest and the one before it
+        older = snapshots[0].name.replace("snapshot", "log") + ".bin"
+        assert sorted(p.name for p in tmp_path.glob("log-*"))[0] == older
         assert db.store is not None and db.store.records < 10
     with Database(tmp_path) as db:
         assert sorted(db.query("e(x)")) == [(i,) for i in range(35)]
