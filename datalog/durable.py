@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from datalog import definitions
-from datalog.storage.frames import DurabilityError
+from datalog.errors import BudgetExceeded, DatalogError, FunctorError, UnboundFunctorError
+from datalog.storage.frames import CorruptLogError, DurabilityError
 from datalog.storage.layout import LEGACY_LOG
 from datalog.storage.records import Change, Commit, Define, Record
 from datalog.storage.snapshots import Snapshot
-from datalog.storage.store import Store
+from datalog.storage.store import Logged, Store
 from datalog.symbols import SymbolTable
 from datalog.system import is_reserved
 
@@ -49,8 +50,8 @@ def open_store(db: Database, path: str | os.PathLike[str], sync: bool) -> Store:
         try:
             if snapshot is not None:
                 _restore(db, snapshot)
-            for record in records:
-                _replay(db, record)
+            for logged in records:
+                _replay_logged(db, logged)
             # a log.jsonl next to a snapshot or records was migrated already: a crash
             # came before its rename (replaying it again would apply it twice)
             legacy = _legacy_records(Path(path)) if snapshot is None and not records else []
@@ -124,6 +125,19 @@ def _restore(db: Database, snapshot: Snapshot) -> None:
     if snapshot.program:
         definitions.define(db, snapshot.program, facts=False)
     db.engine.load(snapshot.relations, snapshot.epoch)
+
+
+def _replay_logged(db: Database, logged: Logged) -> None:
+    """Replay one record; one the database rejects (`DatalogError`) is corruption at
+    its offset, which `deltalog recover` cuts off. Rejections that depend on this
+    process (an unbound functor, a functor's own error, a budget) are not."""
+    try:
+        _replay(db, logged.record)
+    except (UnboundFunctorError, FunctorError, BudgetExceeded):
+        raise
+    except DatalogError as error:
+        reason = f"it does not replay: {error.message}"
+        raise CorruptLogError(logged.segment, logged.offset, reason) from error
 
 
 def _replay(db: Database, record: Record) -> None:

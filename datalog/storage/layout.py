@@ -113,7 +113,7 @@ def _checked(listing: Listing, start: Start) -> Start:
     """`start` with its segments, once the log from it reaches past every skipped
     snapshot with no segment missing."""
     later = [seq for seq in listing.segments if seq >= start.seq]
-    needed = max([*later, *(_seq_of(path) - 1 for path, _ in start.skipped)], default=-1)
+    needed = max([*later, *(sequence(path) - 1 for path, _ in start.skipped)], default=-1)
     missing = [seq for seq in range(start.seq, needed + 1) if seq not in listing.segments]
     legacy = start.snapshot is None and (listing.directory / f"{LEGACY_LOG}.migrated").exists()
     if missing or (start.skipped and legacy):
@@ -137,9 +137,11 @@ def _unopenable(listing: Listing, start: Start, missing: list[int]) -> str:
     )
 
 
-def _seq_of(path: Path) -> int:
+def sequence(path: Path) -> int:
+    """The sequence number of a snapshot or segment."""
     found = _SNAPSHOT.fullmatch(path.name) or _SEGMENT.fullmatch(path.name)
-    assert found is not None
+    if found is None:
+        raise ValueError(f"{path.name} is no snapshot or log segment")
     return int(found[1])
 
 

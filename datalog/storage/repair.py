@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from datalog.storage.frames import CorruptLogError, DurabilityError, salvage, scan
-from datalog.storage.layout import list_directory, remove
+from datalog.storage.layout import list_directory, remove, sequence
 from datalog.storage.records import Commit, Record, decode
 from datalog.storage.snapshots import read_snapshot, snapshot_epoch
 from datalog.storage.store import Store, decoded
@@ -44,6 +44,12 @@ class Repair:
     def saw(self, records: list[Record]) -> None:
         epochs = [r.epoch for r in records if isinstance(r, Commit)]
         self.newest_epoch = max([self.newest_epoch, *epochs])
+
+    def add(self, other: Repair) -> None:
+        self.actions += other.actions
+        self.newest_epoch = max(self.newest_epoch, other.newest_epoch)
+        self.dropped += other.dropped
+        self.unread |= other.unread
 
     def lost(self, epoch: int) -> str:
         """What was lost, for a database that now opens at `epoch`."""
@@ -81,6 +87,25 @@ def repair(directory: Path) -> Repair:
         store.close()
 
 
+def cut(directory: Path, segment: Path, offset: int, why: str) -> Repair:
+    """Cut the log at `offset` of `segment` (a record that does not replay): the bytes
+    from it on are saved aside and every later segment is moved aside."""
+    store = Store(directory)
+    try:
+        report = Repair()
+        try:
+            data = segment.read_bytes()
+        except OSError as error:
+            raise DurabilityError(f"cannot read {segment}: {error.strerror}") from None
+        _cut(segment, data, offset, why, report)
+        listing = list_directory(directory)
+        for seq in sorted(s for s in listing.segments if s > sequence(segment)):
+            _drop(listing.segments[seq], report)
+        return report
+    finally:
+        store.close()
+
+
 def _start(snapshots: dict[int, Path], report: Repair) -> int:
     """The newest snapshot that reads back whole (0: none), damaged newer ones moved
     aside."""
@@ -112,7 +137,7 @@ def _repair_segment(path: Path, report: Repair, last: bool) -> bool:
     except CorruptLogError as error:
         _cut(path, data, error.offset, f"a corrupt record ({error.reason})", report)
         return True
-    report.saw(records)
+    report.saw([logged.record for logged in records])
     if found.torn and last:
         _truncate(path, found.good_end)
         report.actions.append(
@@ -129,7 +154,7 @@ def _cut(path: Path, data: bytes, at: int, why: str, report: Repair) -> None:
     """Keep the records of `path` before byte `at`; save the rest aside."""
     payloads = scan(path, data[:at]).payloads
     kept = len(payloads)
-    report.saw(decoded(path, payloads))
+    report.saw([logged.record for logged in decoded(path, payloads)])
     _saw_dropped(data[at:], report)
     saved = _aside(path, ".dropped", data[at:])
     _truncate(path, at)

@@ -67,6 +67,15 @@ _log = logging.getLogger("deltalog")
 
 
 @dataclass(frozen=True)
+class Logged:
+    """A record read back, and where it starts (to name it if it does not replay)."""
+
+    record: Record
+    segment: Path
+    offset: int
+
+
+@dataclass(frozen=True)
 class Tail:
     """The segment commits go to, where its last acknowledged record ends (what is
     after is no record), and how many records it holds."""
@@ -109,7 +118,7 @@ class Store:
 
     # -- opening -----------------------------------------------------------------
 
-    def recover(self) -> tuple[Snapshot | None, list[Record]]:
+    def recover(self) -> tuple[Snapshot | None, list[Logged]]:
         """The newest snapshot that reads back whole and the records after it, torn
         tails cut off; leftover temporary snapshots are deleted."""
         listing = list_directory(self.dir)
@@ -118,7 +127,7 @@ class Store:
         start = choose_start(listing)
         if start.snapshot is not None:
             self.snapshot_bytes = snapshot_bytes(listing.snapshots[start.seq])
-        records: list[Record] = []
+        records: list[Logged] = []
         tail = Tail(start.seq, 0, 0)
         for i, (seq, segment) in enumerate(start.segments):
             found = scan(segment)
@@ -297,13 +306,13 @@ class Store:
         self._finalizer()
 
 
-def decoded(segment: Path, payloads: Sequence[bytes]) -> list[Record]:
+def decoded(segment: Path, payloads: Sequence[bytes]) -> list[Logged]:
     """The records of a segment's frames; `CorruptLogError` at a frame whose checksum
     matches but which holds no record this version reads."""
     records, at = [], 0
     for payload in payloads:
         try:
-            records.append(decode(payload))
+            records.append(Logged(decode(payload), segment, at))
         except Exception as error:  # struct, Arrow, UTF-8, unknown kind: all the same
             raise CorruptLogError(segment, at, f"no record this version reads: {error}") from None
         at += HEADER_SIZE + len(payload)

@@ -17,7 +17,7 @@ import pytest
 from datalog.cli import main as cli
 from datalog.database import Database
 from datalog.errors import DatalogError
-from datalog.storage.frames import CorruptLogError, DurabilityError
+from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
 
 PROGRAM = """
 .decl edge(x: number, y: symbol)
@@ -128,13 +128,47 @@ def test_a_corrupt_middle_record_is_a_clear_error_and_recover_keeps_what_precede
 
 def test_a_second_writer_is_refused_in_this_process_and_in_another(tmp_path: Path) -> None:
     db = Database(tmp_path)
-    with pytest.raises(DurabilityError, match="already open"):
+    with pytest.raises(DatabaseLockedError, match="already open"):
         Database(tmp_path)
     code = f"from datalog import Database\nDatabase({str(tmp_path)!r})"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert other.returncode != 0 and "already open" in other.stderr
     db.close()
     Database(tmp_path).close()
+
+
+_SECOND_WRITER = """
+import sys
+from datalog import Database
+try:
+    db = Database(sys.argv[1])
+except Exception as error:
+    print(type(error).__name__, error)
+    sys.exit(3)
+db.insert("edge", [(50, "second")])  # a second writer would replay, then write here
+"""
+
+
+def test_deleting_the_lock_file_lets_no_second_writer_in(tmp_path: Path) -> None:
+    """The lock was only an flock on LOCK: once it was deleted, a second Database(path)
+    took a new LOCK, opened, and its writes cut the first writer's records off."""
+    _fill(tmp_path)
+    db = Database(tmp_path)
+    db.insert("edge", [(4, "d")])
+    (tmp_path / "LOCK").unlink()
+    with pytest.raises(DatabaseLockedError, match="already open") as caught:
+        Database(tmp_path)
+    assert isinstance(caught.value, DurabilityError) and isinstance(caught.value, DatalogError)
+    done = subprocess.run(
+        [sys.executable, "-c", _SECOND_WRITER, str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 3 and "DatabaseLockedError" in done.stdout, done.stdout + done.stderr
+    db.insert("edge", [(5, "e")])
+    expected = sorted(db.query("r(x, y)"))
+    db.close()
+    with Database(tmp_path) as again:
+        assert sorted(again.query("r(x, y)")) == expected
+        assert (4, "d") in expected and (5, "e") in expected
 
 
 def test_every_value_comes_back_exactly(tmp_path: Path) -> None:
