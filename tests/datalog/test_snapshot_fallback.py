@@ -20,6 +20,7 @@ from datalog.errors import DatalogError
 from datalog.storage import frames
 from datalog.storage.frames import DurabilityError
 from datalog.storage.snapshots import MANIFEST
+from tests.datalog.test_durability import _legacy
 
 PROGRAM = """
 .decl e(x: number, s: symbol)
@@ -213,3 +214,42 @@ def test_names_that_are_not_the_stores_are_left_alone(tmp_path: Path) -> None:
         assert _state(db) == expected
     assert (tmp_path / "log-abc.bin").exists() and (tmp_path / "notes").is_dir()
     assert not (tmp_path / "snapshot-000000000009.tmp").exists()
+
+
+def test_a_damaged_snapshot_with_no_commit_after_it_is_replaced_by_the_next_checkpoint(
+    tmp_path: Path,
+) -> None:
+    """Its segment was never created: opening stops the log before it, and the next
+    checkpoint takes its sequence number (the damaged one used to block the rename)."""
+    with Database(tmp_path) as db:
+        db.define(PROGRAM)
+        db.insert("e", [(1, "one"), (2, "two")])
+        db.checkpoint()
+        expected = _state(db)
+    _flip(tmp_path / "snapshot-000000000001" / MANIFEST, 30)
+    with Database(tmp_path) as db:
+        assert _state(db) == expected
+        db.checkpoint()
+        db.insert("e", [(3, "three")])
+        expected = _state(db)
+    with Database(tmp_path) as db:
+        assert _state(db) == expected
+
+
+def test_a_migrated_legacy_log_survives_one_damaged_snapshot(tmp_path: Path) -> None:
+    """The log before the migration's snapshots holds none of the legacy records: it
+    checkpoints twice, and opening never falls back to the empty database past them
+    (as a crash between the two checkpoints would leave it)."""
+    _legacy(tmp_path)
+    with Database(tmp_path) as db:
+        expected = sorted(db.query("m(x, s)"))
+        assert expected == [(1, "a")]
+    first, second = sorted(tmp_path.glob("snapshot-*"))
+    _flip(second / MANIFEST, 30)
+    with Database(tmp_path) as db:
+        assert sorted(db.query("m(x, s)")) == expected
+    shutil.rmtree(second)  # a crash before the second checkpoint: log 0 is still there
+    (tmp_path / "log-000000000000.bin").touch()
+    _flip(first / MANIFEST, 30)
+    with pytest.raises(DurabilityError, match=r"migrated from log\.jsonl"):
+        Database(tmp_path)
