@@ -95,12 +95,16 @@ def read_snapshot(directory: Path) -> Snapshot:
 
 def verify_snapshot(directory: Path) -> None:
     """Check every file of the snapshot in `directory` against its manifest's CRC-32
-    without decoding it; `DurabilityError` if one is damaged or missing."""
+    without decoding it (one written before checksums is read whole instead);
+    `DurabilityError` if one is damaged or missing."""
     try:
         manifest = _manifest(directory / MANIFEST)
+        if not isinstance(manifest.get("checksums"), dict):
+            read_snapshot(directory)
+            return
         files = ["symbols.arrow", *(entry["file"] for entry in manifest["relations"])]
         for name in files:
-            _read(directory, name, manifest.get("checksums"))
+            _read(directory, name, manifest["checksums"])
     except _DAMAGE as error:
         raise DurabilityError(f"the snapshot {directory} is damaged: {_why(error)}") from None
 
@@ -117,7 +121,7 @@ def snapshot_epoch(directory: Path) -> int | None:
 def _why(error: BaseException) -> str:
     if isinstance(error, OSError) and error.strerror:
         return f"{error.strerror}: {error.filename}"
-    return str(error)
+    return error.message if isinstance(error, DurabilityError) else str(error)
 
 
 def _manifest(path: Path) -> dict[str, Any]:

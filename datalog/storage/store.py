@@ -57,6 +57,7 @@ from datalog.storage.layout import (
     list_directory,
     name,
     remove,
+    sequence,
     snapshot_bytes,
 )
 from datalog.storage.records import Record, decode, encode
@@ -137,6 +138,9 @@ class Store:
                 _truncate(segment, found.good_end)
             records += decoded(segment, found.payloads)
             tail = Tail(seq, found.good_end, len(found.payloads))
+        skipped = max((sequence(path) for path, _ in start.skipped), default=0)
+        if skipped > tail.seq:  # never append behind a skipped snapshot: should it read
+            tail = Tail(skipped, 0, 0)  # back after all, opening would skip those records
         self.tail = tail
         return start.snapshot, records
 

@@ -7,6 +7,7 @@ naming its path, never a raw `OSError`."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -253,3 +254,46 @@ def test_a_migrated_legacy_log_survives_one_damaged_snapshot(tmp_path: Path) -> 
     _flip(first / MANIFEST, 30)
     with pytest.raises(DurabilityError, match=r"migrated from log\.jsonl"):
         Database(tmp_path)
+
+
+def test_a_previous_snapshot_without_checksums_counts_only_if_it_reads_whole(
+    tmp_path: Path,
+) -> None:
+    """A manifest written before checksums cannot vouch for its files: a checkpoint
+    reads such a previous snapshot whole before deleting the log before it."""
+    with Database(tmp_path) as db:
+        db.define(PROGRAM)
+        db.insert("e", [(1, "one"), (2, "two")])
+        db.checkpoint()
+    manifest = tmp_path / "snapshot-000000000001" / MANIFEST
+    plain = json.loads(frames.scan(manifest).payloads[0])
+    del plain["checksums"]
+    manifest.write_text(json.dumps(plain))
+    os.truncate(tmp_path / "snapshot-000000000001" / "r0.arrow", 40)
+    with Database(tmp_path) as db:  # snapshot 1 does not read: the log from the start
+        db.insert("e", [(3, "three")])
+        db.checkpoint()
+        db.insert("e", [(4, "four")])
+        expected = _state(db)
+    assert (tmp_path / "log-000000000000.bin").exists()
+    _flip(tmp_path / "snapshot-000000000002" / MANIFEST, 30)
+    with Database(tmp_path) as db:
+        assert _state(db) == expected
+
+
+def test_after_a_fallback_the_log_goes_on_past_the_skipped_snapshot(tmp_path: Path) -> None:
+    """A snapshot that could not be read once (an I/O error) may read again later:
+    commits made meanwhile must be in a segment opening replays after it."""
+    with Database(tmp_path) as db:
+        db.define(PROGRAM)
+        db.insert("e", [(1, "one"), (2, "two")])
+        db.checkpoint()  # snapshot 1, and no commit after it
+    manifest = tmp_path / "snapshot-000000000001" / MANIFEST
+    good = manifest.read_bytes()
+    manifest.write_bytes(b"unreadable for now")
+    with Database(tmp_path) as db:
+        db.insert("e", [(3, "three")])
+        expected = _state(db)
+    manifest.write_bytes(good)
+    with Database(tmp_path) as db:
+        assert _state(db) == expected
