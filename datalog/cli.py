@@ -1,4 +1,4 @@
-"""The `deltalog` command: `run` (Soufflé-style batch), `repl` and `demo`.
+"""The `deltalog` command: `run` (Soufflé-style batch), `repl`, `demo` and `recover`.
 
 Layer: datalog (front end). Uses the public API (`Database`), the fact-file
 sources and, for display only, the query checker. Heavy modules are imported
@@ -7,6 +7,7 @@ inside the commands so `deltalog --version` starts at once.
     deltalog run PROGRAM.dl [-F FACTS_DIR] [-D OUTPUT_DIR]   # like `souffle -F -D`
     deltalog repl                                           # interactive session
     deltalog demo                                           # the built-in example
+    deltalog recover DIR                                    # repair a durable database
     deltalog serve [--host H] [--port P] [--token T]       # the WebSocket server
 """
 
@@ -25,6 +26,7 @@ from datalog.system import is_reserved
 
 if TYPE_CHECKING:
     from datalog import Change, Database
+    from datalog.storage.repair import Repair
 
 EXAMPLES = Path(__file__).with_name("examples")
 
@@ -72,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run the built-in social-graph example")
     demo.set_defaults(command=run_demo)
     recover = commands.add_parser(
-        "recover", help="cut a durable database's log at its first corrupt record"
+        "recover", help="repair a durable database that does not open (says what it lost)"
     )
     recover.add_argument("directory", type=Path, metavar="DIR")
     recover.set_defaults(command=run_recover)
@@ -277,20 +279,47 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def run_recover(args: argparse.Namespace) -> int:
-    """Keep every record before the first corrupt one, drop the rest (reported)."""
+    """Repair what can be repaired (`datalog.storage.repair`), then open the database,
+    cutting the log before a record that does not replay until it opens; say what was
+    done and what was lost. 0 once the database opens, else 1."""
     from datalog.errors import DatalogError
-    from datalog.storage.store import recover_directory
 
     if not args.directory.is_dir():
         print(f"error: {args.directory} is not a directory", file=sys.stderr)
         return 1
     try:
-        kept, dropped = recover_directory(args.directory)
+        report, epoch = _recovered(args.directory)
     except DatalogError as error:
         print(error.format(), file=sys.stderr)
+        print(f"error: {args.directory} still cannot be opened", file=sys.stderr)
         return 1
-    print(f"kept {kept} records of the newest log segment; dropped {dropped} bytes after them")
+    print(f"lost: {report.lost(epoch)}")
+    print(f"{args.directory} opens at epoch {epoch}")
     return 0
+
+
+def _recovered(directory: Path) -> tuple[Repair, int]:
+    """Repair `directory` and open it (printing each action as it is taken): the
+    report and the epoch it opens at."""
+    from datalog.database import Database
+    from datalog.storage.frames import CorruptLogError
+    from datalog.storage.repair import cut, repair
+
+    report = repair(directory)
+    print("\n".join(report.actions or ["nothing to repair"]))
+    cuts: set[tuple[Path, int]] = set()
+    while True:
+        try:
+            with Database(directory) as db:
+                return report, db.epoch
+        except CorruptLogError as error:  # a record that does not replay
+            where = (error.path, error.offset)
+            if where in cuts or error.path.parent != directory:
+                raise
+            cuts.add(where)
+            step = cut(directory, error.path, error.offset, error.reason)
+            print("\n".join(step.actions))
+            report.add(step)
 
 
 # --- serve -----------------------------------------------------------------------------------

@@ -28,11 +28,13 @@ import numpy as np
 
 from datalog import definitions
 from datalog.definitions import ProgramState
+from datalog.errors import BudgetExceeded, DatalogError, FunctorError, UnboundFunctorError
 from datalog.schema import Schema
-from datalog.storage.frames import DurabilityError
+from datalog.storage.frames import CorruptLogError, DurabilityError
+from datalog.storage.layout import LEGACY_LOG
 from datalog.storage.records import Change, Commit, Define, Record
 from datalog.storage.snapshots import Snapshot
-from datalog.storage.store import Store
+from datalog.storage.store import Logged, Store
 from datalog.symbols import SymbolTable
 from datalog.system import is_reserved
 from differential.engine import Engine
@@ -94,7 +96,6 @@ class Durable(Protocol):
 
 
 _log = logging.getLogger("deltalog")
-LEGACY_LOG = "log.jsonl"
 Part = tuple[str, tuple[np.ndarray, ...], bool]
 
 
@@ -106,16 +107,17 @@ def open_store(db: Durable, path: str | os.PathLike[str], sync: bool) -> Store:
         with db.log.replay():
             if snapshot is not None:
                 _restore(db, snapshot)
-            for record in records:
-                _replay(db, record)
+            for logged in records:
+                _replay_logged(db, logged)
             # a log.jsonl next to a snapshot or records was migrated already: a crash
             # came before its rename (replaying it again would apply it twice)
             legacy = _legacy_records(Path(path)) if snapshot is None and not records else []
             for raw in legacy:
                 _replay_legacy(db, raw)
         db.log.store = store
-        if legacy:  # migrated: the new format holds it all now
-            checkpoint(db)
+        if legacy:  # migrated: the new format holds it all now, in both snapshots kept
+            checkpoint(db)  # (the log before them holds none of it: one damaged
+            checkpoint(db)  # snapshot must not lose it)
         if (Path(path) / LEGACY_LOG).exists():
             (Path(path) / LEGACY_LOG).rename(Path(path) / f"{LEGACY_LOG}.migrated")
     except BaseException:
@@ -162,6 +164,19 @@ def _restore(db: Durable, snapshot: Snapshot) -> None:
     if snapshot.program:
         db.restore_program(snapshot.program)
     db.engine.load(snapshot.relations, snapshot.epoch)
+
+
+def _replay_logged(db: Durable, logged: Logged) -> None:
+    """Replay one record; one the database rejects (`DatalogError`) is corruption at
+    its offset, which `deltalog recover` cuts off. Rejections that depend on this
+    process (an unbound functor, a functor's own error, a budget) are not."""
+    try:
+        _replay(db, logged.record)
+    except (UnboundFunctorError, FunctorError, BudgetExceeded):
+        raise
+    except DatalogError as error:
+        reason = f"it does not replay: {error.message}"
+        raise CorruptLogError(logged.segment, logged.offset, reason) from error
 
 
 def _replay(db: Durable, record: Record) -> None:

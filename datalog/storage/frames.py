@@ -30,12 +30,19 @@ class DurabilityError(DatalogError):
     category = "fault"
 
 
+class DatabaseLockedError(DurabilityError):
+    """The database directory is open in another `Database` (this or another process)."""
+
+    category = "conflict"
+
+
 class CorruptLogError(DurabilityError):
     """A record in the middle of a log fails its checksum or is not a record."""
 
     def __init__(self, path: Path, offset: int, reason: str) -> None:
         self.path = path
         self.offset = offset
+        self.reason = reason
         super().__init__(
             f"corrupt record in {path} at byte offset {offset} ({reason}); "
             f"`deltalog recover {path.parent}` keeps every record before it"
@@ -57,7 +64,11 @@ class Scan:
 
 def scan(path: Path, data: bytes | None = None) -> Scan:
     """Read every frame of `path`; raise `CorruptLogError` on corruption before the end."""
-    data = path.read_bytes() if data is None else data
+    if data is None:
+        try:
+            data = path.read_bytes()
+        except OSError as error:
+            raise DurabilityError(f"cannot read the log segment {path}: {error.strerror}") from None
     payloads: list[bytes] = []
     at = 0
     while at < len(data):
@@ -116,4 +127,15 @@ def _magic_offsets(data: bytes, start: int) -> list[int]:
     while at >= 0:
         found.append(at)
         at = data.find(MAGIC, at + 1)
+    return found
+
+
+def salvage(data: bytes) -> list[bytes]:
+    """The payloads of every whole, valid frame found anywhere in `data`: what can
+    still be read of bytes `deltalog recover` drops (to report their epochs)."""
+    found = []
+    for at in _magic_offsets(data, 0):
+        if _check(data, at) is None:
+            length = _HEADER.unpack_from(data, at)[1]
+            found.append(data[at + HEADER_SIZE : at + HEADER_SIZE + length])
     return found

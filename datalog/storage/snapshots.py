@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from datalog.storage.frames import MAGIC, DurabilityError, frame, scan
+from datalog.storage.frames import MAGIC, CorruptLogError, DurabilityError, frame, scan
 from datalog.storage.records import decode_columns, encode_columns
 
 MANIFEST = "manifest.json"
@@ -75,6 +75,9 @@ def write_snapshot(directory: Path, snapshot: Snapshot, sync: bool) -> None:
         fsync_dir(directory)
 
 
+_DAMAGE = (OSError, ValueError, KeyError, TypeError, DurabilityError, pa.ArrowException)
+
+
 def read_snapshot(directory: Path) -> Snapshot:
     """The snapshot in `directory`; `DurabilityError` if any file of it is damaged."""
     try:
@@ -86,14 +89,48 @@ def read_snapshot(directory: Path) -> Snapshot:
             *columns, counts = decode_columns(_read(directory, entry["file"], checksums))
             relations[entry["name"]] = (tuple(columns), counts)
         return Snapshot(manifest["epoch"], manifest["program"], list(symbols), relations)
-    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException) as error:
-        raise DurabilityError(f"cannot read the snapshot {directory}: {error}") from None
+    except _DAMAGE as error:
+        raise DurabilityError(f"cannot read the snapshot {directory}: {_why(error)}") from None
+
+
+def verify_snapshot(directory: Path) -> None:
+    """Check every file of the snapshot in `directory` against its manifest's CRC-32
+    without decoding it (one written before checksums is read whole instead);
+    `DurabilityError` if one is damaged or missing."""
+    try:
+        manifest = _manifest(directory / MANIFEST)
+        if not isinstance(manifest.get("checksums"), dict):
+            read_snapshot(directory)
+            return
+        files = ["symbols.arrow", *(entry["file"] for entry in manifest["relations"])]
+        for name in files:
+            _read(directory, name, manifest["checksums"])
+    except _DAMAGE as error:
+        raise DurabilityError(f"the snapshot {directory} is damaged: {_why(error)}") from None
+
+
+def snapshot_epoch(directory: Path) -> int | None:
+    """The epoch a snapshot's manifest names, if it can be read (for reports)."""
+    try:
+        epoch = _manifest(directory / MANIFEST)["epoch"]
+    except _DAMAGE:
+        return None
+    return epoch if isinstance(epoch, int) else None
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror}: {error.filename}"
+    return error.message if isinstance(error, DurabilityError) else str(error)
 
 
 def _manifest(path: Path) -> dict[str, Any]:
     data = path.read_bytes()
     if data.startswith(MAGIC):
-        found = scan(path, data)
+        try:
+            found = scan(path, data)
+        except CorruptLogError as error:
+            raise ValueError(f"{path.name} is damaged at byte {error.offset}") from None
         if found.torn or len(found.payloads) != 1:
             raise ValueError(f"{path.name} is not one whole record")
         data = found.payloads[0]

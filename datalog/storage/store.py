@@ -3,56 +3,87 @@
 Layer: datalog (storage). Imports the standard library and the other storage
 modules.
 
-Layout of `Database(path)`:
+Layout of `Database(path)` (`datalog.storage.layout`):
 
-    LOCK                   held (flock) by the one process that has it open
+    LOCK                   locked (flock) while open, as is the directory itself
     snapshot-<seq>/        a checkpoint: manifest.json, symbols.arrow, r<i>.arrow
-    log-<seq>.bin          framed records committed after snapshot <seq> (0: none)
+    log-<seq>.bin          framed records committed after snapshot <seq> (0: the start)
+
+The lock is an `flock` on the directory's own file descriptor (and on `LOCK`,
+which is all that versions before ADR 0035 lock): deleting `LOCK` lets no second
+writer in.
 
 Write order: a record is appended and (unless `sync=False`) fsynced, with the
 directory once after a new entry, before its commit touches memory; if the
 write fails, the file is cut back and nothing changes; if the commit does not
 happen after all, `undo(end)` cuts the log back to `end` as it was before. A log
-that cannot be cut back takes no more writes (`broken`). A checkpoint (fsynced
-whatever `sync` says) writes `snapshot-<seq>.tmp/`, renames it into place and
-fsyncs the directory; only then do the old snapshot and segments go. Opening
-takes the newest complete snapshot and replays the segments from its sequence
-number on; a torn last frame (a crash during an append) is cut off with
-`os.truncate`, never by rewriting the file. See ADRs 0013 and 0032.
+that cannot be cut back takes no more writes (`broken`). Where the log goes on
+is one immutable `Tail`, replaced whole, so an interrupt leaves the old or the
+new, never half of each.
+
+A checkpoint (fsynced whatever `sync` says) cuts the segment back to its last
+acknowledged record, moves the log on to the next segment (opening replays it
+after the old one even if the snapshot never lands), writes `snapshot-<seq>.tmp/`,
+renames it into place, fsyncs the directory and reads the snapshot back against
+its checksums; only then does it delete what is older than the previous
+snapshot that verifies. Two snapshots and the log since the older stay, so
+opening can fall back from a damaged newest one (`layout.choose_start`). A torn
+last frame (a crash during an append) is cut off with `os.truncate`, never by
+rewriting the file. See ADRs 0013, 0032 and 0035.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
-import shutil
 import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
 
-from datalog.storage.frames import CorruptLogError, DurabilityError, frame, scan
+from datalog.storage.frames import (
+    HEADER_SIZE,
+    CorruptLogError,
+    DatabaseLockedError,
+    DurabilityError,
+    frame,
+    scan,
+)
+from datalog.storage.layout import (
+    LOCK,
+    choose_start,
+    list_directory,
+    name,
+    remove,
+    sequence,
+    snapshot_bytes,
+)
 from datalog.storage.records import Record, decode, encode
-from datalog.storage.snapshots import Snapshot, read_snapshot, write_snapshot
+from datalog.storage.snapshots import Snapshot, verify_snapshot, write_snapshot
 from datalog.storage.snapshots import fsync_dir as _fsync_dir
 
-LOCK = "LOCK"
 _log = logging.getLogger("deltalog")
 
 
-def _name(prefix: str, seq: int, suffix: str = "") -> str:
-    return f"{prefix}-{seq:012d}{suffix}"
+@dataclass(frozen=True)
+class Logged:
+    """A record read back, and where it starts (to name it if it does not replay)."""
+
+    record: Record
+    segment: Path
+    offset: int
 
 
-def _seq(path: Path) -> int:
-    return int(path.name.split("-")[1].split(".")[0])
+@dataclass(frozen=True)
+class Tail:
+    """The segment commits go to, where its last acknowledged record ends (what is
+    after is no record), and how many records it holds."""
 
-
-def _unlink(path: Path) -> None:
-    try:
-        path.unlink()
-    except OSError:
-        _log.warning("could not delete %s (opening ignores it)", path)
+    seq: int
+    end: int
+    records: int
 
 
 class Store:
@@ -60,62 +91,60 @@ class Store:
 
     def __init__(self, path: str | os.PathLike[str], sync: bool = True) -> None:
         self.dir = Path(path)
-        try:
-            created = [d for d in (self.dir, *self.dir.parents) if not d.exists()]
-            self.dir.mkdir(parents=True, exist_ok=True)
-            for directory in reversed(created if sync else []):  # their entries survive
-                _fsync_dir(directory.parent)  # a machine crash
-            self._lock: IO[bytes] | None = (self.dir / LOCK).open("ab")
-        except OSError as error:
-            raise DurabilityError(
-                f"cannot open the database directory {self.dir}: {error}"
-            ) from None
-        try:
-            fcntl.flock(self._lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._lock.close()
-            self._lock = None
-            raise DurabilityError(
-                f"the database in {self.dir} is already open (in this or another process)"
-            ) from None
+        _create(self.dir, sync)
+        locks = _lock(self.dir)
         # a database dropped without close() still releases its lock when collected
-        self._finalizer = weakref.finalize(self, self._lock.close)
+        self._finalizer = weakref.finalize(self, _release, locks)
         self.sync = sync
-        self.records = 0  # records in the current segment
-        self.end = 0  # where its last whole record ends: what is after is no record
+        self.tail = Tail(0, 0, 0)
         self.snapshot_bytes = 0
-        self.seq = 0
         self.dir_synced = False  # the directory was fsynced since its last new entry
         self.broken: str | None = None  # why the log cannot be written any more
 
-    # -- opening -----------------------------------------------------------------
+    @property
+    def seq(self) -> int:
+        return self.tail.seq
 
-    def recover(self) -> tuple[Snapshot | None, list[Record]]:
-        """The newest complete snapshot and the records after it, torn tails cut off."""
-        for leftover in self.dir.glob("snapshot-*.tmp"):
-            shutil.rmtree(leftover, ignore_errors=True)
-        snapshots = sorted(self.dir.glob("snapshot-*[0-9]"), key=_seq)
-        snapshot = read_snapshot(snapshots[-1]) if snapshots else None
-        self.seq = _seq(snapshots[-1]) if snapshots else 0
-        if snapshots:
-            self.snapshot_bytes = sum(f.stat().st_size for f in snapshots[-1].iterdir())
-        segments = [s for s in sorted(self.dir.glob("log-*.bin"), key=_seq) if _seq(s) >= self.seq]
-        records: list[Record] = []
-        for i, segment in enumerate(segments):
-            found = scan(segment)
-            if found.torn:
-                if i != len(segments) - 1:
-                    raise CorruptLogError(segment, found.good_end, "a record cut short")
-                os.truncate(segment, found.good_end)  # never a rewrite in place
-            records += [decode(p) for p in found.payloads]
-            self.seq, self.records, self.end = _seq(segment), len(found.payloads), found.good_end
-        return snapshot, records
+    @property
+    def end(self) -> int:
+        return self.tail.end
 
-    # -- writing -----------------------------------------------------------------
+    @property
+    def records(self) -> int:
+        return self.tail.records
 
     @property
     def segment(self) -> Path:
-        return self.dir / _name("log", self.seq, ".bin")
+        return self.dir / name("log", self.tail.seq, ".bin")
+
+    # -- opening -----------------------------------------------------------------
+
+    def recover(self) -> tuple[Snapshot | None, list[Logged]]:
+        """The newest snapshot that reads back whole and the records after it, torn
+        tails cut off; leftover temporary snapshots are deleted."""
+        listing = list_directory(self.dir)
+        for leftover in listing.temporaries:
+            remove(leftover)
+        start = choose_start(listing)
+        if start.snapshot is not None:
+            self.snapshot_bytes = snapshot_bytes(listing.snapshots[start.seq])
+        records: list[Logged] = []
+        tail = Tail(start.seq, 0, 0)
+        for i, (seq, segment) in enumerate(start.segments):
+            found = scan(segment)
+            if found.torn:
+                if i != len(start.segments) - 1:
+                    raise CorruptLogError(segment, found.good_end, "a record cut short")
+                _truncate(segment, found.good_end)
+            records += decoded(segment, found.payloads)
+            tail = Tail(seq, found.good_end, len(found.payloads))
+        skipped = max((sequence(path) for path, _ in start.skipped), default=0)
+        if skipped > tail.seq:  # never append behind a skipped snapshot: should it read
+            tail = Tail(skipped, 0, 0)  # back after all, opening would skip those records
+        self.tail = tail
+        return start.snapshot, records
+
+    # -- writing -----------------------------------------------------------------
 
     def append(self, record: Record) -> None:
         """Write `record` durably (`undo(end)` with `end` as it was before removes it).
@@ -124,17 +153,17 @@ class Store:
         off first: they are no acknowledged record."""
         self._check_writable()
         data = memoryview(frame(encode(record)))
-        size = len(data)
+        size, tail, segment = len(data), self.tail, self.segment
         try:
-            fd = os.open(self.segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            fd = os.open(segment, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         except OSError as error:
-            raise DurabilityError(f"could not open the log {self.segment}: {error}") from None
+            raise DurabilityError(f"could not open the log {segment}: {error}") from None
         try:
             offset = os.lseek(fd, 0, os.SEEK_END)
             try:
-                if offset != self.end:
-                    os.ftruncate(fd, self.end)
-                    offset = self.end
+                if offset != tail.end:
+                    os.ftruncate(fd, tail.end)
+                    offset = tail.end
                 while data:  # unbuffered: nothing is left to flush after a failure
                     data = data[os.write(fd, data) :]
                 if self.sync:
@@ -142,11 +171,10 @@ class Store:
                     self._sync_dir()  # a new segment's entry must survive too
             except OSError as error:
                 self._cut_back(fd, offset, error)
-                raise DurabilityError(f"could not write the log {self.segment}: {error}") from None
+                raise DurabilityError(f"could not write the log {segment}: {error}") from None
         finally:
             os.close(fd)
-        self.records += 1
-        self.end = offset + size
+        self.tail = Tail(tail.seq, offset + size, tail.records + 1)
 
     def undo(self, end: int) -> None:
         """Cut the segment back to `end`, the value of `self.end` before a commit whose
@@ -154,7 +182,7 @@ class Store:
         failure propagates, it raises nothing: if the record cannot be cut off, the log
         takes no more writes (`broken`), so nothing is logged after a record whose
         commit did not happen."""
-        appended = self.end > end
+        tail = self.tail
         try:
             fd = os.open(self.segment, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as error:
@@ -168,8 +196,7 @@ class Store:
         finally:
             os.close(fd)
         if self.broken is None:
-            self.records -= appended
-            self.end = end
+            self.tail = Tail(tail.seq, end, tail.records - (tail.end > end))
 
     def _cut_back(self, fd: int, offset: int, cause: OSError | None) -> None:
         """Truncate the segment to `offset` after a failed or undone append; if even
@@ -201,65 +228,149 @@ class Store:
 
     def wants_checkpoint(self, every: int) -> bool:
         """The log outgrew the snapshot (bytes) or holds `every` records."""
-        size = self.segment.stat().st_size if self.segment.exists() else 0
-        return self.records >= every or size > max(self.snapshot_bytes, 1 << 20)
+        return self.records >= every or self.end > max(self.snapshot_bytes, 1 << 20)
+
+    # -- checkpoints -------------------------------------------------------------
 
     def checkpoint(self, snapshot: Snapshot) -> None:
-        """Write `snapshot` atomically, start a new segment, drop what it covers.
+        """Write `snapshot` (the state at the end of the log) durably, continue the log
+        in a new segment, and drop what the previous snapshot covers.
 
-        Once the snapshot is renamed into place, opening would take it and replay
-        the segments from its sequence on: the log continues there even if what
-        follows fails (the older files stay until the directory is fsynced).
-        A checkpoint is fsynced even with `sync=False`: it deletes the files it
-        covers, and a machine crash must not leave a renamed snapshot whose data
-        never reached the disk in their place (an unreadable database)."""
+        Each step leaves a directory that opening reads as every acknowledged
+        commit, and a `tail` that appends where opening will replay: the log moves
+        to the new segment before the snapshot is written (if the snapshot never
+        lands, the new segment is replayed after the old one), and nothing is
+        deleted before the snapshot is renamed, fsynced and verified. Fsynced even
+        with `sync=False`: a checkpoint is the one step that deletes data."""
         self._check_writable()
-        seq = self.seq + 1
-        tmp = self.dir / _name("snapshot", seq, ".tmp")
-        final = self.dir / _name("snapshot", seq)
-        shutil.rmtree(tmp, ignore_errors=True)
+        self._seal()
+        seq = self.tail.seq + 1
+        self.dir_synced = False  # before the switch: the new segment's entry is new
+        self.tail = Tail(seq, 0, 0)  # from here on, commits go to log-<seq>
+        final = self.dir / name("snapshot", seq)
+        self._write(final, snapshot)
+        self.snapshot_bytes = snapshot_bytes(final)
+        self._prune(seq)
+
+    def _seal(self) -> None:
+        """Cut the segment back to its last acknowledged record (bytes an interrupted
+        append left would replay after it) and fsync it; create it if no record went
+        there yet, so the segments after a snapshot stay consecutive."""
+        try:
+            fd = os.open(self.segment, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if os.lseek(fd, 0, os.SEEK_END) != self.tail.end:
+                    os.ftruncate(fd, self.tail.end)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as error:
+            raise DurabilityError(f"could not write a checkpoint in {self.dir}: {error}") from None
+
+    def _write(self, final: Path, snapshot: Snapshot) -> None:
+        """Write `final` through a temporary directory, rename it, fsync the directory,
+        and read it back; a stale `final` (a damaged one opening skipped) goes first."""
+        tmp = final.with_name(final.name + ".tmp")
+        for stale in (tmp, final):
+            remove(stale)
         try:
             write_snapshot(tmp, snapshot, sync=True)
             tmp.rename(final)
+            _fsync_dir(self.dir)  # before anything is deleted
         except OSError as error:
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove(tmp)
             raise DurabilityError(f"could not write a checkpoint in {self.dir}: {error}") from None
-        old = self.seq
-        self.seq, self.records, self.dir_synced, self.end = seq, 0, False, 0
         try:
-            self.segment.touch()
-            self._sync_dir()
-            self.snapshot_bytes = sum(f.stat().st_size for f in final.iterdir())
-        except OSError as error:
-            raise DurabilityError(f"could not finish a checkpoint in {self.dir}: {error}") from None
-        for path in [*self.dir.glob("log-*.bin"), *self.dir.glob("snapshot-*[0-9]")]:
-            if _seq(path) <= old:  # covered by the new snapshot; a leftover is ignored
-                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else _unlink(path)
+            verify_snapshot(final)
+        except DurabilityError as error:
+            remove(final)  # the log from the previous snapshot still has it all
+            raise DurabilityError(f"a checkpoint did not read back: {error.message}") from None
+
+    def _prune(self, newest: int) -> None:
+        """Delete the snapshots and segments older than the newest snapshot before
+        `newest` that verifies (none verifies: nothing), and leftover temporaries."""
+        try:
+            listing = list_directory(self.dir)
+        except DurabilityError as error:
+            _log.warning("%s (nothing deleted)", error)
+            return
+        keep = 0
+        for seq in sorted((s for s in listing.snapshots if s < newest), reverse=True):
+            try:
+                verify_snapshot(listing.snapshots[seq])
+            except DurabilityError:
+                continue
+            keep = seq
+            break
+        old = [p for s, p in [*listing.snapshots.items(), *listing.segments.items()] if s < keep]
+        for path in [*old, *listing.temporaries]:
+            remove(path)
 
     def close(self) -> None:
-        if self._lock is not None:
-            fcntl.flock(self._lock.fileno(), fcntl.LOCK_UN)
-            self._finalizer()
-            self._lock = None
+        self._finalizer()
 
 
-def recover_directory(path: Path) -> tuple[int, int]:
-    """Cut the newest segment of `path` at its first bad record (keeping every record
-    before it); returns (records kept, bytes dropped). For `deltalog recover`."""
-    store = Store(path)
-    try:
-        segments = sorted(path.glob("log-*.bin"), key=_seq)
-        if not segments:
-            return 0, 0
-        last = segments[-1]
-        data = last.read_bytes()
+def decoded(segment: Path, payloads: Sequence[bytes]) -> list[Logged]:
+    """The records of a segment's frames; `CorruptLogError` at a frame whose checksum
+    matches but which holds no record this version reads."""
+    records, at = [], 0
+    for payload in payloads:
         try:
-            found = scan(last, data)
-            end, kept = found.good_end, len(found.payloads)
-        except CorruptLogError as error:
-            end = error.offset
-            kept = len(scan(last, data[:end]).payloads)
-        os.truncate(last, end)
-        return kept, len(data) - end
-    finally:
-        store.close()
+            records.append(Logged(decode(payload), segment, at))
+        except Exception as error:  # struct, Arrow, UTF-8, unknown kind: all the same
+            raise CorruptLogError(segment, at, f"no record this version reads: {error}") from None
+        at += HEADER_SIZE + len(payload)
+    return records
+
+
+def _truncate(path: Path, size: int) -> None:
+    try:
+        os.truncate(path, size)  # never a rewrite in place
+    except OSError as error:
+        raise DurabilityError(f"cannot cut the torn end of {path}: {error.strerror}") from None
+
+
+def _create(directory: Path, sync: bool) -> None:
+    """Make `directory` (and its parents), their entries fsynced unless `sync=False`."""
+    try:
+        created = [d for d in (directory, *directory.parents) if not d.exists()]
+        directory.mkdir(parents=True, exist_ok=True)
+        for new in reversed(created if sync else []):  # their entries survive
+            _fsync_dir(new.parent)  # a machine crash
+    except OSError as error:
+        raise DurabilityError(
+            f"cannot open the database directory {directory}: {error.strerror} "
+            f"({error.filename or directory})"
+        ) from None
+
+
+def _lock(directory: Path) -> list[int]:
+    """`flock` the directory itself, and `LOCK` (all that earlier versions lock)."""
+    fds: list[int] = []
+    try:
+        fds.append(os.open(directory, os.O_RDONLY | os.O_DIRECTORY))
+        fds.append(os.open(directory / LOCK, os.O_WRONLY | os.O_CREAT, 0o644))
+        for fd in fds:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        _release(fds)
+        raise DatabaseLockedError(
+            f"the database in {directory} is already open (in this or another process)"
+        ) from None
+    except OSError as error:
+        _release(fds)
+        raise DurabilityError(
+            f"cannot lock the database directory {directory}: {error.strerror} "
+            f"({error.filename or directory})"
+        ) from None
+    except BaseException:
+        _release(fds)
+        raise
+    return fds
+
+
+def _release(fds: list[int]) -> None:
+    """Close the lock's descriptors, which releases the locks."""
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)

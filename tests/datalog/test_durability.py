@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from datalog.cli import main as cli
 from datalog.database import Database
 from datalog.errors import DatalogError
-from datalog.storage.frames import CorruptLogError, DurabilityError
+from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
 
 PROGRAM = """
 .decl edge(x: number, y: symbol)
@@ -120,20 +121,54 @@ def test_a_corrupt_middle_record_is_a_clear_error_and_recover_keeps_what_precede
         Database(tmp_path)
     assert str(segment) in str(caught.value) and f"offset {second}" in str(caught.value)
     assert cli(["recover", str(tmp_path)]) == 0
-    assert "kept 1 records" in capsys.readouterr().out
+    assert "kept the 1 record before it" in capsys.readouterr().out
     db = Database(tmp_path)
     assert db.query("r(x, y)") == [(1, "a")]  # the definition and its fact, nothing after
 
 
 def test_a_second_writer_is_refused_in_this_process_and_in_another(tmp_path: Path) -> None:
     db = Database(tmp_path)
-    with pytest.raises(DurabilityError, match="already open"):
+    with pytest.raises(DatabaseLockedError, match="already open"):
         Database(tmp_path)
     code = f"from datalog import Database\nDatabase({str(tmp_path)!r})"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert other.returncode != 0 and "already open" in other.stderr
     db.close()
     Database(tmp_path).close()
+
+
+_SECOND_WRITER = """
+import sys
+from datalog import Database
+try:
+    db = Database(sys.argv[1])
+except Exception as error:
+    print(type(error).__name__, error)
+    sys.exit(3)
+db.insert("edge", [(50, "second")])  # a second writer would replay, then write here
+"""
+
+
+def test_deleting_the_lock_file_lets_no_second_writer_in(tmp_path: Path) -> None:
+    """The lock was only an flock on LOCK: once it was deleted, a second Database(path)
+    took a new LOCK, opened, and its writes cut the first writer's records off."""
+    _fill(tmp_path)
+    db = Database(tmp_path)
+    db.insert("edge", [(4, "d")])
+    (tmp_path / "LOCK").unlink()
+    with pytest.raises(DatabaseLockedError, match="already open") as caught:
+        Database(tmp_path)
+    assert isinstance(caught.value, DurabilityError) and isinstance(caught.value, DatalogError)
+    done = subprocess.run(
+        [sys.executable, "-c", _SECOND_WRITER, str(tmp_path)], capture_output=True, text=True
+    )
+    assert done.returncode == 3 and "DatabaseLockedError" in done.stdout, done.stdout + done.stderr
+    db.insert("edge", [(5, "e")])
+    expected = sorted(db.query("r(x, y)"))
+    db.close()
+    with Database(tmp_path) as again:
+        assert sorted(again.query("r(x, y)")) == expected
+        assert (4, "d") in expected and (5, "e") in expected
 
 
 def test_every_value_comes_back_exactly(tmp_path: Path) -> None:
@@ -173,16 +208,32 @@ def test_every_value_comes_back_exactly(tmp_path: Path) -> None:
     assert after["f"][order_a][0] == float("-inf")
 
 
-def test_a_checkpoint_replaces_the_log_and_reopening_loads_it(tmp_path: Path) -> None:
+def _entries(path: Path) -> list[str]:
+    """The store's entries, as `log<seq>` and `snapshot<seq>`."""
+    found = (re.fullmatch(r"(log|snapshot)-(\d+)(\.bin)?", p.name) for p in path.iterdir())
+    return sorted(f"{m[1]}{int(m[2])}" for m in found if m)
+
+
+def test_a_checkpoint_keeps_the_previous_snapshot_and_the_log_after_it(tmp_path: Path) -> None:
+    """Two snapshots and the log since the older stay (ADR 0035): one damaged
+    snapshot loses nothing. The empty database is the snapshot before the first."""
     epoch, answer = _fill(tmp_path)
     with Database(tmp_path) as db:
         db.checkpoint()
-        assert _segment(tmp_path).stat().st_size == 0
+        assert _entries(tmp_path) == ["log0", "snapshot1"]
         db.insert("edge", [(4, "d")])
-    again = Database(tmp_path)
-    assert again.epoch == epoch + 1
-    assert sorted(again.query("r(x, y)")) == sorted([*answer, (4, "d")])
-    assert len(list(tmp_path.glob("snapshot-*"))) == 1
+        assert _entries(tmp_path) == ["log0", "log1", "snapshot1"]
+    with Database(tmp_path) as again:
+        assert again.epoch == epoch + 1
+        assert sorted(again.query("r(x, y)")) == sorted([*answer, (4, "d")])
+        again.checkpoint()
+        assert _entries(tmp_path) == ["log1", "snapshot1", "snapshot2"]
+        again.insert("edge", [(5, "e")])
+        again.checkpoint()
+        assert _entries(tmp_path) == ["log2", "snapshot2", "snapshot3"]
+        assert again.store is not None and again.store.segment.name == "log-000000000003.bin"
+    with Database(tmp_path) as last:
+        assert sorted(last.query("r(x, y)")) == sorted([*answer, (4, "d"), (5, "e")])
 
 
 def test_checkpoints_happen_on_their_own_and_keep_the_log_short(tmp_path: Path) -> None:
@@ -190,7 +241,10 @@ def test_checkpoints_happen_on_their_own_and_keep_the_log_short(tmp_path: Path) 
         db.define(".decl e(x: number)")
         for i in range(35):
             db.insert("e", [(i,)])
-        assert len(list(tmp_path.glob("snapshot-*"))) == 1
+        snapshots = sorted(tmp_path.glob("snapshot-*"))
+        assert len(snapshots) == 2  # the newest and the one before it
+        older = snapshots[0].name.replace("snapshot", "log") + ".bin"
+        assert sorted(p.name for p in tmp_path.glob("log-*"))[0] == older
         assert db.store is not None and db.store.records < 10
     with Database(tmp_path) as db:
         assert sorted(db.query("e(x)")) == [(i,) for i in range(35)]

@@ -264,7 +264,10 @@ def test_a_checkpoint_is_on_disk_before_it_deletes_what_it_covers_even_without_s
         monkeypatch.setattr(os, "fsync", fsync)
         monkeypatch.setattr(os, "unlink", unlink)
         db.checkpoint()
-    (snapshot,) = tmp_path.glob("snapshot-*")
+        db.insert("e", [(2, "two")])
+        db.checkpoint()  # the second deletes the log before the first
+    snapshots = sorted(tmp_path.glob("snapshot-*"))
+    assert len(snapshots) == 2 and not (tmp_path / "log-000000000000.bin").exists()
     deleted = next(i for i, e in enumerate(events) if e.startswith("unlink") and "log-" in e)
     synced = set()
     for event in events[:deleted]:
@@ -272,4 +275,25 @@ def test_a_checkpoint_is_on_disk_before_it_deletes_what_it_covers_even_without_s
             path = Path(event.split(" ", 1)[1])
             tmp = path.parent.suffix == ".tmp"  # written there, then renamed
             synced.add(path.parent.with_suffix("") / path.name if tmp else path)
-    assert {p.resolve() for p in [*snapshot.iterdir(), tmp_path]} <= synced
+    needed = [tmp_path, tmp_path / "log-000000000001.bin"]  # the log since the older
+    assert {p.resolve() for s in snapshots for p in [*s.iterdir(), *needed]} <= synced
+
+
+def test_bytes_past_the_last_acknowledged_record_are_cut_before_a_checkpoint_moves_on(
+    tmp_path: Path,
+) -> None:
+    """The segment a checkpoint leaves is replayed again if the newest snapshot is
+    damaged: what an interrupted append left after its last record must not be."""
+    _prepare(tmp_path)
+    db = Database(tmp_path)
+    assert db.store is not None
+    with db.store.segment.open("ab") as log:
+        log.write(b"DLR1\xff\x00\x00\x00 half a record")
+    db.checkpoint()
+    db.insert("e", [(6, "six")])
+    expected = _state(db)
+    db.close()
+    newest = max(tmp_path.glob("snapshot-*"))
+    (newest / "manifest.json").write_bytes(b"damaged")
+    with Database(tmp_path) as again:
+        assert _state(again) == expected
