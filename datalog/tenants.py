@@ -180,7 +180,8 @@ class Tenants:
 
     def _create(self, tkey: str, shape: Generalized, plan: JoinPlan) -> Tenant:
         relation = f"{PREFIX}{next(_ids)}"
-        self.db.engine.create_input(relation, [np.dtype(DTYPES[t]) for t in shape.types])
+        dtypes = [np.dtype(DTYPES[t]) for t in shape.types]
+        self.db.engine.create_input(relation, dtypes, history=False)  # internal (ADR 0040)
         tenant = Tenant(shape, relation, plan)
         try:
             self._start(tenant)
