@@ -149,9 +149,10 @@ class Spine:
 
     def _arrange_recent(self) -> None:
         """The batches waiting in `_Recent` join the spine (those that came as updates
-        arranged into one batch first)."""
+        arranged into one batch first, which may consolidate to nothing)."""
         for batch in self._recent.take(self.key_arity):
-            self._push(batch)
+            if len(batch):
+                self._push(batch)
 
     def append(self, batch: Batch) -> None:
         """Append an already arranged batch (same key arity) and restore the invariant;
