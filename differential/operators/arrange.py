@@ -344,13 +344,10 @@ class ArrangeOp(BatchesArranged):
         included: an arrangement only the other side's changes would read must not
         keep every epoch's updates (ADR 0040)."""
         self.seal()
-        since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
+        self.spine.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
         if self.spine.overgrown(sum(len(part) for part, _ in self.deferred)):
             self._settle()
-            self.spine.default_since = since
             self.spine.compact()
-        else:
-            self.spine.default_since = since
 
     def arranged_size(self) -> tuple[int, int]:
         """Updates and batches held, unarranged parts counted as they wait (nothing is
