@@ -216,7 +216,8 @@ class Tenants:
     ) -> Tenant:
         engine = self.context.engine
         relation = f"{PREFIX}{next(_ids)}"
-        engine.create_input(relation, [np.dtype(DTYPES[t]) for t in shape.types])
+        dtypes = [np.dtype(DTYPES[t]) for t in shape.types]
+        engine.create_input(relation, dtypes, history=False)  # internal (ADR 0040)
         tenant = Tenant(shape, relation, plan)
         try:
             self._start(tenant, program)

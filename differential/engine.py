@@ -10,9 +10,11 @@ frontier advance. Dataflows are built and dropped between commits; dropping
 one releases its trace handles and the arrangements nobody reads any more.
 
 History: `Engine(history=N)` keeps the base relations' states of the last N
-epochs readable (`state_as_of`); every input's state trace compacts no further
-than `oldest_readable()`. `None` keeps every epoch since the first commit (or
-since `load`); 0 and 1 keep only the current epoch.
+epochs readable (`state_as_of`); every base input's state trace compacts no
+further than `oldest_readable()`. `None` keeps every epoch since the first commit
+(or since `load`); 0 and 1 keep only the current epoch. Internal inputs (created
+with `history=False`, and views) keep no history: nothing reads them in the past.
+Everything else compacts to the current epoch as it closes (ADR 0040).
 
 Views (`create_view`) are inputs whose contents a dataflow computes: every epoch
 the views run first, in creation order (a view reads base inputs and earlier
@@ -168,10 +170,13 @@ class Engine:
         dtypes: Sequence[np.dtype],
         semantics: Semantics = "set",
         late: bool = False,
+        history: bool = True,
     ) -> Input:
+        """A new input; `history=False` for an internal one, which `state_as_of` never
+        reads at a past epoch (its state compacts to the current epoch)."""
         if name in self.inputs:
             raise ValueError(f"input `{name}` exists")
-        self.inputs[name] = Input(name, dtypes, semantics, late)
+        self.inputs[name] = Input(name, dtypes, semantics, late, history)
         self.inputs[name].keep_from(self.oldest_readable())
         return self.inputs[name]
 
@@ -224,7 +229,7 @@ class Engine:
             dataflow.release()
             self._drop_unread()
             raise
-        source = Input(name, output.capture.stream.dtypes)
+        source = Input(name, output.capture.stream.dtypes, history=False)
         source.stage(output.capture.drain(), self.epoch)
         source.seal(self.epoch + 1)
         dataflow.advance(self.epoch + 1)

@@ -19,6 +19,9 @@ The presence arrangement also keeps the input's history: a handle (`kept`)
 holds its compaction back to the oldest epoch the engine keeps readable, so
 `state_as_of(E)` is exact for every epoch from there on. Dataflows read the
 other arrangements, which compact to the current epoch and never hold history.
+An internal input (`history=False`: a view's contents, a parameter relation)
+keeps none: nothing reads it as of a past epoch, so its presence arrangement
+compacts to the current epoch like the others (ADR 0040).
 
 An input knows its `size`, the number of distinct rows it holds (a set's size,
 whatever the semantics), the staged epoch included, kept by each epoch's diffs.
@@ -65,6 +68,7 @@ class Input:
         dtypes: Sequence[np.dtype],
         semantics: Semantics = "set",
         late: bool = False,
+        history: bool = True,
     ) -> None:
         if semantics == "last_write_wins" and len(dtypes) != 2:
             raise ValueError("last_write_wins needs a binary relation (entity, value)")
@@ -76,8 +80,9 @@ class Input:
         self._staged_size = 0  # how the staged epoch changes it
         key_arity = 1 if semantics == "last_write_wins" else len(self.dtypes)
         self.presence = SharedArrangement(key_arity, self.dtypes, f"{name}/state")
-        # Holds the presence trace's compaction back to the oldest readable epoch.
-        self.kept = self.presence.spine.handle(Antichain([(0,)]))
+        # Holds the presence trace's compaction back to the oldest readable epoch
+        # (None: the input keeps no history).
+        self.kept = self.presence.spine.handle(Antichain([(0,)])) if history else None
         # arrangements by column permutation and key arity, shared by dataflows
         self.arrangements: dict[tuple[tuple[int, ...], int], SharedArrangement] = {}
 
@@ -211,12 +216,15 @@ class Input:
         return has, value
 
     def keep_from(self, epoch: int) -> None:
-        """Let history before `epoch` collapse: states at `epoch` and later stay exact."""
-        self.kept.set_frontier(Antichain([(epoch,)]))
+        """Let history before `epoch` collapse: states at `epoch` and later stay exact
+        (an input without history keeps only the current state)."""
+        if self.kept is not None:
+            self.kept.set_frontier(Antichain([(epoch,)]))
 
     def state_as_of(self, epoch: int) -> Updates:
         """The rows and their counts at the end of `epoch` (consolidated, at time
-        `(epoch,)`); exact for epochs from the last `keep_from` on."""
+        `(epoch,)`); exact for epochs from the last `keep_from` on (for the current
+        epoch only, without history)."""
         return self.presence.spine.accumulate((epoch,))
 
     def arrangement(self, permutation: Sequence[int], key_arity: int) -> SharedArrangement:

@@ -340,8 +340,14 @@ class ArrangeOp(BatchesArranged):
         return len(self.spine) + deferred + pending
 
     def advance(self, epoch: int) -> None:
+        """Compact what epoch `epoch` made final, the updates nobody read (deferred)
+        included: an arrangement only the other side's changes would read must not
+        keep every epoch's updates (ADR 0040)."""
         self.seal()
         self.spine.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
+        if self.spine.overgrown(sum(len(part) for part, _ in self.deferred)):
+            self.settle()
+            self.spine.compact()
 
     def arranged_size(self) -> tuple[int, int]:
         """Updates and batches held, unarranged parts counted as they wait (nothing is

@@ -318,7 +318,9 @@ class ReduceOp(Operator):
         return acc.columns[0].astype(np.intp), list(acc.columns[1:]), acc.diffs
 
     def advance(self, epoch: int) -> None:
-        self.trace.default_since = Antichain([(epoch,) + (0,) * (self.scope.depth - 1)])
+        """Compact the output trace (`Spine.advance`); the output of growing steps
+        (`unbuilt`, insertions of distinct keys) has nothing to compact."""
+        self.trace.advance(Antichain([(epoch,) + (0,) * (self.scope.depth - 1)]))
 
     def arranged_size(self) -> tuple[int, int]:
         """Output updates held, those of growing steps not arranged yet included

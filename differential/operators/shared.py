@@ -55,7 +55,7 @@ class SharedArrangement:
             self.spine.append(self.pending)
             self.pending = None
             self.pending_epoch = None
-        self.spine.default_since = Antichain([(next_epoch,)])
+        self.spine.advance(Antichain([(next_epoch,)]))
 
     def handle(self, epoch: int) -> TraceHandle:
         return self.spine.handle(Antichain([(epoch,)]))

@@ -17,6 +17,15 @@ back it may still look. The trace's `since` is the lower envelope of those
 frontiers; every merge advances times by it and consolidates, so history
 before `since` collapses while every accumulation a reader can ask for (at
 times beyond its own frontier) is unchanged.
+
+Merges happen when someone reads, so a trace nobody reads (a join's side that
+only the other side's changes would look up) would keep every update it was
+ever given. Its owner therefore calls `advance` once the frontier has moved
+(an epoch closed): a trace that holds more than twice what its last full
+compaction left, plus `small.FEW`, merges everything into one batch compacted
+to `since`. What a trace holds thus stays within a constant factor of its
+compacted contents however often they change, and each compaction is paid for
+by at least as many updates as it reads (ADR 0040).
 """
 
 from __future__ import annotations
@@ -93,6 +102,9 @@ class Spine:
         self.default_since = Antichain([(0,) * depth])
         self._recent = _Recent()
         self._sieve: Sieve | None = None  # built on first use (`sieve`), then kept up
+        # Updates held after the last full compaction (None: not measured yet): the
+        # trace compacts once it holds more than twice that (`overgrown`).
+        self._settled: int | None = None
 
     # -- readers and compaction -------------------------------------------------
 
@@ -137,9 +149,10 @@ class Spine:
 
     def _arrange_recent(self) -> None:
         """The batches waiting in `_Recent` join the spine (those that came as updates
-        arranged into one batch first)."""
+        arranged into one batch first, which may consolidate to nothing)."""
         for batch in self._recent.take(self.key_arity):
-            self._push(batch)
+            if len(batch):
+                self._push(batch)
 
     def append(self, batch: Batch) -> None:
         """Append an already arranged batch (same key arity) and restore the invariant;
@@ -218,10 +231,33 @@ class Spine:
         return self.latest is None or le(self.latest, time)
 
     def compact(self) -> None:
-        """Merge everything into one batch, compacted to `since` (tests, snapshots)."""
-        if self.batches:
-            merged = merge(self.batches, self.since)
+        """Merge everything into one batch, compacted to `since`."""
+        self._arrange_recent()
+        self._unmerged = 0
+        since = self.since
+        if len(self._batches) > 1 or any(b.description.since != since for b in self._batches):
+            merged = merge(self._batches, since)
             self._batches = [merged] if len(merged) else []
+        self._settled = len(self)
+
+    def overgrown(self, waiting: int = 0) -> bool:
+        """Whether the trace, with `waiting` more updates its owner holds for it
+        unarranged, holds more than twice what its last full compaction left (plus
+        `small.FEW`). The first call measures and answers False: what a dataflow's
+        first epoch left is taken as compact, so starting one sorts nothing more."""
+        held = len(self) + waiting
+        if self._settled is None:
+            self._settled = held
+            return False
+        return held > 2 * self._settled + small.FEW
+
+    def advance(self, since: Antichain) -> None:
+        """Readers without handles will look at times beyond `since` only (the
+        default since); compact everything if the trace has outgrown its last
+        compaction (`overgrown`). Owners call it when an epoch closes."""
+        self.default_since = since
+        if self.overgrown():
+            self.compact()
 
     # -- reading ----------------------------------------------------------------
 
