@@ -49,6 +49,9 @@ _EXPORTS: dict[str, str] = {
     "Derivation": "datalog.provenance",
     "UnboundFunctorError": "datalog.errors",
     "FactFileError": "datalog.sources.csv",
+    "DurabilityError": "datalog.storage.frames",
+    "DatabaseLockedError": "datalog.storage.frames",
+    "CorruptLogError": "datalog.storage.frames",
     "vectorized": "datalog.functors",
     "functors_in_file": "datalog.functors",
 }
@@ -85,6 +88,9 @@ __all__ = [
     "Derivation",
     "UnboundFunctorError",
     "FactFileError",
+    "DurabilityError",
+    "DatabaseLockedError",
+    "CorruptLogError",
     "vectorized",
     "functors_in_file",
 ]
@@ -120,6 +126,7 @@ if TYPE_CHECKING:
     from datalog.parser import parse_program, parse_query
     from datalog.provenance import Derivation
     from datalog.sources.csv import FactFileError
+    from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
     from datalog.transaction import Transaction
 
 
