@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -87,7 +87,6 @@ class Database:
         `clock` is what paced subscriptions read and wake up by (tests pass a
         `datalog.pacing.ManualClock`).
         """
-        self.checkpoint_every = checkpoint_every
         self.lock = threading.RLock()
         self.clock = clock or SystemClock()
         self.engine = Engine(history=history_setting(history))
@@ -97,12 +96,10 @@ class Database:
         self.engine.commit({UNIT: Requests((np.zeros(1, np.int64),), np.ones(1, bool))})
         self.state = ProgramState.initial(Program(decls=system.DECLS), self.engine.epoch)
         self.queries = LiveQueries(
-            self.engine, self.symbols, self.state, self.functors, self.clock, self._locked
+            self.engine, self.symbols, self.state, self.functors, self.clock, self.lock
         )
-        self.log = Log()
-        self.epochs = Epochs(
-            self.engine, self.state, self.queries, self.log, self._checkpoint_if_due
-        )
+        self.log = Log(checkpoint_every)
+        self.epochs = Epochs(self.engine, self.state, self.queries, self.log, self.symbols)
         self.introspection = Introspection(self.engine, self.state, self.queries, self.symbols)
         if path is not None:
             durable.open_store(self, path, sync)
@@ -133,6 +130,15 @@ class Database:
     @property
     def store(self) -> Store | None:
         return self.log.store
+
+    @property
+    def checkpoint_every(self) -> int:
+        """Log records after which a write first takes a checkpoint."""
+        return self.log.checkpoint_every
+
+    @checkpoint_every.setter
+    def checkpoint_every(self, records: int) -> None:
+        self.log.checkpoint_every = records
 
     # -- program -----------------------------------------------------------------
 
@@ -319,15 +325,6 @@ class Database:
     def _past(self) -> Past:
         return Past(self.engine, self.state.versions, self.symbols, self.functors)
 
-    def _locked(self, fn: Callable[[], None]) -> Callable[[], None]:
-        """`fn` run under the lock (a paced subscription's wake-up, on a timer)."""
-
-        def run() -> None:
-            with self.lock:
-                fn()
-
-        return run
-
     @contextmanager
     def budget(self, seconds: float | None) -> Iterator[None]:
         """Within the block, a query, subscription, definition or commit running past
@@ -348,13 +345,7 @@ class Database:
         with self.lock:
             if self.store is None:
                 raise TransactionError("checkpoint needs a durable database: Database(path)")
-            durable.checkpoint(self)
-
-    def _checkpoint_if_due(self) -> None:
-        """Checkpoint once the log has grown enough; called before a write is logged,
-        so the write that grew the log returns without waiting for the snapshot."""
-        if self.log.wants_checkpoint(self.checkpoint_every):
-            durable.checkpoint(self)
+            durable.checkpoint(self.log, self.engine, self.state, self.symbols)
 
     # -- what `datalog.durable` replays through (`durable.Durable`) -------------------
 

@@ -44,9 +44,10 @@ class Log:
     """Where writes are recorded before they are applied: a durable directory's
     `Store`, or nothing (in memory). Nothing is written while replaying."""
 
-    def __init__(self) -> None:
+    def __init__(self, checkpoint_every: int = 1000) -> None:
         self.store: Store | None = None
         self.replaying = 0  # >0 while the log itself is being replayed
+        self.checkpoint_every = checkpoint_every  # records after which a checkpoint is due
 
     @property
     def writing(self) -> bool:
@@ -74,8 +75,9 @@ class Log:
         if end is not None and self.store is not None:
             self.store.undo(end)
 
-    def wants_checkpoint(self, every: int) -> bool:
-        return self.store is not None and self.writing and self.store.wants_checkpoint(every)
+    def wants_checkpoint(self) -> bool:
+        store = self.store
+        return store is not None and self.writing and store.wants_checkpoint(self.checkpoint_every)
 
 
 class Durable(Protocol):
@@ -116,8 +118,8 @@ def open_store(db: Durable, path: str | os.PathLike[str], sync: bool) -> Store:
                 _replay_legacy(db, raw)
         db.log.store = store
         if legacy:  # migrated: the new format holds it all now, in both snapshots kept
-            checkpoint(db)  # (the log before them holds none of it: one damaged
-            checkpoint(db)  # snapshot must not lose it)
+            for _ in range(2):  # (the log before them holds none of it: one damaged
+                checkpoint(db.log, db.engine, db.state, db.symbols)  # snapshot must not lose it)
         if (Path(path) / LEGACY_LOG).exists():
             (Path(path) / LEGACY_LOG).rename(Path(path) / f"{LEGACY_LOG}.migrated")
     except BaseException:
@@ -146,16 +148,18 @@ def commit_record(
     return Commit(epoch, changes, tuple(redefinitions))
 
 
-def checkpoint(db: Durable) -> None:
-    store = db.log.store
+def checkpoint(log: Log, engine: Engine, state: ProgramState, symbols: SymbolTable) -> None:
+    """Snapshot the base relations, the program and the symbols now; the log they
+    cover goes (`Store.checkpoint`)."""
+    store = log.store
     assert store is not None
-    state, relations = db.state, {}
-    for name, inp in db.engine.inputs.items():
+    relations = {}
+    for name, inp in engine.inputs.items():
         if name in state.checked.schema.relations and not is_reserved(name):
             contents = inp.presence.spine.accumulate(None)
             relations[name] = (contents.columns, contents.diffs)
     program = definitions.program_text(state.definitions)
-    store.checkpoint(Snapshot(db.engine.epoch, program, db.symbols.to_list(), relations))
+    store.checkpoint(Snapshot(engine.epoch, program, symbols.to_list(), relations))
     state.definitions = [definitions.Definition(program)]  # the same program, folded
 
 

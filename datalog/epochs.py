@@ -36,11 +36,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from datalog.definitions import ProgramChange, ProgramState
-from datalog.durable import Log
+from datalog.durable import Log, checkpoint
 from datalog.expressions import DTYPES
 from datalog.interrupts import guard
 from datalog.queries import LiveQueries
 from datalog.storage.records import Record
+from datalog.symbols import SymbolTable
 from differential.engine import Engine
 from differential.inputs import Requests
 
@@ -68,16 +69,17 @@ class Epochs:
         program: ProgramState,
         live: LiveQueries,
         log: Log,
-        checkpoint_if_due: Callable[[], None],
+        symbols: SymbolTable,
     ) -> None:
         self.engine, self.program, self.live, self.log = engine, program, live, log
-        self.checkpoint_if_due = checkpoint_if_due
+        self.symbols = symbols
 
     def commit(self, write: Write) -> int:
         """Apply `write`; the epoch it took (the current one if it took none)."""
         self.live.refuse_in_callback(write.what)
         self.live.repair_if_suspect()
-        self.checkpoint_if_due()
+        if self.log.wants_checkpoint():  # before: the write that grew the log returns
+            checkpoint(self.log, self.engine, self.program, self.symbols)  # without waiting
         engine, decided = self.engine, False
         start, end = engine.epoch, self.log.mark()
         before, created = None, []

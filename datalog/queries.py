@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 
 from datalog.change import Callback, Change
@@ -61,10 +61,10 @@ class LiveQueries:
         program: ProgramState,
         functors: Mapping[str, FunctorBinding],
         clock: Clock,
-        locked: Callable[[Callable[[], None]], Callable[[], None]],
+        lock: AbstractContextManager[object],
     ) -> None:
         self.engine, self.symbols, self.program = engine, symbols, program
-        self.functors, self.clock, self.locked = functors, clock, locked
+        self.functors, self.clock, self.lock = functors, clock, lock
         self.by_key: dict[str, LiveQuery] = {}
         self.tenants = Tenants(Context(engine, symbols, functors, self.deliver))
         self.delivering = 0  # >0 while subscribers are being called
@@ -277,15 +277,18 @@ class LiveQueries:
             raise failure
 
     def _wake_later(self, sub: Subscription, delay: float) -> None:
-        def woken() -> None:
-            live = sub.live
-            if sub.active and live is not None and sub.pacing is not None:
-                with self.calling():
-                    failure = live.tick(self.engine.epoch, woken=True)
-                if failure is not None:
-                    raise failure
+        """A paced subscription asks to be woken (on a timer: under the lock)."""
 
-        self.clock.call_later(delay, self.locked(woken))
+        def woken() -> None:
+            with self.lock:
+                live = sub.live
+                if sub.active and live is not None and sub.pacing is not None:
+                    with self.calling():
+                        failure = live.tick(self.engine.epoch, woken=True)
+                    if failure is not None:
+                        raise failure
+
+        self.clock.call_later(delay, woken)
 
     # -- rebuilds and repair --------------------------------------------------------------
 

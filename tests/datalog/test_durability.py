@@ -370,3 +370,28 @@ def test_a_legacy_log_is_migrated_once_even_if_a_crash_came_before_its_rename(
         db.retract("m", [(1, "a")])
         assert db.query("m(x, s)") == []
     assert (tmp_path / "log.jsonl.migrated").exists()
+
+
+def test_a_database_dropped_without_close_releases_its_directory_at_once(
+    tmp_path: Path,
+) -> None:
+    """No reference cycle keeps a dropped `Database` (and its lock) alive until the
+    cycle collector happens to run: the next `Database(path)` opens at once."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        db = Database(tmp_path)
+        db.define(".decl e(x: number)\n.decl r(x: number)\nr(x) :- e(x).")
+        db.insert("e", [(1,)])
+        db.subscribe("r(x)", lambda change: None).close()
+        db.query("r(x)")
+        dropped = weakref.ref(db)
+        del db
+        assert dropped() is None
+        again = Database(tmp_path)
+        assert again.query("r(x)") == [(1,)]
+        again.close()
+    finally:
+        gc.enable()
