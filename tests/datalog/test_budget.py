@@ -243,3 +243,48 @@ def test_a_row_limit_refuses_a_cross_product_before_it_is_built() -> None:
     assert isinstance(refused.value, BudgetExceeded)
     with db.budget(rows=90_000):
         assert len(db.query("q(x, y)")) == 90_000
+
+
+def test_steps_run_in_parts_and_counted_under_a_row_limit_give_the_reference_answers() -> None:
+    """Sorts, reduces, joins and extensions split in parts as tiny as can be, and the
+    pairs of every join counted first (as under a row limit), meet the reference."""
+    from differential import batch, small
+    from differential.operators import join, reduce
+    from joins import delta_query
+    from tests.datalog import test_engine_vs_reference as against
+
+    unlimited = 10**12
+    with (
+        mock.patch.object(small, "FEW", 0),  # the numpy kernels, whatever the size
+        mock.patch.object(batch, "_SORT_PART", 3),
+        mock.patch.object(reduce, "_HISTORY", 2),
+        mock.patch.object(join, "_PAIRS", 2),
+        mock.patch.object(delta_query, "_PROPOSALS", 2),
+        mock.patch.object(join, "row_limit", lambda: unlimited),
+        mock.patch.object(delta_query, "row_limit", lambda: unlimited),
+    ):
+        against.test_subscriptions_and_queries_equal_the_reference_after_every_commit()
+
+
+def test_a_budget_spent_after_the_commit_point_does_not_fail_the_committed_epoch() -> None:
+    """Past the commit point nothing may raise `BudgetExceeded` (it says nothing
+    changed): finishing the epoch, its deliveries included, is exempt."""
+    db = _database()
+    now = [0.0]
+    answers: list[int] = []
+
+    def callback(change: Any) -> None:
+        now[0] += 100  # the budget runs out while the epoch is delivered
+        answers.append(len(db.query("r(x, y)")))
+
+    db.subscribe("r(0, y)", callback)
+    epoch = db.epoch
+    with mock.patch.object(db.lock.budget, "clock", lambda: now[0]), db.budget(10):
+        db.insert("e", [(20, 21)])
+    assert db.epoch == epoch + 1
+    assert answers[-1] == 231
+    with mock.patch.object(db.lock.budget, "clock", lambda: now[0]), db.budget(10):
+        now[0] += 100
+        with pytest.raises(BudgetExceeded):  # before the commit point it binds
+            db.insert("e", [(21, 22)])
+    assert db.epoch == epoch + 1
