@@ -27,10 +27,11 @@ regular-expression match (an invalid pattern matches nothing).
 Regular expressions backtrack, so a pattern such as `(a|a)+b` takes exponential
 time on a long symbol. `pattern_hazard` finds the usual culprits (a repeated group
 that itself repeats, a repeated group whose alternatives match the same text), and
-the checks refuse such a constant pattern at its position (pass `check_patterns`).
-Every match runs in slices of time (a regular expression cannot be resumed: each
-slice starts again, twice as long), each checking the running budget, so a budget
-or `Database.interrupt` stops a match within a slice.
+the checks refuse such a constant pattern at its position (pass `check_patterns`);
+such a pattern from the data is refused when it is matched. Every match runs in
+slices of time (a regular expression cannot be resumed: each slice starts again,
+twice as long), each checking the running budget, so a budget or
+`Database.interrupt` stops a match within a slice.
 
 Soufflé's `ord(s)` and `as(x, type)` (ADR 0027): `ord` is a 64-bit fingerprint of
 the symbol's UTF-8 text (BLAKE2b), the same in every database and whatever the
@@ -61,7 +62,8 @@ import numpy as np
 import regex
 
 from datalog.ast import ArithmeticOp, ColumnType, ComparisonOp
-from datalog.errors import FunctorError
+from datalog.errors import FunctorError, UnsupportedError
+from datalog.patterns import pattern_hazard
 from differential.budget import remaining, stop
 
 Value = int | float | str
@@ -214,11 +216,17 @@ _COMPARISONS: dict[str, Callable[[Value, Value], bool]] = {
 
 def _matches(pattern: str, text: str) -> bool:
     """A full match, stopped by the running computation's budget or interrupt (a
-    pattern that backtracks for ever cannot hold up a server)."""
+    pattern that backtracks for ever cannot hold up a server). A pattern from the
+    data that `pattern_hazard` refuses is refused here, as a constant one is by the
+    checks."""
     try:
         compiled = _compiled(pattern)
     except regex.error:
         return False
+    hazard = _hazard(pattern)
+    if hazard is not None:
+        offset, reason = hazard
+        raise UnsupportedError(f"`match` pattern {pattern!r}, at character {offset + 1}: {reason}")
     seconds = _FIRST_SLICE
     while True:
         left = remaining(where="in a regular expression")  # raises once spent
@@ -231,13 +239,19 @@ def _matches(pattern: str, text: str) -> bool:
             seconds *= 2  # start again, for longer: the total stays within twice the match
 
 
-# A match's first slice of time: short enough for an interrupt to stop it promptly.
-_FIRST_SLICE = 0.25
+# A match's first slice of time: short enough for an interrupt to stop it promptly
+# (the regular expression's own timeout may overrun it two or three times).
+_FIRST_SLICE = 0.05
 
 
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> regex.Pattern[str]:
     return regex.compile(pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _hazard(pattern: str) -> tuple[int, str] | None:
+    return pattern_hazard(pattern)
 
 
 def call(name: str, args: Sequence[Value], column_type: ColumnType) -> Value | None:

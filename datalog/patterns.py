@@ -117,13 +117,14 @@ def _repeated_inside(group: _Group) -> _Item | None:
 
 def _overlapping(branches: list[list[_Item]]) -> tuple[str, str] | None:
     """Two alternatives whose leading atoms (up to the first group or quantifier)
-    are equal, or one a prefix of the other, as written."""
-    prefixes = [_leading_atoms(branch) for branch in branches]
+    are equal, or one a prefix of the other, as written (alternatives that start
+    with a group or a quantifier are not compared: the scan does not see into them)."""
+    prefixes = [p for p in map(_leading_atoms, branches) if p]
     for i, first in enumerate(prefixes):
         for second in prefixes[i + 1 :]:
             n = min(len(first), len(second))
             if first[:n] == second[:n]:
-                return "".join(first) or "(empty)", "".join(second) or "(empty)"
+                return "".join(first), "".join(second)
     return None
 
 

@@ -198,8 +198,8 @@ def test_an_interrupt_from_another_thread_stops_a_regular_expression_that_runs_f
 
     db = Database()  # a pattern from the data: no check refuses it before it runs
     db.define(".decl s(x: symbol)\n.decl p(x: symbol)\n")
-    db.insert("p", [("(a|a)+b",)])
-    db.insert("s", [("a" * 40,)])
+    db.insert("p", [("((a|b)|a)+b",)])  # backtracks for ever, and no check sees it
+    db.insert("s", [("a" * 40 + "b!",)])
     outcome: list[BaseException] = []
 
     def runaway() -> None:
@@ -288,3 +288,18 @@ def test_a_budget_spent_after_the_commit_point_does_not_fail_the_committed_epoch
         with pytest.raises(BudgetExceeded):  # before the commit point it binds
             db.insert("e", [(21, 22)])
     assert db.epoch == epoch + 1
+
+
+def test_a_pattern_from_the_data_that_backtracks_exponentially_is_refused_when_matched() -> None:
+    db = Database()
+    db.define(".decl s(x: symbol)\n.decl p(x: symbol)\n.decl hit(x: symbol)")
+    db.define("hit(x) :- s(x), p(q), match(q, x).")
+    db.insert("s", [("aab",), ("a" * 40,)])
+    db.insert("p", [("a*b",)])
+    assert db.query("hit(x)") == [("aab",)]
+    db.subscribe("hit(x)", lambda change: None)
+    epoch = db.epoch
+    with pytest.raises(UnsupportedError, match="nested quantifier"):
+        db.insert("p", [("(a+)+b",)])
+    assert db.epoch == epoch
+    assert db.query("p(q)") == [("a*b",)]
