@@ -25,8 +25,10 @@ and `TooManyRows`, so nothing leaves it as a bare `Interrupted`.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time as clock
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
@@ -187,10 +189,28 @@ class WorkLock:
         self._lock.release()
         if error is None:
             return
-        if outermost:
-            give_back()
+        if outermost and isinstance(error, Interrupted | MemoryError):
+            _release(error)
         if isinstance(error, Interrupted) and not isinstance(error, self.budget.stopped):
             raise self.budget.stopped(str(error)) from error
+
+
+def _release(error: BaseException) -> None:
+    """Free what a computation stopped half-way built, and give it back to the system.
+
+    Its dataflow is held by the finished frames of the error's traceback (and of the
+    errors it was raised from) and by reference cycles (operators and streams point
+    at each other): the frames' locals are cleared (a post-mortem debugger sees them
+    empty) and the cycles collected while the error propagates, not at some later
+    collection."""
+    seen: set[int] = set()
+    found: BaseException | None = error
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        traceback.clear_frames(found.__traceback__)
+        found = found.__cause__ or found.__context__
+    gc.collect()
+    give_back()
 
 
 def check_budget() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextvars
 import threading
+import weakref
 from unittest import mock
 
 import numpy as np
@@ -164,14 +165,30 @@ def test_a_work_lock_marks_its_owners_work_running_and_gives_its_own_errors() ->
     check_budget()  # released: nothing runs
 
 
-def test_a_failure_leaving_a_work_lock_gives_memory_back_once() -> None:
-    lock = WorkLock(Budget())
+class Held:
+    """Stands for a half-built dataflow: in a reference cycle, as operators are."""
+
+    def __init__(self) -> None:
+        self.cycle = self
+
+
+def _stopped_while_holding(kept: list[weakref.ref[Held]]) -> None:
+    held = Held()
+    kept.append(weakref.ref(held))
+    raise Interrupted("stopped")
+
+
+def test_a_stopped_computation_leaving_a_work_lock_is_freed_and_given_back_at_once() -> None:
+    lock = WorkLock(Budget(stopped=Stopped))
+    kept: list[weakref.ref[Held]] = []
     with mock.patch("differential.budget.give_back") as give_back:
-        with pytest.raises(ValueError), lock, lock:
-            raise ValueError("a failed request")
-        with lock:
-            pass
-    assert give_back.call_count == 1  # the outermost exit of a failure only
+        with pytest.raises(Stopped) as stopped, lock, lock:
+            _stopped_while_holding(kept)
+        assert kept[0]() is None  # though the error and its traceback are still held
+        assert stopped.value.__cause__ is not None
+        with pytest.raises(ValueError), lock:
+            raise ValueError("a plain failure keeps its frames for a debugger")
+    assert give_back.call_count == 1  # the outermost exit of a stopped computation only
 
 
 def test_give_back_is_a_no_op_without_glibc() -> None:
