@@ -152,10 +152,16 @@ class ReduceOp(Operator):
 
     def _chunks(self, hashes: Hashes, time: Time) -> Iterable[Owner | None]:
         """Runs of the (sorted, distinct) keys whose histories add up to about
-        `_HISTORY` entries each (None: all at once, the usual case). Keys reduce
-        independently, so a huge step is reduced a run at a time and the budget
-        checked in between; each key's history is read once either way."""
-        if len(hashes) <= _HISTORY // 64:
+        `_HISTORY` entries each (None: all at once, the usual case, also when an
+        evenly spaced sample of the keys says their histories are far fewer). Keys
+        reduce independently, so a huge step is reduced a run at a time and the
+        budget checked in between; each key's history is read once either way."""
+        n = len(hashes)
+        if n <= _HISTORY // 64:
+            yield None
+            return
+        sample = hashes[:: max(1, n // 256)]
+        if int(self.source.count(sample, time, True).sum()) * n <= len(sample) * _HISTORY // 4:
             yield None
             return
         ends = np.cumsum(self.source.count(hashes, time, True))
