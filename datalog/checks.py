@@ -21,6 +21,7 @@ from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
 from datalog.passes.check_generators import check_clause_generators, check_generators
 from datalog.passes.check_names import check_clause_names, check_names
+from datalog.passes.check_patterns import check_clause_patterns, check_patterns
 from datalog.passes.check_range_restriction import check_clause, check_range_restriction
 from datalog.passes.check_reserved_names import check_reserved_names
 from datalog.passes.check_subsumptions import check_subsumptions
@@ -63,6 +64,7 @@ PASSES: tuple[Callable[[CheckContext], None], ...] = (
     resolve_casts,
     check_names,
     check_generators,
+    check_patterns,
     check_arity,
     check_range_restriction,
     infer_types,
@@ -156,6 +158,7 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
     check_clause_names(ctx, query.body)
     check_clause_arity(ctx, query.body)
     check_aggregate_disjunctions(ctx, query.body)
+    check_clause_patterns(ctx, (), query.body)
     answer_vars = _answer_variables(query.body)
     bodies = [
         cast_body(ctx, signed_body(scope_aggregates(body), schema.functors))

@@ -19,7 +19,6 @@ point takes the database's lock.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
@@ -34,7 +33,7 @@ from datalog.definitions import Definition, ProgramState, fact_rows
 from datalog.dot import explain_graph
 from datalog.durable import Log
 from datalog.epochs import Epochs, Write
-from datalog.errors import BudgetExceeded, TransactionError, UnsupportedError
+from datalog.errors import BudgetExceeded, RowLimitExceeded, TransactionError, UnsupportedError
 from datalog.explain import explain_text
 from datalog.functors import FunctorBinding, binding, bindings
 from datalog.history import DEFAULT_HISTORY, Past, history_setting
@@ -52,8 +51,7 @@ from datalog.storage.store import Store
 from datalog.symbols import SymbolTable
 from datalog.transaction import Transaction
 from differential.batch import Updates
-from differential.dataflow import Interrupted, interrupt
-from differential.dataflow import budget as dataflow_budget
+from differential.budget import Budget, WorkLock
 from differential.engine import Engine
 from differential.inputs import Requests
 
@@ -87,7 +85,7 @@ class Database:
         `clock` is what paced subscriptions read and wake up by (tests pass a
         `datalog.pacing.ManualClock`).
         """
-        self.lock = threading.RLock()
+        self.lock = WorkLock(Budget(BudgetExceeded, RowLimitExceeded))  # entries run under it
         self.clock = clock or SystemClock()
         self.engine = Engine(history=history_setting(history))
         self.symbols = SymbolTable()
@@ -326,19 +324,24 @@ class Database:
         return Past(self.engine, self.state.versions, self.symbols, self.functors)
 
     @contextmanager
-    def budget(self, seconds: float | None) -> Iterator[None]:
-        """Within the block, a query, subscription, definition or commit running past
-        `seconds` stops between two steps of its dataflows and raises `BudgetExceeded`;
-        like any failure, it leaves the database as it was."""
-        try:
-            with dataflow_budget(seconds):
-                yield
-        except Interrupted as stop:
-            raise BudgetExceeded(str(stop)) from None
+    def budget(self, seconds: float | None = None, rows: int | None = None) -> Iterator[None]:
+        """Within the block, this database's work in this thread (a query, subscription,
+        definition, commit, `why`, `explain`, `as_of` read, the functors and subscriber
+        callbacks it runs) stops at its next check point once `seconds` have passed,
+        and a step that would build more than `rows` rows (a join's output, counted
+        before it is built) is refused. Either raises `BudgetExceeded` (a refusal:
+        `RowLimitExceeded`) and, like any failure, leaves the database as it was.
+        Other databases and other threads are not bound; nested budgets add up (the
+        tighter of each binds). None: no such limit."""
+        with self.lock.budget.limit(seconds, rows):
+            yield
 
     def interrupt(self) -> None:
-        """Stop whatever computation runs now, and every later one (shutting down)."""
-        interrupt()
+        """Stop this database's running work at its next check point (within about a
+        second), whichever thread runs it, with `BudgetExceeded`, and refuse all its
+        later work the same way: for shutting down. Safe from any thread and from a
+        signal handler; takes no lock. Other databases are not affected."""
+        self.lock.budget.interrupt()
 
     def checkpoint(self) -> None:
         """Snapshot the base relations and the program now, and drop the log they cover."""

@@ -20,7 +20,8 @@ definition that only declares takes none). `commit`:
 3. if anything fails before the epoch is decided, nothing of it stays: the record
    is cut off, the old program is back, new inputs go, and the live queries are
    repaired (their answers are as before: nothing is delivered);
-4. from the epoch's commit point on, interrupts wait (`datalog.interrupts`): the
+4. from the epoch's commit point on, interrupts wait (`datalog.interrupts`) and no
+   budget binds (a `BudgetExceeded` says nothing changed, docs/adr/0039): the
    program version is recorded, joiners of shared dataflows get their answers,
    anything a failure dropped is rebuilt and told what it missed, held rule changes
    and paced subscribers are delivered; a failure there is raised once everything
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -42,6 +44,7 @@ from datalog.interrupts import guard
 from datalog.queries import LiveQueries
 from datalog.storage.records import Record
 from datalog.symbols import SymbolTable
+from differential.budget import unbudgeted
 from differential.engine import Engine
 from differential.inputs import Requests
 
@@ -84,11 +87,12 @@ class Epochs:
         start, end = engine.epoch, self.log.mark()
         before, created = None, []
         try:
-            with guard() as interrupts:
+            with guard() as interrupts, ExitStack() as decided_part:
 
                 def seal() -> None:
                     nonlocal decided
                     interrupts.defer()
+                    decided_part.enter_context(unbudgeted())  # nor may a budget stop it
                     decided = True
 
                 if self.log.writing:

@@ -18,6 +18,7 @@ import difflib
 from collections.abc import Iterable, Sequence
 
 from datalog.ast import NOWHERE, Span
+from differential.budget import Interrupted, TooManyRows
 
 
 class DatalogError(Exception):
@@ -119,9 +120,16 @@ class TransactionError(DatalogError):
     """A transaction names an unknown relation or carries badly shaped rows."""
 
 
-class BudgetExceeded(DatalogError):
-    """A request ran past its time budget (or the process is stopping): it was
-    stopped between two steps and changed nothing."""
+class BudgetExceeded(DatalogError, Interrupted):
+    """A request ran past its time budget, or its database was interrupted
+    (`Database.interrupt`: shutting down): it was stopped at a check point and
+    changed nothing. Every way a computation is stopped raises one of these."""
+
+
+class RowLimitExceeded(BudgetExceeded, TooManyRows):
+    """A step of a request would have built more rows than its budget's row limit
+    (`Database.budget(rows=...)`, `deltalog serve --max-rows`): refused before
+    building them; nothing changed."""
 
 
 class UnsupportedError(DatalogError):

@@ -24,6 +24,15 @@ len >= 0, and clamps the end to the string (like C++ `std::string::substr`);
 code point; `contains(a, b)` means a is a substring of b; `match(p, s)` is a full
 regular-expression match (an invalid pattern matches nothing).
 
+Regular expressions backtrack, so a pattern such as `(a|a)+b` takes exponential
+time on a long symbol. `pattern_hazard` finds the usual culprits (a repeated group
+that itself repeats, a repeated group whose alternatives match the same text), and
+the checks refuse such a constant pattern at its position (pass `check_patterns`);
+such a pattern from the data is refused when it is matched. Every match runs in
+slices of time (a regular expression cannot be resumed: each slice starts again,
+twice as long), each checking the running budget, so a budget or
+`Database.interrupt` stops a match within a slice.
+
 Soufflé's `ord(s)` and `as(x, type)` (ADR 0027): `ord` is a 64-bit fingerprint of
 the symbol's UTF-8 text (BLAKE2b), the same in every database and whatever the
 order symbols arrived in, not Soufflé's symbol-table index. `as` converts values
@@ -41,6 +50,7 @@ accumulated rounding). More than `RANGE_LIMIT` values is an error, not a hang.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import re
@@ -52,8 +62,9 @@ import numpy as np
 import regex
 
 from datalog.ast import ArithmeticOp, ColumnType, ComparisonOp
-from datalog.errors import FunctorError
-from differential.dataflow import Interrupted, remaining
+from datalog.errors import FunctorError, UnsupportedError
+from datalog.patterns import pattern_hazard
+from differential.budget import remaining, stop
 
 Value = int | float | str
 
@@ -204,14 +215,43 @@ _COMPARISONS: dict[str, Callable[[Value, Value], bool]] = {
 
 
 def _matches(pattern: str, text: str) -> bool:
-    """A full match, bounded by the running computation's time budget if it has one
-    (a pattern that backtracks for ever cannot hold up a server)."""
+    """A full match, stopped by the running computation's budget or interrupt (a
+    pattern that backtracks for ever cannot hold up a server). A pattern from the
+    data that `pattern_hazard` refuses is refused here, as a constant one is by the
+    checks."""
     try:
-        return regex.fullmatch(pattern, text, timeout=remaining()) is not None
+        compiled = _compiled(pattern)
     except regex.error:
         return False
-    except TimeoutError:
-        raise Interrupted("stopped: a regular expression ran past the time budget") from None
+    hazard = _hazard(pattern)
+    if hazard is not None:
+        offset, reason = hazard
+        raise UnsupportedError(f"`match` pattern {pattern!r}, at character {offset + 1}: {reason}")
+    seconds = _FIRST_SLICE
+    while True:
+        left = remaining(where="in a regular expression")  # raises once spent
+        limit = seconds if left is None else min(seconds, left)
+        try:
+            return compiled.fullmatch(text, timeout=limit) is not None
+        except TimeoutError:
+            if left is not None and left <= seconds:
+                raise stop("stopped: a regular expression ran past the time budget") from None
+            seconds *= 2  # start again, for longer: the total stays within twice the match
+
+
+# A match's first slice of time: short enough for an interrupt to stop it promptly
+# (the regular expression's own timeout may overrun it two or three times).
+_FIRST_SLICE = 0.05
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(pattern: str) -> regex.Pattern[str]:
+    return regex.compile(pattern)
+
+
+@functools.lru_cache(maxsize=256)
+def _hazard(pattern: str) -> tuple[int, str] | None:
+    return pattern_hazard(pattern)
 
 
 def call(name: str, args: Sequence[Value], column_type: ColumnType) -> Value | None:

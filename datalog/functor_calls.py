@@ -33,6 +33,7 @@ import numpy.typing as npt
 from datalog.ast import Call, ColumnType, UserFunctor
 from datalog.errors import FunctorError, UnboundFunctorError
 from datalog.symbols import SymbolTable
+from differential.budget import Interrupted, check_budget
 
 Array = npt.NDArray[Any]
 Mask = npt.NDArray[np.bool_]
@@ -127,8 +128,11 @@ def _invoke(
 ) -> Any:
     """`fn(*args)`; an exception becomes a `FunctorError` showing `row`."""
     assert fn is not None
+    check_budget()  # a slow function over many rows stops between two of them
     try:
         return fn(*args)
+    except Interrupted:  # a budget met inside the function: its work stops, no fault
+        raise
     except Exception as error:
         message = f"{_show(call, row)} raised {type(error).__name__}: {error}"
         raise FunctorError(message, call.span) from error

@@ -6,11 +6,13 @@ An update is `(data, time, diff)`: a tuple of data columns (int64 or float64
 numpy arrays of equal length), a time column of shape `(depth, n)` and an int64
 diff column. `Updates` holds many of them; it is a value, never mutated.
 Consolidation sorts by (data, time), sums the diffs of equal entries and drops
-zeros, all on whole columns.
+zeros, all on whole columns. A sort of many rows runs in parts (`_SORT_PART`),
+checking the running budget between them (docs/adr/0039).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -19,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
+from differential.budget import check_budget
 from differential.time import Time, Times, column
 
 Column = npt.NDArray[np.generic]
@@ -181,19 +184,32 @@ def unpack(
     return out[::-1]
 
 
+# Rows one numpy sort handles at most when a sort is split in parts: about a tenth
+# of a second each, so that a budget or an interrupt acts between two of them.
+_SORT_PART = 1 << 21
+
+
 def sort_order(
-    columns: Sequence[Column], times: Times | None = None, stable: bool = False
+    columns: Sequence[Column], times: Times | None = None, stable: bool = False, runs: bool = False
 ) -> Index:
     """The permutation sorting rows by (columns..., time) lexicographically.
 
     Integer columns whose ranges fit in 63 bits are packed and sorted as one
     key; failing that, the first column (a hash, say) stays apart and the rest
     are packed; the general case is `np.lexsort`. Ties keep their input order
-    when `stable`.
+    when `stable`. More than `_SORT_PART` rows are sorted in parts, the budget
+    checked between them (`_sort_in_parts`), unless they are a few sorted `runs`
+    (batches being merged), which one stable sort merges in about linear time.
     """
     keys: list[Column] = list(columns)
     if times is not None:
         keys.extend(times[i] for i in range(times.shape[0]))
+    if keys and len(keys[0]) > _SORT_PART and not runs:
+        return _sort_in_parts(keys, stable)
+    return _sort_keys(keys, stable)
+
+
+def _sort_keys(keys: Sequence[Column], stable: bool) -> Index:
     kind: Literal["stable", "quicksort"] = "stable" if stable else "quicksort"
     if len(keys) == 1:
         return np.argsort(keys[0], kind=kind)
@@ -204,6 +220,43 @@ def sort_order(
     if rest is not None:
         return np.lexsort((rest[0], keys[0]))
     return np.lexsort(keys[::-1])
+
+
+def _sort_in_parts(keys: Sequence[Column], stable: bool) -> Index:
+    """`_sort_keys` of many rows with no numpy call over much more than `_SORT_PART`
+    rows, checking the budget between any two (a sample sort).
+
+    Splitters drawn from an evenly spaced sample of the leading key (all keys packed
+    into one when they fit) cut its range into about `n / _SORT_PART` ranges; each
+    part of the rows is distributed into the ranges (a stable sort of small range
+    numbers, linear), then each range is sorted on its own. Rows of one range keep
+    their input order until their own sort, so the result is stable. Many rows with
+    one leading key (no packing, a skewed first column) make one range large: its
+    sort is then one call over them."""
+    packed = pack(keys)
+    lead = keys[0] if packed is None else packed[0]
+    n = len(lead)
+    ranges = -(-n // _SORT_PART)
+    sample = np.sort(lead[:: max(1, n // (ranges * 64))])
+    splitters = np.unique(sample[64::64])
+    pieces: list[list[Index]] = [[] for _ in range(len(splitters) + 1)]
+    for start in range(0, n, _SORT_PART):
+        check_budget()
+        where = np.searchsorted(splitters, lead[start : start + _SORT_PART], side="right")
+        small_numbers = where.astype(np.uint16) if len(pieces) <= 1 << 16 else where
+        order = np.argsort(small_numbers, kind="stable") + start  # linear: a radix sort
+        ends = np.cumsum(np.bincount(where, minlength=len(pieces)))
+        for piece, (lo, hi) in zip(pieces, itertools.pairwise([0, *ends.tolist()]), strict=True):
+            if hi > lo:
+                piece.append(order[lo:hi])
+    out: list[Index] = []
+    for piece in pieces:
+        check_budget()
+        if piece:
+            rows = np.concatenate(piece) if len(piece) > 1 else piece[0]
+            sub = [lead[rows]] if packed is not None else [k[rows] for k in keys]
+            out.append(rows[_sort_keys(sub, stable)])
+    return np.concatenate(out).astype(np.intp, copy=False)
 
 
 def run_starts(columns: Sequence[Column], times: Times | None = None) -> npt.NDArray[np.bool_]:
@@ -274,7 +327,8 @@ def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
     packed = pack(keys)
     if packed is None:
         return None
-    ordered = np.sort(packed[0])
+    key = packed[0]
+    ordered = np.sort(key) if len(key) <= _SORT_PART else key[sort_order([key])]
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
     counts = np.diff(np.append(starts, len(ordered)))
     dtypes = [c.dtype for c in updates.columns] + [np.dtype(np.int64)] * updates.depth

@@ -18,85 +18,29 @@ Stateless operators (map, filter, concat, negate, enter, leave, feedback) act
 the moment updates reach them; only stateful ones (arrange, join, reduce,
 import, nested scopes) are scheduled. Their inputs are `TimeQueue`s that bucket
 updates by exact time.
+
+Budgets (`differential.budget`, re-exported here): the scheduler checks the running
+budget before every time and every operator step; operators whose one step can be
+long (joins, reduces, delta queries, chains) check it between chunks too.
 """
 
 from __future__ import annotations
 
-import time as clock
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
 import numpy as np
 
 from differential.batch import Updates, concat
+from differential.budget import Interrupted as Interrupted
+from differential.budget import check_budget as check_budget
+from differential.budget import check_rows as check_rows
+from differential.budget import remaining as remaining
+from differential.budget import row_limit as row_limit
+from differential.budget import unbudgeted as unbudgeted
 from differential.time import Time, split_by_time
 
 Receiver = Callable[[Updates], None]
-
-
-class Interrupted(Exception):
-    """A computation was stopped between two scheduler steps: it ran past its
-    budget, or the process is shutting down."""
-
-
-class _Budget:
-    """The process-wide deadline the scheduler checks before each step (None: none)."""
-
-    deadline: float | None = None
-    stopping = False
-
-
-_BUDGET = _Budget()
-
-
-@contextmanager
-def budget(seconds: float | None) -> Iterator[None]:
-    """Within the block, computations stop with `Interrupted` after `seconds`."""
-    saved = _BUDGET.deadline
-    _BUDGET.deadline = None if seconds is None else clock.monotonic() + seconds
-    if _BUDGET.stopping:
-        _BUDGET.deadline = float("-inf")
-    try:
-        yield
-    finally:
-        _BUDGET.deadline = float("-inf") if _BUDGET.stopping else saved
-
-
-@contextmanager
-def unbudgeted() -> Iterator[None]:
-    """No deadline within the block: for repairs that must finish (a rollback)."""
-    saved, _BUDGET.deadline = _BUDGET.deadline, None
-    try:
-        yield
-    finally:
-        _BUDGET.deadline = saved
-
-
-def interrupt() -> None:
-    """Stop whatever runs at its next scheduler step, and everything after (shutdown)."""
-    _BUDGET.stopping = True
-    _BUDGET.deadline = float("-inf")
-
-
-def remaining() -> float | None:
-    """Seconds left of the current budget (None: no budget); `Interrupted` once spent.
-
-    For work that runs inside one step and can bound itself (a regular expression)."""
-    deadline = _BUDGET.deadline
-    if deadline is None:
-        return None
-    check_budget()
-    return max(deadline - clock.monotonic(), 0.001)
-
-
-def check_budget() -> None:
-    deadline = _BUDGET.deadline
-    if deadline is not None and clock.monotonic() > deadline:
-        raise Interrupted(
-            "stopped: the server is shutting down"
-            if _BUDGET.stopping
-            else "stopped: the computation ran past its time budget"
-        )
 
 
 class TimeQueue:
@@ -253,13 +197,13 @@ class Scope:
     def run(self, prefix: Time = ()) -> None:
         """Process every pending time that extends `prefix`, in lexicographic order."""
         while (time := self.next_time(prefix)) is not None:
-            if _BUDGET.deadline is not None:
-                check_budget()
+            check_budget()
             if self.fused is not None and self.fused(time):
                 continue
             self.steps += 1
             for op in self.operators:
                 if op.ready(time):
+                    check_budget()  # one step may run many heavy operators
                     op.step(time)
 
     def all_operators(self) -> list[Operator]:

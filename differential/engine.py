@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from differential.batch import Column, Diffs, Updates
+from differential.budget import unbudgeted
 from differential.dataflow import Scope, Stream
 from differential.inputs import Input, Requests, Semantics
 from differential.memory import use_small_pages
@@ -314,11 +315,13 @@ class Engine:
             self._abort()
             raise
         self.epoch = epoch
-        self._finish(epoch)
+        with unbudgeted():  # past the commit point no budget may stop the epoch
+            self._finish(epoch)
         return epoch
 
     def _finish(self, epoch: int) -> None:
-        """Seal, compact and deliver the committed `epoch`. What fails now (a listener's
+        """Seal, compact and deliver the committed `epoch`, exempt from any budget (a
+        `BudgetExceeded` says nothing changed). What fails now (a listener's
         KeyboardInterrupt, a MemoryError while compacting) cannot undo the epoch: the
         other dataflows still advance and deliver, a dataflow that failed is dropped
         (its owner rebuilds it: `self.epoch` moved, so it knows the epoch happened),

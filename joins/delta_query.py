@@ -39,7 +39,7 @@ import numpy as np
 
 from differential import small
 from differential.batch import Updates, concat
-from differential.dataflow import Operator, Scope, Stream, check_budget
+from differential.dataflow import Operator, Scope, Stream, check_budget, check_rows, row_limit
 from differential.time import Time
 from joins import few
 from joins.extenders import (
@@ -244,17 +244,25 @@ class DeltaQueryOp(Operator):
         self, prefixes: Prefixes, stage: Stage, new: frozenset[int], time: Time
     ) -> Prefixes:
         """Bind `stage.variable`: the smallest count proposes, the other proposers and
-        the negations now bound check the candidates, survivors are gathered."""
+        the negations now bound check the candidates, survivors are gathered.
+
+        Under a row limit, an extension whose candidates all survive (one proposer,
+        no negation) is refused before any is proposed if they are too many; any
+        other once its survivors so far are."""
         extenders = self._proposers(stage, new)
         negations = [self._antijoin(j, new, stage.variable) for j in stage.negations]
-        if len(extenders) == 1:  # nothing to choose between: skip the counts
+        limited = row_limit() is not None
+        if len(extenders) == 1 and not limited:  # nothing to choose between: no counts
             winner = np.zeros(len(prefixes), dtype=np.intp)
             sizes = None
         else:
             counts = np.stack([e.count(prefixes, time) for e in extenders])
             winner = np.argmin(counts, axis=0)
             sizes = np.take_along_axis(counts, winner[None, :], axis=0)[0]
+            if len(extenders) == 1 and not negations:
+                check_rows(int(sizes.sum()), "a join (delta query)")
         parts = []
+        built = 0
         for rows in _chunks(len(prefixes), sizes):
             check_budget()  # a huge extension stops between two chunks when time is up
             for w, proposer in enumerate(extenders):
@@ -267,6 +275,9 @@ class DeltaQueryOp(Operator):
                         proposed = check.validate(prefixes, proposed, time)
                 if len(proposed):
                     parts.append(proposed.extend(prefixes, stage.variable).updates)
+                    built += len(proposed)
+            if limited:
+                check_rows(built, "a join (delta query)", at_least=True)
         vars_ = (*prefixes.vars, stage.variable)
         if not parts:
             empty = prefixes.updates.take(np.zeros(0, dtype=np.intp))

@@ -18,7 +18,7 @@ import numpy as np
 
 from differential import small
 from differential.batch import Index, Updates, python_rows, python_times
-from differential.dataflow import Operator, Stream, check_budget
+from differential.dataflow import Operator, Stream, check_budget, check_rows, row_limit
 from differential.operators.arrange import Arranged, Owner
 from differential.time import Time, join_times
 from differential.trace.batch import Hashes
@@ -108,9 +108,11 @@ class JoinOp(Operator):
         """Send `delta` joined with `other` (after this time's changes if `delta` is the
         left side, before them if it is the right: each pair is derived once), in
         chunks of about `_PAIRS` pairs, so memory stays bounded per chunk and a
-        budget can stop a huge product between two of them."""
+        budget can stop a huge product between two of them. Under a row limit the
+        pairs are counted first, and too many are refused before any is built."""
         k = self.left.key_arity
-        for rows in _chunks(delta, hashes, other, time, left_is_delta):
+        exact = row_limit() is not None
+        for rows in _chunks(delta, hashes, other, time, left_is_delta, exact):
             check_budget()
             part, keys = (delta, hashes) if rows is None else (delta.take(rows), hashes[rows])
             owner, found = other.lookup(part.columns[:k], keys, time, left_is_delta)
@@ -137,21 +139,32 @@ class JoinOp(Operator):
 
 
 def _chunks(
-    delta: Updates, hashes: Hashes, other: Arranged, time: Time, include_delta: bool
+    delta: Updates,
+    hashes: Hashes,
+    other: Arranged,
+    time: Time,
+    include_delta: bool,
+    exact: bool = False,
 ) -> Iterator[Index | None]:
     """Rows of `delta` whose matches in `other` add up to about `_PAIRS` each (None:
     all of them at once). A few changes are one chunk, and so are changes whose
     matches, estimated from an evenly spaced sample, are far fewer than `_PAIRS`
-    (counting all of them costs as much as finding their ranges again)."""
+    (counting all of them costs as much as finding their ranges again), unless
+    `exact`: then every match is counted and the total checked against the row
+    limit (`check_rows`) before any pair is built."""
     n = len(delta)
-    if n <= small.FEW:
+    if not exact and n <= small.FEW:
         yield None
         return
     sample = hashes[:: max(1, n // _SAMPLE)]
-    if int(other.count(sample, time, include_delta).sum()) * n <= len(sample) * _PAIRS // 4:
+    if not exact and (
+        int(other.count(sample, time, include_delta).sum()) * n <= len(sample) * _PAIRS // 4
+    ):
         yield None
         return
     ends = np.cumsum(other.count(hashes, time, include_delta))
+    if len(ends):
+        check_rows(int(ends[-1]), "a join")
     if not len(ends) or ends[-1] <= _PAIRS:
         yield None
         return

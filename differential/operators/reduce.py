@@ -17,6 +17,7 @@ In the root scope history is always `<= t` and nothing is scheduled.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -34,7 +35,7 @@ from differential.batch import (
     run_starts,
     sort_order,
 )
-from differential.dataflow import Operator, Stream
+from differential.dataflow import Operator, Stream, check_budget
 from differential.operators.arrange import Arranged, Owner
 from differential.time import (
     Antichain,
@@ -55,6 +56,7 @@ Row = tuple[object, ...]
 # Keys scheduled for a later time: columns, or Python rows from the list path.
 KeyPart = tuple[Column, ...] | list[Row]
 _LIST_FACTOR = 8  # a step whose history has at most FEW * this entries runs on lists
+_HISTORY = 1 << 21  # history entries reduced at once (a bigger step goes by runs of keys)
 
 
 @dataclass(frozen=True)
@@ -137,6 +139,42 @@ class ReduceOp(Operator):
                 if found is not None:
                     self._emit(self._step_lists(asked, found, time), time)
                     return
+        parts = []
+        for rows in self._chunks(hashes, time):
+            check_budget()  # many keys, or a long history, are reduced part by part
+            if rows is None:
+                parts.append(self._reduce(keys, hashes, time))
+            else:
+                parts.append(self._reduce(tuple(k[rows] for k in keys), hashes[rows], time))
+        changed = [part for part in parts if len(part)]
+        if changed:
+            self._emit(concat(changed), time)
+
+    def _chunks(self, hashes: Hashes, time: Time) -> Iterable[Owner | None]:
+        """Runs of the (sorted, distinct) keys whose histories add up to about
+        `_HISTORY` entries each (None: all at once, the usual case, also when an
+        evenly spaced sample of the keys says their histories are far fewer). Keys
+        reduce independently, so a huge step is reduced a run at a time and the
+        budget checked in between; each key's history is read once either way."""
+        n = len(hashes)
+        if n <= _HISTORY // 64:
+            yield None
+            return
+        sample = hashes[:: max(1, n // 256)]
+        if int(self.source.count(sample, time, True).sum()) * n <= len(sample) * _HISTORY // 4:
+            yield None
+            return
+        ends = np.cumsum(self.source.count(hashes, time, True))
+        if not len(ends) or ends[-1] <= _HISTORY:
+            yield None
+            return
+        marks = np.arange(_HISTORY, int(ends[-1]), _HISTORY)
+        edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), len(hashes)])
+        for lo, hi in itertools.pairwise(edges.tolist()):
+            yield np.arange(lo, hi, dtype=np.intp)
+
+    def _reduce(self, keys: tuple[Column, ...], hashes: Hashes, time: Time) -> Updates:
+        """The change of the output at `time` for `keys` (re-evaluated together)."""
         owner, history = self.source.lookup(keys, hashes, time, True)
         self._schedule_joins(keys, owner, history.times, time)
         linear = self.reducer in LINEAR
@@ -147,13 +185,8 @@ class ReduceOp(Operator):
         cols = [np.concatenate([a, b]) for a, b in zip(d_cols, o_cols, strict=True)]
         diffs = np.concatenate([d_mult.astype(np.int64), -o_mult])
         change = consolidate(Updates((out_owner, *cols), column(time, len(diffs)), diffs))
-        if len(change) == 0:
-            return
         rows = change.columns[0]
-        result = Updates(
-            (*(k[rows] for k in keys), *change.columns[1:]), change.times, change.diffs
-        )
-        self._emit(result, time)
+        return Updates((*(k[rows] for k in keys), *change.columns[1:]), change.times, change.diffs)
 
     def _emit(self, result: Updates | None, time: Time) -> None:
         if result is not None and len(result):
@@ -231,7 +264,7 @@ class ReduceOp(Operator):
         if self.seen is not None:
             updates, hashes = changes
             keys: tuple[Column, ...] = updates.columns
-            fresh = self.seen.admit(hashes, keys)
+            fresh = _admit(self.seen, hashes, keys)
         else:
             delta = self.source.delta(time)
             assert delta is not None
@@ -442,3 +475,18 @@ def monoid(ufunc: np.ufunc) -> Reducer:
 # `sum_values`: a float sum taken in another order may differ in its last bit, and a
 # re-evaluated key would then retract and insert the same total.
 LINEAR: frozenset[Reducer] = frozenset({count})
+
+
+def _admit(seen: KeySet, hashes: Hashes, keys: tuple[Column, ...]) -> Owner:
+    """`seen.admit` of many keys a run of `_HISTORY` at a time, the budget checked in
+    between (a run admitted stays admitted: the operator's state is dropped with its
+    dataflow when the step fails)."""
+    n = len(hashes)
+    if n <= _HISTORY:
+        return seen.admit(hashes, keys)
+    parts = []
+    for lo in range(0, n, _HISTORY):
+        check_budget()
+        run = slice(lo, lo + _HISTORY)
+        parts.append(seen.admit(hashes[run], tuple(k[run] for k in keys)) + lo)
+    return np.concatenate(parts)

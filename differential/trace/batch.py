@@ -33,6 +33,7 @@ from differential.batch import (
     sort_order,
     uniform_diff,
 )
+from differential.budget import check_budget
 from differential.time import Antichain, Times, advance_by
 from differential.trace.index import LookupCache
 
@@ -149,12 +150,17 @@ class Batch:
         # sharing a (mixed) hash may then interleave, so the rare batch where that
         # happens is sorted by its key columns as well, to keep each key's
         # entries contiguous and consolidate them.
-        order = sort_order([hashes, *updates.columns[key_arity:]], times, stable=runs)
+        # A big batch takes several whole-column passes: the budget is checked between
+        # them (building changes nothing, so stopping half-way leaves nothing half-done).
+        order = sort_order([hashes, *updates.columns[key_arity:]], times, stable=runs, runs=runs)
+        check_budget()
         if not identity and _keys_interleave(hashes, updates.columns[:key_arity], order):
-            order = sort_order([hashes, *updates.columns], times, stable=runs)
+            order = sort_order([hashes, *updates.columns], times, stable=runs, runs=runs)
+        check_budget()
         rows = [hashes[order], *(c[order] for c in updates.columns[1 if identity else 0 :])]
         times = times[:, order]
         diffs = updates.diffs[order]
+        check_budget()
         starts = np.flatnonzero(run_starts(rows, times))
         if len(starts) < len(diffs):
             diffs = np.add.reduceat(diffs, starts)

@@ -176,17 +176,18 @@ def test_one_shot_queries_leave_no_symbols_behind() -> None:
 
 
 def test_a_budget_stops_a_runaway_regular_expression() -> None:
-    import time
-
+    """It stops (how soon is measured by bench/bench_budget.py, not asserted here)."""
     from datalog.errors import BudgetExceeded
 
-    db = Database()
-    db.define('.decl s(x: symbol)\n.decl hit(x: symbol)\nhit(x) :- s(x), match("(a|aa)+$", x).')
+    db = Database()  # a pattern from the data: no check refuses it before it runs
+    db.define(
+        ".decl s(x: symbol)\n.decl p(x: symbol)\n.decl hit(x: symbol)\n"
+        "hit(x) :- s(x), p(q), match(q, x)."
+    )
+    db.insert("p", [("((a|c)|a)+$",)])  # backtracks, and no check sees it
     db.insert("s", [("a" * 40 + "b",), ("aaa",)])
-    started = time.monotonic()
     with pytest.raises(BudgetExceeded, match="regular expression"), db.budget(0.3):
         db.query("hit(x)")
-    assert time.monotonic() - started < 3
     db.retract("s", [("a" * 40 + "b",)])
     assert db.query("hit(x)") == [("aaa",)]  # and without a budget, matching still works
 
