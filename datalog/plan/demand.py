@@ -189,8 +189,8 @@ class Body:
         self.demand = demand
         self.bindings = bindings
         self.prefix = prefix  # literals a magic rule for the next atom starts from
-        self.level = OWN  # positive atoms of an aggregate body read by its level
-        self.aggregated = aggregated
+        self.aggregated = aggregated  # positive atoms read by their relation's level
+        self.computed: list[tuple[str, Term, set[str]]] = []  # placed `x = t`: x, t, t's inputs
 
     def rewrite(self, body: Sequence[Literal]) -> list[Literal]:
         """`body` (in written order) with every derived atom renamed to what it reads."""
@@ -238,16 +238,25 @@ class Body:
             if isinstance(target, Var) and needs <= b.grounded:
                 self.prefix.append(literal)
                 b.grounded.add(target.name)
-                self._bind_computed(target.name, source, needs)
+                self.computed.append((target.name, source, needs))
+                self._bind_computed()
                 return True
         return False
 
-    def _bind_computed(self, name: str, source: Term, needs: set[str]) -> None:
+    def _bind_computed(self) -> None:
+        """Bind what placed `x = t` bind now (an input of `t` may have become strongly
+        bound since, by an atom placed after it)."""
         b = self.bindings
-        if isinstance(source, Const) or needs <= b.strong:
-            b.strong.add(name)
-        elif isinstance(source, Var) and source.name in b.weak:
-            b.weak.add(name)
+        changed = True
+        while changed:
+            changed = False
+            for name, source, needs in self.computed:
+                if name not in b.strong and (isinstance(source, Const) or needs <= b.strong):
+                    b.strong.add(name)
+                    changed = True
+                elif not b.bound(name) and isinstance(source, Var) and source.name in b.weak:
+                    b.weak.add(name)
+                    changed = True
 
     def _next_atom(self, todo: Mapping[int, Literal]) -> int | None:
         """The next atom to place: one with a bound argument, cheapest first."""
@@ -274,6 +283,7 @@ class Body:
         names = {t.name for t in atom.args if isinstance(t, Var)}
         self.bindings.strong |= names
         self.bindings.grounded |= names
+        self._bind_computed()
         return placed
 
     def _rest(self, literal: Literal) -> Literal:
