@@ -295,7 +295,9 @@ class Body:
             ad = "f" * len(literal.args)
             return replace(literal, name=demand.read(literal.name, ad, level))
         if isinstance(literal, Negation):
-            atom = demand.ask(literal.atom, self.bindings, self.prefix, self._level(literal.atom.name))
+            atom = demand.ask(
+                literal.atom, self.bindings, self.prefix, self._level(literal.atom.name)
+            )
             return replace(literal, atom=atom)
         if isinstance(literal, Comparison):
             return replace(literal, left=self._term(literal.left), right=self._term(literal.right))

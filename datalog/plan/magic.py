@@ -40,7 +40,7 @@ from datalog.ast import Aggregate, Atom, Decl, Literal, Negation, Program, Rule,
 from datalog.checks import CheckedProgram, CheckedQuery, check_program, dependencies
 from datalog.errors import DatalogError
 from datalog.passes.variables import map_terms, nodes
-from datalog.plan.demand import ORIGINAL, OWN, Body, Bindings, Copy, Demand, adorned, magic
+from datalog.plan.demand import ORIGINAL, OWN, Bindings, Body, Copy, Demand, adorned, magic
 from datalog.strata import dependency_edges, strongly_connected_components
 
 __all__ = ["MagicPolicy", "Specialized", "adorned", "magic", "specialize", "tenant_specialize"]
@@ -289,4 +289,3 @@ def _notes(copies: dict[str, Copy], levels: dict[str, int], policy: MagicPolicy)
             "put a negation or aggregate inside a recursion"
         )
     return notes + policy.describe()
-
