@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from datalog.ast import ColumnType, Directive, Literal, Program, Query, Rule
+from datalog.ast import ColumnType, Directive, Literal, Pragma, Program, Query, Rule
 from datalog.errors import RangeRestrictionError, TypeMismatchError, ordered_errors, raise_all
 from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
@@ -85,6 +85,7 @@ class CheckedProgram:
     variable_types: tuple[Mapping[str, ColumnType], ...]
     source: str = field(default="", compare=False, repr=False)
     dominances: Mapping[str, tuple[Dominance, ...]] = field(default_factory=dict)
+    pragmas: tuple[Pragma, ...] = ()  # as written, in order (the planner reads some)
     _types_by_rule: dict[Rule, Mapping[str, ColumnType]] = field(
         init=False, compare=False, repr=False
     )
@@ -132,6 +133,7 @@ def check_program(program: Program) -> CheckedProgram:
         variable_types=tuple(ctx.variable_types),
         source=program.source,
         dominances=dominances,
+        pragmas=program.pragmas,
     )
 
 

@@ -63,6 +63,11 @@ def _parser() -> argparse.ArgumentParser:
         help="show a progress line for large fact files (default: when stderr is a TTY)",
     )  # fmt: skip
     run.add_argument(
+        "--allow-missing-inputs", action="store_true",
+        help="an `.input` relation whose fact file does not exist starts empty "
+        "(default: an error, as in Soufflé)",
+    )  # fmt: skip
+    run.add_argument(
         "--engine", choices=("embedded", "spark"), default="embedded",
         help="evaluate in this process (default) or on Spark (needs pyspark and Java)",
     )  # fmt: skip
@@ -123,7 +128,9 @@ def run_program(args: argparse.Namespace) -> int:
     try:
         db = Database(functors=load_functors(args.functors))
         db.define(text)
-        load_inputs(db, args.fact_dir, progress=args.progress)
+        load_inputs(
+            db, args.fact_dir, progress=args.progress, allow_missing=args.allow_missing_inputs
+        )
         write_outputs(db, args.output_dir, sys.stdout)
         for directive in db.checked.directives:
             if directive.kind == "printsize":
@@ -138,10 +145,18 @@ def run_program(args: argparse.Namespace) -> int:
 
 
 def _run_on_spark(text: str, args: argparse.Namespace) -> int:
+    from datalog.checks import check_program
     from datalog.errors import DatalogError
-    from datalog.spark.run import run
+    from datalog.parser import parse_program
+    from datalog.sources.csv import missing_file
+    from datalog.spark.run import input_files, run
 
     try:
+        files = input_files(check_program(parse_program(text)), args.fact_dir)
+        for file in files:  # Spark would fail on it with a stack trace
+            if not file.path.exists():
+                spark = "; --allow-missing-inputs is not supported with --engine spark"
+                raise missing_file(file, spark if args.allow_missing_inputs else "")
         run(text, args.fact_dir, args.output_dir, stdout=sys.stdout)
     except DatalogError as error:
         print(error.format(), file=sys.stderr)

@@ -252,8 +252,11 @@ class _Builder(Transformer[Token, Any]):
         return ast.Const(_integer(children[0]), "number", span_of(meta))
 
     def ipv4(self, meta: Meta, children: list[Token]) -> ast.Const:
+        """`a.b.c.d` is the number Soufflé's scanner makes of it: the address as a
+        signed 32-bit integer (`255.255.255.255` is -1, `192.168.0.1` is -1062731775)."""
         a, b, c, d = (int(part) for part in str(children[0]).split("."))
-        return ast.Const((a << 24) | (b << 16) | (c << 8) | d, "number", span_of(meta))
+        value = (a << 24) | (b << 16) | (c << 8) | d
+        return ast.Const(value - (1 << 32) if value >= 1 << 31 else value, "number", span_of(meta))
 
     def unsigned(self, meta: Meta, children: list[Token]) -> ast.Const:
         return ast.Const(_integer(children[0][:-1]), "unsigned", span_of(meta))

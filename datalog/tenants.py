@@ -241,6 +241,7 @@ class Tenants:
             planner.program, query = specialized.program, specialized.query
             planner.inputs = specialized.inputs
             planner.notes.append("specialized to the parameter relation (magic sets)")
+            planner.notes += [f"  {note}" for note in specialized.notes]
         built = planner.build(query, shape.key)
         answer = built.start(context.engine)
         built.output.listeners.append(lambda u, e: self._route(tenant, u, e))

@@ -32,7 +32,7 @@ from datalog.expressions import DTYPES
 from datalog.functors import FunctorBinding, bind_program, bind_query
 from datalog.passes.variables import nodes
 from datalog.plan.body import Binding, BodyCompiler
-from datalog.plan.magic import try_specialize
+from datalog.plan.magic import specialize
 from datalog.plan.sources import Sources
 from datalog.plan.subsume import subsume
 from datalog.plan.views import Share, Views
@@ -110,12 +110,13 @@ class Planner:
         self.notes: list[str] = []
 
     def build(self, query: CheckedQuery, name: str) -> QueryPlan:
-        specialized = try_specialize(self.program, query) if self.specialize else None
+        specialized = specialize(self.program, query) if self.specialize else None
         if specialized is not None:
             self.program, query = specialized.program, specialized.query
             self.inputs = specialized.inputs
             self.share = "off"  # the specialized relations are this query's own
             self.notes.append("specialized to the query's constants (magic sets)")
+            self.notes += [f"  {note}" for note in specialized.notes]
         query = bind_query(query, self.functors)  # user functors: the functions bound now
         self.program = bind_program(self.program, self.functors, relations_read(query))
         dataflow = self.engine.dataflow(name)

@@ -2,7 +2,9 @@
 
 Layer: datalog (sources). Imports pyarrow and the public API of `datalog`.
 
-Input. `.input r` reads `<facts_dir>/r.facts`: one fact a line, columns split by
+Input. `.input r` reads `<facts_dir>/r.facts` (a missing file is an error, as in
+Soufflé, unless the caller allows it: the relation then starts empty; ADR 0043):
+one fact a line, columns split by
 a tab, no header, no quoting (a symbol is everything between two delimiters),
 empty lines skipped. Directive options: `filename="x.csv"` (relative to the
 facts directory unless absolute), `delimiter=","`, `headers=true` (skip one
@@ -123,9 +125,13 @@ def _file(directive: Directive, info: RelationInfo, folder: str | Path, default:
 # --- reading --------------------------------------------------------------------------
 
 
-def read_facts(file: FactFile) -> pa.Table:
-    """The facts of `file` as a typed table; `FactFileError` if any line is bad."""
-    if not file.path.exists():  # as Soufflé: an input nobody wrote is an empty relation
+def read_facts(file: FactFile, allow_missing: bool = False) -> pa.Table:
+    """The facts of `file` as a typed table; `FactFileError` if any line is bad, or
+    if the file does not exist (as in Soufflé) unless `allow_missing`: then the
+    relation starts empty, with a warning."""
+    if not file.path.exists():
+        if not allow_missing:
+            raise missing_file(file)
         _log.warning("no fact file %s: `%s` starts empty", file.path, file.relation.name)
         return _empty(file.relation)
     if not file.path.is_file():
@@ -136,6 +142,16 @@ def read_facts(file: FactFile) -> pa.Table:
         return _read_arrow(file)
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return _read_strictly(file)  # names the first bad line, or reads what arrow could not
+
+
+def missing_file(file: FactFile, note: str = "") -> FactFileError:
+    """The error for an `.input` file that does not exist (`note` appended)."""
+    name = file.relation.name
+    message = (
+        f"no fact file for `.input {name}`: create it, or let `{name}` start empty "
+        "(`deltalog run --allow-missing-inputs`, `load_inputs(..., allow_missing=True)`)"
+    )
+    return FactFileError(message + note, file.path)
 
 
 def _empty(info: RelationInfo) -> pa.Table:
@@ -245,21 +261,32 @@ def input_files(db: Database, facts_dir: str | Path = ".") -> list[FactFile]:
 
 
 def load_inputs(
-    db: Database, facts_dir: str | Path = ".", *, progress: bool | None = None
+    db: Database,
+    facts_dir: str | Path = ".",
+    *,
+    progress: bool | None = None,
+    allow_missing: bool = False,
 ) -> dict[str, int]:
     """Read every `.input` file, then insert them all as one transaction.
 
     Returns the number of lines read per relation. Nothing is inserted unless
-    every file parses. `progress=None` shows progress only when stderr is a TTY.
+    every file parses. A file that does not exist is a `FactFileError`, as in
+    Soufflé, unless `allow_missing` (its relation then starts empty, with a
+    warning). `progress=None` shows progress only when stderr is a TTY.
     """
-    return load_files(db, input_files(db, facts_dir), progress=progress)
+    files = input_files(db, facts_dir)
+    return load_files(db, files, progress=progress, allow_missing=allow_missing)
 
 
 def load_files(
-    db: Database, files: Sequence[FactFile], *, progress: bool | None = None
+    db: Database,
+    files: Sequence[FactFile],
+    *,
+    progress: bool | None = None,
+    allow_missing: bool = False,
 ) -> dict[str, int]:
     """Read `files` (all of them, checking every line), then insert them in one transaction."""
-    tables = [(f, read_facts(f)) for f in files]
+    tables = [(f, read_facts(f, allow_missing)) for f in files]
     show = sys.stderr.isatty() if progress is None else progress
     counts: dict[str, int] = {}
     with db.transaction() as tx:

@@ -89,6 +89,19 @@ def test_run_defaults_to_the_current_directory(
     assert (project / "facts/reach.csv").read_text().startswith("1\t1\n")
 
 
+def test_run_stops_at_a_missing_fact_file_unless_allowed(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (project / "facts/nodes.csv").unlink()
+    argv = ["run", str(project / "p.dl"), "-F", str(project / "facts"), "-D", "-"]
+    code, out, err = _run(argv, capsys)
+    assert (code, out) == (1, "")
+    assert "no fact file for `.input node`" in err and "nodes.csv" in err
+    code, out, err = _run([*argv, "--allow-missing-inputs"], capsys)
+    assert code == 0 and out.endswith("reach\t12\n")
+    assert "heavy\n===============\n===============" in out  # `node` started empty
+
+
 def test_a_bad_program_exits_1_with_every_error_and_a_caret(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -136,11 +136,21 @@ def test_the_caret_points_at_the_bad_field(tmp_path: Path) -> None:
     assert caret.index("^") == source.index("12x")
 
 
-def test_a_missing_file_is_an_empty_relation_with_a_warning(
+def test_a_missing_file_is_an_error_naming_it_and_loads_nothing(tmp_path: Path) -> None:
+    db = _db()
+    _write(tmp_path, "people.csv", "name,score,id\nzoe,1.5,7\n")  # edge.facts is missing
+    with pytest.raises(FactFileError) as caught:
+        load_inputs(db, tmp_path, progress=False)
+    assert "no fact file for `.input edge`" in caught.value.format()
+    assert str(tmp_path / "edge.facts") in caught.value.format()
+    assert db.query("person(n, s, i)") == []  # nothing of any input went in
+
+
+def test_a_missing_file_is_an_empty_relation_with_a_warning_when_allowed(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     db = _db()
-    assert load_inputs(db, tmp_path, progress=False)["edge"] == 0
+    assert load_inputs(db, tmp_path, progress=False, allow_missing=True)["edge"] == 0
     assert db.query("edge(x, y)") == []
     assert "no fact file" in caplog.text and "edge" in caplog.text
 
