@@ -40,7 +40,7 @@ INSTALL = (
 
 
 class StartupError(Exception):
-    """Why the server cannot start (a message for the operator)."""
+    """Why the server cannot start: the whole message for the operator."""
 
 
 def parser() -> argparse.ArgumentParser:
@@ -193,7 +193,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         server = _server(args, open_database(args))
     except StartupError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(error, file=sys.stderr)
         if sock is not None:
             sock.close()
         return 1
@@ -231,7 +231,7 @@ def open_database(args: argparse.Namespace) -> Database:
     except DatalogError as error:
         raise StartupError(error.format()) from None
     except OSError as error:
-        raise StartupError(f"{error.strerror or error}: {error.filename or ''}") from None
+        raise StartupError(f"error: {error.strerror or error}: {error.filename or ''}") from None
     return db
 
 
@@ -243,15 +243,16 @@ def define_program(db: Database, path: Path, fact_dir: Path | None) -> None:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise StartupError(f"--program {path}: {error.strerror}") from None
+        raise StartupError(f"error: --program {path}: {error.strerror}") from None
     except UnicodeDecodeError as error:
-        raise StartupError(f"--program {path} is not UTF-8 text (at byte {error.start})") from None
+        message = f"error: --program {path} is not UTF-8 text (at byte {error.start})"
+        raise StartupError(message) from None
     if any(definition.text == text for definition in db.definitions):
         return  # defined, and its facts loaded, when the database was made
     db.define(text)
     if fact_dir is not None:
         if not fact_dir.is_dir():
-            raise StartupError(f"-F {fact_dir}: no such directory")
+            raise StartupError(f"error: -F {fact_dir}: no such directory")
         load_inputs(db, fact_dir)
 
 
