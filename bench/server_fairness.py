@@ -26,6 +26,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.common import percentiles, print_table
 from server.client import Client, ServerError, Subscription
@@ -189,7 +190,7 @@ async def sigterm_during(process: subprocess.Popen[str], url: str, kind: str) ->
     """Seconds from SIGTERM to the server's exit while `kind` (a heavy request, a
     runaway commit, or nothing) runs."""
     async with Client.connect(url, max_size=None) as client:
-        running = None
+        running: asyncio.Future[Any] | None = None
         if kind == "runaway commit":
             await (await client.subscribe("cnt(x)")).next(5)
             running = asyncio.ensure_future(client.transact({"go": [()]}))
