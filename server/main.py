@@ -280,14 +280,17 @@ async def _serve(server: DeltalogServer, sock: socket.socket | None, ready: Path
     except OSError as error:  # the port is taken, or the address is not ours
         print(f"error: cannot listen on {server.address}: {error.strerror}", file=sys.stderr)
         return 1
-    auth = "token required" if server.hub.token else "no authentication"
-    print(f"deltalog serving on {server.url} ({auth}); Ctrl-C stops", file=sys.stderr)
-    print(f"live page: {server.page_url}", file=sys.stderr, flush=True)
-    if ready is not None:
-        _write_ready(ready, server.url)
-    print(f"ready {server.url}", flush=True)
+
+    def say_ready() -> None:  # once SIGTERM is caught: a supervisor may send it at once
+        auth = "token required" if server.hub.token else "no authentication"
+        print(f"deltalog serving on {server.url} ({auth}); Ctrl-C stops", file=sys.stderr)
+        print(f"live page: {server.page_url}", file=sys.stderr, flush=True)
+        if ready is not None:
+            _write_ready(ready, server.url)
+        print(f"ready {server.url}", flush=True)
+
     try:
-        await server.stop_on_signal()
+        await server.stop_on_signal(say_ready)
     finally:
         if ready is not None:
             with contextlib.suppress(OSError):

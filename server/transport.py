@@ -175,13 +175,16 @@ class DeltalogServer:
             _log.warning("the engine thread is still busy; stopping without it")
         self.engine.shutdown(max(deadline - loop.time(), 0))
 
-    async def stop_on_signal(self) -> None:
-        """Serve (once started) until SIGINT or SIGTERM, then shut down gracefully."""
+    async def stop_on_signal(self, ready: Callable[[], None] | None = None) -> None:
+        """Serve (once started) until SIGINT or SIGTERM, then shut down gracefully;
+        `ready()` is called once the signals are caught (to say the server is ready)."""
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
         try:
+            if ready is not None:
+                ready()
             await stopping.wait()
             self.db.interrupt()  # a runaway computation stops at its next step
         finally:
@@ -282,7 +285,8 @@ class DeltalogServer:
             async for frame in ws:
                 if connection.closing:
                     break
-                await connection.throttle()
+                if self.limits.rate > 0:
+                    await connection.throttle()
                 if self._ping(connection, frame):
                     continue
                 heavy = await self.run(self.hub.handle, session, frame)

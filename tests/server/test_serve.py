@@ -111,6 +111,12 @@ def test_ready_is_said_on_stdout_and_in_the_ready_file(tmp_path: Path) -> None:
     assert not ready.exists()
 
 
+def test_sigterm_as_soon_as_ready_is_said_stops_gracefully() -> None:
+    with _serving() as (process, _):
+        process.send_signal(signal.SIGTERM)  # a supervisor may do it at once
+        assert process.wait(30) == 0  # not killed by the signal (-15)
+
+
 @pytest.mark.skipif(not fork_available(), reason="workers need os.fork")
 def test_sigterm_kills_the_worker_computing_a_runaway_query() -> None:
     program = ".decl inf(x: number)\ninf(0).\ninf(x + 1) :- inf(x).\n"
