@@ -140,19 +140,18 @@ class Hub:
             if not session.authenticated and request.type != "auth":
                 self._refuse(session, request_id, "authentication required: send auth first")
                 return None
-            heavy = Heavy(session, request, started)
             slice = self._slice(request)
             if slice is None:
                 self._run(session, request, self.limits.seconds)
                 return None
             if text_bytes(request) > self.limits.probe_text:  # parsing it may take long
-                return heavy
+                return Heavy(session, request, started)
             try:
                 self._run(session, request, slice)
             except BudgetExceeded:
                 if self.stopping:
                     raise
-                return heavy
+                return Heavy(session, request, started)
         except Exception as error:
             self._fail(session, request_id, error, frame)
         return None
