@@ -41,7 +41,7 @@ class Limits:
     stop_timeout: float = 1.5  # seconds a stop waits for clients and the engine, at most
     rate: float = 0.0  # requests per second per connection (0: no limit), in bursts of `rate`
     workers: int = 2  # children computing heavy requests at once (0: none, on the engine)
-    workers_per_client: int = 1  # of them, for the connections of one client address
+    workers_per_address: int = 0  # of them, for the connections of one address (0: any)
     allow_origins: tuple[str, ...] = ()  # browser origins allowed besides the server's own
 
 

@@ -120,10 +120,10 @@ def parser() -> argparse.ArgumentParser:
         help="worker processes computing heavy requests at once (default 2; 0: none)",
     )
     add(
-        "--workers-per-client",
+        "--workers-per-address",
         type=int,
-        default=1,
-        help="of those, for the connections from one client address (default 1)",
+        default=0,
+        help="of those, for the connections from one client address (default 0: any)",
     )
     add(
         "--worker-mb",
@@ -268,7 +268,7 @@ def _server(args: argparse.Namespace, db: Database) -> DeltalogServer:
     )  # fmt: skip
     limits = Limits(
         outbox=args.outbox, outbox_bytes=args.outbox_mb << 20, rate=args.rate,
-        workers=args.workers, workers_per_client=args.workers_per_client,
+        workers=args.workers, workers_per_address=args.workers_per_address,
         allow_origins=tuple(args.allow_origin),
     )  # fmt: skip
     return DeltalogServer(db, args.host, args.port, args.token, history, limits)

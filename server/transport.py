@@ -111,7 +111,7 @@ class DeltalogServer:
         self.limits = limits or Limits()
         self.engine = EngineThread()
         self.hub = Hub(self.db, self, token, history)
-        self.workers = Workers(self.limits.workers, self.limits.workers_per_client)
+        self.workers = Workers(self.limits.workers, self.limits.workers_per_address)
         self.gate = Gate(self.limits.allow_origins)
         self.connections: dict[int, Connection] = {}
         self.dropping: set[Connection] = set()

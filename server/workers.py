@@ -204,12 +204,14 @@ async def _reaped(child: Child) -> None:
 
 @dataclass
 class Workers:
-    """How many children may compute at once, in all and per client address; requests
-    beyond that wait their turn in arrival order (a client's own turn is skipped
-    while its address is at its limit, so it cannot hold every child)."""
+    """How many children may compute at once, in all and per client address (0: no
+    limit of its own); requests beyond that wait their turn in arrival order (a
+    client's turn is skipped while its address is at its limit). Loopback clients all
+    share one address: a limit per address would let one local client's heavy
+    requests hold up every other local client's, so there is none by default."""
 
     limit: int = 2
-    per_client: int = 1
+    per_client: int = 0  # 0: as many as `limit`
     running: dict[str, int] = field(default_factory=dict)
     children: set[Child] = field(default_factory=set)
     waiting: deque[tuple[str, asyncio.Future[None]]] = field(default_factory=deque)
@@ -241,7 +243,8 @@ class Workers:
 
     def _free(self, client: str) -> bool:
         busy = sum(self.running.values())
-        return busy < self.limit and self.running.get(client, 0) < self.per_client
+        per_client = self.per_client or self.limit
+        return busy < self.limit and self.running.get(client, 0) < per_client
 
     def _take(self, client: str) -> None:
         self.running[client] = self.running.get(client, 0) + 1

@@ -247,3 +247,20 @@ def test_worker_places_go_in_arrival_order_and_one_client_cannot_take_them_all()
         return order
 
     assert asyncio.run(scenario()) == ["a", "b", "a", "c"]
+
+
+def test_by_default_clients_of_one_address_may_use_every_worker() -> None:
+    async def scenario() -> dict[str, int]:
+        workers = Workers(limit=2)  # every loopback client has the same address
+        inside = asyncio.Event()
+
+        async def use() -> None:
+            async with workers.slot("127.0.0.1"):
+                if workers.running == {"127.0.0.1": 2}:
+                    inside.set()
+                await inside.wait()
+
+        await asyncio.wait_for(asyncio.gather(use(), use()), 10)
+        return workers.running
+
+    assert asyncio.run(scenario()) == {}
