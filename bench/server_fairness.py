@@ -68,9 +68,13 @@ class Samples:
         rows: list[list[object]] = []
         for kind, values in self.ms.items():
             p = percentiles(values)
-            rows.append([phase, kind, len(values), round(p["p50"], 1), round(p["p99"], 1),
-                         round(p["max"], 1)])  # fmt: skip
+            rows.append([phase, kind, len(values), *(_ms(p[k]) for k in ("p50", "p99", "max"))])
         return rows
+
+
+def _ms(value: float) -> float | int:
+    """Milliseconds as the table shows them: whole ones past 100 (no exponent)."""
+    return round(value) if value >= 100 else round(value, 1)
 
 
 @contextlib.contextmanager
