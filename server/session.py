@@ -7,8 +7,9 @@ each text frame of a connection's `Session` and gives it a `Host` to send
 messages, close connections and schedule timers through. Every `Hub` method runs
 on one thread, the engine thread, so the hub, its feeds and the database are
 never used concurrently and every message a commit causes is sent, in order,
-before the reply that reports the commit. The one exception is `compute`, which
-runs in a child process forked from the engine thread (server/heavy.py).
+before the reply that reports the commit. The exceptions are `open`, which only
+registers a session, and `compute`, which runs in a child process forked from the
+engine thread (server/heavy.py).
 """
 
 from __future__ import annotations
@@ -78,9 +79,14 @@ class Hub:
         host: Host,
         token: str | None = None,
         limits: HistoryLimits | None = None,
+        slices: bool = False,
     ) -> None:
+        """`slices`: a request that runs past `limits.slice` is stopped and returned by
+        `handle` as `Heavy`, for the host to compute elsewhere (a server with workers);
+        without, every request gets its whole budget here."""
         self.db, self.host, self.token = db, host, token
         self.limits = limits or HistoryLimits()
+        self.slices = slices
         self.instance = uuid.uuid4().hex  # tells a resuming client whether we restarted
         self.feeds: dict[str, Feed] = {}
         self.idle: dict[str, Feed] = {}  # feeds nobody watches, oldest first
@@ -93,6 +99,8 @@ class Hub:
     # --- sessions ------------------------------------------------------------------------
 
     def open(self) -> Session:
+        """A new connection's session. Safe on another thread than the engine's (the
+        transport's event loop): it only adds the session to `sessions`."""
         self.opened += 1
         session = Session(self.opened, authenticated=self.token is None)
         self.sessions[session.number] = session
@@ -159,7 +167,7 @@ class Hub:
     def _slice(self, request: Request) -> float | None:
         """The slice a request gets before it leaves the engine (None: its whole budget)."""
         slice, budget = self.limits.slice, self.limits.seconds
-        if slice is None or request.type not in SLICED or self.stopping:
+        if not self.slices or slice is None or request.type not in SLICED or self.stopping:
             return None
         return None if budget is not None and budget <= slice else slice
 

@@ -110,8 +110,8 @@ class DeltalogServer:
         self.address = (host, port)
         self.limits = limits or Limits()
         self.engine = EngineThread()
-        self.hub = Hub(self.db, self, token, history)
         self.workers = Workers(self.limits.workers, self.limits.workers_per_address)
+        self.hub = Hub(self.db, self, token, history, slices=self.workers.enabled)
         self.gate = Gate(self.limits.allow_origins)
         self.connections: dict[int, Connection] = {}
         self.dropping: set[Connection] = set()
@@ -275,7 +275,7 @@ class DeltalogServer:
             self.engine.submit(self._job, callback, (), None)
 
     async def _serve(self, ws: ServerConnection) -> None:
-        session: Session = await self.run(self.hub.open)
+        session = self.hub.open()  # here, not on the engine: a busy engine delays no one
         connection = Connection(ws, session, self.limits, self.dropping)
         self.connections[session.number] = connection
         assert self.loop is not None
@@ -322,9 +322,9 @@ class DeltalogServer:
         return True
 
     async def _heavy(self, connection: Connection, heavy: Heavy) -> None:
-        """A request that ran past its slice: computed in a child, or, without
-        children, finished on the engine thread with the rest of its budget."""
-        if not self.workers.enabled or self.stopping:
+        """A request that ran past its slice: computed in a child, or, while the
+        server stops, finished on the engine thread with the rest of its budget."""
+        if self.stopping:
             await self.run(self.hub.finish, heavy, False)
             return
         try:

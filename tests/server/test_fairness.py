@@ -208,7 +208,8 @@ def test_a_worker_that_runs_out_of_memory_answers_so_and_the_server_goes_on() ->
         assert await client.query("n(x), x < 2") == [(0,), (1,)]
         await client.close()
 
-    history = HistoryLimits(slice=1e-9, worker_memory=64 << 20, answer_rows=10)
+    # Rows enough that no row limit refuses the product before it is built.
+    history = HistoryLimits(slice=1e-9, worker_memory=64 << 20, answer_rows=10**11)
     run(scenario, history=history)
 
 

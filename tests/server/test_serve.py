@@ -151,7 +151,11 @@ async def _child_of(pid: int) -> int:
 
 def test_sigterm_stops_the_server_whose_engine_is_stuck_in_a_functor(tmp_path: Path) -> None:
     functors = tmp_path / "stuck.py"
-    functors.write_text("import time\n\ndef stuck(x):\n    time.sleep(3600)\n    return x\n")
+    called = tmp_path / "called"
+    functors.write_text(
+        f"import pathlib, time\n\ndef stuck(x):\n    pathlib.Path({str(called)!r}).touch()\n"
+        "    time.sleep(3600)\n    return x\n"
+    )
     program = tmp_path / "p.dl"
     program.write_text(
         ".functor stuck(x: number): number\n.decl e(x: number)\ne(1).\n"
@@ -163,8 +167,11 @@ def test_sigterm_stops_the_server_whose_engine_is_stuck_in_a_functor(tmp_path: P
         async def talk() -> None:
             async with Client.connect(url) as client:
                 asking = asyncio.ensure_future(client.query("f(x)"))  # never returns
-                async with Client.connect(url) as other:
-                    assert await other.ping() >= 0  # answered on the loop, not the engine
+                while not called.exists():  # the engine is in the functor, for good
+                    await asyncio.sleep(0.02)
+                async with asyncio.timeout(30):  # connected and answered without the engine
+                    async with Client.connect(url) as other:
+                        assert await other.ping() >= 0
                 process.send_signal(signal.SIGTERM)
                 with pytest.raises((ServerError, ConnectionError)):
                     await asyncio.wait_for(asking, 30)
