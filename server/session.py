@@ -140,11 +140,11 @@ class Hub:
         A request that may take long first gets a slice of the engine: if it runs
         past it, it is stopped (changing nothing) and returned as `Heavy`, for the
         transport to compute in a child (`compute`) or to finish here (`finish`)."""
-        started = time.monotonic()
         request_id = None
         try:
             request = parse_request(frame)
             request_id = request.id
+            started = time.monotonic()  # the budget counts from here, as it always did
             if not session.authenticated and request.type != "auth":
                 self._refuse(session, request_id, "authentication required: send auth first")
                 return None
