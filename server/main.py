@@ -17,10 +17,8 @@ connections it prints `ready URL` on stdout and writes the URL to `--ready-file`
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import ipaddress
-import logging
 import os
 import socket
 import sys
@@ -197,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if sock is not None:
             sock.close()
         return 1
+    import asyncio  # here: the port is bound before anything else loads
+
     status = asyncio.run(_serve(server, sock, args.ready_file))
     if server.engine.thread.is_alive():  # stuck in a step that cannot be interrupted:
         sys.stdout.flush()  # leave without waiting for it (a durable database's log
@@ -257,6 +257,8 @@ def define_program(db: Database, path: Path, fact_dir: Path | None) -> None:
 
 
 def _server(args: argparse.Namespace, db: Database) -> DeltalogServer:
+    import logging
+
     from server.feeds import HistoryLimits
     from server.transport import DeltalogServer, Limits
 
