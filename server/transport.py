@@ -47,7 +47,7 @@ from server.heavy import Heavy, reply_of
 from server.page import Gate, own_origins
 from server.protocol import ProtocolError, encode, error_reply, parse_request, reply
 from server.session import Hub, Session
-from server.workers import Outcome, Workers, collect, spawn
+from server.workers import Child, Outcome, Workers, collect, spawn
 
 __all__ = ["DeltalogServer", "EngineThread", "Limits", "server_text_frame"]
 
@@ -217,6 +217,11 @@ class DeltalogServer:
                     self._deliver, batch, done, result, error, self.db.epoch
                 )
 
+    def _spawn(self, work: Callable[[], bytes], alarm: float | None, memory: int | None
+               ) -> Child | None:  # fmt: skip
+        """Fork a worker, unless the server is stopping (its workers are killed)."""
+        return None if self.stopping else spawn(work, alarm, memory)
+
     # Host, for the hub: called on the engine thread.
     def send(self, session: Session, text: str) -> None:
         self.pending.append((self._push, (session.number, text)))
@@ -283,7 +288,7 @@ class DeltalogServer:
             self.loop.call_later(self.limits.auth_timeout, self._check_auth, connection)
         try:
             async for frame in ws:
-                if connection.closing:
+                if connection.closing or self.stopping:
                     break
                 if self.limits.rate > 0:
                     await connection.throttle()
@@ -322,11 +327,8 @@ class DeltalogServer:
         return True
 
     async def _heavy(self, connection: Connection, heavy: Heavy) -> None:
-        """A request that ran past its slice: computed in a child, or, while the
-        server stops, finished on the engine thread with the rest of its budget."""
-        if self.stopping:
-            await self.run(self.hub.finish, heavy, False)
-            return
+        """A request that ran past its slice, computed in a child (the hub slices
+        requests only when the server has workers)."""
         try:
             async with self.workers.slot(connection.client):
                 outcome = await self._in_child(heavy)
@@ -350,7 +352,11 @@ class DeltalogServer:
         grace = None if limits.seconds is None else limits.seconds / 4
         alarm = None if seconds is None or grace is None else seconds + 2 * grace + 1
         work = partial(self.hub.compute, heavy)
-        child = await self.run(spawn, work, alarm, limits.worker_memory)
+        child = await self.run(self._spawn, work, alarm, limits.worker_memory)
+        if child is None:  # the server is stopping
+            return Outcome(b"")
+        if self.stopping:  # forked as the workers were being killed
+            child.kill()
         self.workers.children.add(child)
         try:
             timeout = None if seconds is None or grace is None else seconds + grace

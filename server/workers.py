@@ -76,16 +76,12 @@ class Child:
 
 @dataclass(frozen=True)
 class Outcome:
-    """How a child ended: the bytes it wrote, whether it was killed at its deadline,
-    and whether it exited without writing anything (a crash, or killed by the kernel)."""
+    """How a child ended: the bytes it wrote (none: it crashed, or the kernel killed
+    it), or that it was killed at its deadline or for writing too much."""
 
     data: bytes
     timed_out: bool = False
     too_large: bool = False
-
-    @property
-    def crashed(self) -> bool:
-        return not self.data and not self.timed_out and not self.too_large
 
 
 def spawn(work: Work, seconds: float | None, memory: int | None) -> Child:
@@ -96,12 +92,14 @@ def spawn(work: Work, seconds: float | None, memory: int | None) -> Child:
     even if nobody kills it before); `memory`: bytes of address space the child may
     add to what the server has (None: no limit)."""
     read, write = os.pipe()
+    parent = os.getpid()
     with warnings.catch_warnings():  # Python 3.12+ warns of forking with threads: see
         warnings.simplefilter("ignore", DeprecationWarning)  # the module's docstring
         pid = os.fork()
     if pid == 0:  # the child: never returns
         try:
             os.close(read)
+            _die_with(parent)
             _prepare_child(seconds, memory, keep=write)
             _write_all(write, work())
         finally:
@@ -110,8 +108,22 @@ def spawn(work: Work, seconds: float | None, memory: int | None) -> Child:
     return Child(pid, read)
 
 
+def _die_with(parent: int) -> None:
+    """Have the kernel kill this child when the thread that forked it ends (Linux:
+    the server stopped or died, even without a budget's alarm); leave at once if it
+    is gone already."""
+    import ctypes
+
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(0)
+
+
 def _prepare_child(seconds: float | None, memory: int | None, keep: int) -> None:
     gc.freeze()  # a collection would touch (so copy) every object the parent has
+    warnings.simplefilter("ignore")  # printing one would take stderr's lock, which
+    # another thread of the parent may have held at the fork
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_DFL)
     with contextlib.suppress(ValueError, OSError):
