@@ -156,9 +156,9 @@ def _limit_memory(extra: int) -> None:
     """Allow the child `extra` bytes of address space beyond what it has now."""
     import resource
 
-    with open("/proc/self/statm", "rb") as statm:
-        size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
-    with contextlib.suppress(ValueError, OSError):
+    with contextlib.suppress(ValueError, OSError):  # no /proc (the BSDs): no limit
+        with open("/proc/self/statm", "rb") as statm:
+            size = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
         resource.setrlimit(resource.RLIMIT_AS, (size + extra, size + extra))
 
 
