@@ -17,6 +17,11 @@ less. The writer always shares the server's loop: one request and one reply per
 transaction, as any client has.
 
     python -m bench.bench_server [--transactions 300] [--subscriber-process]
+    python -m bench.bench_server --fairness [--seconds 30] [--budget 5] [--subscribers 10]
+                                 [--serve-args="--workers 0"] [--parts mix,sigterm,memory]
+
+`--fairness` runs `deltalog serve` in a process of its own while one client sends
+heavy requests back to back and others run the usual mix (bench/server_fairness.py).
 """
 
 from __future__ import annotations
@@ -126,7 +131,21 @@ def main() -> None:
     parser.add_argument("--transactions", type=int, default=300)
     parser.add_argument("--subscriber-process", action="store_true",
                         help="run the subscribers in a process of their own")  # fmt: skip
+    parser.add_argument("--fairness", action="store_true",
+                        help="others' latency while one client sends heavy requests")  # fmt: skip
+    parser.add_argument("--seconds", type=float, default=30.0, help="of the heavy phase")
+    parser.add_argument("--budget", type=float, default=5.0, help="the server's --budget")
+    parser.add_argument("--subscribers", type=int, default=10, help="of the fairness mix")
+    parser.add_argument("--serve-args", default="", help="more options for deltalog serve")
+    parser.add_argument("--parts", default="mix,sigterm,memory",
+                        help="of the fairness run (comma-separated)")  # fmt: skip
     args = parser.parse_args()
+    if args.fairness:
+        from bench.server_fairness import fairness
+
+        parts = tuple(args.parts.split(","))
+        fairness(args.seconds, args.budget, args.subscribers, args.serve_args.split(), parts)
+        return
     rows = [asyncio.run(measure(n, args.transactions, args.subscriber_process))
             for n in (1, 10, 100)]  # fmt: skip
     headers = ["subscribers", "transactions", "tx/s", "changes delivered/s",

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import datalog
-from datalog.system import is_reserved
 
 if TYPE_CHECKING:
     from datalog import Change, Database
@@ -212,6 +211,8 @@ def change_lines(change: Change) -> list[str]:
 
 def stats_summary(stats: dict[str, Any]) -> list[str]:
     """A few readable lines from `Database.stats()`."""
+    from datalog.system import is_reserved
+
     inputs: dict[str, Any] = stats.get("inputs", {})
     lines = [f"epoch {stats.get('epoch')}"]
     views: dict[str, Any] = stats.get("views", {})

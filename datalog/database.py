@@ -374,6 +374,12 @@ class Database:
                 (tx.insert if change.inserting else tx.retract)(change.relation, rows)
         return self.engine.epoch
 
+    def detach_log(self) -> None:
+        """Write nothing more to the log, without closing it: for a forked copy of the
+        database (a server's worker) whose changes must never reach the parent's log.
+        The copy goes on in memory; the parent's log and lock are untouched."""
+        self.log.store = None
+
     def close(self) -> None:
         """Close the store and release its lock (the database stays usable in memory)."""
         if self.log.store is not None:

@@ -15,10 +15,12 @@ fed from inside `Database.commit` and only build messages for the host to send.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter, deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 from typing import TYPE_CHECKING, Any, Protocol
 
 from datalog import Pacing
@@ -56,13 +58,19 @@ CHUNK_ROWS = 50_000  # rows of one change message; a larger change is sent in pa
 
 @dataclass(frozen=True)
 class HistoryLimits:
-    """How much recent history a feed keeps for resuming clients."""
+    """The hub's limits: how much recent history a feed keeps for resuming clients,
+    how many unwatched feeds linger, and what one request may take
+    (docs/protocol.md, docs/adr/0038)."""
 
     epochs: int = 1000  # changed epochs kept
     rows: int = 1_000_000  # changed rows kept, over all those epochs
     linger: float = 60.0  # seconds a feed outlives its last watcher
     lingering: int = 100  # unwatched feeds kept at most (the oldest go first)
+    lingering_bytes: int = 64 * 1024 * 1024  # and at most this much memory (`feed_bytes`)
     seconds: float | None = 30.0  # a request's time budget (None: unbounded)
+    slice: float | None = 0.1  # seconds it may hold the engine before it leaves (None: all)
+    probe_text: int = 256 * 1024  # program text (bytes) tried away from the engine first
+    worker_memory: int | None = 2048 * 1024 * 1024  # bytes a child may add (None: any)
     answer_rows: int = 1_000_000  # rows of one query answer or snapshot at most
     reply_bytes: int = 16 * 1024 * 1024  # one reply's JSON at most (the client's frame size)
 
@@ -92,6 +100,8 @@ class Feed:
     watches: list[Watch] = field(default_factory=list)
     subscription: Subscription | None = None
     idle: int = 0  # bumped whenever the feed gains or loses its last watcher
+    held: int = 0  # its memory when it last went unwatched (`feed_bytes`)
+    aliases: set[tuple[str, str]] = field(default_factory=set)  # (text, plan) naming it
     fanout: Fanout = send_each
     _plan: Plan | None = field(default=None, repr=False)  # of `watches`; None: stale
 
@@ -137,6 +147,12 @@ class Feed:
             dropped = self.history.popleft()
             self.history_rows -= len(dropped.rows)
             self.horizon = dropped.epoch
+
+    def release(self) -> None:
+        """Drop the answer and the history (the feed is stopped)."""
+        self.answer = Counter()
+        self.history = deque()
+        self.history_rows = 0
 
     def snapshot(self) -> list[Row]:
         return sorted(_rows_of(self.answer), key=_sort_key)
@@ -249,6 +265,27 @@ class ChangeText:
             part = {"epoch": self.epoch, "rows": rows[start:end], "diffs": diffs[start:end]}
             tails.append(encode({**part, **more})[1:])  # without its opening brace
         return tails
+
+
+def feed_bytes(feed: Feed) -> int:
+    """About how much memory a feed's answer and history hold: their rows times the
+    size of a sample of them (the tuple, its values, and the dict or list entry)."""
+    rows = len(feed.answer) + feed.history_rows
+    sample = list(islice(feed.answer, 16))
+    for entry in islice(feed.history, 4):
+        sample.extend(entry.rows[:4])
+    if not sample:
+        return _FEED_BYTES
+    per_row = sum(map(_row_bytes, sample)) / len(sample)
+    return _FEED_BYTES + int(rows * per_row)
+
+
+_FEED_BYTES = 2048  # a feed with no rows: its objects and its dataflow's bookkeeping
+_ENTRY_BYTES = 48  # a Counter entry (or a history row's list slots and diff)
+
+
+def _row_bytes(row: Row) -> int:
+    return _ENTRY_BYTES + sys.getsizeof(row) + sum(map(sys.getsizeof, row))
 
 
 def _accumulate(total: Counter[Row], rows: list[Row], diffs: list[int]) -> None:

@@ -7,23 +7,29 @@ each text frame of a connection's `Session` and gives it a `Host` to send
 messages, close connections and schedule timers through. Every `Hub` method runs
 on one thread, the engine thread, so the hub, its feeds and the database are
 never used concurrently and every message a commit causes is sent, in order,
-before the reply that reports the commit.
+before the reply that reports the commit. The exceptions are `open`, which only
+registers a session, and `compute`, which runs in a child process forked from the
+engine thread (server/heavy.py).
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Protocol
 
-from datalog import Database, DatalogError
-from server.feeds import Feed, HistoryLimits, Outbox, Watch
+from datalog import BudgetExceeded, Database, DatalogError, RowLimitExceeded
+from server.feeds import Feed, HistoryLimits, Outbox, Watch, feed_bytes
+from server.heavy import ANSWER, PASSED, SLICED, Heavy, text_bytes
 from server.protocol import ProtocolError, Request, encode, error_reply, parse_request, reply
 
 _log = logging.getLogger("deltalog.server")
+READS = frozenset({"query", "explain", "why", "subscribe"})  # requests bound by `--max-rows`
 
 
 class Host(Protocol):
@@ -81,19 +87,28 @@ class Hub:
         host: Host,
         token: str | None = None,
         limits: HistoryLimits | None = None,
+        slices: bool = False,
     ) -> None:
+        """`slices`: a request that runs past `limits.slice` is stopped and returned by
+        `handle` as `Heavy`, for the host to compute elsewhere (a server with workers);
+        without, every request gets its whole budget here."""
         self.db, self.host, self.token = db, host, token
         self.limits = limits or HistoryLimits()
+        self.slices = slices
         self.instance = uuid.uuid4().hex  # tells a resuming client whether we restarted
         self.feeds: dict[str, Feed] = {}
         self.idle: dict[str, Feed] = {}  # feeds nobody watches, oldest first
         self.aliases: dict[tuple[str, str], str] = {}  # (text, plan) -> feed key
+        self.idle_bytes = 0  # of the feeds in `idle` (their `held`)
         self.sessions: dict[int, Session] = {}
         self.opened = 0
+        self.stopping = False  # set by the transport as it shuts down: nothing goes heavy
 
     # --- sessions ------------------------------------------------------------------------
 
     def open(self) -> Session:
+        """A new connection's session. Safe on another thread than the engine's (the
+        transport's event loop): it only adds the session to `sessions`."""
         self.opened += 1
         session = Session(self.opened, authenticated=self.token is None)
         self.sessions[session.number] = session
@@ -127,29 +142,103 @@ class Hub:
 
     # --- dispatch ------------------------------------------------------------------------
 
-    def handle(self, session: Session, frame: str | bytes) -> None:
-        """Act on one frame; any failure becomes an error reply and changes nothing."""
+    def handle(self, session: Session, frame: str | bytes) -> Heavy | None:
+        """Act on one frame; any failure becomes an error reply and changes nothing.
+
+        A request that may take long first gets a slice of the engine: if it runs
+        past it, it is stopped (changing nothing) and returned as `Heavy`, for the
+        transport to compute in a child (`compute`) or to finish here (`finish`)."""
         request_id = None
         try:
             request = parse_request(frame)
             request_id = request.id
+            started = time.monotonic()  # the budget counts from here, as it always did
             if not session.authenticated and request.type != "auth":
                 self._refuse(session, request_id, "authentication required: send auth first")
-                return
+                return None
+            slice = self._slice(request)
+            if slice is None:
+                self._run(session, request, self.limits.seconds)
+                return None
+            if text_bytes(request) > self.limits.probe_text:  # parsing it may take long
+                return Heavy(session, request, started)
+            try:
+                self._run(session, request, slice)
+            except RowLimitExceeded:  # a refusal: no worker would do better
+                raise
+            except BudgetExceeded:
+                if self.stopping:
+                    raise
+                return Heavy(session, request, started)
+        except Exception as error:
+            self._fail(session, request_id, error, frame)
+        return None
+
+    def _rows(self, request: Request) -> int | None:
+        """The row limit of a read (`--max-rows`): a join step that would build more
+        is refused before it is built. Writes are not refused for their size."""
+        return self.limits.answer_rows if request.type in READS else None
+
+    def _slice(self, request: Request) -> float | None:
+        """The slice a request gets before it leaves the engine (None: its whole budget)."""
+        slice, budget = self.limits.slice, self.limits.seconds
+        if not self.slices or slice is None or request.type not in SLICED or self.stopping:
+            return None
+        return None if budget is not None and budget <= slice else slice
+
+    def _run(self, session: Session, request: Request, seconds: float | None) -> None:
+        handler = getattr(self, f"_on_{request.type}")
+        with self.db.budget(seconds, rows=self._rows(request)):
+            answer: dict[str, Any] | str | None = handler(session, request)
+        if isinstance(answer, str):  # encoded already (to check its size)
+            self.send_text(session, answer)
+        elif answer is not None:
+            self.send(session, answer)
+
+    def _fail(self, session: Session, request_id: Any, error: Exception, frame: Any) -> None:
+        """Reply with `error`; a user error keeps its category, a bug is logged."""
+        if not isinstance(error, ProtocolError | DatalogError):  # a bug must cost one
+            _log.exception("request failed: %.200r", frame)  # reply, not the server
+        self.send(session, error_reply(error, request_id))
+        if not session.authenticated:  # a malformed frame is no auth either
+            self.host.close(session, 1008, "authentication failed")
+
+    def finish(self, heavy: Heavy, proven: bool) -> None:
+        """Do a heavy request on the engine thread: with its whole budget once a child
+        has shown that it finishes within it (`proven`), else with what is left of it."""
+        if heavy.session.closed:
+            return
+        budget = self.limits.seconds
+        seconds = budget if proven else heavy.remaining(budget)
+        try:
+            self._run(heavy.session, heavy.request, seconds)
+        except Exception as error:
+            self._fail(heavy.session, heavy.request.id, error, heavy.request.type)
+
+    def compute(self, heavy: Heavy) -> bytes:
+        """In a forked child, with what is left of the budget: a read's reply (`ANSWER`
+        and its JSON), or for anything else `PASSED` if it finishes in time (and what
+        it did stays in the child), else the error reply."""
+        request = heavy.request
+        error: Exception
+        try:
+            if not heavy.read:
+                self.db.detach_log()  # a durable database's log is the parent's alone
             handler = getattr(self, f"_on_{request.type}")
-            with self.db.budget(self.limits.seconds):
-                answer: dict[str, Any] | str | None = handler(session, request)
-            if isinstance(answer, str):  # encoded already (to check its size)
-                self.send_text(session, answer)
-            elif answer is not None:
-                self.send(session, answer)
-        except (ProtocolError, DatalogError) as error:
-            self.send(session, error_reply(error, request_id))
-            if not session.authenticated:  # a malformed frame is no auth either
-                self.host.close(session, 1008, "authentication failed")
-        except Exception as error:  # a bug must cost one reply, not the server
-            _log.exception("request failed: %.200r", frame)
-            self.send(session, error_reply(error, request_id))
+            with self.db.budget(heavy.remaining(self.limits.seconds), rows=self._rows(request)):
+                answer = handler(heavy.session, request)
+            if not heavy.read:
+                return PASSED
+            return ANSWER + (answer if isinstance(answer, str) else encode(answer)).encode()
+        except MemoryError:
+            error = ProtocolError(
+                "the request ran out of memory (a worker may use "
+                f"{(self.limits.worker_memory or 0) >> 20:,} MB more than the server; "
+                "`deltalog serve --worker-mb`)"
+            )
+        except Exception as exc:  # not logged: the child must not touch logging's locks
+            error = exc
+        return ANSWER + encode(error_reply(error, request.id)).encode()
 
     def _refuse(self, session: Session, request_id: Any, message: str) -> None:
         self.send(session, error_reply(ProtocolError(message), request_id))
@@ -251,7 +340,8 @@ class Hub:
                   "horizon": f.horizon}
             for key, f in self.feeds.items()
         }  # fmt: skip
-        server = {"instance": self.instance, "sessions": len(self.sessions), "feeds": feeds}
+        server = {"instance": self.instance, "sessions": len(self.sessions), "feeds": feeds,
+                  "lingering": len(self.idle), "lingering_bytes": self.idle_bytes}  # fmt: skip
         return reply(request, "stats", stats={**self.db.stats(), "server": server})
 
     # --- subscriptions -------------------------------------------------------------------
@@ -263,10 +353,16 @@ class Hub:
         number = session.next_watch
         session.next_watch += 1
         watch = Watch(number, feed, SessionOutbox(self, session), fields["granularity"], epoch)
-        answer = self._fits(self._first_message(request, feed, number, epoch))
+        try:
+            answer = self._fits(self._first_message(request, feed, number, epoch))
+        except BaseException:
+            if not feed.watches and feed.key not in self.idle:  # started for nobody
+                self._park(feed)
+            raise
         feed.add(watch)
         feed.idle += 1
-        self.idle.pop(feed.key, None)
+        if self.idle.pop(feed.key, None) is not None:
+            self.idle_bytes -= feed.held
         session.watches[number] = watch
         return answer
 
@@ -311,9 +407,9 @@ class Hub:
             feed.key, feed.subscription = key, subscription
             feed.columns = tuple(subscription.columns)
             self.feeds[key] = feed
-        if len(self.aliases) > 10_000:
-            self.aliases.clear()
-        self.aliases[(text, plan)] = key
+        if len(feed.aliases) < 16:  # a feed's spellings, forgotten with it
+            feed.aliases.add((text, plan))
+            self.aliases[(text, plan)] = key
         return feed
 
     def _on_unsubscribe(self, session: Session, request: Request) -> dict[str, Any]:
@@ -330,22 +426,42 @@ class Hub:
         feed = watch.feed
         feed.remove(watch)
         if not feed.watches:
-            feed.idle += 1
-            idle = feed.idle
-            self.idle[feed.key] = feed
-            while len(self.idle) > self.limits.lingering:  # a cap, whatever the linger time
-                oldest = self.idle.pop(next(iter(self.idle)))
-                self._retire(oldest, oldest.idle)
-            self.host.call_later(self.limits.linger, lambda: self._retire(feed, idle))
+            self._park(feed)
+
+    def _park(self, feed: Feed) -> None:
+        """A feed nobody watches lingers for resuming clients, `linger` seconds at most,
+        while the lingering feeds are at most `lingering` and hold at most
+        `lingering_bytes` (the oldest go first; one larger than that goes at once)."""
+        feed.idle += 1
+        feed.held = feed_bytes(feed)
+        self.idle[feed.key] = feed
+        self.idle_bytes += feed.held
+        limits = self.limits
+        while self.idle and (
+            len(self.idle) > limits.lingering or self.idle_bytes > limits.lingering_bytes
+        ):
+            oldest = self.idle[next(iter(self.idle))]
+            self._retire(oldest, oldest.idle)
+        if feed.key in self.idle:  # the timer holds the key, not the feed and its rows
+            self.host.call_later(limits.linger, partial(self._expire, feed.key, feed.idle))
+
+    def _expire(self, key: str, idle: int) -> None:
+        feed = self.feeds.get(key)
+        if feed is not None:
+            self._retire(feed, idle)
 
     def _retire(self, feed: Feed, idle: int) -> None:
         """Stop a feed nobody has watched since it went idle (its history goes with it)."""
         if feed.watches or feed.idle != idle or self.feeds.get(feed.key) is not feed:
             return
         del self.feeds[feed.key]
-        self.idle.pop(feed.key, None)
+        if self.idle.pop(feed.key, None) is not None:
+            self.idle_bytes -= feed.held
+        for alias in feed.aliases:
+            self.aliases.pop(alias, None)
         if feed.subscription is not None:
             self.db.unsubscribe(feed.subscription)
+        feed.release()
 
     def shutdown(self) -> None:
         for session in list(self.sessions.values()):

@@ -1,24 +1,26 @@
-"""The WebSocket transport: connections, bounded outboxes and the engine thread.
+"""The WebSocket transport: connections, the engine thread and the workers.
 
 Layer: server — may import only the public API of datalog.
 
 Threads. The asyncio event loop only moves bytes; every `Hub` call (so every
 `Database` call, and the subscription callbacks that run inside commits) runs on
-one worker thread, the engine thread. A long query therefore never stalls other
-clients' sockets, and the hub never needs a lock of its own. Messages the engine
-thread produces are collected per job and handed to the loop, in the order they
-were produced and together with the job's result, in one `call_soon_threadsafe`
-(one wake-up of the loop per request).
+one worker thread, the engine thread, and the hub never needs a lock of its own.
+Messages the engine thread produces are collected per job and handed to the loop,
+in the order they were produced and together with the job's result, in one
+`call_soon_threadsafe` (one wake-up of the loop per request).
 
-Back-pressure. A connection's requests are handled one at a time (the next frame
-is read once the previous one is done), so a flooding client waits on its own
-TCP window. An outgoing message is written to the transport at once while the
-socket keeps up (nothing queued, the transport's buffer at most its high-water
-mark); otherwise it waits in a bounded per-connection outbox, which a writer task
-drains at the socket's pace. A change that goes to several connections is framed
-once and the same bytes are written to each. A client that lets the outbox
-overflow is sent a final error and dropped, and the engine never waits for any
-socket.
+Fairness (docs/adr/0038). A connection's requests are handled one at a time (the
+next frame is read once the previous one is done), so the engine's queue holds at
+most one request per connection and serves them round robin: a client sending
+requests back to back waits for everyone else's between two of its own. A request
+holds the engine for one slice at most (`HistoryLimits.slice`) unless a child
+process has shown that it finishes within its budget: one that runs past its slice
+is computed in a child forked from the engine thread (server/workers.py), read by
+the loop and killed at its deadline, while the engine serves everyone else. Pings
+are answered on the loop, at once.
+
+Back-pressure: see server/connection.py; a flooding client waits on its own TCP
+window (and, with `Limits.rate`, on its request rate).
 """
 
 from __future__ import annotations
@@ -28,150 +30,31 @@ import contextlib
 import logging
 import queue
 import signal
+import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from websockets.asyncio.server import Server as WsServer
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
-from websockets.frames import Frame, Opcode
-from websockets.protocol import State
 
 from datalog import Database
+from server.connection import Close, Connection, Limits, server_text_frame
 from server.feeds import HistoryLimits
-from server.page import answer_http
-from server.protocol import encode
+from server.heavy import Heavy, reply_of
+from server.page import Gate, own_origins
+from server.protocol import ProtocolError, encode, error_reply, parse_request, reply
 from server.session import Hub, Session
+from server.workers import Child, Outcome, Workers, collect, spawn
+
+__all__ = ["DeltalogServer", "EngineThread", "Limits", "server_text_frame"]
 
 _log = logging.getLogger("deltalog.server")
 
-
-@dataclass(frozen=True)
-class Limits:
-    """Transport limits (see docs/protocol.md)."""
-
-    outbox: int = 1000  # queued outgoing messages per connection before it is dropped
-    outbox_bytes: int = 64 * 1024 * 1024  # queued outgoing bytes per connection, likewise
-    max_frame: int = 16 * 1024 * 1024  # bytes of one incoming frame
-    auth_timeout: float = 10.0  # seconds to authenticate before the connection is closed
-    abort_after: float = 2.0  # seconds a dropped client gets to take its final error
-    close_timeout: float = 2.0  # seconds a client gets to answer a close before it is cut off
-
-
-@dataclass(frozen=True)
-class _Close:
-    code: int
-    reason: str
-
-
-class Connection:
-    """One socket's bounded outbox and the task that writes it."""
-
-    def __init__(
-        self,
-        ws: ServerConnection,
-        session: Session,
-        limits: Limits,
-        dropping: set[Connection] | None = None,
-    ) -> None:
-        self.ws, self.session, self.limits = ws, session, limits
-        # The server's connections whose abort is pending (`_finish`): it aborts them
-        # when it stops, so no socket outlives it.
-        self.dropping = set() if dropping is None else dropping
-        self.queue: deque[str | _Close] = deque()
-        self.queued_bytes = 0  # of the strings waiting in `queue`
-        self.ready = asyncio.Event()
-        self.closing = False
-        # Bytes the transport may hold before a message waits in `queue` instead: its
-        # high-water mark, past which websockets itself would wait for a drain.
-        self.high_water = ws.transport.get_write_buffer_limits()[1]
-        self.writer = asyncio.get_running_loop().create_task(self._write())
-
-    def push(self, item: str | _Close, frame: bytes | None = None) -> None:
-        """Send `item` (with `frame`, its text frame if framed already) or queue it."""
-        if self.closing:
-            return
-        if isinstance(item, _Close):
-            self._finish(item)
-        elif self._write_now(item, frame):
-            return
-        elif (
-            len(self.queue) >= self.limits.outbox
-            or self.queued_bytes + len(item) > self.limits.outbox_bytes
-        ):
-            self._overflow()
-        else:
-            self.queue.append(item)
-            self.queued_bytes += len(item)
-            self.ready.set()
-
-    def _write_now(self, text: str, frame: bytes | None) -> bool:
-        """Write `text` to the socket without a trip through the writer task, if nothing
-        is waiting before it (an idle writer) and the connection is open and keeps up
-        (its transport holds no more than its high-water mark): what `ws.send` does,
-        minus waiting for a drain.
-
-        `frame`, if given, is `text` framed already (shared by every connection a
-        change goes to): it is written as is unless this connection frames its own
-        way (an extension) or is between the fragments of another message."""
-        ws = self.ws
-        if self.ready.is_set() or ws.state is not State.OPEN:
-            return False
-        transport = ws.transport
-        if transport.get_write_buffer_size() > self.high_water:  # the client is behind
-            return False
-        protocol = ws.protocol
-        if frame is None or protocol.extensions or protocol.expect_continuation_frame:
-            protocol.send_text(text.encode())
-            transport.write(b"".join(protocol.data_to_send()))
-        else:
-            earlier = protocol.data_to_send()  # anything websockets has not written yet
-            transport.write(b"".join((*earlier, frame)) if earlier else frame)
-        return True
-
-    def _overflow(self) -> None:
-        """Too slow: replace the backlog by one error, close, and abort if even that stalls."""
-        self.queue.clear()
-        self.queued_bytes = 0
-        limit = f"{self.limits.outbox} messages or {self.limits.outbox_bytes:,} bytes"
-        message = f"too slow, disconnecting: more than {limit} queued"
-        error = {"type": "error", "id": None, "error": {"category": "fault", "message": message}}
-        self.queue.append(encode(error))
-        self._finish(_Close(1008, "too slow"))
-
-    def _finish(self, close: _Close) -> None:
-        self.queue.append(close)
-        self.closing = True
-        self.ready.set()
-        loop = asyncio.get_running_loop()
-        loop.call_later(self.limits.abort_after + 1.0, self.abort)
-        self.dropping.add(self)
-
-    def abort(self) -> None:
-        self.dropping.discard(self)
-        transport = getattr(self.ws, "transport", None)
-        if transport is not None and not transport.is_closing():
-            transport.abort()
-
-    async def _write(self) -> None:
-        with contextlib.suppress(ConnectionClosed):
-            while True:
-                await self.ready.wait()
-                while self.queue:
-                    item = self.queue.popleft()
-                    if not isinstance(item, _Close):
-                        self.queued_bytes -= len(item)
-                    if isinstance(item, _Close):
-                        await asyncio.wait_for(
-                            self.ws.close(item.code, item.reason), self.limits.abort_after
-                        )
-                        return
-                    await self.ws.send(item)
-                self.ready.clear()
+Batch = list[tuple[Callable[..., None], tuple[Any, ...]]]
 
 
 class EngineThread:
@@ -194,12 +77,14 @@ class EngineThread:
             raise RuntimeError("the engine thread is shut down")
         self.jobs.put((fn, args))
 
-    def shutdown(self) -> None:
-        """Run the jobs submitted so far, then stop the thread."""
+    def shutdown(self, timeout: float | None = None) -> bool:
+        """Run the jobs submitted so far, then stop the thread; whether it stopped
+        within `timeout` seconds (a daemon still busy is left to the interpreter)."""
         if not self.stopped:
             self.stopped = True
             self.jobs.put(None)
-        self.thread.join()
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
 
     def _work(self) -> None:
         while (job := self.jobs.get()) is not None:
@@ -226,10 +111,14 @@ class DeltalogServer:
         self.address = (host, port)
         self.limits = limits or Limits()
         self.engine = EngineThread()
-        self.hub = Hub(self.db, self, token, history)
+        self.workers = Workers(self.limits.workers, self.limits.workers_per_address)
+        self.hub = Hub(self.db, self, token, history, slices=self.workers.enabled)
+        self.gate = Gate(self.limits.allow_origins)
         self.connections: dict[int, Connection] = {}
         self.dropping: set[Connection] = set()
-        self.pending: list[tuple[Callable[..., None], tuple[Any, ...]]] = []  # engine thread
+        self.pending: Batch = []  # engine thread
+        self.delivered = self.db.epoch  # loop: every message up to this epoch is handed on
+        self.stopping = False
         self.loop: asyncio.AbstractEventLoop | None = None
         self.ws_server: WsServer | None = None
 
@@ -240,44 +129,63 @@ class DeltalogServer:
 
     @property
     def url(self) -> str:
-        return f"ws://{self.address[0]}:{self.port}"
+        host = self.address[0]
+        return f"ws://{f'[{host}]' if ':' in host else host}:{self.port}"
 
     @property
     def page_url(self) -> str:
         """Where a browser finds the live page (server/static/index.html)."""
-        host = self.address[0]
-        return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+        return "http" + self.url.removeprefix("ws") + "/"
 
-    async def start(self) -> None:
+    async def start(self, sock: socket.socket | None = None) -> None:
+        """Listen on the address given, or on `sock` (bound and listening already)."""
         self.loop = asyncio.get_running_loop()
-        host, port = self.address
+        host, port = self.address if sock is None else (None, None)
         self.ws_server = await serve(
             self._serve,
             host,
             port,
+            sock=sock,
             max_size=self.limits.max_frame,
+            max_queue=self.limits.max_queue,
             compression=None,
             close_timeout=self.limits.close_timeout,
-            process_request=answer_http,  # a plain GET of / gets the live page
+            process_request=self.gate,  # the live page, and the Origin check
         )
+        self.gate.allow(own_origins(self.address[0], self.port))
 
     async def stop(self) -> None:
-        """Close every connection (1001, going away), then stop the engine thread."""
+        """Kill the workers, close every connection (1001, going away), then stop the
+        engine thread: within `Limits.stop_timeout` seconds, whatever runs (clients
+        that do not answer the close are cut off, a busy engine thread is left)."""
+        if self.stopping:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.stop_timeout
+        self.stopping = self.hub.stopping = True
+        self.workers.kill_all()
         if self.ws_server is not None:
             self.ws_server.close()
-            await self.ws_server.wait_closed()
-        for connection in list(self.dropping):  # a dropped client's abort may still be
-            connection.abort()  # pending: no socket outlives the server
-        await self.run(self.hub.shutdown)
-        self.engine.shutdown()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.ws_server.wait_closed(), deadline - loop.time())
+        for connection in [*self.connections.values(), *self.dropping]:
+            connection.abort()  # no socket outlives the server
+        try:
+            await asyncio.wait_for(self.run(self.hub.shutdown), max(deadline - loop.time(), 0))
+        except TimeoutError:
+            _log.warning("the engine thread is still busy; stopping without it")
+        self.engine.shutdown(max(deadline - loop.time(), 0))
 
-    async def stop_on_signal(self) -> None:
-        """Serve (once started) until SIGINT or SIGTERM, then shut down gracefully."""
+    async def stop_on_signal(self, ready: Callable[[], None] | None = None) -> None:
+        """Serve (once started) until SIGINT or SIGTERM, then shut down gracefully;
+        `ready()` is called once the signals are caught (to say the server is ready)."""
         stopping = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping.set)
         try:
+            if ready is not None:
+                ready()
             await stopping.wait()
             self.db.interrupt()  # a runaway computation stops at its next step
         finally:
@@ -306,7 +214,14 @@ class DeltalogServer:
         batch, self.pending = self.pending, []
         if self.loop is not None and (batch or done is not None or error is not None):
             with contextlib.suppress(RuntimeError):  # the loop is closed: nobody to tell
-                self.loop.call_soon_threadsafe(_deliver, batch, done, result, error)
+                self.loop.call_soon_threadsafe(
+                    self._deliver, batch, done, result, error, self.db.epoch
+                )
+
+    def _spawn(self, work: Callable[[], bytes], alarm: float | None, memory: int | None
+               ) -> Child | None:  # fmt: skip
+        """Fork a worker, unless the server is stopping (its workers are killed)."""
+        return None if self.stopping else spawn(work, alarm, memory)
 
     # Host, for the hub: called on the engine thread.
     def send(self, session: Session, text: str) -> None:
@@ -317,7 +232,7 @@ class DeltalogServer:
         self.pending.append((self._broadcast, ([s.number for s in sessions], text)))
 
     def close(self, session: Session, code: int, reason: str) -> None:
-        self.pending.append((self._push, (session.number, _Close(code, reason))))
+        self.pending.append((self._push, (session.number, Close(code, reason))))
 
     def call_later(self, delay: float, callback: Callable[[], None]) -> None:
         self.pending.append((self._later, (delay, callback)))
@@ -327,7 +242,27 @@ class DeltalogServer:
 
     # --- event loop ----------------------------------------------------------------------
 
-    def _push(self, number: int, item: str | _Close) -> None:
+    def _deliver(
+        self,
+        batch: Batch,
+        done: asyncio.Future[Any] | None,
+        result: Any,
+        error: BaseException | None,
+        epoch: int,
+    ) -> None:
+        """Send a job's messages, then wake whoever awaits the job."""
+        _run_all(batch)
+        self.delivered = max(self.delivered, epoch)
+        if done is None:
+            if error is not None:
+                _log.error("a timer's job failed", exc_info=error)
+        elif not done.cancelled():
+            if error is not None:
+                done.set_exception(error)
+            else:
+                done.set_result(result)
+
+    def _push(self, number: int, item: str | Close) -> None:
         connection = self.connections.get(number)
         if connection is not None:
             connection.push(item)
@@ -349,7 +284,7 @@ class DeltalogServer:
             self.engine.submit(self._job, callback, (), None)
 
     async def _serve(self, ws: ServerConnection) -> None:
-        session: Session = await self.run(self.hub.open)
+        session = self.hub.open()  # here, not on the engine: a busy engine delays no one
         connection = Connection(ws, session, self.limits, self.dropping)
         self.connections[session.number] = connection
         assert self.loop is not None
@@ -357,50 +292,88 @@ class DeltalogServer:
             self.loop.call_later(self.limits.auth_timeout, self._check_auth, connection)
         try:
             async for frame in ws:
-                if connection.closing:
+                if connection.closing or self.stopping:
                     break
-                await self.run(self.hub.handle, session, frame)
+                if self.limits.rate > 0:
+                    await connection.throttle()
+                if self._ping(connection, frame):
+                    continue
+                heavy = await self.run(self.hub.handle, session, frame)
+                if heavy is not None:
+                    await self._heavy(connection, heavy)
         except ConnectionClosed:
             pass
         finally:
-            await self.run(self.hub.close, session)
+            if self.stopping:  # the engine may be stuck: tell it, do not wait for it
+                self._submit(partial(self.hub.close, session))
+            else:
+                await self.run(self.hub.close, session)
             self.connections.pop(session.number, None)
             if not connection.closing:
                 connection.writer.cancel()
             with contextlib.suppress(asyncio.CancelledError, TimeoutError, ConnectionClosed):
                 await connection.writer
 
+    def _ping(self, connection: Connection, frame: str | bytes) -> bool:
+        """Answer a ping here, at once, whatever the engine is doing; its epoch is the
+        last one whose messages have all been handed to the connections."""
+        if not isinstance(frame, str) or len(frame) > 256 or '"ping"' not in frame:
+            return False
+        if not connection.session.authenticated:
+            return False
+        try:
+            request = parse_request(frame)
+        except ProtocolError:
+            return False  # the engine answers it, as any other bad frame
+        if request.type != "ping":
+            return False
+        connection.push(encode(reply(request, "pong", epoch=self.delivered)))
+        return True
+
+    async def _heavy(self, connection: Connection, heavy: Heavy) -> None:
+        """A request that ran past its slice, computed in a child (the hub slices
+        requests only when the server has workers)."""
+        try:
+            async with self.workers.slot(connection.client):
+                outcome = await self._in_child(heavy)
+        except OSError as error:  # no fork to be had (out of processes or memory)
+            _log.warning("cannot fork a worker (%s); computing on the engine thread", error)
+            await self.run(self.hub.finish, heavy, False)
+            return
+        if self.stopping:
+            message = "stopped: the server is shutting down"
+            connection.push(encode(error_reply(ProtocolError(message), heavy.request.id)))
+            return
+        text = reply_of(heavy, outcome, self.hub.limits)
+        if text is None:  # it finishes in time: do it for real
+            await self.run(self.hub.finish, heavy, True)
+        else:
+            connection.push(text)
+
+    async def _in_child(self, heavy: Heavy) -> Outcome:
+        limits = self.hub.limits
+        seconds = heavy.remaining(limits.seconds)
+        grace = None if limits.seconds is None else limits.seconds / 4
+        alarm = None if seconds is None or grace is None else seconds + 2 * grace + 1
+        work = partial(self.hub.compute, heavy)
+        child = await self.run(self._spawn, work, alarm, limits.worker_memory)
+        if child is None:  # the server is stopping
+            return Outcome(b"")
+        if self.stopping:  # forked as the workers were being killed
+            child.kill()
+        self.workers.children.add(child)
+        try:
+            timeout = None if seconds is None or grace is None else seconds + grace
+            return await collect(child, timeout, limits.reply_bytes + 1)
+        finally:
+            self.workers.children.discard(child)
+
     def _check_auth(self, connection: Connection) -> None:
         if not connection.session.authenticated and not connection.closing:
-            connection.push(_Close(1008, "authentication timed out"))
+            connection.push(Close(1008, "authentication timed out"))
 
 
-def server_text_frame(text: str) -> bytes:
-    """`text` as the bytes of one unmasked, unfragmented text frame, without extensions:
-    what websockets writes for `ws.send(text)` on a server connection without
-    compression, so one change's frame serves every subscriber alike."""
-    return Frame(Opcode.TEXT, text.encode()).serialize(mask=False)
-
-
-def _deliver(
-    batch: list[tuple[Callable[..., None], tuple[Any, ...]]],
-    done: asyncio.Future[Any] | None,
-    result: Any,
-    error: BaseException | None,
-) -> None:
-    """On the loop: send a job's messages, then wake whoever awaits the job."""
-    _run_all(batch)
-    if done is None:
-        if error is not None:
-            _log.error("a timer's job failed", exc_info=error)
-    elif not done.cancelled():
-        if error is not None:
-            done.set_exception(error)
-        else:
-            done.set_result(result)
-
-
-def _run_all(batch: list[tuple[Callable[..., None], tuple[Any, ...]]]) -> None:
+def _run_all(batch: Batch) -> None:
     for fn, args in batch:
         try:
             fn(*args)

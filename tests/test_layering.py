@@ -148,8 +148,12 @@ def oversized_modules(root: Path, limit: int = MAX_LINES) -> list[str]:
     ]
 
 
+# Documented standard-library names that only look private (`os._exit`, namedtuples).
+PUBLIC_UNDERSCORED = frozenset({"_exit", "_getframe", "_asdict", "_replace", "_fields", "_make"})
+
+
 def _private(name: str) -> bool:
-    return name.startswith("_") and not name.startswith("__")
+    return name.startswith("_") and not name.startswith("__") and name not in PUBLIC_UNDERSCORED
 
 
 def _own_names(tree: ast.Module) -> set[str]:

@@ -311,8 +311,11 @@ def test_serve_refuses_websockets_older_than_13_with_a_clear_message(
     monkeypatch.setitem(sys.modules, "websockets", old)
     assert main.main(["--port", "0"]) == 1
     error = capsys.readouterr().err
-    assert error == f"error: the server needs websockets 13 or later, found {version}: " \
-        "pip install 'deltalog[server]'\n"  # fmt: skip
+    assert (
+        error == f"error: the server needs websockets 13 or later, found {version}; "
+        "install the server extra: from a clone of Deltalog, pip install -e '.[server]' "
+        "(it installs websockets 13 or later)\n"
+    )  # the package is not on PyPI: from a clone
     monkeypatch.undo()
     assert main.websockets_problem() is None  # the one installed here is new enough
 
