@@ -373,3 +373,18 @@ def test_clients_query_and_subscribe_to_the_deltalog_relations() -> None:
     _send(hub, session, type="transact", id=5, inserts={"deltalog.relation": [["edge", 9]]})
     refused = host.take()[-1]
     assert refused["error"]["category"] == "incorrect" and "reserved" in str(refused)
+
+
+def test_max_rows_refuses_a_reads_cross_product_before_building_it_but_not_a_write() -> None:
+    """`--max-rows` is a row limit on reads (`db.budget(rows=...)`): a query whose
+    join step would build more rows is refused, at once and finally (no worker tries
+    it again); a commit whose live dataflows build as many is not refused."""
+    hub, host, session = _hub(limits=HistoryLimits(answer_rows=50))
+    _send(hub, session, type="transact", id=1, inserts={"edge": [[1, 2], [2, 3]]})
+    _send(hub, session, type="subscribe", id=2, text="edge(a, b), edge(c, d)")
+    many = [[i, i + 100] for i in range(30)]
+    _send(hub, session, type="transact", id=3, inserts={"edge": many})  # a 32 x 32 join
+    _send(hub, session, type="query", id=4, text="edge(a, b), edge(c, d)")
+    replies = {m.get("id"): m for m in host.take()}
+    assert replies[2]["type"] == "snapshot" and replies[3]["type"] == "transacted"
+    assert replies[4]["type"] == "error" and "row" in replies[4]["error"]["message"]
