@@ -17,9 +17,10 @@ from typing import Literal as Lit
 class Span:
     """Where a node came from: 1-based line/column, 0-based character offsets.
 
-    `source` is empty for a node of the text being checked; a node brought in
-    from another text (a component declared by an earlier `define`) names that
-    text, so that errors about it quote the right line.
+    `source` is the text the node was parsed from (empty for a node built by a
+    program rather than parsed), so that an error about it quotes the right line
+    whenever it is found: a component declared by an earlier `define`, a functor
+    raising while a commit evaluates the rule that calls it.
     """
 
     line: int = 0
