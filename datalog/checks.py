@@ -1,7 +1,8 @@
 """The semantic checker: a parsed program or query in, a checked one out.
 
 Layer: datalog. May import the datalog language modules (ast, errors, schema,
-functions, strata, passes); never `differential`, `joins` or `server`.
+functions, strata, passes) and the budget check of `differential.dataflow`; never
+`joins` or `server`.
 
 `check_program` expands components (`instantiate_components`), then runs the
 passes of `PASSES` in order over the AST, collects every error and raises them
@@ -42,6 +43,7 @@ from datalog.passes.variables import occurrences
 from datalog.schema import Schema
 from datalog.strata import Stratum, reads
 from datalog.subsumption import Dominance, dominances_by_relation
+from differential.dataflow import check_budget
 
 __all__ = [
     "PASSES",
@@ -117,6 +119,7 @@ def check_program(program: Program) -> CheckedProgram:
     program = instantiate_components(program)
     ctx = CheckContext(program)
     for check in PASSES:
+        check_budget()  # each pass is linear in the program: a huge one stops between them
         check(ctx)
     strata = stratify_rules(ctx)
     raise_all(ordered_errors(ctx.errors, program.source))

@@ -12,15 +12,14 @@ surrogate, brackets nested deeper than `MAX_NESTING`. The parse tree is built in
 the AST without recursion, and a tree deeper than `MAX_NESTING` (a sum of 5,000
 terms nests no bracket but is 5,000 operators deep) is refused at the node that
 goes past it. Every pass after this one walks terms recursively, so the
-interpreter's recursion limit is raised, once and only upwards, to what the
-deepest text parsed so far needs (ADR 0036). Every span carries its text, so an
-error found long after parsing (a functor raising at a commit) still shows its line.
+interpreter's recursion limit is raised to what the tree needs (`datalog.nesting`).
+Every span carries its text, so an error found long after parsing (a functor
+raising at a commit) still shows its line.
 """
 
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any, Literal, NamedTuple, cast
 
 from lark import Token, Tree
@@ -30,7 +29,8 @@ from lark.tree import Meta
 from datalog import ast
 from datalog.errors import DatalogSyntaxError
 from datalog.grammar import lark_parser, span_of
-from datalog.source_text import MAX_NESTING, SourceText, first_surrogate, span_at
+from datalog.nesting import MAX_NESTING, allow_recursion
+from datalog.source_text import SourceText, first_surrogate, span_at
 from datalog.syntax_errors import explain
 from differential.dataflow import check_budget
 
@@ -116,7 +116,7 @@ def _build(tree: Tree[Token], builder: _Builder) -> Any:
                 raise _too_deep(span_at(text, node.meta.start_pos), text)
             deepest = max(deepest, depth)
             pending.extend((child, depth + 1, levels) for child in node.children)
-    _allow_recursion(deepest)
+    allow_recursion(deepest)
     values: list[Any] = []
     for count, node in enumerate(reversed(order)):
         if not isinstance(node, Tree):
@@ -133,21 +133,6 @@ def _build(tree: Tree[Token], builder: _Builder) -> Any:
 
 # The tree nodes that nest: what `MAX_NESTING` counts (a group is 3 tree levels).
 _LEVELS = frozenset({"binop", "neg", "call", "cast", "aggregate", "count_aggregate", "group"})
-
-# Python frames one level of the syntax tree may take in the deepest walk over it
-# (checks, planning, evaluation, printing; 3 measured, 5 with calls), and those
-# left to whoever called (a server, a test runner).
-_FRAMES_PER_LEVEL = 8
-_CALLER_FRAMES = 1000
-
-
-def _allow_recursion(depth: int) -> None:
-    """Raise the interpreter's recursion limit to what walks of a tree `depth` deep
-    need, if it is lower; never lower it (another thread may be deep in a walk)."""
-    needed = _CALLER_FRAMES + _FRAMES_PER_LEVEL * depth
-    if sys.getrecursionlimit() < needed:
-        sys.setrecursionlimit(needed)
-
 
 # --- spans and literal values ------------------------------------------------------
 

@@ -1,10 +1,10 @@
 """Whole-text scans of Datalog source, done before (and instead of) parsing it.
 
-Layer: datalog (language). Imports numpy and `datalog.ast` only.
+Layer: datalog (language). Imports numpy, `datalog.ast` and `datalog.nesting`.
 
 Hostile text must be refused in time linear in its size and small in constant:
 a lone surrogate (text that cannot be written as UTF-8, so could never be logged
-or served) and bracket nesting deeper than `MAX_NESTING` are found here with
+or served) and bracket nesting deeper than `MAX_NESTING` (`datalog.nesting`) are found here with
 numpy, before lark sees the text. The same scan tells a syntax error where code
 lies: outside strings and comments, how deep the brackets are at an offset, and
 where the last piece of code before an offset ends, without a Python loop over
@@ -21,12 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from datalog.ast import Span
-
-# The deepest nesting the language front end accepts: brackets `(` `{` inside one
-# another, and levels of the syntax tree (operators, calls, aggregates, groups).
-# Every pass walks terms recursively; this bound keeps each walk's depth bounded
-# (ADR 0036), and lets the interpreter's recursion limit be sized for it.
-MAX_NESTING = 1000
+from datalog.nesting import MAX_NESTING
 
 # Strings and comments, found left to right: whatever starts first wins, so a
 # `//` inside a string or a `"` inside a comment is not one. An unterminated

@@ -28,18 +28,29 @@ from datalog.ast import (
 
 
 def subterms(term: Term) -> Iterator[Term]:
-    """`term` and its sub-terms, not entering aggregate bodies or targets."""
-    yield term
+    """`term` and its sub-terms, preorder, not entering aggregate bodies or targets.
+
+    Iterative: a chain of 1,000 operators costs 1,000 steps, not a generator per
+    level that every value climbs through."""
+    pending = [term]
+    while pending:
+        current = pending.pop()
+        yield current
+        children = _subterms_of(current)
+        if children:
+            pending.extend(reversed(children))
+
+
+def _subterms_of(term: Term) -> tuple[Term, ...]:
     if isinstance(term, BinOp):
-        yield from subterms(term.left)
-        yield from subterms(term.right)
-    elif isinstance(term, Neg):
-        yield from subterms(term.operand)
-    elif isinstance(term, Call):
-        for arg in term.args:
-            yield from subterms(arg)
-    elif isinstance(term, Cast):
-        yield from subterms(term.value)
+        return (term.left, term.right)
+    if isinstance(term, Neg):
+        return (term.operand,)
+    if isinstance(term, Call):
+        return term.args
+    if isinstance(term, Cast):
+        return (term.value,)
+    return ()
 
 
 def term_variables(term: Term) -> list[Var]:
@@ -107,17 +118,24 @@ def aggregate_groups(terms: Sequence[Term], body: Sequence[Literal]) -> dict[int
 
     `terms` are the head's arguments (empty for a query), `body` the rule body.
     """
-    found = occurrences(terms, body)
+    by_scope: dict[tuple[int, ...], set[str]] = {}  # the variables of each context
+    for var, scope in occurrences(terms, body):
+        by_scope.setdefault(scope, set()).add(var.name)
     enclosing: dict[int, tuple[int, ...]] = {}  # aggregate -> the aggregates around it
-    for _, scope in found:
+    for scope in by_scope:
         for depth, agg in enumerate(scope):
             enclosing[agg] = scope[:depth]
     groups: dict[int, frozenset[str]] = {}
     for agg, around in enclosing.items():
-        inside = {v.name for v, scope in found if agg in scope}
-        # outside means in a context enclosing the aggregate: the rule itself or an
-        # aggregate around it, never a sibling aggregate (whose variables are its own)
-        outside = {v.name for v, scope in found if scope == around[: len(scope)]}
+        inside: set[str] = set()
+        outside: set[str] = set()
+        for scope, names in by_scope.items():
+            if len(scope) > len(around) and scope[len(around)] == agg:
+                inside |= names
+            # outside means in a context enclosing the aggregate: the rule itself or an
+            # aggregate around it, never a sibling aggregate (whose variables are its own)
+            elif scope == around[: len(scope)]:
+                outside |= names
         groups[agg] = frozenset(inside & outside)
     for aggregate in _all_aggregates(terms, body):
         groups.setdefault(id(aggregate), frozenset())
@@ -125,30 +143,29 @@ def aggregate_groups(terms: Sequence[Term], body: Sequence[Literal]) -> dict[int
 
 
 def nodes(terms: Sequence[Term], body: Sequence[Literal]) -> Iterator[Term | Literal]:
-    """Every term and literal at any depth: into disjunctions, negations, aggregates."""
-    for term in terms:
-        yield from _term_nodes(term)
-    for literal in body:
-        yield from _literal_nodes(literal)
+    """Every term and literal at any depth, preorder: into disjunctions, negations,
+    aggregates (their targets, then bodies). Iterative, one step per node."""
+    pending: list[Term | Literal] = [*reversed(body), *reversed(terms)]
+    while pending:
+        node = pending.pop()
+        yield node
+        children = _children(node)
+        if children:
+            pending.extend(reversed(children))
 
 
-def _term_nodes(term: Term) -> Iterator[Term | Literal]:
-    for sub in subterms(term):
-        yield sub
-        if isinstance(sub, Aggregate):
-            yield from nodes(() if sub.target is None else (sub.target,), sub.body)
-
-
-def _literal_nodes(literal: Literal) -> Iterator[Term | Literal]:
-    yield literal
-    if isinstance(literal, Disjunction):
-        for alternative in literal.alternatives:
-            yield from nodes((), alternative)
-    elif isinstance(literal, Negation):
-        yield literal.atom
-        yield from nodes(literal.atom.args, ())
-    else:
-        yield from nodes(literal_terms(literal), ())
+def _children(node: Term | Literal) -> Sequence[Term | Literal]:
+    if isinstance(node, Aggregate):
+        return node.body if node.target is None else (node.target, *node.body)
+    if isinstance(node, Atom):
+        return node.args
+    if isinstance(node, Negation):
+        return (node.atom,)
+    if isinstance(node, Comparison):
+        return (node.left, node.right)
+    if isinstance(node, Disjunction):
+        return [literal for alternative in node.alternatives for literal in alternative]
+    return _subterms_of(node)
 
 
 def _all_aggregates(terms: Sequence[Term], body: Sequence[Literal]) -> Iterator[Aggregate]:

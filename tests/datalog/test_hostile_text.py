@@ -12,9 +12,10 @@ import pytest
 
 from datalog import Database, grammar, parser
 from datalog.errors import BudgetExceeded, DatalogSyntaxError
+from datalog.nesting import MAX_NESTING
 from datalog.parser import parse_program, parse_query
 from datalog.pretty import format_program
-from datalog.source_text import MAX_NESTING, SourceText, first_surrogate
+from datalog.source_text import SourceText, first_surrogate
 from differential.dataflow import Interrupted
 
 PROGRAM = ".decl r(x: number)\n.decl q(x: number)\nr(1).\n"
