@@ -28,6 +28,7 @@ from datalog.passes.check_subsumptions import check_subsumptions
 from datalog.passes.context import CheckContext
 from datalog.passes.declare_functors import declare_functors
 from datalog.passes.declare_relations import declare_relations
+from datalog.passes.fold_facts import fold_facts
 from datalog.passes.infer_types import Types, infer_clause_types, infer_types
 from datalog.passes.instantiate_components import instantiate_components
 from datalog.passes.normalize_disjunctions import (
@@ -68,6 +69,7 @@ PASSES: tuple[Callable[[CheckContext], None], ...] = (
     check_arity,
     check_range_restriction,
     infer_types,
+    fold_facts,
     check_subsumptions,
 )
 

@@ -36,6 +36,8 @@ from datalog.passes.term_types import fixed_type, resolve_type
 from datalog.passes.variables import nodes
 
 Types = dict[str, ColumnType]
+_RANGES: dict[str, tuple[int, int]] = {"number": (-(2**63), 2**63 - 1), "unsigned": (0, 2**64 - 1)}
+_FLOAT_LIMIT = 2**1024 - 2**970  # integers from here round to infinity as floats
 
 
 def infer_types(ctx: CheckContext) -> None:
@@ -154,7 +156,9 @@ class TermChecker:
         if isinstance(term, Wildcard):
             return expected
         if isinstance(term, Const):
-            return fixed_type(term, self.types) or resolve_type(term, self.types, expected)
+            kind = fixed_type(term, self.types) or resolve_type(term, self.types, expected)
+            self.check_range(term, kind)
+            return kind
         if isinstance(term, BinOp | Neg):
             return self.arithmetic_type(term, expected)
         if isinstance(term, Call):
@@ -162,6 +166,25 @@ class TermChecker:
         if isinstance(term, Cast):
             return self.cast_type(term)
         return self.aggregate_type(term)
+
+    def check_range(self, term: Const, kind: ColumnType) -> None:
+        """An integer literal is a value of the type it stands for, or an error: it
+        would wrap around (`99999999999999999999` in a number column) or overflow."""
+        value = term.value
+        if not isinstance(value, int) or isinstance(value, bool) or kind == "symbol":
+            return
+        if kind == "float":
+            if abs(value) < _FLOAT_LIMIT:
+                return
+            where = "beyond the largest float"
+        else:
+            low, high = _RANGES[kind]
+            if low <= value <= high:
+                return
+            where = f"out of range for {kind} ({low} to {high})"
+        span = term.span
+        written = span.source[span.start : span.end] if span.source else str(value)
+        self.ctx.report(TypeMismatchError, f"integer literal {written} is {where}", span)
 
     def cast_type(self, term: Cast) -> ColumnType | None:
         source = resolve_type(term.value, self.types)
