@@ -20,6 +20,7 @@ from datalog.ast import ColumnType, Directive, Literal, Program, Query, Rule
 from datalog.errors import RangeRestrictionError, TypeMismatchError, ordered_errors, raise_all
 from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
+from datalog.passes.check_directives import check_directives
 from datalog.passes.check_generators import check_clause_generators, check_generators
 from datalog.passes.check_names import check_clause_names, check_names
 from datalog.passes.check_range_restriction import check_clause, check_range_restriction
@@ -65,6 +66,7 @@ PASSES: tuple[Callable[[CheckContext], None], ...] = (
     attach_signatures,
     resolve_casts,
     check_names,
+    check_directives,
     check_generators,
     check_arity,
     check_range_restriction,
