@@ -257,7 +257,7 @@ class Database:
             rows = to_rows(state.columns, live.types, self.symbols, len(state))
             self._delivering += 1
             try:
-                callback(Change(rows, [1] * len(rows), self.engine.epoch, snapshot=True))
+                callback(Change(rows, [1] * len(rows), self.engine.epoch, True, sub.columns))
             except BaseException:  # no orphan: the caller never got a handle to it
                 self.unsubscribe(sub)
                 raise
