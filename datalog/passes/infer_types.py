@@ -32,7 +32,7 @@ from datalog.ast import (
 from datalog.errors import TypeMismatchError
 from datalog.functions import BITWISE_OPS, FUNCTORS, GENERATORS, castable
 from datalog.passes.context import CheckContext
-from datalog.passes.term_types import fixed_type, resolve_type
+from datalog.passes.term_types import Memo, fixed_type, resolve_type
 from datalog.passes.variables import nodes
 
 Types = dict[str, ColumnType]
@@ -56,7 +56,8 @@ def infer_clause_types(ctx: CheckContext, literals: Sequence[Literal]) -> Types:
             for arg, column in zip(node.args, info.types, strict=True):
                 if isinstance(arg, Var):
                     types.setdefault(arg.name, column)
-    while _propagate_all(ctx, literals, types):
+    memo: Memo = {}
+    while _propagate_all(ctx, literals, types, memo):
         pass
     for node in nodes((), literals):
         if isinstance(node, Var):
@@ -65,42 +66,44 @@ def infer_clause_types(ctx: CheckContext, literals: Sequence[Literal]) -> Types:
     return types
 
 
-def _propagate_all(ctx: CheckContext, literals: Sequence[Literal], types: Types) -> bool:
+def _propagate_all(
+    ctx: CheckContext, literals: Sequence[Literal], types: Types, memo: Memo
+) -> bool:
     before = len(types)
     for node in nodes((), literals):
         info = ctx.known(node) if isinstance(node, Atom) else None
         if isinstance(node, Atom) and info is not None:
             for arg, column in zip(node.args, info.types, strict=True):
-                _propagate(arg, column, types)
+                _propagate(arg, column, types, memo)
         elif isinstance(node, Comparison):
             if node.op in BUILTIN_PREDICATES:
                 expected: ColumnType | None = "symbol"
             else:
-                expected = fixed_type(node.left, types) or fixed_type(node.right, types)
-            _propagate(node.left, expected, types)
-            _propagate(node.right, expected, types)
+                expected = fixed_type(node.left, types, memo) or fixed_type(node.right, types, memo)
+            _propagate(node.left, expected, types, memo)
+            _propagate(node.right, expected, types, memo)
     return len(types) > before
 
 
-def _propagate(term: Term, expected: ColumnType | None, types: Types) -> None:
+def _propagate(term: Term, expected: ColumnType | None, types: Types, memo: Memo) -> None:
     if isinstance(term, Var):
         if expected is not None:
             types.setdefault(term.name, expected)
     elif isinstance(term, BinOp | Neg):
-        own = fixed_type(term, types) or expected
+        own = fixed_type(term, types, memo) or expected
         for operand in (term.left, term.right) if isinstance(term, BinOp) else (term.operand,):
-            _propagate(operand, own, types)
+            _propagate(operand, own, types, memo)
     elif isinstance(term, Call) and term.functor is not None:
         for arg, kind in zip(term.args, term.functor.params, strict=False):
-            _propagate(arg, kind, types)
+            _propagate(arg, kind, types, memo)
     elif isinstance(term, Call) and term.function in FUNCTORS:
         functor = FUNCTORS[term.function]
-        own = fixed_type(term, types) or expected
+        own = fixed_type(term, types, memo) or expected
         for index, arg in enumerate(term.args):
             param = functor.param(index) if functor.params is not None else own
-            _propagate(arg, param, types)
+            _propagate(arg, param, types, memo)
     elif isinstance(term, Aggregate) and term.target is not None and term.function != "mean":
-        _propagate(term.target, expected, types)
+        _propagate(term.target, expected, types, memo)
 
 
 class TermChecker:
@@ -109,6 +112,7 @@ class TermChecker:
     def __init__(self, ctx: CheckContext, types: Types) -> None:
         self.ctx = ctx
         self.types = types
+        self.memo: Memo = {}  # `types` is final here
 
     def mismatch(self, message: str, term: Term | Literal) -> None:
         self.ctx.report(TypeMismatchError, f"type mismatch: {message}", term.span)
@@ -128,7 +132,7 @@ class TermChecker:
             self.check(left, "symbol", f"left of `{op}`")
             self.check(right, "symbol", f"right of `{op}`")
             return
-        lt, rt = fixed_type(left, self.types), fixed_type(right, self.types)
+        lt, rt = fixed_type(left, self.types, self.memo), fixed_type(right, self.types, self.memo)
         if lt is not None and rt is not None and lt != rt:
             self.mismatch(f"cannot compare {lt} with {rt} (`{op}`)", comparison)
             self.check(left, None, "")
@@ -156,7 +160,9 @@ class TermChecker:
         if isinstance(term, Wildcard):
             return expected
         if isinstance(term, Const):
-            kind = fixed_type(term, self.types) or resolve_type(term, self.types, expected)
+            kind = fixed_type(term, self.types, self.memo) or resolve_type(
+                term, self.types, expected
+            )
             self.check_range(term, kind)
             return kind
         if isinstance(term, BinOp | Neg):
@@ -187,7 +193,7 @@ class TermChecker:
         self.ctx.report(TypeMismatchError, f"integer literal {written} is {where}", span)
 
     def cast_type(self, term: Cast) -> ColumnType | None:
-        source = resolve_type(term.value, self.types)
+        source = resolve_type(term.value, self.types, None, self.memo)
         self.check(term.value, source, "argument of `as`")
         if term.kind is None:
             return None  # an unknown type: reported by resolve_casts
@@ -204,14 +210,14 @@ class TermChecker:
     def arithmetic_type(self, term: BinOp | Neg, expected: ColumnType | None) -> ColumnType | None:
         operands = (term.left, term.right) if isinstance(term, BinOp) else (term.operand,)
         op = term.op if isinstance(term, BinOp) else "-"
-        kinds = {fixed_type(operand, self.types) for operand in operands}
+        kinds = {fixed_type(operand, self.types, self.memo) for operand in operands}
         if "symbol" in kinds:
             self.mismatch(f"arithmetic `{op}` on a symbol", term)
             return None
         if op in BITWISE_OPS and "float" in kinds:
             self.mismatch(f"bitwise `{op}` on a float", term)
             return None
-        own = resolve_type(term, self.types, expected)
+        own = resolve_type(term, self.types, expected, self.memo)
         for operand in operands:
             self.check(operand, own, f"operand of `{op}`")
         return own
@@ -222,14 +228,14 @@ class TermChecker:
         functor = FUNCTORS.get(term.function)
         if functor is None:
             return None  # reported by check_names
-        own = resolve_type(term, self.types, expected)
+        own = resolve_type(term, self.types, expected, self.memo)
         if term.function in GENERATORS and own == "symbol":
             self.mismatch(f"`{term.function}` counts numbers, not symbols", term)
             return None
         for index, arg in enumerate(term.args):
             param = functor.param(index) if functor.params is not None else own
             where = f"argument {index + 1} of `{term.function}`"
-            if param is None and fixed_type(arg, self.types) == "symbol":
+            if param is None and fixed_type(arg, self.types, self.memo) == "symbol":
                 self.mismatch(f"`{term.function}` takes a number, got a symbol ({where})", arg)
             else:
                 self.check(arg, param, where)
@@ -245,7 +251,7 @@ class TermChecker:
     def aggregate_type(self, term: Aggregate) -> ColumnType | None:
         if term.target is None:
             return "number"
-        target = resolve_type(term.target, self.types)
+        target = resolve_type(term.target, self.types, None, self.memo)
         if term.function in ("sum", "mean") and target == "symbol":
             self.mismatch(f"`{term.function}` of a symbol", term.target)
             return None
