@@ -1,36 +1,37 @@
-"""How deep the language front end lets things nest, and the recursion that needs.
+"""How deep the language front end lets things nest.
 
 Layer: datalog (language). Imports the standard library only.
 
-Every pass over the AST (checks, planning, evaluation, printing) walks terms
-recursively, as do component expansion and the walks of nested aggregates. Rather
-than refuse what Python's default recursion limit (1,000 frames) cannot walk (a
-sum of 400 terms already takes 1,200), the front end bounds nesting at
-`MAX_NESTING` levels, with a clear error where a text goes past it, and raises the
-interpreter's recursion limit to what the deepest input accepted so far needs:
-once, only upwards (another thread may be deep in a walk), and never beyond what
-`MAX_NESTING` levels need (ADR 0036). Python 3.11 keeps Python-to-Python calls off
-the C stack, so the frames this allows are cheap.
+Every pass over the AST (checks, planning, both evaluators, printing, provenance)
+walks terms and literals recursively, so the depth of a text must fit the
+interpreter's recursion limit (1,000 frames by default). The front end never raises
+that limit (a process-wide setting: it would change what other code may do, and in
+C-recursive code such as `json` trade a `RecursionError` for a crash): it refuses,
+with a position, a text nested deeper than the default allows with room to spare
+(ADR 0036).
+
+Depth is counted in levels, each nesting construct costing what its deepest walk
+costs in frames, about two frames a level: an operator, a negation or a cast is 1, a
+functor call 2, a parenthesized group of literals 4, an aggregate 5. `MAX_NESTING`
+levels then take about 850 frames, leaving 150 to whoever called (a server, a test
+runner, a notebook). Brackets are bounded by the same number before parsing.
 """
 
 from __future__ import annotations
 
-import sys
+MAX_NESTING = 400
 
-# The deepest nesting accepted: brackets `(` `{` inside one another, levels of
-# operators, calls, aggregates and groups in an expression or a body, components
-# instantiated inside one another.
-MAX_NESTING = 1000
+# The levels each parse-tree node that nests costs (node names of grammar.lark).
+LEVELS: dict[str, int] = {
+    "binop": 1,
+    "neg": 1,
+    "cast": 1,
+    "call": 2,
+    "group": 4,
+    "aggregate": 5,
+    "count_aggregate": 5,
+}
 
-# Python frames one level may take in the deepest walk over it (3 measured for
-# arithmetic, 5 for calls; a group or an aggregate is 3 levels of the parse tree),
-# and the frames left to whoever called (a server, a test runner).
-_FRAMES_PER_LEVEL = 5
-_CALLER_FRAMES = 1000
-
-
-def allow_recursion(levels: int) -> None:
-    """Raise the recursion limit to what walks `levels` deep need, if it is lower."""
-    needed = _CALLER_FRAMES + _FRAMES_PER_LEVEL * min(levels, 3 * MAX_NESTING + 50)
-    if sys.getrecursionlimit() < needed:
-        sys.setrecursionlimit(needed)
+# Components instantiated or inherited inside one another: each level recurses
+# through the expansion of a whole component body.
+MAX_COMPONENT_NESTING = 100

@@ -9,12 +9,12 @@ Every syntax problem is raised as a `DatalogSyntaxError` with a plain-words mess
 
 Hostile text is refused before lark reads it (`datalog.source_text`): a lone
 surrogate, brackets nested deeper than `MAX_NESTING`. The parse tree is built into
-the AST without recursion, and a tree deeper than `MAX_NESTING` (a sum of 5,000
-terms nests no bracket but is 5,000 operators deep) is refused at the node that
-goes past it. Every pass after this one walks terms recursively, so the
-interpreter's recursion limit is raised to what the tree needs (`datalog.nesting`).
-Every span carries its text, so an error found long after parsing (a functor
-raising at a commit) still shows its line.
+the AST without recursion, and a tree nested deeper than `MAX_NESTING` levels (a
+sum of 5,000 terms nests no bracket but is 5,000 operators deep) is refused at the
+node that goes past it: every pass after this one walks terms recursively, within
+the interpreter's default recursion limit (`datalog.nesting`). Every span carries
+its text, so an error found long after parsing (a functor raising at a commit)
+still shows its line.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from lark.tree import Meta
 from datalog import ast
 from datalog.errors import DatalogSyntaxError
 from datalog.grammar import lark_parser, span_of
-from datalog.nesting import MAX_NESTING, allow_recursion
+from datalog.nesting import LEVELS, MAX_NESTING
 from datalog.source_text import SourceText, first_surrogate, span_at
 from datalog.syntax_errors import explain
 from differential.dataflow import check_budget
@@ -82,13 +82,18 @@ def _refuse_hostile(source: SourceText) -> None:
         raise DatalogSyntaxError(message, span_at(text, surrogate), text)
     deep = source.too_deep()
     if deep is not None:
-        raise _too_deep(span_at(text, deep), text)
+        raise _too_deep(span_at(text, deep), text, brackets=True)
 
 
-def _too_deep(span: ast.Span, text: str) -> DatalogSyntaxError:
+def _too_deep(span: ast.Span, text: str, brackets: bool = False) -> DatalogSyntaxError:
+    what = (
+        "brackets"
+        if brackets
+        else "levels (an operator counts 1, a call 2, a group of literals 4, an aggregate 5)"
+    )
     message = (
-        f"nested too deeply: more than {MAX_NESTING} levels of brackets, operators, calls "
-        "or aggregates here; split the expression (with intermediate variables or relations)"
+        f"nested too deeply: more than {MAX_NESTING} {what} here; "
+        "split it with intermediate variables or relations"
     )
     return DatalogSyntaxError(message, span, text)
 
@@ -104,19 +109,16 @@ def _build(tree: Tree[Token], builder: _Builder) -> Any:
     """The builder's value of `tree`, children first, without recursion; a node
     deeper than `MAX_NESTING` is refused before anything is built."""
     order: list[Tree[Token] | Token | None] = []
-    pending: list[tuple[Tree[Token] | Token | None, int, int]] = [(tree, 1, 0)]
-    deepest = 0
+    pending: list[tuple[Tree[Token] | Token | None, int]] = [(tree, 0)]
     while pending:
-        node, depth, levels = pending.pop()
+        node, levels = pending.pop()
         order.append(node)
         if isinstance(node, Tree):
-            levels += node.data in _LEVELS
+            levels += LEVELS.get(node.data, 0)
             if levels > MAX_NESTING:
                 text = builder.source
                 raise _too_deep(span_at(text, node.meta.start_pos), text)
-            deepest = max(deepest, depth)
-            pending.extend((child, depth + 1, levels) for child in node.children)
-    allow_recursion(deepest)
+            pending.extend((child, levels) for child in node.children)
     values: list[Any] = []
     for count, node in enumerate(reversed(order)):
         if not isinstance(node, Tree):
@@ -130,9 +132,6 @@ def _build(tree: Tree[Token], builder: _Builder) -> Any:
         values.append(getattr(builder, node.data)(node.meta, children))
     return values[0]
 
-
-# The tree nodes that nest: what `MAX_NESTING` counts (a group is 3 tree levels).
-_LEVELS = frozenset({"binop", "neg", "call", "cast", "aggregate", "count_aggregate", "group"})
 
 # --- spans and literal values ------------------------------------------------------
 

@@ -4,8 +4,8 @@ Layer: datalog (language). Imports numpy, `datalog.ast` and `datalog.nesting`.
 
 Hostile text must be refused in time linear in its size and small in constant:
 a lone surrogate (text that cannot be written as UTF-8, so could never be logged
-or served) and bracket nesting deeper than `MAX_NESTING` (`datalog.nesting`) are found here with
-numpy, before lark sees the text. The same scan tells a syntax error where code
+or served) and bracket nesting deeper than `MAX_NESTING` (`datalog.nesting`) are
+found here with numpy, before lark sees the text. The same scan tells a syntax error where code
 lies: outside strings and comments, how deep the brackets are at an offset, and
 where the last piece of code before an offset ends, without a Python loop over
 every character.

@@ -35,7 +35,7 @@ from datalog.ast import (
     TypeDecl,
 )
 from datalog.errors import ComponentError, DatalogError, ordered_errors, raise_all
-from datalog.nesting import MAX_NESTING, allow_recursion
+from datalog.nesting import MAX_COMPONENT_NESTING
 from datalog.passes.check_components import check_components, resolve
 from datalog.passes.component_scopes import Binding, Scopes, bind
 from differential.dataflow import check_budget
@@ -163,8 +163,8 @@ class _Expander:
         return content.prefixed(instance.name)
 
     def _count(self, instance: Instance, path: tuple[_Step, ...]) -> None:
-        """One more instance: refused past `MAX_INSTANCES` or `MAX_NESTING` deep (the
-        expansion recurses once per level); the budget is checked."""
+        """One more instance: refused past `MAX_INSTANCES`, or `MAX_COMPONENT_NESTING`
+        deep (the expansion recurses once per level); the budget is checked."""
         check_budget()
         self.instances += 1
         if self.instances > MAX_INSTANCES:
@@ -172,10 +172,9 @@ class _Expander:
             raise ComponentError(
                 f"{message}: `.init {instance.name}` is one too many", instance.span
             )
-        if len(path) >= MAX_NESTING:
-            message = f"components are instantiated more than {MAX_NESTING} levels deep here"
-            raise ComponentError(message, instance.span)
-        allow_recursion(len(path) + 1)
+        if len(path) >= MAX_COMPONENT_NESTING:
+            deep = f"more than {MAX_COMPONENT_NESTING} levels deep here"
+            raise ComponentError(f"components are instantiated {deep}", instance.span)
 
     def collect(
         self,
@@ -193,10 +192,9 @@ class _Expander:
             parent = resolve(self.scopes, base, enclosing, binding, self.errors)
             if parent is None:
                 continue
-            if len(path) >= MAX_NESTING:
-                message = f"components inherit more than {MAX_NESTING} levels deep here"
+            if len(path) >= MAX_COMPONENT_NESTING:
+                message = f"components inherit more than {MAX_COMPONENT_NESTING} levels deep here"
                 raise ComponentError(message, base.span)
-            allow_recursion(len(path) + 1)
             active = bind(binding, parent.params, base.args)
             step = _Step(("base", id(parent), frozenset(active.items())), "")
             if any(s.key == step.key for s in path):

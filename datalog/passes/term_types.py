@@ -26,62 +26,78 @@ Memo = dict[int, tuple[int, ColumnType | None]]
 def fixed_type(
     term: Term, types: Mapping[str, ColumnType], memo: Memo | None = None
 ) -> ColumnType | None:
-    """The type `term` has regardless of context, or None if it is polymorphic."""
+    """The type `term` has regardless of context, or None if it is polymorphic.
+
+    Children first, with an explicit stack (a 400-term sum is 400 levels deep); each
+    composite term's type is kept in `memo` (or a memo of this call)."""
+    if not isinstance(term, BinOp | Neg | Call | Aggregate):
+        return _leaf_type(term, types)
+    found: Memo = memo if memo is not None else {}
+    pending: list[tuple[Term, bool]] = [(term, False)]
+    while pending:
+        node, ready = pending.pop()
+        if _known(found, node, types):
+            continue
+        parts = [p for p in _typed_parts(node) if isinstance(p, BinOp | Neg | Call | Aggregate)]
+        missing = [p for p in parts if not _known(found, p, types)]
+        if missing and not ready:
+            pending.append((node, True))
+            pending.extend((part, False) for part in missing)
+            continue
+        found[id(node)] = (len(types), _combined(node, types, found))
+    return found[id(term)][1]
+
+
+def _known(found: Memo, term: Term, types: Mapping[str, ColumnType]) -> bool:
+    entry = found.get(id(term))
+    return entry is not None and entry[0] == len(types)
+
+
+def _leaf_type(term: Term, types: Mapping[str, ColumnType]) -> ColumnType | None:
     if isinstance(term, Var):
         return types.get(term.name)
     if isinstance(term, Const):
         if isinstance(term.value, bool) or not isinstance(term.value, int):
             return term.type
         return None
-    if memo is not None:
-        known = memo.get(id(term))
-        if known is not None and known[0] == len(types):
-            return known[1]
-    found = _fixed_type(term, types, memo)
-    if memo is not None:
-        memo[id(term)] = (len(types), found)
-    return found
-
-
-def _fixed_type(
-    term: Term, types: Mapping[str, ColumnType], memo: Memo | None
-) -> ColumnType | None:
-    if isinstance(term, BinOp):
-        return fixed_type(term.left, types, memo) or fixed_type(term.right, types, memo)
-    if isinstance(term, Neg):
-        return fixed_type(term.operand, types, memo)
-    if isinstance(term, Call):
-        return _call_type(term, types, memo)
     if isinstance(term, Cast):
         return term.kind
-    if isinstance(term, Aggregate):
-        return _aggregate_type(term, types, memo)
     return None  # Wildcard
 
 
-def _call_type(term: Call, types: Mapping[str, ColumnType], memo: Memo | None) -> ColumnType | None:
-    if term.functor is not None:  # user-defined: its declared result
-        return term.functor.result
-    functor = FUNCTORS.get(term.function)
-    if functor is None:
-        return None  # an unknown functor (reported by the checker) has no type
-    if functor.result is not None:
-        return functor.result
-    for arg in term.args:
-        found = fixed_type(arg, types, memo)
-        if found is not None:
-            return found
-    return None
+def _typed_parts(term: Term) -> tuple[Term, ...]:
+    """The subterms whose types make `term`'s, in the order they are tried."""
+    if isinstance(term, BinOp):
+        return (term.left, term.right)
+    if isinstance(term, Neg):
+        return (term.operand,)
+    if isinstance(term, Call) and term.functor is None:
+        functor = FUNCTORS.get(term.function)
+        return term.args if functor is not None and functor.result is None else ()
+    if isinstance(term, Aggregate) and term.function not in ("count", "mean"):
+        return () if term.target is None else (term.target,)
+    return ()
 
 
-def _aggregate_type(
-    term: Aggregate, types: Mapping[str, ColumnType], memo: Memo | None
-) -> ColumnType | None:
-    if term.function == "count":
+def _combined(term: Term, types: Mapping[str, ColumnType], found: Memo) -> ColumnType | None:
+    """`term`'s fixed type, its parts' being known (in `found`, or leaves)."""
+    if isinstance(term, Call):
+        if term.functor is not None:  # user-defined: its declared result
+            return term.functor.result
+        functor = FUNCTORS.get(term.function)
+        if functor is None:
+            return None  # an unknown functor (reported by the checker) has no type
+        if functor.result is not None:
+            return functor.result
+    if isinstance(term, Aggregate) and term.function == "count":
         return "number"
-    if term.function == "mean":
+    if isinstance(term, Aggregate) and term.function == "mean":
         return "float"
-    return None if term.target is None else fixed_type(term.target, types, memo)
+    for part in _typed_parts(term):
+        kind = found[id(part)][1] if id(part) in found else _leaf_type(part, types)
+        if kind is not None:
+            return kind
+    return None
 
 
 def resolve_type(

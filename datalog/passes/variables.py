@@ -224,11 +224,40 @@ def map_terms(body: Sequence[Literal], fn: Callable[[Term], Term]) -> tuple[Lite
 
 
 def map_term(term: Term, fn: Callable[[Term], Term]) -> Term:
-    """`term` with `fn` applied to it and to each of its sub-terms, innermost first."""
-    if isinstance(term, Aggregate):
-        target = None if term.target is None else map_term(term.target, fn)
-        return fn(replace(term, target=target, body=map_terms(term.body, fn)))
-    return fn(with_children(term, lambda sub: map_term(sub, fn)))
+    """`term` with `fn` applied to it and to each of its sub-terms, innermost first,
+    left to right. Iterative through operators, calls and casts (a 400-term sum is
+    400 levels deep); an aggregate's target and body recurse, once per aggregate."""
+    done: list[Term] = []
+    pending: list[tuple[Term, bool]] = [(term, False)]
+    while pending:
+        node, ready = pending.pop()
+        if isinstance(node, Aggregate):
+            target = None if node.target is None else map_term(node.target, fn)
+            done.append(fn(replace(node, target=target, body=map_terms(node.body, fn))))
+            continue
+        children = _subterms_of(node)
+        if children and not ready:
+            pending.append((node, True))
+            pending.extend((child, False) for child in reversed(children))
+            continue
+        if children:
+            mapped = done[len(done) - len(children) :]
+            del done[len(done) - len(children) :]
+            node = _with_subterms(node, mapped)
+        done.append(fn(node))
+    return done[0]
+
+
+def _with_subterms(term: Term, subterms: Sequence[Term]) -> Term:
+    """`term` with its direct subterms (in `_subterms_of` order) replaced."""
+    if isinstance(term, BinOp):
+        return replace(term, left=subterms[0], right=subterms[1])
+    if isinstance(term, Neg):
+        return replace(term, operand=subterms[0])
+    if isinstance(term, Call):
+        return replace(term, args=tuple(subterms))
+    assert isinstance(term, Cast)
+    return replace(term, value=subterms[0])
 
 
 def _map_literal(literal: Literal, fn: Callable[[Term], Term]) -> Literal:

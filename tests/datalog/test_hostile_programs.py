@@ -12,7 +12,7 @@ import pytest
 from datalog import Database
 from datalog.checks import check_program
 from datalog.errors import BudgetExceeded, ComponentError, UnsupportedError
-from datalog.nesting import MAX_NESTING
+from datalog.nesting import MAX_COMPONENT_NESTING
 from datalog.parser import parse_program
 from datalog.passes import check_generators
 from datalog.passes.instantiate_components import MAX_INSTANCES
@@ -102,15 +102,16 @@ def test_components_expanding_past_the_instance_limit_are_refused() -> None:
 def test_components_nested_past_the_limit_are_refused_not_a_recursion_error(
     step: str, message: str
 ) -> None:
-    n = MAX_NESTING + 500
+    n = MAX_COMPONENT_NESTING + 1000
     chain = "".join(step.format(i=i, j=i - 1) for i in range(1, n))
     text = ".comp C0 { .decl a(x: number) }\n" + chain + f".init top = C{n - 1}\n"
     with pytest.raises(ComponentError, match=message) as caught:
         Database().define(text)
     assert caught.value.line > 1
-    shallow = "".join(step.format(i=i, j=i - 1) for i in range(1, 300))
+    top = MAX_COMPONENT_NESTING - 1
+    shallow = "".join(step.format(i=i, j=i - 1) for i in range(1, top + 1))
     db = Database()
-    db.define(".comp C0 { .decl a(x: number) }\n" + shallow + ".init top = C299\n")
+    db.define(".comp C0 { .decl a(x: number) }\n" + shallow + f".init top = C{top}\n")
     assert any(name.startswith("top.") for name in db.checked.schema.names())
 
 
