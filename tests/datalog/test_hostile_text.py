@@ -163,3 +163,21 @@ def test_positions_skip_strings_and_comments_when_looking_back() -> None:
     assert source.on_later_line(text.index("x"))
     assert source.code_end_before(text.index(")", 3) + 1) == text.index(")", 3) + 1
     assert SourceText("// only a comment\n").code_end_before(18) == 0
+
+
+def test_deep_terms_compare_and_hash_without_recursing() -> None:
+    """Dataclass equality recursed about three frames a level in C: a program with
+    the same 400-term rule twice raised RecursionError while indexing its rules."""
+    expr = " + ".join(["y"] * 400)
+    db = Database()
+    db.define(PROGRAM + f"q(x) :- r(y), x = {expr}.\nq(x) :- r(y), x = {expr}.")
+    assert db.query("q(x)") == [(400,)]
+    a, b = parse_query(f"x = {expr}"), parse_query(f"x = {expr}")
+    c = parse_query(f"x = {expr} + 1")
+
+    def deep(frames: int) -> tuple[bool, bool, int]:
+        if frames:
+            return deep(frames - 1)
+        return a == b, a == c, len({a.body[0], b.body[0], c.body[0]})
+
+    assert deep(150) == (True, False, 2)
