@@ -217,6 +217,31 @@ def with_children(term: Term, fn: Callable[[Term], Term]) -> Term:
     return term
 
 
+def replace_aggregates(term: Term, fn: Callable[[Aggregate], Term]) -> Term:
+    """`term` with each outermost aggregate in it replaced by `fn(aggregate)`, left to
+    right; other nodes are kept (the same objects where nothing inside changed).
+    Iterative: one step per node however deep the operators nest."""
+    done: list[Term] = []
+    pending: list[tuple[Term, bool]] = [(term, False)]
+    while pending:
+        node, ready = pending.pop()
+        if isinstance(node, Aggregate):
+            done.append(fn(node))
+            continue
+        children = _subterms_of(node)
+        if children and not ready:
+            pending.append((node, True))
+            pending.extend((child, False) for child in reversed(children))
+            continue
+        if children:
+            parts = done[len(done) - len(children) :]
+            del done[len(done) - len(children) :]
+            if any(new is not old for new, old in zip(parts, children, strict=True)):
+                node = _with_subterms(node, parts)
+        done.append(node)
+    return done[0]
+
+
 def map_terms(body: Sequence[Literal], fn: Callable[[Term], Term]) -> tuple[Literal, ...]:
     """`body` with `fn` applied to every term at any depth, innermost first: into
     negations, disjunctions and aggregates (their targets and bodies)."""

@@ -6,6 +6,7 @@ the budget stops them, that a refusal happens before lark parses anything)."""
 
 from __future__ import annotations
 
+import sys
 from unittest import mock
 
 import pytest
@@ -181,3 +182,48 @@ def test_deep_terms_compare_and_hash_without_recursing() -> None:
         return a == b, a == c, len({a.body[0], b.body[0], c.body[0]})
 
     assert deep(150) == (True, False, 2)
+
+
+def _at_the_limit(shape: str) -> str:
+    """A rule nested exactly `MAX_NESTING` levels deep in one way."""
+    if shape == "operators":
+        return "q(x) :- r(y), x = " + " + ".join(["y"] * (MAX_NESTING + 1)) + "."
+    if shape == "calls":
+        n = MAX_NESTING // LEVELS["call"]
+        return "q(x) :- r(y), x = " + "max(" * n + "y" + ", 1)" * n + "."
+    if shape == "groups":
+        n = MAX_NESTING // LEVELS["group"]
+        return "q(x) :- r(x), " + "(" * n + "x > 0" + ")" * n + "."
+    inner = "r(y)"
+    for i in range(MAX_NESTING // LEVELS["aggregate"]):
+        inner = f"r(y{i}), c{i} = count : {{ {inner} }}"
+    return f"q(x) :- r(x), {inner}."
+
+
+@pytest.mark.parametrize("shape", ["operators", "calls", "groups", "aggregates"])
+def test_every_operation_runs_a_rule_at_the_limit_from_150_frames_deep(shape: str) -> None:
+    """The limit keeps every walk within Python's default recursion limit, with 150
+    frames left to whoever calls (the limit is never raised: `sys.getrecursionlimit`)."""
+    text = PROGRAM + _at_the_limit(shape)
+    db = Database()
+    seen: list[object] = []
+
+    def run() -> None:
+        db.define(text)
+        db.subscribe("q(x)", seen.append)
+        db.insert("r", [(2,)])
+        answers = db.query("q(x)")
+        db.query(f"q({answers[0][0]})")
+        db.why(f"q({answers[0][0]})")
+        db.explain("q(x)")
+        format_program(parse_program(text))
+
+    def deep(frames: int) -> None:
+        if frames:
+            deep(frames - 1)
+        else:
+            run()
+
+    limit = sys.getrecursionlimit()
+    deep(150)
+    assert sys.getrecursionlimit() == limit and len(seen) == 2
