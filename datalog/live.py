@@ -24,7 +24,7 @@ import html
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -218,7 +218,7 @@ def notify(sub: Subscription, change: Change) -> None:
     The commit has already happened: other subscribers must still hear of it.
     """
     try:
-        sub.callback(change)
+        sub.callback(change if change.columns else replace(change, columns=sub.columns))
     except Exception as exc:  # a subscriber's bug must not undo or hide an epoch
         sub.errors.append(exc)
         sub.error_count += 1

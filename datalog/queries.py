@@ -96,7 +96,7 @@ class LiveQueries:
                 pacing.wake = lambda delay: self._wake_later(sub, delay)
             rows = live.rows(self.symbols)
             with self.calling():
-                callback(Change(rows, [1] * len(rows), self.engine.epoch, snapshot=True))
+                callback(Change(rows, [1] * len(rows), self.engine.epoch, True, sub.columns))
         except BaseException:  # no orphan: the caller never got a handle to it
             if sub is not None:
                 self.unsubscribe(sub)
