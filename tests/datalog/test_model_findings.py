@@ -1,0 +1,139 @@
+"""Defects the model test (`test_model.py`, ADR 0037) found, minimized, still open.
+
+Each test states the documented behaviour and fails today: it is marked
+`xfail(strict=True)`, so the suite stays green while the defect is open and turns
+red the moment it is fixed (then remove the mark, and turn off the matching
+switch in `test_model.FINDINGS`, which lets the model test step around it).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from datalog import Change, Database
+from tests.datalog.model.measures import log_bytes, stored
+
+TC = """
+.decl e(x: number, y: number)
+.decl tc(x: number, y: number)
+tc(x, y) :- e(x, y).
+tc(x, z) :- tc(x, y), e(y, z).
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="a new multi-tenant parameter takes an epoch (issue 23)")
+def test_subscribing_to_a_query_with_a_constant_neither_advances_the_epoch_nor_logs(
+    tmp_path: Path,
+) -> None:
+    """FINDINGS["constant_subscription_takes_an_epoch"]: reads never write (DESIGN §7)."""
+    db = Database(tmp_path / "db")
+    db.define(TC)
+    db.insert("e", [(1, 2), (2, 3)])
+    epoch, log = db.epoch, log_bytes(tmp_path / "db")
+    got: list[Change] = []
+    db.subscribe("tc(1, y)", got.append)
+    assert (db.epoch, log_bytes(tmp_path / "db")) == (epoch, log)
+    assert got[0].epoch == epoch and sorted(got[0].rows) == [(2,), (3,)]
+
+
+def _toggled(db: Database, times: int) -> int:
+    for i in range(times):
+        (db.retract if i % 2 == 0 else db.insert)("e", [(4, 5)])
+    return stored(db.stats())
+
+
+@pytest.mark.xfail(strict=True, reason="tenant and magic inputs never compact (issue 23)")
+def test_a_live_query_with_a_constant_keeps_bounded_state_under_a_toggled_fact() -> None:
+    """FINDINGS["constant_query_state_grows"]: toggling one edge 400 times (ending as it
+    began) must leave about as many stored updates as toggling it 100 times; today
+    they grow by about 20 per toggle."""
+    db = Database(history=4)
+    db.define(TC)
+    db.insert("e", [(i, i + 1) for i in range(10)])
+    db.subscribe("tc(3, y)", lambda change: None)
+    first = _toggled(db, 100)
+    last = _toggled(db, 300)
+    assert last <= 1.5 * first + 50, (first, last)
+
+
+@pytest.mark.xfail(strict=True, reason="an unread arrangement keeps every update (ADR 0040)")
+def test_a_join_side_nobody_reads_keeps_bounded_state_under_a_toggled_fact() -> None:
+    """FINDINGS["unread_arrangements_grow"]: in `q(x) :- s(x), !v(x)` with `s` fixed,
+    the arrangement of `s`'s side is read only when `s` changes, so it never merges
+    and keeps one update per toggle of `v` (9,203 after 8,192 toggles; the plain join
+    `s(x), v(x)` levels off near 800). Fixed on the `compaction` branch."""
+    db = Database(history=4)
+    db.define(".decl v(x: number)\n.decl s(x: number)\n.decl q(x: number)\nq(x) :- s(x), !v(x).")
+    db.insert("s", [(1,), (2,)])
+    db.subscribe("q(x)", lambda change: None)
+    sizes = []
+    for i in range(1, 1025):
+        (db.insert if i % 2 else db.retract)("v", [(1,)])
+        if i in (256, 1024):
+            sizes.append(stored(db.stats()))
+    first, last = sizes
+    assert last <= 1.5 * first + 50, (first, last)
+
+
+@pytest.mark.xfail(strict=True, reason="a query without variables has no columns to hold rows")
+def test_query_arrow_and_query_columns_of_a_fact_that_holds_say_so() -> None:
+    """FINDINGS["ground_query_columns_lose_the_answer"]: `query("tc(1, 2)")` is `[()]`
+    (the fact holds) or `[]`; `query_arrow` gives a table without columns and without
+    rows either way, and `query_columns` an empty dict."""
+    db = Database()
+    db.define(TC)
+    db.insert("e", [(1, 2)])
+    assert db.query("tc(1, 2)") == [()] and db.query("tc(2, 1)") == []
+    assert db.query_arrow("tc(1, 2)").num_rows == 1
+    assert db.query_arrow("tc(2, 1)").num_rows == 0
+
+
+@pytest.mark.xfail(strict=True, reason="define's failure after its epoch skips the paced tick")
+def test_a_definition_failing_after_its_epoch_still_delivers_what_paced_subscribers_are_due() -> (
+    None
+):
+    """FINDINGS["failed_define_skips_paced_delivery"]: a subscriber's KeyboardInterrupt
+    means the commit happened (ADR 0032), and a transaction that raises after its epoch
+    still hands paced subscribers what is due; a definition does not."""
+    db = Database()
+    db.define(".decl v(x: number)\n.decl w(x: number)\nw(x) :- v(x).")
+    paced: list[Change] = []
+    db.subscribe("w(x)", paced.append, granularity={"epochs": 1})
+
+    def interrupted(change: Change) -> None:
+        if not change.snapshot:
+            raise KeyboardInterrupt
+
+    db.subscribe("v(x)", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        db.define("v(1).")
+    assert [(c.epoch, c.rows) for c in paced[1:]] == [(db.epoch, [(1,)])]
+
+
+@pytest.mark.xfail(strict=True, reason="the rollback of a failed rebuild raises KeyError")
+def test_a_redefinition_failing_while_two_tenant_dataflows_rebuild_raises_its_own_error() -> None:
+    """FINDINGS["failed_rebuild_with_tenants_raises_keyerror"] (issue 23, "failures
+    inside failures"): with members of two multi-tenant dataflows over `tc`, a
+    redefinition of `tc` whose rebuild is interrupted (here by a functor's
+    KeyboardInterrupt) must raise that KeyboardInterrupt and change nothing; the
+    rollback raises `KeyError` from `Tenants.rebuild` instead, hiding it."""
+    armed = [False]
+
+    def boom(x: int) -> int:
+        if armed[0]:
+            raise KeyboardInterrupt
+        return 0
+
+    db = Database(functors={"boom": boom})
+    db.define(".functor boom(x: number): number\n" + TC)
+    db.insert("e", [(1, 2), (2, 3)])
+    db.subscribe("tc(1, y)", lambda change: None)
+    db.subscribe("tc(x, 3)", lambda change: None)
+    epoch, armed[0] = db.epoch, True
+    with pytest.raises(KeyboardInterrupt):
+        db.redefine("tc", "tc(x, y) :- e(x, y), @boom(x) = 0.")
+    armed[0] = False
+    assert db.epoch == epoch
+    assert sorted(db.query("tc(1, y)")) == [(2,), (3,)]
