@@ -89,6 +89,15 @@ FINDINGS = {
     # two multi-tenant dataflows are live raises `KeyError` from the rollback instead
     # of its own error (issue 23, "failures inside failures"); taken as that error.
     "failed_rebuild_with_tenants_raises_keyerror": True,
+    # An interrupt while a dataflow is dropped (a one-shot query's, after its answer;
+    # an unsubscribed live query's) leaves it in the engine for good: it runs at every
+    # commit, and an unsubscribed live query stays listed with no subscriber (issue 23,
+    # "a Ctrl-C during subscribe/unsubscribe"). The model injects nothing there.
+    "interrupted_drop_leaves_orphan_dataflow": True,
+    # An interrupt while `subscribe` stores a new live query's first answer leaves its
+    # started dataflow in the engine (issue 23, "a Ctrl-C during subscribe"). The
+    # model injects no trace-insert fault into a subscription.
+    "interrupted_subscribe_leaves_orphan_dataflow": True,
     # `query_columns` and `query_arrow` of a query without variables (`tc(1, 2)`)
     # return no columns and no rows, whether or not the fact holds: the answer is lost.
     "ground_query_columns_lose_the_answer": True,
@@ -169,7 +178,9 @@ class DatabaseModel(RuleBasedStateMachine):
     def define(self, data: st.DataObject) -> None:
         fragment = data.draw(self.fragments(), label="program")
         outcome = self.model.defined(fragment)
-        fault = data.draw(fault_strategy("budget", "callback", "functor", "engine"), label="fault")
+        fault = data.draw(
+            self.fault_strategy("budget", "callback", "functor", "engine"), label="fault"
+        )
         note(f"define {fragment.name!r} under {fault}:\n{fragment.text}")
         if outcome is None:
             self.rejected(lambda: self.database.define(fragment.text))
@@ -181,7 +192,9 @@ class DatabaseModel(RuleBasedStateMachine):
     def redefine(self, data: st.DataObject) -> None:
         change = data.draw(st.sampled_from(pool.REDEFINITIONS), label="redefinition")
         ops = data.draw(self.ops(max_ops=2), label="with rows") if data.draw(st.booleans()) else []
-        fault = data.draw(fault_strategy("budget", "callback", "functor", "engine"), label="fault")
+        fault = data.draw(
+            self.fault_strategy("budget", "callback", "functor", "engine"), label="fault"
+        )
         note(f"redefine {change.relation}: {change.text!r} with {ops} under {fault}")
         after = self.model.redefined(change, ops)
 
@@ -201,7 +214,9 @@ class DatabaseModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def transact(self, data: st.DataObject) -> None:
         ops = data.draw(self.ops(max_ops=4), label="ops")
-        fault = data.draw(fault_strategy("budget", "callback", "functor", "engine"), label="fault")
+        fault = data.draw(
+            self.fault_strategy("budget", "callback", "functor", "engine"), label="fault"
+        )
         single = len(ops) == 1 and data.draw(st.booleans(), label="db.insert/db.retract")
         note(f"transaction {ops} under {fault}")
 
@@ -278,7 +293,9 @@ class DatabaseModel(RuleBasedStateMachine):
         plan = data.draw(PLANS, label="plan")
         pace = data.draw(st.one_of(st.none(), st.none(), st.integers(1, 3)), label="pace")
         kinds = ("budget", "callback", "functor", "engine") if faults else ()
-        fault = data.draw(fault_strategy(*kinds), label="fault")
+        fault = data.draw(self.fault_strategy(*kinds), label="fault")
+        if FINDINGS["interrupted_subscribe_leaves_orphan_dataflow"] and fault:
+            fault = None if fault.kind == "engine:insert" else fault
         note(f"subscribe {query!r} plan {plan} pace {pace} under {fault}")
         watch = Watch(query, plan, pace, Received(self.faults.hook("callback")))
         granularity = None if pace is None else {"epochs": pace}
@@ -289,7 +306,7 @@ class DatabaseModel(RuleBasedStateMachine):
         except BaseException as error:
             self.expect(is_injected(error, fault, self.faults), error)
             self.outcome("subscribe", fault, "raised")
-            engine = fault is not None and fault.kind == "engine" and self.faults.fired
+            engine = fault is not None and fault.kind.startswith("engine") and self.faults.fired
             self.subscription_epoch(query, before, ticked=not engine)
             return
         self.outcome("subscribe", fault, "subscribed")
@@ -312,12 +329,26 @@ class DatabaseModel(RuleBasedStateMachine):
     @precondition(lambda self: self.watches)
     @rule(data=st.data(), twice=st.booleans())
     def unsubscribe(self, data: st.DataObject, twice: bool) -> None:
+        """Unsubscribing is a read too; interrupted, it is done or not, never half."""
         watch = data.draw(st.sampled_from(self.watches), label="subscription")
-        note(f"unsubscribe {watch.query!r}")
-        assert watch.handle is not None
+        fault = data.draw(self.fault_strategy("engine"), label="fault")
+        note(f"unsubscribe {watch.query!r} under {fault}")
+        handle = watch.handle
+        assert handle is not None
         before = self.before()
-        for _ in range(2 if twice else 1):  # a second close does nothing
-            watch.handle.close()
+        try:
+            with self.injected(fault):
+                for _ in range(2 if twice else 1):  # a second close does nothing
+                    handle.close()
+        except BaseException as error:
+            self.expect(is_injected(error, fault, self.faults), error)
+            self.outcome("unsubscribe", fault, "raised, " + ("kept" if handle.active else "gone"))
+            if not handle.active:
+                self.watches.remove(watch)
+            self.unchanged(before, "an interrupted unsubscription")
+            return
+        self.outcome("unsubscribe", fault, "gone")
+        assert not handle.active
         self.watches.remove(watch)
         self.unchanged(before, "an unsubscription")
 
@@ -340,7 +371,7 @@ class DatabaseModel(RuleBasedStateMachine):
         query = data.draw(self.queries(), label="query")
         how = data.draw(st.sampled_from(("query", "columns", "arrow", "explain")), label="api")
         plan = data.draw(PLANS, label="plan")
-        fault = data.draw(fault_strategy("budget", "functor", "engine"), label="fault")
+        fault = data.draw(self.fault_strategy("budget", "functor", "engine"), label="fault")
         note(f"{how} {query!r} plan {plan} under {fault}")
         self.read(lambda: self.ask(how, query, plan, None), self.model.current.answer(query), fault)
 
@@ -350,7 +381,7 @@ class DatabaseModel(RuleBasedStateMachine):
         epoch = data.draw(st.integers(max(0, model.oldest - 2), model.epoch), label="epoch")
         query = data.draw(self.queries(), label="query")
         how = data.draw(st.sampled_from(("query", "columns", "arrow")), label="api")
-        fault = data.draw(fault_strategy("budget", "functor", "engine"), label="fault")
+        fault = data.draw(self.fault_strategy("budget", "functor", "engine"), label="fault")
         note(f"{how} {query!r} as of {epoch} (oldest {model.oldest}) under {fault}")
         if epoch < model.oldest:
             with self.reading(), _raises(HistoryCompactedError):
@@ -381,7 +412,7 @@ class DatabaseModel(RuleBasedStateMachine):
         else:
             row = tuple(pool.OUTSIDE[k] for k in kinds)
         text = f"{relation}({', '.join(literal_text(v) for v in row)})"
-        fault = data.draw(fault_strategy("budget", "functor"), label="fault")
+        fault = data.draw(self.fault_strategy("budget", "functor"), label="fault")
         note(f"why {text} as of {epoch} under {fault}")
         if row not in snapshot.holds(relation):
             with self.reading(), _raises(FactNotFoundError):
@@ -582,7 +613,7 @@ class DatabaseModel(RuleBasedStateMachine):
                 stack.enter_context(self.database.budget(0.0))
             elif fault is not None:
                 self.faults.arm(fault.kind, _error(fault), fault.nth)
-                if fault.kind == "engine":
+                if fault.kind.startswith("engine"):
                     stack.enter_context(engine_hooks(self.faults))
             try:
                 yield
@@ -605,6 +636,12 @@ class DatabaseModel(RuleBasedStateMachine):
             raise AssertionError(f"unexpected {type(error).__name__}: {error}") from error
 
     # -- what to draw -----------------------------------------------------------------------
+
+    def fault_strategy(self, *kinds: str) -> st.SearchStrategy[Fault | None]:
+        """`outcomes.fault_strategy`, without the points of open FINDINGS."""
+        if not FINDINGS["interrupted_drop_leaves_orphan_dataflow"]:
+            return fault_strategy(*kinds)
+        return fault_strategy(*kinds).map(lambda f: None if f and f.kind == "engine:drop" else f)
 
     def fragments(self) -> st.SearchStrategy[pool.Fragment]:
         """A fragment of the pool whose relations are new (most often), a program that

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from datalog import Change, Database
+from tests.datalog.model.faults import Faults, engine_hooks
 from tests.datalog.model.measures import log_bytes, stored
 
 TC = """
@@ -137,3 +138,65 @@ def test_a_redefinition_failing_while_two_tenant_dataflows_rebuild_raises_its_ow
     armed[0] = False
     assert db.epoch == epoch
     assert sorted(db.query("tc(1, y)")) == [(2,), (3,)]
+
+
+@pytest.mark.xfail(strict=True, reason="an interrupted drop leaves the one-shot dataflow running")
+def test_a_one_shot_query_interrupted_while_its_dataflow_is_dropped_leaves_none() -> None:
+    """FINDINGS["interrupted_drop_leaves_orphan_dataflow"]: a Ctrl-C that lands while
+    `query` drops its one-shot dataflow (after the answer) leaves that dataflow in the
+    engine, computing at every commit, with nobody to drop it."""
+    db = Database()
+    db.define(TC)
+    db.insert("e", [(1, 2), (2, 3)])
+    faults = Faults()
+    with engine_hooks(faults), pytest.raises(KeyboardInterrupt):
+        faults.arm("engine:drop", KeyboardInterrupt, 1)
+        db.query("tc(x, y)")
+    assert db.stats()["dataflows"] == []
+
+
+@pytest.mark.xfail(strict=True, reason="an interrupted unsubscribe leaves its live query")
+@pytest.mark.parametrize("query", ["tc(x, y)", "tc(1, y)"])
+def test_an_unsubscription_interrupted_while_its_dataflow_is_dropped_leaves_none(
+    query: str,
+) -> None:
+    """FINDINGS["interrupted_drop_leaves_orphan_dataflow"] (issue 23): the handle is
+    closed, yet its live query (0 subscribers) or its multi-tenant dataflow stays, is
+    updated at every commit, and no call removes it."""
+    db = Database()
+    db.define(TC)
+    db.insert("e", [(1, 2), (2, 3)])
+    sub = db.subscribe(query, lambda change: None)
+    faults = Faults()
+    with engine_hooks(faults), pytest.raises(KeyboardInterrupt):
+        faults.arm("engine:drop", KeyboardInterrupt, 1)
+        sub.close()
+    sub.close()
+    stats = db.stats()
+    assert (stats["dataflows"], stats["queries"]) == ([], {})
+
+
+@pytest.mark.xfail(strict=True, reason="an interrupted subscribe leaves its dataflow running")
+def test_a_subscription_interrupted_at_any_trace_insert_leaves_no_dataflow() -> None:
+    """FINDINGS["interrupted_subscribe_leaves_orphan_dataflow"] (issue 23): a Ctrl-C
+    while `subscribe` stores the new live query's first answer (`_start_live`: after
+    the dataflow started, before it is registered) raises, and the caller has no
+    handle; the started dataflow stays in the engine, computing at every commit.
+    Tried at every trace insert of the subscription, in turn."""
+    orphans = []
+    for nth in range(1, 100):
+        db = Database()
+        db.define(TC)
+        db.insert("e", [(1, 2), (2, 3)])
+        faults = Faults()
+        with engine_hooks(faults):
+            faults.arm("engine:insert", KeyboardInterrupt, nth)
+            try:
+                db.subscribe("tc(x, y)", lambda change: None)
+            except KeyboardInterrupt:
+                pass
+        if not faults.fired:
+            break
+        if db.stats()["dataflows"] and not db.stats()["queries"]:
+            orphans.append(nth)
+    assert nth > 1 and not orphans, f"orphan dataflows after an interrupt at inserts {orphans}"

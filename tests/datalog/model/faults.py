@@ -1,13 +1,17 @@
 """Injected faults: KeyboardInterrupt or MemoryError raised at a sampled point.
 
-Three kinds of fault point, each counted separately while a fault is armed:
+The kinds of fault point, each counted separately while a fault is armed:
 
 - `callback`: a subscriber callback, after it recorded its change;
 - `functor`: a call of the Python function bound to `.functor mix`;
-- `engine`: an operator step or advance, a fused round of a chain, an input's
-  seal (the engine's own steps, as `tests/datalog/test_commit_faults.py` counts
-  them). `engine_hooks` wraps those methods for the duration of one operation:
-  the one place the model test reaches below the public API.
+- `engine:<point>`: inside the engine (`ENGINE_POINTS`): an operator's `step` or
+  `advance`, a chain's fused `round`, an input's `seal` (what
+  `tests/datalog/test_commit_faults.py` counts), an `insert` into a trace, and the
+  `drop` of a dataflow (a Ctrl-C landing while a query's dataflow is torn down).
+  Counting each family apart reaches its last calls as often as its first ones.
+  `engine_hooks` wraps those methods for the duration of one operation: with
+  `measures.eager_compaction`, the only places the model test reaches below the
+  public API.
 
 `Faults.arm(kind, error, nth)` raises `error` at the `nth` point of that kind and
 then disarms itself: one fault per operation, and never in the repairs after it.
@@ -22,10 +26,12 @@ from typing import Any
 from unittest import mock
 
 from differential.dataflow import Operator
+from differential.engine import Engine
 from differential.inputs import Input
 from differential.operators.chain import Chain
+from differential.trace.spine import Spine
 
-KINDS = ("callback", "functor", "engine")
+ENGINE_POINTS = ("step", "advance", "round", "seal", "insert", "drop")
 ERRORS: dict[str, type[BaseException]] = {
     "KeyboardInterrupt": KeyboardInterrupt,
     "MemoryError": MemoryError,
@@ -69,24 +75,31 @@ def _operator_classes() -> list[type]:
     return found
 
 
-def _wrapped(real: Callable[..., Any], faults: Faults) -> Callable[..., Any]:
+def _wrapped(real: Callable[..., Any], faults: Faults, point: str) -> Callable[..., Any]:
     def call(*args: Any, **kwargs: Any) -> Any:
-        faults.point("engine")
+        faults.point(f"engine:{point}")
         return real(*args, **kwargs)
 
     return call
 
 
+def _methods() -> list[tuple[type, str, str]]:
+    """(class, method, point) for every engine fault point."""
+    found = [
+        (cls, method, method)
+        for cls in _operator_classes()
+        for method in ("step", "advance")
+        if method in vars(cls)
+    ]
+    others = [(Chain, "run", "round"), (Input, "seal", "seal"), (Spine, "insert", "insert")]
+    return [*found, *others, (Engine, "drop", "drop")]
+
+
 @contextmanager
 def engine_hooks(faults: Faults) -> Iterator[None]:
-    """Engine steps are fault points within the block."""
+    """The engine's points are fault points within the block."""
     with ExitStack() as stack:
-        for cls in _operator_classes():
-            for method in ("step", "advance"):
-                if method in vars(cls):
-                    stack.enter_context(
-                        mock.patch.object(cls, method, _wrapped(vars(cls)[method], faults))
-                    )
-        stack.enter_context(mock.patch.object(Chain, "run", _wrapped(Chain.run, faults)))
-        stack.enter_context(mock.patch.object(Input, "seal", _wrapped(Input.seal, faults)))
+        for cls, method, point in _methods():
+            wrapped = _wrapped(vars(cls)[method], faults, point)
+            stack.enter_context(mock.patch.object(cls, method, wrapped))
         yield

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from datalog import BudgetExceeded, FunctorError
-from tests.datalog.model.faults import ERRORS, Faults
+from tests.datalog.model.faults import ENGINE_POINTS, ERRORS, Faults
 
 
 @dataclass(frozen=True)
@@ -36,23 +36,32 @@ class Fault:
         return "budget 0 s" if self.kind == "budget" else f"{self.error} at {self.kind} #{self.nth}"
 
 
-# Where to raise, by kind: callbacks and functors are called a few times per operation
-# (a plain functor once per distinct argument tuple); engine steps a few to tens of
-# times (a small commit through live dataflows takes about 10 to 40 steps, seals and
-# advances included).
+# Where to raise, by kind: how many points of each kind an operation on the model's
+# small data meets, about (a plain functor is called once per distinct argument
+# tuple; a small commit through a few live dataflows steps operators 10 to 30 times,
+# advances and seals each of them and each input once, inserts into a few traces,
+# and drops what a failure or a one-shot query leaves).
 NTH = {
     "callback": st.integers(1, 4),
     "functor": st.integers(1, 4),
-    "engine": st.integers(1, 40),
+    "engine:step": st.integers(1, 30),
+    "engine:advance": st.integers(1, 12),
+    "engine:round": st.integers(1, 3),
+    "engine:seal": st.integers(1, 10),
+    "engine:insert": st.integers(1, 12),
+    "engine:drop": st.integers(1, 2),
 }
 
 
 def fault_strategy(*kinds: str) -> st.SearchStrategy[Fault | None]:
-    """None three times in five; else a spent budget or an error at a sampled point."""
+    """None three times in five; else a spent budget or an error at a sampled point
+    (`engine` stands for every engine point)."""
     if not kinds:
         return st.none()
     errors = st.sampled_from(sorted(ERRORS))
-    points = [st.builds(Fault, st.just(k), errors, NTH[k]) for k in kinds if k != "budget"]
+    expanded = [f"engine:{p}" for p in ENGINE_POINTS] if "engine" in kinds else []
+    expanded += [k for k in kinds if k not in ("engine", "budget")]
+    points = [st.builds(Fault, st.just(k), errors, NTH[k]) for k in expanded]
     some = st.one_of(*points, *([st.just(Fault("budget"))] if "budget" in kinds else []))
     return st.one_of(st.none(), st.none(), st.none(), some, some)
 
@@ -85,4 +94,4 @@ def must_commit(fault: Fault) -> bool | None:
         return True  # subscribers are called once the epoch has committed
     if fault.kind == "functor":
         return False  # functors run while the epoch is computed, before it commits
-    return None
+    return None  # an engine point: before or after the epoch
