@@ -8,6 +8,7 @@ switch in `test_model.FINDINGS`, which lets the model test step around it).
 
 from __future__ import annotations
 
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -191,10 +192,8 @@ def test_a_subscription_interrupted_at_any_trace_insert_leaves_no_dataflow() -> 
         faults = Faults()
         with engine_hooks(faults):
             faults.arm("engine:insert", KeyboardInterrupt, nth)
-            try:
+            with suppress(KeyboardInterrupt):
                 db.subscribe("tc(x, y)", lambda change: None)
-            except KeyboardInterrupt:
-                pass
         if not faults.fired:
             break
         if db.stats()["dataflows"] and not db.stats()["queries"]:
