@@ -13,25 +13,25 @@ callbacks, from the Python functor, from engine steps). The model
 the readable past; answers come from the reference evaluator. After every step
 the invariants of ADR 0037 are checked.
 
-Profiles: the `ci` / `dev` hypothesis profile (`tests/conftest.py`) runs a short
-one; `DELTALOG_SOAK=1` (`make soak`) a long one (`DELTALOG_SOAK_EXAMPLES`,
-`DELTALOG_SOAK_STEPS` tune it).
+The rules (what a step does) are here; how a step runs under a fault and is judged
+is `tests.datalog.model.steps`. Known defects are stepped around by the switches of
+`tests.datalog.model.findings.FINDINGS`, each with a strict-xfail regression test in
+`tests/datalog/test_model_findings.py`.
+
+Profiles: the `ci` / `dev` hypothesis profile (`tests/conftest.py`) runs 25 examples
+of up to 40 steps; `DELTALOG_SOAK=1` (`make soak`) 400 of up to 80
+(`DELTALOG_SOAK_EXAMPLES`, `DELTALOG_SOAK_STEPS` tune it).
 """
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
-from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
-from hypothesis import HealthCheck, event, note, settings
+from hypothesis import HealthCheck, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -46,72 +46,35 @@ from datalog import (
     DatalogError,
     FactNotFoundError,
     HistoryCompactedError,
-    parse_query,
     reference,
 )
-from datalog.checks import check_query
 from tests.datalog.model import pool
-from tests.datalog.model.faults import Faults, engine_hooks
-from tests.datalog.model.measures import (
-    eager_compaction,
-    live_counts,
-    log_bytes,
-    snapshots,
-    stored,
-)
-from tests.datalog.model.outcomes import Fault, fault_strategy, is_injected, must_commit
+from tests.datalog.model.faults import Faults
+from tests.datalog.model.findings import FINDINGS
+from tests.datalog.model.measures import eager_compaction, live_counts, stored
+from tests.datalog.model.outcomes import is_injected
 from tests.datalog.model.rows import FORMS, encode
-from tests.datalog.model.state import ModelState, Op, Row, checked
+from tests.datalog.model.state import ModelState, Row, checked
+from tests.datalog.model.steps import (
+    Steps,
+    as_rows,
+    has_constants,
+    raises,
+    sorted_rows,
+    valid_query,
+)
 from tests.datalog.model.subscribers import Received, Watch
-from tests.datalog.programs import literal_text, programs, rows
+from tests.datalog.programs import literal_text, rows
 from tests.datalog.test_provenance import check_proof, levels
 
-# Known defects the model tolerates, each with its regression test in
-# tests/datalog/test_model_findings.py (xfail until fixed). Set one to False once
-# its defect is fixed: the model then holds the database to the documented behaviour.
-FINDINGS = {
-    # Subscribing to a query with a constant (a new multi-tenant parameter) takes an
-    # epoch of its own and appends to the log (issue 23, "reads that write").
-    "constant_subscription_takes_an_epoch": True,
-    # The stored updates of a live query with a constant grow with every commit
-    # (issue 23, "unbounded state"): the bound is not checked while one is live.
-    "constant_query_state_grows": True,
-    # An arrangement nobody reads (a join's side that only the other side's changes
-    # would look up: `q(x) :- s(x), !v(x)` with `s` fixed) keeps every update it is
-    # given, so a toggled fact grows the state without bound (fixed on the
-    # `compaction` branch, ADR 0040): the bound is not checked until it is merged.
-    "unread_arrangements_grow": True,
-    # A definition that fails after its epoch committed (a subscriber's KeyboardInterrupt,
-    # a fault while the epoch is sealed or delivered) skips the paced subscribers: what
-    # was due at that epoch comes one commit late (or never, if none follows).
-    "failed_define_skips_paced_delivery": True,
-    # A definition whose rebuild of live queries fails (an interrupt, a functor) while
-    # two multi-tenant dataflows are live raises `KeyError` from the rollback instead
-    # of its own error (issue 23, "failures inside failures"); taken as that error.
-    "failed_rebuild_with_tenants_raises_keyerror": True,
-    # An interrupt while a dataflow is dropped (a one-shot query's, after its answer;
-    # an unsubscribed live query's) leaves it in the engine for good: it runs at every
-    # commit, and an unsubscribed live query stays listed with no subscriber (issue 23,
-    # "a Ctrl-C during subscribe/unsubscribe"). The model injects nothing there.
-    "interrupted_drop_leaves_orphan_dataflow": True,
-    # An interrupt while `subscribe` stores a new live query's first answer leaves its
-    # started dataflow in the engine (issue 23, "a Ctrl-C during subscribe"). The
-    # model injects no trace-insert fault into a subscription.
-    "interrupted_subscribe_leaves_orphan_dataflow": True,
-    # `query_columns` and `query_arrow` of a query without variables (`tc(1, 2)`)
-    # return no columns and no rows, whether or not the fact holds: the answer is lost.
-    "ground_query_columns_lose_the_answer": True,
-}
-
 SOAK = os.environ.get("DELTALOG_SOAK", "").strip() not in ("", "0")
-EXAMPLES = int(os.environ.get("DELTALOG_SOAK_EXAMPLES", "400")) if SOAK else 12
-STEPS = int(os.environ.get("DELTALOG_SOAK_STEPS", "80")) if SOAK else 25
+EXAMPLES = int(os.environ.get("DELTALOG_SOAK_EXAMPLES", "400")) if SOAK else 25
+STEPS = int(os.environ.get("DELTALOG_SOAK_STEPS", "80")) if SOAK else 40
 MAX_WATCHES = 8
 PLANS = st.sampled_from(("auto", "auto", "auto", "wcoj", "binary"))
-WRITABLE_DERIVED = ("seed", "tc")  # relations with rules that also take facts
 
 
-class DatabaseModel(RuleBasedStateMachine):
+class DatabaseModel(Steps, RuleBasedStateMachine):
     """The database against its model, step by step (see the module docstring)."""
 
     def __init__(self) -> None:
@@ -160,17 +123,12 @@ class DatabaseModel(RuleBasedStateMachine):
             self.subscribe_one(data, faults=False)
 
     def open(self) -> Database:
-        return Database(self.path, functors=self.functors, history=self.history)
+        return Database(self.path, sync=False, functors=self.functors, history=self.history)
 
     def teardown(self) -> None:
         if self.db is not None:
             self.db.close()
         self.stack.close()
-
-    @property
-    def database(self) -> Database:
-        assert self.db is not None
-        return self.db
 
     # -- writes ---------------------------------------------------------------------------
 
@@ -269,7 +227,7 @@ class DatabaseModel(RuleBasedStateMachine):
         if self.history is None or FINDINGS["unread_arrangements_grow"]:
             return
         if FINDINGS["constant_query_state_grows"] and any(
-            _constants(w.query) for w in self.watches
+            has_constants(w.query) for w in self.watches
         ):
             return
         assert last <= 1.5 * first + 50, f"stored updates grew from {first} to {last}"
@@ -321,7 +279,7 @@ class DatabaseModel(RuleBasedStateMachine):
             self.database.epoch == before[0] + 1
             and FINDINGS["constant_subscription_takes_an_epoch"]
         ):
-            assert _constants(query), f"`{query}` has no constant, yet took an epoch"
+            assert has_constants(query), f"`{query}` has no constant, yet took an epoch"
             self.commit(self.model, True, ticked)
             return
         self.unchanged(before, "a subscription")
@@ -384,12 +342,12 @@ class DatabaseModel(RuleBasedStateMachine):
         fault = data.draw(self.fault_strategy("budget", "functor", "engine"), label="fault")
         note(f"{how} {query!r} as of {epoch} (oldest {model.oldest}) under {fault}")
         if epoch < model.oldest:
-            with self.reading(), _raises(HistoryCompactedError):
+            with self.reading(), raises(HistoryCompactedError):
                 self.ask(how, query, "auto", epoch)
             return
         snapshot = model.at(epoch)
-        if not _valid_query(snapshot.text, query):  # declared after `epoch`
-            with self.reading(), _raises(DatalogError):
+        if not valid_query(snapshot.text, query):  # declared after `epoch`
+            with self.reading(), raises(DatalogError):
                 self.ask(how, query, "auto", epoch)
             return
         self.read(lambda: self.ask(how, query, "auto", epoch), snapshot.answer(query), fault)
@@ -415,7 +373,7 @@ class DatabaseModel(RuleBasedStateMachine):
         fault = data.draw(self.fault_strategy("budget", "functor"), label="fault")
         note(f"why {text} as of {epoch} under {fault}")
         if row not in snapshot.holds(relation):
-            with self.reading(), _raises(FactNotFoundError):
+            with self.reading(), raises(FactNotFoundError):
                 self.database.why(text, as_of=epoch)
             return
         with self.reading():
@@ -436,7 +394,7 @@ class DatabaseModel(RuleBasedStateMachine):
     def checkpoint(self) -> None:
         before = self.before()
         if self.path is None:
-            with _raises(DatalogError):
+            with raises(DatalogError):
                 self.database.checkpoint()
             self.unchanged(before, "a refused checkpoint")
             return
@@ -472,295 +430,12 @@ class DatabaseModel(RuleBasedStateMachine):
         for watch in self.watches:
             watch.check()
             assert watch.handle is not None
-            assert _rows(watch.handle.rows()) == _sorted(model.current.answer(watch.query))
+            assert as_rows(watch.handle.rows()) == sorted_rows(model.current.answer(watch.query))
         self.no_orphans()
-
-    def check_answers(self) -> None:
-        """Every relation's one-shot answer equals the reference (after a failure)."""
-        for relation, kinds in self.model.relations.items():
-            query = pool.full_query(relation, kinds)
-            got = _rows(self.database.query(query))
-            assert got == _sorted(self.model.current.answer(query)), f"`{query}`: {got}"
-
-    def no_orphans(self) -> None:
-        """One live query per distinct query and plan, one dataflow per live query (its
-        multi-tenant members share one), and nothing left when nobody subscribes."""
-        dataflows, views, subscribers, queries = live_counts(self.database)
-        expected = Counter(_live_key(w) for w in self.watches)
-        assert queries == dict(expected), f"live queries {queries}, subscriptions {expected}"
-        assert subscribers == len(self.watches)
-        shared = {_tenant_shape(w) or _live_key(w) for w in self.watches}
-        assert dataflows == len(shared), f"{dataflows} dataflows for {sorted(shared)}"
-        if not self.watches:
-            assert views == 0, "a view outlived every subscription"
-            inputs = set(self.database.stats()["inputs"])  # type: ignore[arg-type]
-            left = inputs - self.baseline - set(self.model.relations)
-            assert not left, f"inputs outlived every subscription: {left}"
-
-    # -- the machinery of a step ------------------------------------------------------------
-
-    def write(
-        self,
-        action: Callable[[], None],
-        after: ModelState,
-        advances: bool,
-        fault: Fault | None,
-        define: bool = False,
-    ) -> None:
-        """Run a write that the model accepts; decide what happened if it raised."""
-        before = self.before()
-        marks = snapshots(self.path)
-        try:
-            with self.injected(fault if advances else None):
-                action()
-        except BaseException as error:
-            self.expect(is_injected(error, fault, self.faults), error)
-            assert fault is not None
-            committed = self.database.epoch != before[0]
-            required = must_commit(fault)
-            assert required is None or committed == required, (
-                f"{fault}: committed={committed}, but the API says {required}"
-            )
-            self.outcome("write", fault, "committed, then raised" if committed else "undone")
-            if committed:  # (see FINDINGS: a definition that fails after its epoch)
-                late = define and FINDINGS["failed_define_skips_paced_delivery"]
-                self.commit(after, advances, ticked=not late)
-            else:
-                self.unchanged(before, f"a write failed by {fault}", marks)
-            self.check_answers()
-            return
-        self.outcome("write", fault if advances else None, "committed")
-        self.commit(after, advances)
-
-    def rejected(
-        self, action: Callable[[], None], errors: tuple[type[BaseException], ...] = ()
-    ) -> None:
-        """A write the model rejects: it raises a DatalogError (or `errors`), changes nothing."""
-        before = self.before()
-        marks = snapshots(self.path)
-        with _raises((DatalogError, *errors)):
-            action()
-        self.unchanged(before, "a rejected write", marks)
-
-    def commit(self, after: ModelState, advances: bool, ticked: bool = True) -> None:
-        """The database did the write: the model follows, and the subscribers' expected
-        changes grow by the new epoch's (paced ones only if it `ticked` them)."""
-        if not advances:
-            self.model = after.restamped()
-            return
-        self.model = after.advanced()
-        for watch in self.watches:
-            if ticked or watch.pace is None:
-                watch.epoch(self.model.epoch, self.model.current.answer(watch.query))
-
-    def read(
-        self, action: Callable[[], list[Row]], expected: frozenset[Row], fault: Fault | None
-    ) -> None:
-        with self.reading():
-            try:
-                with self.injected(fault):
-                    got = action()
-            except BaseException as error:
-                self.expect(is_injected(error, fault, self.faults), error)
-                self.outcome("read", fault, "raised")
-                return
-        self.outcome("read", fault, "answered")
-        if got is not None:
-            assert got == _sorted(expected), f"got {got}, the reference says {_sorted(expected)}"
-
-    def ask(self, how: str, query: str, plan: str, as_of: int | None) -> Any:
-        """The answer through one of the read APIs, as sorted rows (None: explain)."""
-        db = self.database
-        if how == "query":
-            return _rows(db.query(query, plan, as_of=as_of))  # type: ignore[arg-type]
-        if how == "explain":
-            assert isinstance(db.explain(query, plan), str)  # type: ignore[arg-type]
-            return None
-        ground = how in ("columns", "arrow") and not _answer_vars(self.model.current.text, query)
-        if ground and FINDINGS["ground_query_columns_lose_the_answer"]:
-            how = "query"
-        if how == "query":
-            return _rows(db.query(query, plan, as_of=as_of))  # type: ignore[arg-type]
-        if how == "columns":
-            columns = db.query_columns(query, plan, as_of=as_of)  # type: ignore[arg-type]
-            return _rows(zip(*(c.tolist() for c in columns.values()), strict=True))
-        table = db.query_arrow(query, plan, as_of=as_of)  # type: ignore[arg-type]
-        assert isinstance(table, pa.Table)
-        return _rows(tuple(r.values()) for r in table.to_pylist())
-
-    def before(self) -> tuple[int, int]:
-        return self.database.epoch, log_bytes(self.path)
-
-    def unchanged(
-        self, before: tuple[int, int], what: str, marks: frozenset[str] | None = None
-    ) -> None:
-        epoch, log = before
-        assert self.database.epoch == epoch, f"{what} advanced the epoch"
-        if marks is not None and snapshots(self.path) != marks:
-            return  # a checkpoint came first (a write checkpoints when the log is due)
-        assert log_bytes(self.path) == log, f"{what} changed the log"
-
-    @contextmanager
-    def reading(self) -> Iterator[None]:
-        before = self.before()
-        yield
-        self.unchanged(before, "a read")
-
-    @contextmanager
-    def injected(self, fault: Fault | None) -> Iterator[None]:
-        with ExitStack() as stack:
-            if fault is not None and fault.kind == "budget":
-                stack.enter_context(self.database.budget(0.0))
-            elif fault is not None:
-                self.faults.arm(fault.kind, _error(fault), fault.nth)
-                if fault.kind.startswith("engine"):
-                    stack.enter_context(engine_hooks(self.faults))
-            try:
-                yield
-            finally:
-                self.faults.disarm()
-
-    def outcome(self, what: str, fault: Fault | None, outcome: str) -> None:
-        """Counted in `--hypothesis-show-statistics`: which faults fired, what followed."""
-        if fault is None:
-            kind = "no fault"
-        elif fault.kind == "budget":
-            kind = "a budget"
-        else:
-            kind = f"{fault.kind} {fault.error}" + ("" if self.faults.fired else " (not reached)")
-        event(f"{what} under {kind}: {outcome}")
-
-    def expect(self, injected: bool, error: BaseException) -> None:
-        masked = FINDINGS["failed_rebuild_with_tenants_raises_keyerror"] and self.faults.fired
-        if not injected and not (masked and isinstance(error, KeyError)):
-            raise AssertionError(f"unexpected {type(error).__name__}: {error}") from error
-
-    # -- what to draw -----------------------------------------------------------------------
-
-    def fault_strategy(self, *kinds: str) -> st.SearchStrategy[Fault | None]:
-        """`outcomes.fault_strategy`, without the points of open FINDINGS."""
-        if not FINDINGS["interrupted_drop_leaves_orphan_dataflow"]:
-            return fault_strategy(*kinds)
-        return fault_strategy(*kinds).map(lambda f: None if f and f.kind == "engine:drop" else f)
-
-    def fragments(self) -> st.SearchStrategy[pool.Fragment]:
-        """A fragment of the pool whose relations are new (most often), a program that
-        must be rejected, or (at most twice per run) one drawn by `programs()`."""
-        declared = set(self.model.relations)
-        offered = [
-            f
-            for f in pool.FRAGMENTS
-            if f.repeatable or (f.needs <= declared and not f.declares & declared)
-        ]
-        bad = st.sampled_from(pool.BAD_DEFINES).map(lambda b: pool._fragment(b[1], b[0]))
-        choices = [st.sampled_from(offered)] * 3 + [bad]
-        if self.model.generated < 2:
-            tag = self.model.generated
-            choices.append(programs(max_groups=2).map(lambda g: pool.generated_fragment(g, tag)))
-        return st.one_of(*choices)
-
-    def queries(self) -> st.SearchStrategy[str]:
-        relations = self.model.relations
-        makers = [
-            (r, m) for r, kinds in sorted(relations.items()) for m in pool.query_shapes(r, kinds)
-        ]
-
-        @st.composite
-        def draw(draw_: st.DrawFn) -> str:
-            _, maker = draw_(st.sampled_from(makers))
-            return maker(lambda options: draw_(st.sampled_from(list(options))))
-
-        return draw()
-
-    def ops(self, max_ops: int) -> st.SearchStrategy[list[Op]]:
-        relations = self.model.relations
-        writable = sorted(r for r in (*pool.BASE, *WRITABLE_DERIVED) if r in relations)
-
-        @st.composite
-        def draw(draw_: st.DrawFn) -> list[Op]:
-            out: list[Op] = []
-            for _ in range(draw_(st.integers(1, max_ops))):
-                relation = draw_(st.sampled_from(writable))
-                present = sorted(self.model.facts().get(relation, ()), key=repr)
-                fresh = rows(relations[relation])
-                pick = st.one_of(fresh, st.sampled_from(present)) if present else fresh
-                chosen = draw_(st.lists(pick, max_size=3))
-                out.append((draw_(st.booleans()), relation, tuple(chosen)))
-            return out
-
-        return draw()
-
-    def apply_ops(self, tx: Any, ops: list[Op], data: st.DataObject) -> None:
-        for inserting, relation, rows_ in ops:
-            form = data.draw(st.sampled_from(FORMS), label="form")
-            encoded = encode(form, self.model.relations[relation], rows_)
-            (tx.insert if inserting else tx.retract)(relation, encoded)
 
 
 class _UserError(Exception):
     """The user's own exception inside a transaction block."""
-
-
-def _error(fault: Fault) -> type[BaseException]:
-    from tests.datalog.model.faults import ERRORS
-
-    return ERRORS[fault.error]
-
-
-@contextmanager
-def _raises(errors: type[BaseException] | tuple[type[BaseException], ...]) -> Iterator[None]:
-    try:
-        yield
-    except errors:
-        return
-    raise AssertionError(f"expected {errors} to be raised")
-
-
-def _rows(rows_: Any) -> list[Row]:
-    return sorted((tuple(r) for r in rows_), key=repr)
-
-
-def _sorted(rows_: frozenset[Row]) -> list[Row]:
-    return sorted(rows_, key=repr)
-
-
-def _valid_query(text: str, query: str) -> bool:
-    try:
-        _answer_vars(text, query)
-    except DatalogError:
-        return False
-    return True
-
-
-def _answer_vars(text: str, query: str) -> tuple[str, ...]:
-    return tuple(check_query(parse_query(query), checked(text).schema).answer_vars)
-
-
-_ATOM = re.compile(r"(?<![!\w])(\w+)\(([^()]*)\)")
-_VARIABLE = re.compile(r"^[A-Za-z_]\w*$")
-
-
-def _constants(query: str) -> bool:
-    """Whether a positive atom of `query` has a constant (a multi-tenant member)."""
-    return any(
-        not _VARIABLE.match(a.strip()) for _, args in _ATOM.findall(query) for a in args.split(",")
-    )
-
-
-def _tenant_shape(watch: Watch) -> str | None:
-    """The shared dataflow of a query with constants: the query, constants blanked."""
-    if not _constants(watch.query):
-        return None
-
-    def blank(match: re.Match[str]) -> str:
-        args = [a if _VARIABLE.match(a.strip()) else " ?" for a in match.group(2).split(",")]
-        return f"{match.group(1)}({','.join(args)})"
-
-    return f"tenant {_ATOM.sub(blank, watch.query)} [{watch.plan}]"
-
-
-def _live_key(watch: Watch) -> str:
-    return watch.query if watch.plan == "auto" else f"{watch.query} [plan={watch.plan}]"
 
 
 DatabaseModel.TestCase.settings = settings(

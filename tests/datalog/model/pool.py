@@ -50,7 +50,7 @@ def _declared(line: str) -> str:
     return line.split()[1].split("(")[0]
 
 
-def _fragment(name: str, text: str, needs: Sequence[str] = ()) -> Fragment:
+def fragment(name: str, text: str, needs: Sequence[str] = ()) -> Fragment:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     decls = tuple(line for line in lines if line.startswith("."))
     rules = tuple(line for line in lines if ":-" in line)
@@ -59,7 +59,7 @@ def _fragment(name: str, text: str, needs: Sequence[str] = ()) -> Fragment:
 
 
 FRAGMENTS: tuple[Fragment, ...] = (
-    _fragment(
+    fragment(
         "closure",
         """
         .decl tc(c0: number, c1: number)
@@ -67,7 +67,7 @@ FRAGMENTS: tuple[Fragment, ...] = (
         tc(x, z) :- tc(x, y), e(y, z).
         """,
     ),
-    _fragment(
+    fragment(
         "negation",
         """
         .decl node(c0: number)
@@ -79,7 +79,7 @@ FRAGMENTS: tuple[Fragment, ...] = (
         """,
         needs=("tc",),
     ),
-    _fragment(
+    fragment(
         "aggregates",
         """
         .decl deg(c0: number, c1: number)
@@ -90,7 +90,7 @@ FRAGMENTS: tuple[Fragment, ...] = (
         total(n) :- n = sum y : { e(_, y) }.
         """,
     ),
-    _fragment(
+    fragment(
         "mutual",
         """
         .decl odd(c0: number, c1: number)
@@ -100,7 +100,7 @@ FRAGMENTS: tuple[Fragment, ...] = (
         odd(x, z) :- even(x, y), e(y, z).
         """,
     ),
-    _fragment(
+    fragment(
         "symbols",
         """
         .decl named(c0: symbol, c1: number)
@@ -112,14 +112,14 @@ FRAGMENTS: tuple[Fragment, ...] = (
         """,
         needs=("tc",),
     ),
-    _fragment(
+    fragment(
         "triangle",
         """
         .decl tri(c0: number, c1: number, c2: number)
         tri(x, y, z) :- e(x, y), e(y, z), e(z, x).
         """,
     ),
-    _fragment(
+    fragment(
         "functor",
         """
         .functor mix(a: number, b: number): number
@@ -130,7 +130,7 @@ FRAGMENTS: tuple[Fragment, ...] = (
         """,
         needs=("tc",),
     ),
-    _fragment(
+    fragment(
         "seeds",
         """
         .decl seed(c0: number)
