@@ -137,7 +137,8 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         fragment = data.draw(self.fragments(), label="program")
         outcome = self.model.defined(fragment)
         fault = data.draw(
-            self.fault_strategy("budget", "callback", "functor", "engine"), label="fault"
+            self.fault_strategy("budget", "callback", "functor", "engine", rules=True),
+            label="fault",
         )
         note(f"define {fragment.name!r} under {fault}:\n{fragment.text}")
         if outcome is None:
@@ -151,7 +152,8 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         change = data.draw(st.sampled_from(pool.REDEFINITIONS), label="redefinition")
         ops = data.draw(self.ops(max_ops=2), label="with rows") if data.draw(st.booleans()) else []
         fault = data.draw(
-            self.fault_strategy("budget", "callback", "functor", "engine"), label="fault"
+            self.fault_strategy("budget", "callback", "functor", "engine", rules=True),
+            label="fault",
         )
         note(f"redefine {change.relation}: {change.text!r} with {ops} under {fault}")
         after = self.model.redefined(change, ops)
@@ -254,8 +256,13 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         fault = data.draw(self.fault_strategy(*kinds), label="fault")
         if FINDINGS["interrupted_subscribe_leaves_orphan_dataflow"] and fault:
             fault = None if fault.kind == "engine:insert" else fault
-        note(f"subscribe {query!r} plan {plan} pace {pace} under {fault}")
-        watch = Watch(query, plan, pace, Received(self.faults.hook("callback")))
+        probe = data.draw(st.one_of(st.none(), st.none(), self.queries()), label="probe")
+        closes = data.draw(st.one_of(st.none(), st.none(), st.integers(2, 4)), label="closes")
+        note(f"subscribe {query!r} plan {plan} pace {pace} probe {probe!r} closes after {closes}")
+        note(f"  under {fault}")
+        reader = None if probe is None else (lambda p=probe: as_rows(self.database.query(p)))
+        received = Received(self.faults.hook("callback"), reader, closes)
+        watch = Watch(query, plan, pace, received, probe=probe)
         granularity = None if pace is None else {"epochs": pace}
         before = self.before()
         try:
@@ -270,6 +277,7 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         self.outcome("subscribe", fault, "subscribed")
         self.subscription_epoch(query, before)
         watch.started(self.model.epoch, self.model.current.answer(query))
+        received.handle = watch.handle
         self.watches.append(watch)
 
     def subscription_epoch(self, query: str, before: tuple[int, int], ticked: bool = True) -> None:

@@ -199,3 +199,32 @@ def test_a_subscription_interrupted_at_any_trace_insert_leaves_no_dataflow() -> 
         if db.stats()["dataflows"] and not db.stats()["queries"]:
             orphans.append(nth)
     assert nth > 1 and not orphans, f"orphan dataflows after an interrupt at inserts {orphans}"
+
+
+@pytest.mark.xfail(strict=True, reason="an interrupted member leaves the others on old rules")
+def test_a_tenant_subscriber_interrupted_by_a_redefinition_leaves_the_others_on_the_new_rules() -> (
+    None
+):
+    """FINDINGS["tenant_interrupt_during_redefine_keeps_old_rules"] (issue 23): two
+    members of one multi-tenant dataflow (`tc(1, y)`, `tc(2, y)`); `tc` is redefined
+    and the first member's callback raises KeyboardInterrupt at the new epoch, which
+    means the redefinition happened (ADR 0032). The other member must answer with the
+    new rules and have received the change; it keeps the old answer, and even after
+    the next commit answers neither by the old rules nor by the new ones."""
+    db = Database()
+    db.define(TC)
+    db.insert("e", [(1, 2), (2, 3), (2, 2)])
+
+    def interrupted(change: Change) -> None:
+        if not change.snapshot:
+            raise KeyboardInterrupt
+
+    other: list[Change] = []
+    db.subscribe("tc(1, y)", interrupted)
+    db.subscribe("tc(2, y)", other.append)
+    with pytest.raises(KeyboardInterrupt):
+        db.redefine("tc", "tc(x, y) :- e(x, y), x != y.")
+    assert sorted(db.query("tc(2, y)")) == [(3,)]
+    assert [(c.epoch, c.rows, c.diffs) for c in other[1:]] == [(db.epoch, [(2,)], [-1])]
+    db.insert("e", [(3, 4)])
+    assert sorted(db.query("tc(2, y)")) == [(3,)]
