@@ -91,7 +91,8 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
 
     @initialize(
         durable=st.booleans(),
-        history=st.sampled_from((2, 5, None)),
+        every=st.sampled_from((1000, 1000, 3)),
+        history=st.sampled_from((1, 2, 5, None)),
         vectorize=st.booleans(),
         first=st.sets(st.sampled_from(range(len(pool.FRAGMENTS))), max_size=6),
         data=st.data(),
@@ -99,6 +100,7 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
     def start(
         self,
         durable: bool,
+        every: int,
         history: int | None,
         vectorize: bool,
         first: set[int],
@@ -109,7 +111,7 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         if durable:
             tmp = self.stack.enter_context(tempfile.TemporaryDirectory(prefix="deltalog-model-"))
             self.path = Path(tmp) / "db"
-        self.history = history
+        self.history, self.every = history, every  # every: checkpoint_every
         self.functors = pool.functors(vectorize, self.faults.hook("functor"))
         self.db = self.open()
         self.baseline = set(self.db.stats()["inputs"])  # type: ignore[arg-type]
@@ -123,7 +125,13 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
             self.subscribe_one(data, faults=False)
 
     def open(self) -> Database:
-        return Database(self.path, sync=False, functors=self.functors, history=self.history)
+        return Database(
+            self.path,
+            sync=False,
+            checkpoint_every=self.every,
+            functors=self.functors,
+            history=self.history,
+        )
 
     def teardown(self) -> None:
         if self.db is not None:

@@ -6,8 +6,9 @@ The kinds of fault point, each counted separately while a fault is armed:
 - `functor`: a call of the Python function bound to `.functor mix`;
 - `engine:<point>`: inside the engine (`ENGINE_POINTS`): an operator's `step` or
   `advance`, a chain's fused `round`, an input's `seal` (what
-  `tests/datalog/test_commit_faults.py` counts), an `insert` into a trace, and the
-  `drop` of a dataflow (a Ctrl-C landing while a query's dataflow is torn down).
+  `tests/datalog/test_commit_faults.py` counts), an `insert` into a trace, the
+  `build` of a batch (where a big commit allocates) and the `drop` of a dataflow
+  (a Ctrl-C landing while a query's dataflow is torn down).
   Counting each family apart reaches its last calls as often as its first ones.
   `engine_hooks` wraps those methods for the duration of one operation: with
   `measures.eager_compaction`, the only places the model test reaches below the
@@ -29,9 +30,10 @@ from differential.dataflow import Operator
 from differential.engine import Engine
 from differential.inputs import Input
 from differential.operators.chain import Chain
+from differential.trace.batch import Batch
 from differential.trace.spine import Spine
 
-ENGINE_POINTS = ("step", "advance", "round", "seal", "insert", "drop")
+ENGINE_POINTS = ("step", "advance", "round", "seal", "insert", "build", "drop")
 ERRORS: dict[str, type[BaseException]] = {
     "KeyboardInterrupt": KeyboardInterrupt,
     "MemoryError": MemoryError,
@@ -92,7 +94,7 @@ def _methods() -> list[tuple[type, str, str]]:
         if method in vars(cls)
     ]
     others = [(Chain, "run", "round"), (Input, "seal", "seal"), (Spine, "insert", "insert")]
-    return [*found, *others, (Engine, "drop", "drop")]
+    return [*found, *others, (Batch, "build", "build"), (Engine, "drop", "drop")]
 
 
 @contextmanager
@@ -100,6 +102,9 @@ def engine_hooks(faults: Faults) -> Iterator[None]:
     """The engine's points are fault points within the block."""
     with ExitStack() as stack:
         for cls, method, point in _methods():
-            wrapped = _wrapped(vars(cls)[method], faults, point)
+            real = vars(cls)[method]
+            wrapped: Any = _wrapped(real, faults, point)
+            if isinstance(real, staticmethod):
+                wrapped = staticmethod(wrapped)
             stack.enter_context(mock.patch.object(cls, method, wrapped))
         yield

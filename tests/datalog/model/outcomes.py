@@ -40,7 +40,8 @@ class Fault:
 # small data meets, about (a plain functor is called once per distinct argument
 # tuple; a small commit through a few live dataflows steps operators 10 to 30 times,
 # advances and seals each of them and each input once, inserts into a few traces,
-# and drops what a failure or a one-shot query leaves).
+# builds a batch twenty-odd times, and drops what a failure or a one-shot query
+# leaves).
 NTH = {
     "callback": st.integers(1, 4),
     "functor": st.integers(1, 4),
@@ -49,6 +50,7 @@ NTH = {
     "engine:round": st.integers(1, 3),
     "engine:seal": st.integers(1, 10),
     "engine:insert": st.integers(1, 12),
+    "engine:build": st.integers(1, 25),
     "engine:drop": st.integers(1, 2),
 }
 
