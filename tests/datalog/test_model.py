@@ -186,7 +186,8 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
             self.fault_strategy("budget", "callback", "functor", "engine"), label="fault"
         )
         single = len(ops) == 1 and data.draw(st.booleans(), label="db.insert/db.retract")
-        note(f"transaction {ops} under {fault}")
+        explicit = not FINDINGS["explicit_commit_commits_twice"] and data.draw(st.booleans())
+        note(f"transaction {ops} under {fault}{' (tx.commit())' if explicit else ''}")
 
         def action() -> None:
             if single:
@@ -197,6 +198,8 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
                 return
             with self.database.transaction() as tx:
                 self.apply_ops(tx, ops, data)
+                if explicit:  # documented as also done on leaving the block: once
+                    tx.commit()
 
         self.write(action, self.model.written(ops), bool(ops), fault)
 

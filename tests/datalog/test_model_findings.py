@@ -228,3 +228,20 @@ def test_a_tenant_subscriber_interrupted_by_a_redefinition_leaves_the_others_on_
     assert [(c.epoch, c.rows, c.diffs) for c in other[1:]] == [(db.epoch, [(2,)], [-1])]
     db.insert("e", [(3, 4)])
     assert sorted(db.query("tc(2, y)")) == [(3,)]
+
+
+@pytest.mark.xfail(strict=True, reason="the block's exit commits the transaction again")
+def test_an_explicit_commit_inside_a_transaction_block_commits_once() -> None:
+    """FINDINGS["explicit_commit_commits_twice"]: `Transaction.commit` is documented as
+    "also done on leaving the `with` block"; called inside the block, the exit commits
+    the same changes again: a second epoch (and log record), and a multiset relation
+    holds its rows twice (one retraction leaves a copy)."""
+    db = Database()
+    db.define(".decl m(x: number) multiset")
+    epoch = db.epoch
+    with db.transaction() as tx:
+        tx.insert("m", [(1,)])
+        assert tx.commit() == epoch + 1
+    assert db.epoch == epoch + 1
+    db.retract("m", [(1,)])
+    assert db.query("m(x)") == []
