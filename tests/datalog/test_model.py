@@ -353,23 +353,44 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         self.read(lambda: self.ask(how, query, plan, None), self.model.current.answer(query), fault)
 
     @rule(data=st.data())
+    def bad_read(self, data: st.DataObject) -> None:
+        """A query that does not check, a bad granularity, an epoch not yet happened or
+        not a number: a `DatalogError` (for a query, with its position), and nothing
+        changes (no orphan live query, no epoch)."""
+        query = data.draw(st.sampled_from(pool.BAD_QUERIES), label="bad query")
+        how = data.draw(st.sampled_from(("query", "subscribe", "as_of", "pace")), label="how")
+        note(f"{how} of the bad {query!r}")
+        with self.reading(), raises(DatalogError):
+            if how == "query":
+                self.database.query(query)
+            elif how == "subscribe":
+                self.database.subscribe(query, Received(lambda: None))
+            elif how == "as_of":
+                self.database.query("e(x, y)", as_of=data.draw(pool.BAD_EPOCHS(self.model.epoch)))
+            else:
+                self.database.subscribe(
+                    "e(x, y)", Received(lambda: None), granularity={"epochs": 0}
+                )
+
+    @rule(data=st.data())
     def as_of(self, data: st.DataObject) -> None:
         model = self.model
         epoch = data.draw(st.integers(max(0, model.oldest - 2), model.epoch), label="epoch")
         query = data.draw(self.queries(), label="query")
         how = data.draw(st.sampled_from(("query", "columns", "arrow")), label="api")
+        plan = data.draw(PLANS, label="plan")
         fault = data.draw(self.fault_strategy("budget", "functor", "engine"), label="fault")
-        note(f"{how} {query!r} as of {epoch} (oldest {model.oldest}) under {fault}")
+        note(f"{how} {query!r} plan {plan} as of {epoch} (oldest {model.oldest}) under {fault}")
         if epoch < model.oldest:
             with self.reading(), raises(HistoryCompactedError):
-                self.ask(how, query, "auto", epoch)
+                self.ask(how, query, plan, epoch)
             return
         snapshot = model.at(epoch)
         if not valid_query(snapshot.text, query):  # declared after `epoch`
             with self.reading(), raises(DatalogError):
-                self.ask(how, query, "auto", epoch)
+                self.ask(how, query, plan, epoch)
             return
-        self.read(lambda: self.ask(how, query, "auto", epoch), snapshot.answer(query), fault)
+        self.read(lambda: self.ask(how, query, plan, epoch), snapshot.answer(query), fault)
 
     @rule(data=st.data())
     def why(self, data: st.DataObject) -> None:

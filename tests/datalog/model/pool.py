@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from hypothesis import strategies as st
 
 from datalog import vectorized
 from tests.datalog.programs import BASE, NUMBERS, SYMBOLS, Generated, Types, literal_text
@@ -230,6 +231,24 @@ def functors(vectorize: bool, hook: Callable[[], None]) -> dict[str, object]:
 
 
 # --- queries -------------------------------------------------------------------------
+
+# Queries the checker refuses (a syntax error, an unknown relation, a wrong arity, a
+# constant of the wrong type, a comparison of a number with a symbol, an unbound
+# negated variable).
+BAD_QUERIES = (
+    "e(x, y",
+    "edge(x, y)",
+    "e(x)",
+    'e("a", y)',
+    'e(x, y), x < "a"',
+    "v(x), !e(x, z)",
+)
+
+
+def BAD_EPOCHS(current: int) -> st.SearchStrategy[object]:  # noqa: N802 (a strategy)
+    """`as_of` values that name no readable epoch for another reason than compaction."""
+    return st.one_of(st.integers(current + 1, current + 3), st.just(-1), st.just("3"), st.just(2.0))
+
 
 OUTSIDE: dict[str, Any] = {"number": 7, "unsigned": 7, "float": 7.5, "symbol": "zz"}
 
