@@ -32,9 +32,11 @@ FINDINGS = {
     # commit, and an unsubscribed live query stays listed with no subscriber (issue 23,
     # "a Ctrl-C during subscribe/unsubscribe"). The model injects nothing there.
     "interrupted_drop_leaves_orphan_dataflow": True,
-    # An interrupt while `subscribe` stores a new live query's first answer leaves its
-    # started dataflow in the engine (issue 23, "a Ctrl-C during subscribe"). The
-    # model injects no trace-insert fault into a subscription.
+    # An interrupt while `subscribe` stores a new live query's first answer, or reads
+    # the snapshot it hands the callback, leaves the started dataflow in the engine
+    # (and in the second case a subscriber nobody can remove: issue 23, "a Ctrl-C
+    # during subscribe"). The model injects no trace-insert or batch-build fault into
+    # a subscription.
     "interrupted_subscribe_leaves_orphan_dataflow": True,
     # A subscriber of a multi-tenant dataflow interrupted (KeyboardInterrupt) while a
     # rule change is delivered, or an interrupt while the members' answers are stored,
