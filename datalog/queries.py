@@ -135,7 +135,7 @@ class LiveQueries:
                 self.by_key[key] = live
         except BaseException:
             if key not in self.by_key:
-                self.engine.drop(built.dataflow)
+                self.engine.retire(built.dataflow)
             raise
         try:
             self.share_views()
@@ -152,7 +152,7 @@ class LiveQueries:
             if live.tenant is not None:
                 self.tenants.leave(live)
             elif live.plan is not None:
-                self.engine.drop(live.plan.dataflow)
+                self.engine.retire(live.plan.dataflow)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -166,7 +166,7 @@ class LiveQueries:
 
     def answer_once(self, checked: CheckedQuery, key: str, plan: JoinPlan) -> Updates:
         built, answer = self._started(checked, key, plan, one_shot=True)
-        self.engine.drop(built.dataflow)
+        self.engine.retire(built.dataflow)
         return answer
 
     def planner(
@@ -327,7 +327,7 @@ class LiveQueries:
         checked = check_query(parse_query(live.query_text), program.schema)
         built, first = self._started(checked, live.key, live.join_plan, share="create")
         if live.plan is not None:
-            self.engine.drop(live.plan.dataflow)
+            self.engine.retire(live.plan.dataflow)
         self._attach(live, built, program)
         return {live: first}
 

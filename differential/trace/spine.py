@@ -149,10 +149,17 @@ class Spine:
 
     def _arrange_recent(self) -> None:
         """The batches waiting in `_Recent` join the spine (those that came as updates
-        arranged into one batch first, which may consolidate to nothing)."""
-        for batch in self._recent.take(self.key_arity):
-            if len(batch):
-                self._push(batch)
+        arranged into one batch first, which may consolidate to nothing). All are built
+        before any leaves `_Recent`, and all join before the spine merges: an interrupt
+        (KeyboardInterrupt, MemoryError) while they are arranged or merged loses none."""
+        batches = [batch for batch in self._recent.take(self.key_arity) if len(batch)]
+        for batch in batches:
+            self._batches.append(batch)
+            self._unmerged += 1
+        for batch in batches:
+            self._sieved(batch)
+        if self._unmerged > _LAZY_BATCHES:
+            self._maintain()
 
     def append(self, batch: Batch) -> None:
         """Append an already arranged batch (same key arity) and restore the invariant;
@@ -169,13 +176,23 @@ class Spine:
 
     def _push(self, batch: Batch) -> None:
         self._batches.append(batch)
-        if self._sieve is not None and self._sieve.full(len(batch)):
-            self._sieve = None  # rebuilt, twice the size, when next used
-        elif self._sieve is not None:
-            self._sieve.add(batch.hashes)
         self._unmerged += 1
+        self._sieved(batch)
         if self._unmerged > _LAZY_BATCHES:
             self._maintain()
+
+    def _sieved(self, batch: Batch) -> None:
+        """Let the sieve pass `batch`'s keys (a sieve that fails to is dropped: one
+        missing a key would hide it from lookups)."""
+        sieve = self._sieve
+        if sieve is not None and sieve.full(len(batch)):
+            self._sieve = None  # rebuilt, twice the size, when next used
+        elif sieve is not None:
+            try:
+                sieve.add(batch.hashes)
+            except BaseException:
+                self._sieve = None
+                raise
 
     @property
     def batches(self) -> list[Batch]:
@@ -446,15 +463,16 @@ class _Recent:
 
     def take(self, key_arity: int) -> list[Batch]:
         """The waiting parts as batches, in order (updates among them arranged, with
-        everything else, into one); then none wait."""
+        everything else, into one); then none wait. If arranging them raises, they
+        all still wait."""
         parts = self.parts
         if not parts:
             return []
-        lower, loose = self.lower, self.loose
-        self._clear()
-        if not loose:  # batches only: they are arranged already
+        if not self.loose:  # batches only: they are arranged already
+            self._clear()
             return parts  # type: ignore[return-value]
-        assert lower is not None
+        assert self.lower is not None
         updates = concat([p.updates() if isinstance(p, Batch) else p for p in parts])
-        description = Description(lower, Antichain(), Antichain())
-        return [Batch.build(updates, key_arity, description)]
+        batch = Batch.build(updates, key_arity, Description(self.lower, Antichain(), Antichain()))
+        self._clear()
+        return [batch]
