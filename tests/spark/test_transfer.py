@@ -26,8 +26,7 @@ def test_batches_hold_every_row_once_tagged_with_its_partition(
         sf.col("id").alias("c0"), sf.concat(sf.lit("s"), sf.col("id").cast("string")).alias("c1")
     )
     expected = {
-        (row.p, row.c0, row.c1)
-        for row in frame.withColumn("p", sf.spark_partition_id()).collect()
+        (row.p, row.c0, row.c1) for row in frame.withColumn("p", sf.spark_partition_id()).collect()
     }
     found = []
     for part, batch in arrow_batches(frame, batch_rows=400, bridge=bridge):
