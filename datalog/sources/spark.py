@@ -268,6 +268,23 @@ def load_frames(
     return counts
 
 
+def load_paths(
+    db: Database, spark: SparkSession, paths: Mapping[str, str | Path], *, progress: bool = True
+) -> dict[str, int]:
+    """Load `{relation: path}` into the declared relations, in one transaction: a
+    `.csv` file is comma-separated, a `.facts` or `.tsv` file tab-separated
+    (Soufflé's fact files), anything else is read as Parquet (a file or a directory)."""
+    frames = {}
+    for name, path in paths.items():
+        info = db.checked.schema.require(name)
+        suffix = Path(path).suffix
+        if suffix in (".csv", ".facts", ".tsv"):
+            frames[name] = read_csv(spark, path, info, delimiter="," if suffix == ".csv" else "\t")
+        else:
+            frames[name] = read_parquet(spark, path, info)
+    return load_frames(db, frames, progress=progress)
+
+
 def load_ldbc(
     db: Database,
     spark: SparkSession,
