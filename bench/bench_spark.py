@@ -191,8 +191,8 @@ CASES = {name[len("case_") :]: fn for name, fn in globals().items() if name.star
 
 
 def measure(name: str, args: argparse.Namespace, graph: str = "") -> dict[str, Any]:
-    command = [sys.executable, "-m", "bench.bench_spark", "--case", name,
-               "--master", args.master, "--load-rows", str(args.load_rows), "--graph", graph]  # fmt: skip
+    command = [sys.executable, "-m", "bench.bench_spark", "--case", name, "--master",
+               args.master, "--load-rows", str(args.load_rows), "--graph", graph]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
@@ -253,7 +253,7 @@ def evaluate_rows(args: argparse.Namespace) -> None:
         embedded = measure("eval_embedded", args, graph)
         spark = measure("eval_spark", args, graph)
         same = "yes" if embedded.get("digest") == spark.get("digest") else "NO"
-        kind, size, head = graph.split(":")
+        kind, _, head = graph.split(":")
         label = f"{head} on {embedded.get('edges', 0):,} edges ({kind})"
         ratio = spark["seconds"] / embedded["seconds"]
         rows.append((label, embedded.get("tuples", 0), embedded["seconds"], spark["seconds"],

@@ -369,6 +369,10 @@ def run_serve(argv: Sequence[str]) -> int:
     argv, failed = spark_preload(argv)
     if failed:
         return failed
+    if "pyspark" in sys.modules:  # the preload's session is not needed any more
+        from datalog.spark.session import stop_session
+
+        stop_session()
     try:
         entry = importlib.import_module("server.main")
     except ImportError as exc:
@@ -382,7 +386,7 @@ def spark_preload(argv: Sequence[str]) -> tuple[list[str], int]:
     """`serve --spark-load RELATION=PATH ...`: load Parquet files or directories (or
     fact files, `.facts`/`.tsv`/`.csv`) with Spark into the durable database of
     `--db` (defining `--program` first if it defines nothing yet), before the
-    server opens it; Spark stops then. Returns the server's arguments and a status."""
+    server opens it. Returns the server's arguments and a status."""
     parser = argparse.ArgumentParser(prog="deltalog serve", add_help=False)
     _spark_options(parser)
     parser.add_argument("--spark-load", action="append", default=[], type=_setting)
@@ -405,11 +409,9 @@ def spark_preload(argv: Sequence[str]) -> tuple[list[str], int]:
 
     try:
         with Database(args.db, functors=load_functors(args.functors)) as db:
-            if args.program is not None and not db.program.decls:
+            if args.program is not None and all(is_reserved(d.name) for d in db.program.decls):
                 db.define(args.program.read_text(encoding="utf-8"))
-            spark = spark_of(args)
-            load_paths(db, spark, dict(args.spark_load))
-            spark.stop()
+            load_paths(db, spark_of(args), dict(args.spark_load))
     except (OSError, DatalogError) as error:
         print(error.format() if isinstance(error, DatalogError) else error, file=sys.stderr)
         return server_args, 1

@@ -70,6 +70,15 @@ def local_session(
     return spark_session(master, shuffle_partitions=shuffle_partitions, app=app)
 
 
+def stop_session() -> None:
+    """Stop the process's session, if one runs (its JVM's memory is released)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
 def prepare(spark: SparkSession) -> None:
     """Set the SQL options Deltalog's semantics need on an existing session."""
     for key, value in REQUIRED_CONF.items():
