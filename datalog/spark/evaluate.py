@@ -9,15 +9,20 @@ stratification are shared with the embedded engine. Every relation is a
 DataFrame with positional columns `c0, c1, ...` of Spark types long (number),
 double (float) and string (symbol), holding a SET of rows.
 
+- Inputs are cached as they came, copies included: a body binds the same values
+  either way, and heads and aggregates drop copies (`evaluate` returns every
+  relation as a set).
 - A non-recursive stratum: each relation is its base rows united with every
-  rule's distinct head rows, cached so later strata do not recompute it (its
-  plan stays as long as the program, so no checkpoint is needed).
+  rule's head rows, without copies, cached so later strata do not recompute it
+  (its plan stays as long as the program, so no checkpoint is needed).
 - A recursive stratum: semi-naive iteration. Round 0 applies every rule to the
   base rows; afterwards each rule is applied once per positive atom of the
-  stratum, that atom reading the previous round's delta and every other atom
-  the full relation. `new = derived.distinct().subtract(full)` is the next
-  delta (materialized, so its emptiness is checked once); `full` grows by it
-  and its lineage is cut with `localCheckpoint` every `checkpoint_every` rounds.
+  stratum whose delta is not empty, that atom reading the previous round's
+  delta (broadcast when it fits under Spark's broadcast threshold) and every
+  other atom the full relation. `new = derived.subtract(full)` is the next
+  delta, checkpointed lazily and counted by the one job that computes it (the
+  count ends the iteration); `full` grows by it and its lineage is cut with a
+  lazy `localCheckpoint` every `checkpoint_every` rounds.
 """
 
 from __future__ import annotations
