@@ -19,9 +19,9 @@ double (float) and string (symbol), holding a SET of rows.
   base rows; afterwards each rule is applied once per positive atom of the
   stratum whose delta is not empty, that atom reading the previous round's
   delta (broadcast when it fits under Spark's broadcast threshold) and every
-  other atom the full relation. `new = derived.subtract(full)` is the next
-  delta, checkpointed lazily and counted by the one job that computes it (the
-  count ends the iteration); `full` grows by it and its lineage is cut with a
+  other atom the full relation. The derived rows not in `full` are the next
+  delta, checkpointed and counted by the one job that computes them (an
+  observed metric; the count ends the iteration); `full` grows by it and its lineage is cut with a
   lazy `localCheckpoint` every `checkpoint_every` rounds.
 """
 
@@ -173,11 +173,17 @@ class StratumEvaluator:
 
     def new_facts(self, derived: Relations, full: Relations) -> Deltas:
         """The derived rows not in `full` yet, each materialized and counted by ONE job
-        (lazily checkpointed, so the count computes it): the next delta and its size."""
+        (the count is observed while the checkpoint computes it): the next delta and
+        its size. Heads have no NULLs, so a plain anti-join on every column is `EXCEPT`."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as sf
+
         found: Deltas = {}
         for name in full:
-            frame = derived[name].subtract(full[name]).localCheckpoint(eager=False)
-            found[name] = (frame, frame.count())
+            rows = Observation()
+            new = derived[name].distinct().join(full[name], full[name].columns, "left_anti")
+            frame = new.observe(rows, sf.count(sf.lit(1)).alias("rows")).localCheckpoint()
+            found[name] = (frame, int(rows.get["rows"]))
         return found
 
     def broadcast(self, frame: DataFrame, rows: int, arity: int) -> DataFrame:
