@@ -256,9 +256,9 @@ def load_frames(
                 frame = partitioned(frame, partitions or int(shuffle or 8))
             elif partitions is not None:
                 frame = frame.repartition(partitions)
-            report = LoadProgress(name, frame.rdd.getNumPartitions(), out)
+            report = LoadProgress(name, stream=out)
             counts[name] = 0
-            for part, batch in arrow_batches(frame):
+            for part, batch in arrow_batches(frame, partitions=report.known):
                 tx.insert(name, batch)
                 counts[name] += batch.num_rows
                 if progress:

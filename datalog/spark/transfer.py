@@ -40,18 +40,26 @@ PART = "__deltalog_partition"  # the column that tags each row with its partitio
 
 
 def arrow_batches(
-    frame: DataFrame, *, batch_rows: int = 100_000, bridge: bool = True
+    frame: DataFrame,
+    *,
+    batch_rows: int = 100_000,
+    bridge: bool = True,
+    partitions: Callable[[int], None] | None = None,
 ) -> Iterator[tuple[int, pa.RecordBatch]]:
     """`(partition index, batch)` for every Arrow batch of `frame`, partition by
     partition; `batch_rows` rows per batch at most (100,000: 10,000 batches cost
-    4x more per row, 1,000,000 no less; ADR 0042). `bridge=False` takes the
-    public fallback."""
+    4x more per row, 1,000,000 no less; ADR 0042). `partitions` is told how many
+    partitions there are, once the plan is made (asking the frame itself would plan
+    and run its shuffles a second time). `bridge=False` takes the public fallback."""
     from pyspark.sql import functions as sf
 
     tagged = frame.withColumn(PART, sf.spark_partition_id())
-    source = _bridged(tagged, batch_rows) if bridge else None
+    source = _bridged(tagged, batch_rows, partitions or _ignore) if bridge else None
     if source is None:
-        source = tagged.toArrow().to_batches(max_chunksize=batch_rows)
+        table = tagged.toArrow()
+        if partitions is not None:
+            partitions(len(set(table.column(PART).to_pylist())))
+        source = iter(table.to_batches(max_chunksize=batch_rows))
     for batch in source:
         if batch.num_rows:
             part = batch.column(batch.num_columns - 1)[0].as_py()
@@ -61,7 +69,13 @@ def arrow_batches(
             )
 
 
-def _bridged(frame: DataFrame, batch_rows: int) -> Iterator[pa.RecordBatch] | None:
+def _ignore(count: int) -> None:
+    pass
+
+
+def _bridged(
+    frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
+) -> Iterator[pa.RecordBatch] | None:
     """The batches through the JVM's Arrow conversion, or None without the bridge."""
     from py4j.protocol import Py4JError
     from pyspark.rdd import RDD
@@ -76,6 +90,7 @@ def _bridged(frame: DataFrame, batch_rows: int) -> Iterator[pa.RecordBatch] | No
         jrdd = jdf.toArrowBatchRdd(batch_rows, "UTC", True, False).toJavaRDD()
     except Py4JError:
         return None
+    partitions(jrdd.getNumPartitions())
     blobs = RDD(jrdd, frame.sparkSession.sparkContext, NoOpSerializer())
     return (
         pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
@@ -88,7 +103,7 @@ class LoadProgress:
     """Progress of one transfer: `update` after each batch, `finish` at the end."""
 
     relation: str
-    partitions: int
+    partitions: int = 0  # set once known (`arrow_batches(partitions=...)`)
     stream: IO[str] = field(default_factory=lambda: sys.stderr)
     terminal: bool | None = None  # None: whether `stream` is a TTY
     every: float = 10.0  # seconds between two lines off a terminal
@@ -103,6 +118,10 @@ class LoadProgress:
         if self.terminal is None:
             self.terminal = self.stream.isatty()
         self.started = self.shown = self.clock()
+
+    def known(self, partitions: int) -> None:
+        """How many partitions the transfer has."""
+        self.partitions = partitions
 
     def update(self, part: int, rows: int) -> None:
         """`rows` more rows arrived, from partition `part`."""

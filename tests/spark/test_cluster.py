@@ -108,7 +108,7 @@ def test_a_program_on_a_standalone_cluster_writes_the_embedded_engines_files(
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
            "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable,
            "SPARK_NO_DAEMONIZE": "1"}  # fmt: skip
-    spark_class = [str(home / "bin" / "spark-class")]
+    spark_class = ["bash", str(home / "bin" / "spark-class")]  # its exec bit may be lost
     port, ui = free_port(), free_port()
     master_url = f"spark://127.0.0.1:{port}"
     logs = [tmp_path / n for n in ("master.log", "worker1.log", "worker2.log")]

@@ -28,8 +28,10 @@ def test_batches_hold_every_row_once_tagged_with_its_partition(
     expected = {
         (row.p, row.c0, row.c1) for row in frame.withColumn("p", sf.spark_partition_id()).collect()
     }
-    found = []
-    for part, batch in arrow_batches(frame, batch_rows=400, bridge=bridge):
+    found, partitions = [], []
+    for part, batch in arrow_batches(
+        frame, batch_rows=400, bridge=bridge, partitions=partitions.append
+    ):
         assert batch.schema.names == ["c0", "c1"]
         assert batch.num_rows <= 400
         found += [(part, *row.values()) for row in batch.to_pylist()]
@@ -37,6 +39,7 @@ def test_batches_hold_every_row_once_tagged_with_its_partition(
     assert set(found) == expected
     parts = [p for p, *_ in found]
     assert parts == sorted(parts)  # partition after partition, in order
+    assert partitions == [3]
 
 
 class Clock:
