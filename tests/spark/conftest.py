@@ -9,6 +9,7 @@ import pandas (ADR 0042), and a test that reaches pandas fails on that warning.
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -34,11 +35,23 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.add_marker(pytest.mark.filterwarnings(spec))
 
 
+def require_spark() -> None:
+    """Skip without pyspark or Java, unless CI said they are there
+    (`DELTALOG_REQUIRE_SPARK=1`, set by .ci/run where Java is installed)."""
+    missing = None if shutil.which("java") else "Spark needs Java"
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        missing = "pyspark is not installed"
+    if missing and os.environ.get("DELTALOG_REQUIRE_SPARK") == "1":
+        pytest.fail(f"{missing}, and DELTALOG_REQUIRE_SPARK=1")
+    if missing:
+        pytest.skip(missing)
+
+
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None:
-        pytest.skip("Spark needs Java")
+    require_spark()
     from datalog.spark.session import local_session
 
     session = local_session("local[2]", shuffle_partitions=2, app="deltalog-tests")

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from datalog.cli import EXAMPLES, main
+from tests.spark.conftest import require_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -99,9 +100,9 @@ def wait_for(condition: object, what: str, logs: list[Path], seconds: float = 18
 def test_a_program_on_a_standalone_cluster_writes_the_embedded_engines_files(
     tmp_path: Path,
 ) -> None:
-    pytest.importorskip("pyspark")
-    if shutil.which("java") is None or shutil.which("bash") is None:
-        pytest.skip("a Spark cluster needs Java and bash")
+    require_spark()
+    if shutil.which("bash") is None:
+        pytest.skip("PySpark's spark-class needs bash")
     program = tmp_path / "program.dl"
     program.write_text((EXAMPLES / "social.dl").read_text() + EXTRA_RULES)
     home = spark_home()
