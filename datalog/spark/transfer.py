@@ -77,7 +77,7 @@ def _bridged(
     frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
 ) -> Iterator[pa.RecordBatch] | None:
     """The batches through the JVM's Arrow conversion, or None without the bridge."""
-    from py4j.protocol import Py4JError
+    from py4j.protocol import Py4JError, Py4JJavaError
     from pyspark.rdd import RDD
     from pyspark.serializers import NoOpSerializer
     from pyspark.sql.pandas.types import to_arrow_schema
@@ -88,7 +88,9 @@ def _bridged(
     schema = to_arrow_schema(frame.schema, timezone="UTC", prefers_large_types=False)
     try:
         jrdd = jdf.toArrowBatchRdd(batch_rows, "UTC", True, False).toJavaRDD()
-    except Py4JError:
+    except Py4JJavaError:  # the query failed: the same error either way
+        raise
+    except Py4JError:  # no such method on this Spark
         return None
     partitions(jrdd.getNumPartitions())
     blobs = RDD(jrdd, frame.sparkSession.sparkContext, NoOpSerializer())
