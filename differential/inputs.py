@@ -39,11 +39,21 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates, consolidate, integral, run_starts, sort_order
+from differential.batch import (
+    Column,
+    Updates,
+    consolidate,
+    distinct_rows,
+    integral,
+    run_starts,
+    sort_order,
+    uniform_diffs,
+)
 from differential.operators.shared import SharedArrangement
-from differential.time import Antichain, column
-from differential.trace.batch import key_hash
+from differential.time import Antichain, column, uniform_times
+from differential.trace.batch import Batch, Description, key_hash
 from differential.trace.cursor import FewKeys, columns_of
+from differential.trace.footprint import Footprint
 
 Semantics = Literal["set", "multiset", "last_write_wins"]
 
@@ -118,6 +128,12 @@ class Input:
     def _set_diffs(self, requests: Requests, epoch: int) -> Updates:
         if len(requests) <= small.FEW and integral(requests.columns):
             return self._set_diffs_few(requests, epoch)
+        if requests.inserting.all():
+            return self._inserted(requests.columns, epoch)
+        return self._set_diffs_sorted(requests, epoch)
+
+    def _set_diffs_sorted(self, requests: Requests, epoch: int) -> Updates:
+        """`_set_diffs` of any requests: sorted by (row, sequence), the last decides."""
         order = sort_order(requests.columns, stable=True)  # sequence order within a row
         cols = tuple(c[order] for c in requests.columns)
         last = np.flatnonzero(np.roll(run_starts(cols), -1))
@@ -129,6 +145,19 @@ class Input:
         return Updates(
             tuple(c[keep] for c in rows), column((epoch,), int(keep.sum())), change[keep]
         )
+
+    def _inserted(self, columns: Sequence[Column], epoch: int) -> Updates:
+        """`_set_diffs` of inserts only (a bulk load): the distinct rows not present,
+        each +1, sorted (`distinct_rows`: one sort of packed values, none when the rows
+        come sorted). Into an empty input nothing is looked up, and the batches built
+        from them find their rows in order (ADR 0044)."""
+        rows = distinct_rows(columns)
+        if len(self.presence):
+            absent = self._present_counts(rows) <= 0
+            if not absent.all():
+                rows = tuple(c[absent] for c in rows)
+        n = len(rows[0])
+        return Updates(rows, uniform_times((epoch,), n), uniform_diffs(1, n))
 
     def _set_diffs_few(self, requests: Requests, epoch: int) -> Updates:
         """`_set_diffs` for a few requests, row by row in Python (the same diffs)."""
@@ -234,23 +263,34 @@ class Input:
         if found is None:
             dtypes = [self.dtypes[i] for i in spec[0]]
             found = SharedArrangement(key_arity, dtypes, f"{self.name}{list(spec[0])}/{key_arity}")
-            state = self.presence.spine.accumulate(None)
-            found.spine.insert(
-                Updates(tuple(state.columns[i] for i in spec[0]), state.times, state.diffs),
-                found.spine.default_since,
-                found.spine.default_since,
-            )
+            state, hashes = self.presence.spine.state()
+            since = found.spine.default_since
+            permuted = Updates(tuple(state.columns[i] for i in spec[0]), state.times, state.diffs)
+            if len(permuted):  # keyed like the state: its hashes too are shared
+                same = self._like_presence(spec)
+                description = Description(since, since, Antichain())
+                found.spine.append(
+                    Batch.build(permuted, key_arity, description, hashes=hashes if same else None)
+                )
             self.arrangements[spec] = found
         return found
+
+    def _like_presence(self, spec: tuple[tuple[int, ...], int]) -> bool:
+        """Whether the arrangement `spec` is keyed like the presence arrangement (the
+        same columns in the same order, the same key): same hashes, same order."""
+        return spec == (tuple(range(self.arity)), self.presence.key_arity)
 
     def stage(self, diffs: Updates, epoch: int) -> None:
         """Make `diffs` the pending batch of epoch `epoch` in every arrangement."""
         self._staged_size = self._size_change(diffs)
-        self.presence.stage(diffs, epoch)
-        for (perm, _), arr in self.arrangements.items():
-            arr.stage(
-                Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs), epoch
-            )
+        state = self.presence.stage(diffs, epoch)
+        for spec, arr in self.arrangements.items():
+            perm = spec[0]
+            permuted = Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs)
+            if self._like_presence(spec):  # the same batch: built once, held once
+                arr.stage_batch(state, epoch)
+            else:
+                arr.stage(permuted, epoch)
 
     def unstage(self) -> None:
         """Forget a staged epoch that will not commit."""
@@ -281,6 +321,20 @@ class Input:
         before = self._present_counts(rows.columns)
         after = before + rows.diffs
         return int((after > 0).sum()) - int((before > 0).sum())
+
+    def footprint(self) -> dict[str, Footprint]:
+        """Bytes held by kind of structure, for the presence arrangement and then each
+        arrangement dataflows read (`differential.trace.footprint`): an array two of
+        them share counts for the first."""
+        first = Footprint()
+        found: dict[str, Footprint] = {}
+        for arranged in [self.presence, *self.arrangements.values()]:
+            counted = first if not found else first.split()
+            counted.spine(arranged.spine)
+            if arranged.pending is not None:
+                counted.batch(arranged.pending)
+            found[arranged.name] = counted
+        return found
 
     def drop_unread(self) -> None:
         """Forget arrangements no dataflow reads any more."""

@@ -43,9 +43,15 @@ class SharedArrangement:
     def stage(self, updates: Updates, epoch: int) -> Batch:
         """Set the updates of `epoch` (times `(epoch,)`) as the pending batch."""
         description = Description(Antichain([(epoch,)]), Antichain([(epoch + 1,)]), Antichain())
-        self.pending = Batch.build(updates, self.key_arity, description)
+        return self.stage_batch(Batch.build(updates, self.key_arity, description), epoch)
+
+    def stage_batch(self, batch: Batch, epoch: int) -> Batch:
+        """Set an arranged batch of `epoch` (keyed like this arrangement, described as
+        `stage` describes it) as the pending batch: one that another arrangement of
+        the same key staged already (`Input.stage`)."""
+        self.pending = batch
         self.pending_epoch = epoch
-        return self.pending
+        return batch
 
     def unstage(self) -> None:
         self.pending, self.pending_epoch = None, None
