@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from datalog.arrow import to_numpy
 from datalog.ast import ColumnType
 from datalog.errors import TransactionError
 from datalog.expressions import DTYPES
@@ -111,6 +110,8 @@ def _columns_of_rows(info: RelationInfo, data: object) -> list[Any]:
 def _arrow_column(column: Any) -> Any:
     """An Arrow column as numpy, except strings: they stay Arrow for interning."""
     import pyarrow as pa
+
+    from datalog.arrow import to_numpy  # with pyarrow: not loaded with `datalog`
 
     is_string_view = getattr(pa.types, "is_string_view", None)  # pyarrow >= 16
     if is_string_view is not None and is_string_view(column.type):  # polars may export these
