@@ -441,7 +441,7 @@ def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
 # a few passes, and an unsorted input is told by its first rows); below, the check
 # would cost about as much as the sort it saves.
 SORTED_FROM = 1 << 12
-_PROBE = 1 << 10  # the first rows `in_order` checks before all of them
+_PROBE = 1 << 16  # rows `in_order` checks at once
 
 # Rows one `np.sort` of int64 values handles at most (about as long as an argsort of
 # `_SORT_PART` rows, ADR 0044): a larger value sort runs in parts, checking the budget.
@@ -450,14 +450,15 @@ _VALUE_SORT_PART = 1 << 24
 
 def in_order(keys: Sequence[Column]) -> bool:
     """Whether the rows of `keys` (compared lexicographically, first column first) are
-    in non-decreasing order. The first `_PROBE` rows are checked first, so that an
-    unsorted input usually costs a few short passes, whatever its length."""
+    in non-decreasing order. Checked in blocks of `_PROBE` rows, the first block
+    first: an unsorted input is usually told by its first rows, and the temporaries
+    stay in cache."""
     n = len(keys[0]) if len(keys) else 0
-    if n < 2:
-        return True
-    if n > 2 * _PROBE and not _in_order([k[:_PROBE] for k in keys]):
-        return False
-    return _in_order(keys)
+    for start in range(0, n - 1, _PROBE):
+        block = [k[start : start + _PROBE + 1] for k in keys]  # one row of overlap
+        if not _in_order(block):
+            return False
+    return True
 
 
 def _in_order(keys: Sequence[Column]) -> bool:

@@ -44,14 +44,23 @@ from differential.batch import (
     Updates,
     consolidate,
     distinct_rows,
+    in_order,
     integral,
     run_starts,
     sort_order,
+    sorted_values,
     uniform_diffs,
 )
 from differential.operators.shared import SharedArrangement
 from differential.time import Antichain, column, uniform_times
-from differential.trace.batch import Batch, Description, key_hash
+from differential.trace.batch import (
+    Batch,
+    Description,
+    Hashes,
+    key_hash,
+    ordered_hash,
+    rows_of_hashes,
+)
 from differential.trace.cursor import FewKeys, columns_of
 from differential.trace.footprint import Footprint
 
@@ -87,6 +96,8 @@ class Input:
         self.semantics = semantics
         self.late = late
         self._sealed_size = 0  # distinct rows held, as of the last sealed epoch
+        # The presence key hashes of the diffs `_inserted` computed last, for `stage`.
+        self._hashed: tuple[Updates, Hashes] | None = None
         self._staged_size = 0  # how the staged epoch changes it
         key_arity = 1 if semantics == "last_write_wins" else len(self.dtypes)
         self.presence = SharedArrangement(key_arity, self.dtypes, f"{name}/state")
@@ -115,9 +126,12 @@ class Input:
             return self._set_diffs(requests, epoch)
         return self._lww_diffs(requests, epoch)
 
-    def _present_counts(self, keys: Sequence[Column]) -> npt.NDArray[np.int64]:
-        """Accumulated multiplicity of each row of `keys` (all columns) in the state."""
-        owner, found = self.presence.spine.lookup(keys, rare=True)  # new rows, mostly
+    def _present_counts(
+        self, keys: Sequence[Column], hashes: Hashes | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Accumulated multiplicity of each row of `keys` (all columns) in the state
+        (`hashes`: their key hashes, if known)."""
+        owner, found = self.presence.spine.lookup(keys, hashes, rare=True)  # new, mostly
         counts = np.zeros(len(keys[0]), dtype=np.int64)
         same = np.ones(len(owner), dtype=bool)
         for mine, theirs in zip(found.columns, keys, strict=True):
@@ -148,16 +162,33 @@ class Input:
 
     def _inserted(self, columns: Sequence[Column], epoch: int) -> Updates:
         """`_set_diffs` of inserts only (a bulk load): the distinct rows not present,
-        each +1, sorted (`distinct_rows`: one sort of packed values, none when the rows
-        come sorted). Into an empty input nothing is looked up, and the batches built
-        from them find their rows in order (ADR 0044)."""
-        rows = distinct_rows(columns)
+        each +1, sorted. Into an empty input nothing is looked up, and the batches
+        built from them find their rows in order (ADR 0044).
+
+        When the presence arrangement's key hash orders rows like the rows themselves
+        (`ordered_hash`: integers that fit), the hashes are sorted as values and the
+        rows unpacked from them, and `stage` builds the presence batch on those same
+        hashes; otherwise `distinct_rows` sorts packed rows. Rows that come sorted are
+        not sorted again."""
+        hashes = ordered_hash(columns) if self.presence.key_arity == self.arity else None
+        if hashes is None:
+            rows = distinct_rows(columns)
+        else:
+            if not in_order([hashes]):
+                hashes = sorted_values(hashes)
+            first = run_starts([hashes])
+            if not first.all():
+                hashes = hashes[first]
+            rows = rows_of_hashes(hashes, self.dtypes)
         if len(self.presence):
-            absent = self._present_counts(rows) <= 0
+            absent = self._present_counts(rows, hashes) <= 0
             if not absent.all():
                 rows = tuple(c[absent] for c in rows)
+                hashes = None if hashes is None else hashes[absent]
         n = len(rows[0])
-        return Updates(rows, uniform_times((epoch,), n), uniform_diffs(1, n))
+        diffs = Updates(rows, uniform_times((epoch,), n), uniform_diffs(1, n))
+        self._hashed = None if hashes is None else (diffs, hashes)
+        return diffs
 
     def _set_diffs_few(self, requests: Requests, epoch: int) -> Updates:
         """`_set_diffs` for a few requests, row by row in Python (the same diffs)."""
@@ -283,7 +314,9 @@ class Input:
     def stage(self, diffs: Updates, epoch: int) -> None:
         """Make `diffs` the pending batch of epoch `epoch` in every arrangement."""
         self._staged_size = self._size_change(diffs)
-        state = self.presence.stage(diffs, epoch)
+        hashed, self._hashed = self._hashed, None
+        hashes = hashed[1] if hashed is not None and hashed[0] is diffs else None
+        state = self.presence.stage(diffs, epoch, hashes)
         for spec, arr in self.arrangements.items():
             perm = spec[0]
             permuted = Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs)
@@ -295,6 +328,7 @@ class Input:
     def unstage(self) -> None:
         """Forget a staged epoch that will not commit."""
         self._staged_size = 0
+        self._hashed = None
         self.presence.unstage()
         for arr in self.arrangements.values():
             arr.unstage()

@@ -89,6 +89,40 @@ def key_hash(columns: Sequence[Column]) -> Hashes:
     return np.where(fits, _packed(patterns, width), _mixed(patterns))
 
 
+def ordered_hash(columns: Sequence[Column]) -> Hashes | None:
+    """`key_hash(columns)`, as a new array, when it orders the keys like their rows
+    (one integer column below 2**63, or integer columns whose every value fits the
+    packed hash); else None. Sorting it sorts the rows (`rows_of_hashes`)."""
+    if not columns or any(c.dtype.kind not in "iu" for c in columns):
+        return None
+    if len(columns) == 1:
+        column = columns[0]
+        if column.dtype.kind == "u" and len(column) and int(column.max()) >> 63:
+            return None
+        return column.astype(np.int64)  # a copy
+    patterns = [_as_int64(col).view(np.uint64) for col in columns]
+    width = np.uint64(small.packed_width(len(columns)))
+    if len(columns[0]) and not all(int(p.max()) >> int(width) == 0 for p in patterns):
+        return None
+    return _packed(patterns, width)
+
+
+def rows_of_hashes(hashes: Hashes, dtypes: Sequence[np.dtype]) -> tuple[Column, ...]:
+    """The key columns (of `dtypes`) whose `ordered_hash` is `hashes`: one integer
+    column is its hash (shared, when int64), several are unpacked."""
+    if len(dtypes) == 1:
+        return (hashes if dtypes[0] == np.int64 else hashes.astype(dtypes[0]),)
+    width = small.packed_width(len(dtypes))
+    out: list[Column] = []
+    for i, dtype in enumerate(dtypes):
+        shift = width * (len(dtypes) - 1 - i)
+        part = np.right_shift(hashes, shift) if shift else hashes.copy()
+        if i:  # the leading column has nothing above it
+            np.bitwise_and(part, (1 << width) - 1, out=part)
+        out.append(part if dtype == np.int64 else part.astype(dtype))
+    return tuple(out)
+
+
 def _packed(patterns: Sequence[npt.NDArray[np.uint64]], width: np.uint64) -> Hashes:
     """The columns side by side, `width` bits each (only rows that fit are meaningful)."""
     acc = patterns[0].copy()
