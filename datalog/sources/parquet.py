@@ -64,17 +64,20 @@ def _positions(info: RelationInfo, names: list[str]) -> list[str]:
 
 
 def _numeric_columns(source: Any, info: RelationInfo, positions: list[str]) -> list[np.ndarray]:
-    """The file's columns for a relation of numbers, each one numpy array of the
-    file's type (or the relation's, when it holds every value of the file's),
-    filled one row group at a time."""
+    """The file's columns for a relation of numbers, each one numpy array filled one
+    row group at a time: of the narrowest integer type holding every value when the
+    file's statistics bound them (a node id below 2**31 takes 4 bytes until the
+    insert widens it), else of the file's type (or the relation's, when it holds
+    every value of the file's)."""
     import pyarrow as pa
 
     from datalog.arrow import to_numpy
 
     rows = source.metadata.num_rows
-    fields = [source.schema_arrow.field(p) for p in positions]
-    kinds = zip(fields, info.types, strict=True)
-    columns = [np.empty(rows, dtype=_dtype(f.type, kind)) for f, kind in kinds]
+    columns = []
+    for i, (name, kind) in enumerate(zip(positions, info.types, strict=True)):
+        dtype = _narrowest(source, i, name) or _dtype(source.schema_arrow.field(name).type, kind)
+        columns.append(np.empty(rows, dtype=dtype))
     at = 0
     for group in range(source.num_row_groups):
         table = source.read_row_group(group, columns=positions)
@@ -89,6 +92,37 @@ def _numeric_columns(source: Any, info: RelationInfo, positions: list[str]) -> l
         del table
     pa.default_memory_pool().release_unused()
     return columns
+
+
+def _narrowest(source: Any, index: int, name: str) -> np.dtype | None:
+    """The smallest integer type holding the column's values, by the minimum and the
+    maximum every row group's statistics give (None: not integers, or unbounded)."""
+    import pyarrow as pa
+
+    if not pa.types.is_integer(source.schema_arrow.field(name).type):
+        return None
+    low = high = None
+    for group in range(source.num_row_groups):
+        chunk = source.metadata.row_group(group).column(_leaf(source, name))
+        stats = chunk.statistics
+        if chunk.num_values and (stats is None or not stats.has_min_max):
+            return None
+        if chunk.num_values:
+            low = stats.min if low is None else min(low, stats.min)
+            high = stats.max if high is None else max(high, stats.max)
+    if low is None or high is None:
+        return None
+    for dtype in (np.int8, np.int16, np.int32, np.uint32):
+        bounds = np.iinfo(dtype)
+        if bounds.min <= low and high <= bounds.max:
+            return np.dtype(dtype)
+    return None
+
+
+def _leaf(source: Any, name: str) -> int:
+    """The index of the Parquet leaf column of a top-level column `name`."""
+    schema = source.metadata.schema
+    return next(i for i in range(len(schema)) if schema.column(i).path == name)
 
 
 def _dtype(arrow_type: Any, kind: str) -> np.dtype:
