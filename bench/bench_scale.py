@@ -18,6 +18,9 @@ shows medians. Each run reads the Parquet file itself:
   read_parquet`; Deltalog then reports the bytes each of its structures holds
   (`Input.footprint`). `load-arrow`: Deltalog `db.insert("e",
   pyarrow.parquet.read_table(path))` instead (DuckDB as for `load`).
+- `read`: load, then the stored relation read out: Deltalog `query_columns("e(a,
+  b)")` (`query s`) and `query_arrow` (`arrow s`), DuckDB `SELECT * FROM e` fetched
+  as numpy and as Arrow.
 - `reach`: load, then the nodes reachable from the node of highest out-degree
   (Deltalog `query_columns`, DuckDB a recursive CTE with `UNION`).
 - `triangles`: load, then the number of matches of `e(a,b), e(b,c), e(a,c)`
@@ -114,7 +117,11 @@ def run_deltalog(spec: dict[str, Any]) -> dict[str, Any]:
     import pyarrow.parquet as pq
 
     from datalog import Database
-    from datalog.sources.parquet import insert_parquet
+
+    try:
+        from datalog.sources.parquet import insert_parquet
+    except ImportError:  # a version before it (measured for comparison): read_table
+        insert_parquet = None  # type: ignore[assignment]
 
     db = Database()
     db.define(".decl e(a: number, b: number)\n.decl reach(a: number)\n")
@@ -122,7 +129,7 @@ def run_deltalog(spec: dict[str, Any]) -> dict[str, Any]:
     start, cpu = time.perf_counter(), cpu_seconds()
     if spec["task"] == "stream":
         return {**out, **stream_deltalog(db, spec)}
-    if spec["task"] == "load-arrow":  # the file as one Arrow table, inserted
+    if spec["task"] == "load-arrow" or insert_parquet is None:  # one Arrow table, inserted
         db.insert("e", pq.read_table(spec["path"]))
     else:
         insert_parquet(db, "e", spec["path"])
@@ -137,6 +144,9 @@ def run_deltalog(spec: dict[str, Any]) -> dict[str, Any]:
     if spec["task"] == "reach":
         db.define(f"reach({spec['hub']}).\nreach(b) :- reach(a), e(a, b).\n")
         out["answer"] = len(db.query_columns("reach(a)")["a"])
+    elif spec["task"] == "read":  # the stored relation read out as columns, then Arrow
+        out["answer"] = len(db.query_columns("e(a, b)")["a"])
+        out["arrow_s"] = timed_seconds(lambda: db.query_arrow("e(a, b)"))
     elif spec["task"] == "triangles":
         built, found = counted(db, "triangles")
         db.engine.start(built.dataflow)
@@ -150,8 +160,17 @@ def run_deltalog(spec: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def timed_seconds(job: Any) -> float:
+    start = time.perf_counter()
+    job()
+    return time.perf_counter() - start
+
+
 def footprint(relation: Any) -> dict[str, dict[str, int]]:
-    """Bytes by kind of each structure the relation's input holds (`Input.footprint`)."""
+    """Bytes by kind of each structure the relation's input holds (`Input.footprint`;
+    nothing from a version of Deltalog before it, measured for comparison)."""
+    if not hasattr(relation, "footprint"):
+        return {}
     return {name: dict(found.bytes) for name, found in relation.footprint().items()}
 
 
@@ -237,6 +256,11 @@ def run_duckdb(spec: dict[str, Any]) -> dict[str, Any]:
     out.update(load_s=time.perf_counter() - start, load_cpu_s=cpu_seconds() - cpu)
     out["rss_after_load_mb"] = current_rss_mb()
     sql = {"reach": _REACH.format(hub=int(spec["hub"])), "triangles": _TRIANGLES}
+    if spec["task"] == "read":  # the table read out as numpy columns, then Arrow
+        start, cpu = time.perf_counter(), cpu_seconds()
+        out["answer"] = len(con.execute("SELECT * FROM e").fetchnumpy()["src"])
+        out.update(query_s=time.perf_counter() - start, query_cpu_s=cpu_seconds() - cpu)
+        out["arrow_s"] = timed_seconds(lambda: con.execute("SELECT * FROM e").to_arrow_table())
     if spec["task"] in sql:
         start, cpu = time.perf_counter(), cpu_seconds()
         (out["answer"],) = con.execute(sql[spec["task"]]).fetchone() or (None,)
@@ -320,6 +344,8 @@ def report(
         times = [_median(ok, "load_s"), _median(ok, query)]
         times += [_median(ok, "load_cpu_s"), _median(ok, query.replace("_s", "_cpu_s"))]
         rows.append([task, system, status, answer, *times, peak, per_edge])
+        if task == "read" and ok:
+            print(f"read {system}: query_arrow / Arrow {_median(ok, 'arrow_s'):.4g} s")
     headers = ["task", "system", "status", "answer", "load s", "query s"]
     headers += ["load cpu s", "query cpu s", "peak MiB", "peak B/edge"]
     print(format_table(rows, headers), end="\n\n")
@@ -372,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--tasks",
         nargs="*",
         default=["load", "reach", "triangles"],
-        choices=["load", "load-arrow", "reach", "triangles", "stream"],
+        choices=["load", "load-arrow", "read", "reach", "triangles", "stream"],
     )
     parser.add_argument(
         "--systems", nargs="*", default=["deltalog", "duckdb"], choices=["deltalog", "duckdb"]
