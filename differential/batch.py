@@ -356,8 +356,10 @@ def consolidate(updates: Updates) -> Updates:
         return updates
     if len(updates) <= small.FEW and integral(updates.columns):
         return _consolidate_few(updates)
-    if len(updates) >= SORTED_FROM and in_order([*updates.columns, *updates.times]):
-        return consolidate_sorted(updates)
+    if len(updates) >= SORTED_FROM:
+        found = order_of([*updates.columns, *updates.times])
+        if found >= 0:
+            return consolidate_sorted(updates, distinct=found > 0)
     uniform = uniform_diff(updates.diffs)
     if uniform is not None:
         fast = consolidate_packed(updates, uniform)
@@ -370,12 +372,12 @@ def consolidate(updates: Updates) -> Updates:
     return consolidate_sorted(Updates(cols, times, diffs))
 
 
-def consolidate_sorted(updates: Updates) -> Updates:
-    """`consolidate` of updates sorted by (data, time) already: one pass, and no copy
-    when no two agree and no diff is zero."""
+def consolidate_sorted(updates: Updates, distinct: bool = False) -> Updates:
+    """`consolidate` of updates sorted by (data, time) already (`distinct`: no two
+    alike): one pass, and no copy when no two agree and no diff is zero."""
     cols, times, diffs = updates.columns, updates.times, updates.diffs
-    first = run_starts(cols, times)
-    if not first.all():
+    first = None if distinct else run_starts(cols, times)
+    if first is not None and not first.all():
         starts = np.flatnonzero(first)
         diffs = np.add.reduceat(diffs, starts)
         cols = tuple(c[starts] for c in cols)
@@ -450,18 +452,28 @@ _VALUE_SORT_PART = 1 << 24
 
 def in_order(keys: Sequence[Column]) -> bool:
     """Whether the rows of `keys` (compared lexicographically, first column first) are
-    in non-decreasing order. Checked in blocks of `_PROBE` rows, the first block
-    first: an unsorted input is usually told by its first rows, and the temporaries
-    stay in cache."""
+    in non-decreasing order (`order_of`)."""
+    return order_of(keys) >= 0
+
+
+def order_of(keys: Sequence[Column]) -> int:
+    """-1 when the rows of `keys` (compared lexicographically) are not in order, 0 when
+    they are but some row equals the one before it, 1 when they strictly increase
+    (no two alike: nothing to consolidate). Checked in blocks of `_PROBE` rows, the
+    first block first: an unsorted input is usually told by its first rows, and the
+    temporaries stay in cache."""
     n = len(keys[0]) if len(keys) else 0
+    found = 1
     for start in range(0, n - 1, _PROBE):
         block = [k[start : start + _PROBE + 1] for k in keys]  # one row of overlap
-        if not _in_order(block):
-            return False
-    return True
+        found = min(found, _order(block))
+        if found < 0:
+            return found
+    return found
 
 
-def _in_order(keys: Sequence[Column]) -> bool:
+def _order(keys: Sequence[Column]) -> int:
+    """`order_of` one block."""
     tied: npt.NDArray[np.bool_] | None = None  # rows equal to their predecessor so far
     for key in keys:
         if uniform(key):
@@ -471,12 +483,12 @@ def _in_order(keys: Sequence[Column]) -> bool:
         if tied is not None:
             down &= tied
         if down.any():
-            return False
+            return -1
         same = after == before
         tied = same if tied is None else np.logical_and(tied, same, out=tied)
         if not tied.any():
-            return True
-    return True
+            return 1
+    return 0
 
 
 def sorted_values(key: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:

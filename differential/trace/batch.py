@@ -30,8 +30,8 @@ from differential.batch import (
     compact_uniform,
     concat,
     consolidate_packed,
-    in_order,
     integral,
+    order_of,
     run_starts,
     sort_order,
     uniform,
@@ -243,15 +243,20 @@ def _advanced(times: Times, since: Antichain) -> Times:
 
 
 def _consolidated(
-    updates: Updates, key_arity: int, description: Description, hashes: Hashes
+    updates: Updates,
+    key_arity: int,
+    description: Description,
+    hashes: Hashes,
+    distinct: bool = False,
 ) -> Batch:
-    """The batch of updates sorted by (hash, key where hashes collide, values, time):
-    equal entries summed, zeros dropped, one repeated time or diff held once."""
+    """The batch of updates sorted by (hash, key where hashes collide, values, time)
+    (`distinct`: no two alike): equal entries summed, zeros dropped, one repeated
+    time or diff held once."""
     identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
     rows = [hashes, *updates.columns[1 if identity else 0 :]]
     columns, times, diffs = updates.columns, updates.times, updates.diffs
-    first = run_starts(rows, times)
-    if not first.all():
+    first = None if distinct else run_starts(rows, times)
+    if first is not None and not first.all():
         starts = np.flatnonzero(first)
         diffs = np.add.reduceat(diffs, starts)
         hashes, times = hashes[starts], times[:, starts]
@@ -272,12 +277,16 @@ def _build_in_order(
     """`Batch.build` of updates already sorted by (hash, values, time), each key's
     entries together: consolidated in one pass, columns shared, not copied. None when
     they are not in that order."""
-    if not in_order([hashes, *updates.columns[key_arity:], *updates.times]):
+    values = updates.columns[key_arity:]
+    found = order_of([hashes, *values, *updates.times])
+    if found < 0:
         return None
     identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
-    if not identity and _ties_differ(hashes, updates.columns[:key_arity]):
+    # Hashes strictly increase when the rows do and only they and one time are compared.
+    unique = found > 0 and not values and uniform(updates.times)
+    if not identity and not unique and _ties_differ(hashes, updates.columns[:key_arity]):
         return None
-    return _consolidated(updates, key_arity, description, hashes)
+    return _consolidated(updates, key_arity, description, hashes, distinct=found > 0)
 
 
 def _ties_differ(hashes: Hashes, keys: Sequence[Column]) -> bool:

@@ -45,6 +45,7 @@ from differential.batch import (
     python_rows,
     python_times,
     run_starts,
+    uniform,
 )
 from differential.time import Antichain, Time, join_times, le, less_equal, uniform_times
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
@@ -382,7 +383,12 @@ class Spine:
             return Batch.build(self.empty(), self.key_arity, description)
         whole = batches[0] if len(batches) == 1 else merge(batches, since)
         at = uniform_times(as_of, len(whole))
-        if len(whole) > 1 and not run_starts([whole.hashes, *whole.values])[1:].all():
+        # One time: consolidated, the batch holds each (key, value) once already.
+        if (
+            len(whole) > 1
+            and not uniform(whole.times)
+            and not run_starts([whole.hashes, *whole.values])[1:].all()
+        ):
             return Batch.build(whole.updates().with_times(at), self.key_arity, description)
         return Batch(
             whole.hashes,

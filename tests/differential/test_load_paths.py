@@ -30,6 +30,7 @@ from differential.batch import (
     in_order,
     joined_times,
     multiplied,
+    order_of,
     pack,
     sorted_values,
     take_diffs,
@@ -89,8 +90,10 @@ def sorted_rows(u: Updates) -> Updates:
 def test_in_order_says_whether_rows_are_sorted_lexicographically(u: Updates) -> None:
     keys = [*u.columns, *u.times]
     rows = list(zip(*(k.tolist() for k in keys), strict=True))
-    with shortcuts(True):
+    strictly = rows == sorted(set(rows))
+    with shortcuts(True):  # blocks of 2 rows
         assert in_order(keys) == (rows == sorted(rows))
+        assert order_of(keys) == (1 if strictly else 0 if rows == sorted(rows) else -1)
         assert in_order([*sorted_rows(u).columns, *sorted_rows(u).times])
 
 
