@@ -249,6 +249,8 @@ def run_duckdb(spec: dict[str, Any]) -> dict[str, Any]:
         return {"status": "unsupported: not incremental"}
     con = duckdb.connect(":memory:")
     con.execute("SET enable_progress_bar = false")
+    limit = int(spec["memory_cap_gb"] * 0.8 * 1024)  # its own limit, below the watchdog's
+    con.execute(f"SET memory_limit = '{limit}MB'")
     out: dict[str, Any] = {"rss_before_mb": current_rss_mb()}
     start, cpu = time.perf_counter(), cpu_seconds()
     path = str(spec["path"]).replace("'", "''")
