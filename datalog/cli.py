@@ -196,8 +196,13 @@ def _run_on_spark(text: str, args: argparse.Namespace) -> int:
 
 
 def _size(db: Database, relation: str) -> int:
+    """The relation's row count, read as columns (no Python rows; a nullary relation
+    has at most one row, `()`)."""
     arity = db.checked.schema.require(relation).arity
-    return len(db.query(f"{relation}({', '.join(f'x{i}' for i in range(arity))})"))
+    query = f"{relation}({', '.join(f'x{i}' for i in range(arity))})"
+    if not arity:
+        return len(db.query(query))
+    return len(db.query_columns(query)["x0"])
 
 
 # --- display helpers ----------------------------------------------------------------------

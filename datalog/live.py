@@ -20,7 +20,6 @@ the new answer and `state` is suspect. `datalog.queries.LiveQueries.repair` read
 
 from __future__ import annotations
 
-import html
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -77,6 +76,8 @@ class Subscription:
 
     def _repr_html_(self) -> str:
         """The current answer as an HTML table (Jupyter shows it live on re-display)."""
+        import html  # only for notebooks: not loaded with `datalog`
+
         rows = self.rows()
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
         body = "".join(

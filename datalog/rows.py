@@ -1,6 +1,7 @@
 """Rows in and out: user data to typed columns, columns back to Python rows.
 
-Layer: datalog. Imports numpy, pyarrow and the datalog schema/symbols.
+Layer: datalog. Imports numpy and the datalog schema/symbols; pyarrow when strings
+or Arrow data come (not with `import datalog`).
 
 Input accepted for a relation of arity `n`: an iterable of `n`-tuples, a 2-D
 numpy array, a sequence of `n` column arrays, a dict of column name -> array,
@@ -22,18 +23,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
-from datalog.arrow import to_numpy
 from datalog.ast import ColumnType
 from datalog.errors import TransactionError
 from datalog.expressions import DTYPES
 from datalog.schema import RelationInfo
 from datalog.symbols import SymbolTable
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Array = npt.NDArray[Any]
 
@@ -133,7 +135,9 @@ def _columns_of_rows(info: RelationInfo, data: object) -> list[Any]:
 
 def _typed(info: RelationInfo, i: int, col: Any, kind: ColumnType, symbols: SymbolTable) -> Array:
     where = f"column {i + 1} (`{info.column_names[i]}`, {kind}) of `{info.name}`"
-    if isinstance(col, pa.Array | pa.ChunkedArray):
+    if hasattr(col, "null_count"):  # an Arrow array (pyarrow is loaded, then)
+        from datalog.arrow import to_numpy
+
         if col.null_count:
             row = int(np.flatnonzero(to_numpy(col.is_null()))[0])
             raise TransactionError(f"{where} holds nulls: row {row} is null, not a value")
@@ -149,6 +153,8 @@ def _typed(info: RelationInfo, i: int, col: Any, kind: ColumnType, symbols: Symb
 
 
 def _is_string(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
     is_string_view = getattr(pa.types, "is_string_view", None)  # pyarrow >= 16
     view = is_string_view is not None and is_string_view(kind)
     return bool(pa.types.is_string(kind) or pa.types.is_large_string(kind) or view)
@@ -157,6 +163,8 @@ def _is_string(kind: pa.DataType) -> bool:
 def _arrow_strings(col: pa.Array | pa.ChunkedArray, where: str) -> pa.Array | pa.ChunkedArray:
     """An Arrow string column, checked: valid UTF-8 (Arrow data from IPC or buffers is
     not), interned without Python strings (`SymbolTable.intern_many`)."""
+    import pyarrow as pa
+
     if not _is_string(col.type):
         raise TransactionError(f"{where} needs strings, got {col.type} (row 0)")
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
@@ -181,6 +189,8 @@ def _is_utf8(data: bytes) -> bool:
 def _strings(col: Array, where: str) -> pa.Array:
     """A numpy column of Python (or numpy) strings as Arrow strings, every row checked
     by Arrow; the first row that is not a string named, if one is not."""
+    import pyarrow as pa
+
     if col.dtype.kind == "S":
         col = col.astype(str)
     if len(col) == 0:

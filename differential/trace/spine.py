@@ -45,8 +45,9 @@ from differential.batch import (
     python_rows,
     python_times,
     run_starts,
+    uniform,
 )
-from differential.time import Antichain, Time, column, join_times, le, less_equal
+from differential.time import Antichain, Time, join_times, le, less_equal, uniform_times
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import Entry, FewKeys, Index, lookup_batch, lookup_entries
 from differential.trace.sift import Sieve
@@ -243,6 +244,10 @@ class Spine:
             self._sieve = Sieve.of([b.hashes for b in batches])
         return self._sieve
 
+    def sieve_arrays(self) -> list[npt.NDArray[np.generic]]:
+        """The arrays of the sieve, if it has been built (for measuring memory)."""
+        return [] if self._sieve is None else self._sieve.arrays()
+
     def all_at_or_before(self, time: Time) -> bool:
         """Every entry's time is `<= time` (no history a reduce would revisit later)."""
         return self.latest is None or le(self.latest, time)
@@ -365,11 +370,21 @@ class Spine:
 
     def accumulate(self, as_of: Time | None = None) -> Updates:
         """The collection accumulated at `as_of` (all time if None), at time `as_of`."""
+        return self.state(as_of)[0]
+
+    def state(self, as_of: Time | None = None) -> tuple[Updates, Hashes | None]:
+        """`accumulate(as_of)`, and the key hashes of its rows when they are the entries
+        of the trace's one batch as they are (a loaded relation, in order: shared, not
+        copied; its times one repeated value)."""
         upd = self.updates()
-        if as_of is not None:
+        if as_of is not None and not (self.latest is None or le(self.latest, as_of)):
             upd = upd.take(less_equal(upd.times, np.asarray(as_of).reshape(-1, 1)))
         at = as_of if as_of is not None else (0,) * self.depth
-        return consolidate(upd.with_times(column(at, len(upd))))
+        state = consolidate(upd.with_times(uniform_times(at, len(upd))))
+        batches = self._batches
+        if len(batches) == 1 and state.columns and state.columns[0] is batches[0].columns[0]:
+            return state, batches[0].hashes  # consolidating found it in order: as it was
+        return state, None
 
     def snapshot(self, as_of: Time, description: Description) -> Batch:
         """The trace accumulated at `as_of` as one batch at time `as_of` (every entry
@@ -384,8 +399,13 @@ class Spine:
         if not batches:
             return Batch.build(self.empty(), self.key_arity, description)
         whole = batches[0] if len(batches) == 1 else merge(batches, since)
-        at = column(as_of, len(whole))
-        if len(whole) > 1 and not run_starts([whole.hashes, *whole.values])[1:].all():
+        at = uniform_times(as_of, len(whole))
+        # One time: consolidated, the batch holds each (key, value) once already.
+        if (
+            len(whole) > 1
+            and not uniform(whole.times)
+            and not run_starts([whole.hashes, *whole.values])[1:].all()
+        ):
             return Batch.build(whole.updates().with_times(at), self.key_arity, description)
         return Batch(
             whole.hashes,
