@@ -36,14 +36,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 import numpy as np
 
 from differential import small
 from differential.batch import Column, Diffs, Updates, python_rows
-from differential.dataflow import Receiver, Scope, Stream, check_budget
+from differential.dataflow import Operator, Receiver, Scope, Stream, check_budget
 from differential.operators import later_rounds
 from differential.operators.arrange import ArrangeOp
+from differential.operators.chain_joins import JoinStage
+from differential.operators.join import JoinOp
 from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
 from differential.operators.reduce import ReduceOp, distinct
 from differential.time import Time, Times, column
@@ -51,7 +54,8 @@ from differential.trace.batch import key_hash
 from differential.trace.cursor import columns_of
 
 Fused = Callable[[Time], bool]
-Path = list[RowMap]  # the row forms along one way from a variable to a distinct
+Stage = RowMap | JoinStage
+Path = list[Stage]  # the row forms along one way from a variable to a distinct
 _HANDOVER = 4096  # new keys at which the rounds so far are handed to the operators
 
 
@@ -105,9 +109,10 @@ class Chain:
     """Distincts fed back to themselves (and each other) through linear edges with
     row forms: the recursive relations of one iteration scope."""
 
-    def __init__(self, scope: Scope, relations: list[Relation]) -> None:
+    def __init__(self, scope: Scope, relations: list[Relation], joins: list[JoinStage]) -> None:
         self.scope = scope
         self.relations = relations
+        self.joins = joins  # on the paths: joins with sides the rounds do not change
         own = {id(op) for r in relations for op in (r.reduce, r.arrange)}
         self.others = [op for op in scope.operators if id(op) not in own]
 
@@ -118,6 +123,8 @@ class Chain:
         if parts is None:
             return False
         start = self._start(time, parts)
+        if start is None and self.joins:  # (later rounds follow maps and filters only)
+            return False
         if start is None:  # history beyond `time`, or retractions: key by key
             return later_rounds.run(self, time, [_counts(p) for p in parts])
         rows, diffs = start
@@ -148,14 +155,17 @@ class Chain:
             (r.admitter(record), r.paths) for r, record in zip(self.relations, rounds, strict=True)
         ]
         empty, new = [()] * len(steps), 0
+        through, joins, record = _through_joins if self.joins else _through, self.joins, rounds[0]
         while new < _HANDOVER:
             images: list[list[Row]] = list(map(list, empty))
             count = 0
             for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
                 fresh = admit(rows)
                 new += len(fresh)
+                for join in joins:  # the rows they receive are the next round's
+                    join.iteration = record.iteration()
                 for path, target in paths:  # each new row one round later
-                    count += _through(path, fresh, images[target])
+                    count += through(path, fresh, images[target])
             inputs = images
             if not 0 < count <= small.FEW:
                 break
@@ -166,12 +176,15 @@ class Chain:
         steps without the per-round lists of rows by relation."""
         (relation,), (record,), (rows,) = self.relations, rounds, inputs
         admit, paths = relation.admitter(record), [path for path, _ in relation.paths]
-        outputs = record.outputs
+        outputs, joins = record.outputs, self.joins
+        through = _through_joins if joins else _through
         while len(outputs) < _HANDOVER:
             fresh = admit(rows)
             rows = []
+            for join in joins:  # the rows they receive are the next round's
+                join.iteration = record.iteration()
             for path in paths:
-                _through(path, fresh, rows)
+                through(path, fresh, rows)
             if not 0 < len(rows) <= small.FEW:
                 break
         return [rows]
@@ -201,6 +214,8 @@ class Chain:
             return None
         if not all(relation.growing_at(time) for relation in self.relations):
             return None
+        if not all(join.ready(time) for join in self.joins):
+            return None
         for relation in self.relations:
             relation.arrange.queue.buckets.pop(time, None)
         return rows, diffs
@@ -211,6 +226,8 @@ class Chain:
         for relation, record in zip(self.relations, rounds, strict=True):
             if record.inputs:
                 _hand_over(relation, record)
+        for join in self.joins:
+            join.hand_over(rounds[0].start[:-1])
 
 
 def _hand_over(relation: Relation, rounds: _Rounds) -> None:
@@ -307,15 +324,50 @@ def fused_rounds(scope: Scope) -> Fused | None:
     if not relations:
         return None
     targets: dict[Receiver, int] = {r.arrange.queue.push: i for i, r in enumerate(relations)}
+    graph = _Graph(scope)
     for relation in relations:
         variable = next(r for r in relation.reduce.output.receivers if isinstance(r, Feedback))
-        paths = _paths_into(variable.out, targets)
+        paths = _paths_into(variable.out, targets, graph)
         if paths is None:
             return None
         relation.paths = paths
-    chain = Chain(scope, relations)
+    joins = list(graph.stages.values())
+    own = {id(op) for r in relations for op in (r.reduce, r.arrange)}
+    moving = own | {id(join.dynamic) for join in joins}
+    if any(id(join.static) in moving for join in joins):  # (a side the rounds change)
+        return None
+    chain = Chain(scope, relations, joins)
     read = {id(arranged) for op in chain.others for arranged in op.inputs()}
     return None if any(id(r.arrange) in read for r in relations) else chain.run
+
+
+class _Graph:
+    """Who reads each arrangement of a scope, and the join stages met so far."""
+
+    def __init__(self, scope: Scope) -> None:
+        ops = scope.operators
+        self.arranges: dict[Receiver, ArrangeOp] = {
+            op.queue.push: op for op in ops if isinstance(op, ArrangeOp)
+        }
+        self.readers: dict[int, list[Operator]] = {}
+        for op in ops:
+            for read in op.inputs():
+                self.readers.setdefault(id(read), []).append(op)
+        self.stages: dict[int, JoinStage] = {}
+
+    def join_at(self, receiver: Receiver) -> tuple[JoinStage, Stream] | None:
+        """The join stage fed by `receiver`, when it is an arrangement read only by a
+        join of integer columns with another arrangement (None otherwise)."""
+        arrange = self.arranges.get(receiver)
+        readers = self.readers.get(id(arrange), []) if arrange is not None else []
+        if arrange is None or len(readers) != 1 or not isinstance(readers[0], JoinOp):
+            return None
+        join = readers[0]
+        static = join.right if join.left is arrange else join.left
+        if static is arrange or not all(d.kind in "iu" for d in join.layout):
+            return None
+        stage = self.stages.setdefault(id(arrange), JoinStage(join, arrange, static))
+        return stage, join.output
 
 
 def _relation_at(op: object) -> Relation | None:
@@ -334,7 +386,9 @@ def _relation_at(op: object) -> Relation | None:
     return Relation(op, arrange, leaves)
 
 
-def _paths_into(stream: Stream, targets: dict[Receiver, int]) -> list[tuple[Path, int]] | None:
+def _paths_into(
+    stream: Stream, targets: dict[Receiver, int], graph: _Graph
+) -> list[tuple[Path, int]] | None:
     """The ways rows sent on `stream` reach one of `targets`, each the row forms met
     on it and the target's index (None: a receiver on the way has no row form)."""
     paths: list[tuple[Path, int]] = []
@@ -342,11 +396,11 @@ def _paths_into(stream: Stream, targets: dict[Receiver, int]) -> list[tuple[Path
         if receiver in targets:
             paths.append(([], targets[receiver]))
             continue
-        onward = _onward(receiver)
+        onward: tuple[Stage, Stream] | None = _onward(receiver) or graph.join_at(receiver)
         if onward is None:
             return None
         stage, out = onward
-        rest = _paths_into(out, targets)
+        rest = _paths_into(out, targets, graph)
         if rest is None:
             return None
         paths.extend(([stage, *path] if stage is not same else path, t) for path, t in rest)
@@ -364,13 +418,37 @@ def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
     return None
 
 
-def _through(path: Sequence[RowMap], rows: Iterable[Row], out: list[Row]) -> int:
-    """Append to `out` each row's image through the maps and filters of `path` (a
-    filter's None drops the row); how many were appended."""
+def _through_joins(path: Sequence[Stage], rows: Iterable[Row], out: list[Row]) -> int:
+    """`_through` for paths that may hold joins (each row's images, as many as its
+    matches, go on through the rest of the path)."""
     before = len(out)
     for row in rows:
+        _descend(path, 0, row, out)
+    return len(out) - before
+
+
+def _descend(path: Sequence[Stage], at: int, row: Row, out: list[Row]) -> None:
+    image: Row | None = row
+    for i in range(at, len(path)):
+        stage = path[i]
+        if isinstance(stage, JoinStage):
+            for joined in stage(image):  # type: ignore[arg-type]
+                _descend(path, i + 1, joined, out)
+            return
+        image = stage(image)  # type: ignore[arg-type]
+        if image is None:
+            return
+    out.append(image)  # type: ignore[arg-type]
+
+
+def _through(path: Sequence[Stage], rows: Iterable[Row], out: list[Row]) -> int:
+    """Append to `out` each row's image through the maps and filters of `path` (a
+    filter's None drops the row); how many were appended. (Paths without joins.)"""
+    before = len(out)
+    maps = cast(Sequence[RowMap], path)
+    for row in rows:
         image: Row | None = row
-        for stage in path:
+        for stage in maps:
             image = stage(image)  # type: ignore[arg-type]  # None: dropped
             if image is None:
                 break
