@@ -114,6 +114,7 @@ class Chain:
         self.relations = relations
         self.joins = joins  # on the paths: joins with sides the rounds do not change
         own = {id(op) for r in relations for op in (r.reduce, r.arrange)}
+        own |= {id(join.dynamic) for join in joins}  # (its queue: `_start`)
         self.others = [op for op in scope.operators if id(op) not in own]
 
     def run(self, time: Time) -> bool:
@@ -155,17 +156,22 @@ class Chain:
             (r.admitter(record), r.paths) for r, record in zip(self.relations, rounds, strict=True)
         ]
         empty, new = [()] * len(steps), 0
-        through, joins, record = _through_joins if self.joins else _through, self.joins, rounds[0]
+        joins, record = self.joins, rounds[0]
         while new < _HANDOVER:
             images: list[list[Row]] = list(map(list, empty))
             count = 0
             for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
                 fresh = admit(rows)
                 new += len(fresh)
-                for join in joins:  # the rows they receive are the next round's
-                    join.iteration = record.iteration()
+                if joins:
+                    iteration = record.iteration()
+                    for join in joins:  # the rows they receive are the next round's
+                        join.iteration = iteration
+                    for path, target in paths:
+                        count += _route(path, target, fresh, images)
+                    continue
                 for path, target in paths:  # each new row one round later
-                    count += through(path, fresh, images[target])
+                    count += _through(path, fresh, images[target])
             inputs = images
             if not 0 < count <= small.FEW:
                 break
@@ -176,15 +182,19 @@ class Chain:
         steps without the per-round lists of rows by relation."""
         (relation,), (record,), (rows,) = self.relations, rounds, inputs
         admit, paths = relation.admitter(record), [path for path, _ in relation.paths]
-        outputs, joins = record.outputs, self.joins
-        through = _through_joins if joins else _through
+        outputs, joins, targets = record.outputs, self.joins, [t for _, t in relation.paths]
         while len(outputs) < _HANDOVER:
             fresh = admit(rows)
             rows = []
-            for join in joins:  # the rows they receive are the next round's
-                join.iteration = record.iteration()
-            for path in paths:
-                through(path, fresh, rows)
+            if joins:
+                iteration = record.iteration()
+                for join in joins:  # the rows they receive are the next round's
+                    join.iteration = iteration
+                for path, target in zip(paths, targets, strict=True):
+                    _route(path, target, fresh, [rows])
+            else:
+                for path in paths:
+                    _through(path, fresh, rows)
             if not 0 < len(rows) <= small.FEW:
                 break
         return [rows]
@@ -198,7 +208,8 @@ class Chain:
         if any(not set(r.arrange.queue.buckets) <= {time} for r in self.relations):
             return None
         parts = [r.arrange.queue.buckets.get(time, []) for r in self.relations]
-        return None if sum(len(p) for ps in parts for p in ps) > small.FEW else parts
+        staged = [p for j in self.joins for p in j.dynamic.queue.buckets.get(time, [])]
+        return None if sum(len(p) for ps in [*parts, staged] for p in ps) > small.FEW else parts
 
     def _start(
         self, time: Time, parts: list[list[Updates]]
@@ -216,8 +227,16 @@ class Chain:
             return None
         if not all(join.ready(time) for join in self.joins):
             return None
+        staged = [_staged(join, time) for join in self.joins]
+        if None in staged:
+            return None
         for relation in self.relations:
             relation.arrange.queue.buckets.pop(time, None)
+        for join, sent in zip(self.joins, staged, strict=True):
+            join.dynamic.queue.buckets.pop(time, None)
+            if sent:  # rows already at the join's side: the rest of their way now
+                join.iteration = time[-1]
+                _route([join], -1, sent, rows)
         return rows, diffs
 
     def _hand_over(self, rounds: list[_Rounds]) -> None:
@@ -228,6 +247,18 @@ class Chain:
                 _hand_over(relation, record)
         for join in self.joins:
             join.hand_over(rounds[0].start[:-1])
+
+
+def _staged(join: JoinStage, time: Time) -> list[Row] | None:
+    """The rows waiting at `time` in the join's dynamic side, each repeated by its
+    multiplicity (None: a retraction among them)."""
+    rows: list[Row] = []
+    for part in join.dynamic.queue.buckets.get(time, []):
+        for row, n in zip(python_rows(part.columns, len(part)), part.diffs.tolist(), strict=True):
+            if n <= 0:
+                return None
+            rows.extend([row] * n)
+    return rows
 
 
 def _hand_over(relation: Relation, rounds: _Rounds) -> None:
@@ -355,9 +386,10 @@ class _Graph:
                 self.readers.setdefault(id(read), []).append(op)
         self.stages: dict[int, JoinStage] = {}
 
-    def join_at(self, receiver: Receiver) -> tuple[JoinStage, Stream] | None:
+    def join_at(self, receiver: Receiver, targets: dict[Receiver, int]) -> JoinStage | None:
         """The join stage fed by `receiver`, when it is an arrangement read only by a
-        join of integer columns with another arrangement (None otherwise)."""
+        join of integer columns with another arrangement, with the ways its output
+        reaches `targets` (None otherwise)."""
         arrange = self.arranges.get(receiver)
         readers = self.readers.get(id(arrange), []) if arrange is not None else []
         if arrange is None or len(readers) != 1 or not isinstance(readers[0], JoinOp):
@@ -366,8 +398,14 @@ class _Graph:
         static = join.right if join.left is arrange else join.left
         if static is arrange or not all(d.kind in "iu" for d in join.layout):
             return None
-        stage = self.stages.setdefault(id(arrange), JoinStage(join, arrange, static))
-        return stage, join.output
+        stage = self.stages.get(id(arrange))
+        if stage is None:
+            stage = self.stages[id(arrange)] = JoinStage(join, arrange, static)
+            onward = _paths_into(join.output, targets, self)
+            if onward is None:
+                return None
+            stage.onward = cast(list[tuple[list[object], int]], onward)
+        return stage
 
 
 def _relation_at(op: object) -> Relation | None:
@@ -396,9 +434,13 @@ def _paths_into(
         if receiver in targets:
             paths.append(([], targets[receiver]))
             continue
-        onward: tuple[Stage, Stream] | None = _onward(receiver) or graph.join_at(receiver)
+        onward = _onward(receiver)
         if onward is None:
-            return None
+            join = graph.join_at(receiver, targets)
+            if join is None:
+                return None
+            paths.append(([join], -1))  # (the join routes its images: `_route`)
+            continue
         stage, out = onward
         rest = _paths_into(out, targets, graph)
         if rest is None:
@@ -418,27 +460,22 @@ def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
     return None
 
 
-def _through_joins(path: Sequence[Stage], rows: Iterable[Row], out: list[Row]) -> int:
-    """`_through` for paths that may hold joins (each row's images, as many as its
-    matches, go on through the rest of the path)."""
-    before = len(out)
-    for row in rows:
-        _descend(path, 0, row, out)
-    return len(out) - before
-
-
-def _descend(path: Sequence[Stage], at: int, row: Row, out: list[Row]) -> None:
-    image: Row | None = row
-    for i in range(at, len(path)):
-        stage = path[i]
-        if isinstance(stage, JoinStage):
-            for joined in stage(image):  # type: ignore[arg-type]
-                _descend(path, i + 1, joined, out)
-            return
-        image = stage(image)  # type: ignore[arg-type]
-        if image is None:
-            return
-    out.append(image)  # type: ignore[arg-type]
+def _route(path: Path, target: int, rows: list[Row], images: list[list[Row]]) -> int:
+    """Send `rows` along `path` into `images` (rows per relation): through its maps
+    into `images[target]`, or, when the path ends at a join (`target` -1), through
+    the join and on along each of its ways; how many rows arrived."""
+    join = path[-1] if path else None
+    if join.__class__ is not JoinStage:
+        return _through(path, rows, images[target])
+    passed: list[Row] = rows
+    if len(path) > 1:
+        passed = []
+        _through(path[:-1], rows, passed)
+    joined = join.join_rows(passed)
+    count = 0
+    for onward, to in join.onward:
+        count += _route(onward, to, joined, images)  # type: ignore[arg-type]
+    return count
 
 
 def _through(path: Sequence[Stage], rows: Iterable[Row], out: list[Row]) -> int:

@@ -53,12 +53,15 @@ class JoinStage:
         self.iterations: list[int] = []
         self.iteration = 0  # of the rows sent through now (set by the rounds)
         self.time: Time = ()
+        # Where its output goes: paths (of maps, maybe ending in a join) to the
+        # relations' inputs, each with the relation's index (-1: the join routes).
+        self.onward: list[tuple[list[object], int]] = []
 
     def ready(self, time: Time) -> bool:
         """Whether the stage applies to rounds from `time`: both sides quiet, every
         entry of each at a time `<= time` (sealing the dynamic side first)."""
         dynamic, static = self.dynamic, self.static
-        if dynamic.queue.buckets or static.has_delta(time):
+        if not set(dynamic.queue.buckets) <= {time} or static.has_delta(time):
             return False
         for side in (dynamic, static):  # (as their own next steps would first)
             if isinstance(side, ArrangeOp):
@@ -68,19 +71,26 @@ class JoinStage:
         self.time, self.matches = time, {}
         return True
 
-    def __call__(self, row: Row) -> list[Row]:
-        """`row`'s images through the join (recorded for the dynamic side)."""
-        self.rows.append(row)
-        self.iterations.append(self.iteration)
-        k = self.k
-        key = row[:k]
-        found = self.matches.get(key)
-        if found is None:
-            found = self.matches[key] = self._lookup(key)
-        pick = self.pick
-        if self.dynamic_left:
-            return [tuple([(*row, *values)[j] for j in pick]) for values in found]
-        return [tuple([(*key, *values, *row[k:])[j] for j in pick]) for values in found]
+    def join_rows(self, rows: list[Row]) -> list[Row]:
+        """The images of `rows` (each of multiplicity one, sent to the dynamic side,
+        where they are recorded) through the join."""
+        if not rows:
+            return []
+        self.rows.extend(rows)
+        self.iterations.extend([self.iteration] * len(rows))
+        k, pick, matches, out = self.k, self.pick, self.matches, []
+        for row in rows:
+            key = row[:k]
+            found = matches.get(key)
+            if found is None:
+                found = matches[key] = self._lookup(key)
+            if self.dynamic_left:
+                out.extend([tuple([(*row, *values)[j] for j in pick]) for values in found])
+            else:
+                out.extend(
+                    [tuple([(*key, *values, *row[k:])[j] for j in pick]) for values in found]
+                )
+        return out
 
     def _lookup(self, key: Row) -> list[tuple[object, ...]]:
         """The static side's values under `key`, each repeated by its multiplicity."""
