@@ -162,6 +162,8 @@ class Chain:
             count = 0
             for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
                 fresh = admit(rows)
+                if not fresh:
+                    continue
                 new += len(fresh)
                 if joins:
                     iteration = record.iteration()
@@ -482,11 +484,14 @@ def _through(path: Sequence[Stage], rows: Iterable[Row], out: list[Row]) -> int:
     """Append to `out` each row's image through the maps and filters of `path` (a
     filter's None drops the row); how many were appended. (Paths without joins.)"""
     before = len(out)
-    maps = cast(Sequence[RowMap], path)
+    if len(path) == 1:  # (most paths: one map or filter)
+        one: RowMap = path[0]  # type: ignore[assignment]
+        out.extend([mapped for row in rows if (mapped := one(row)) is not None])
+        return len(out) - before
     for row in rows:
         image: Row | None = row
-        for stage in maps:
-            image = stage(image)  # type: ignore[arg-type]  # None: dropped
+        for stage in path:
+            image = stage(image)  # type: ignore[arg-type, operator]  # None: dropped
             if image is None:
                 break
         else:

@@ -22,6 +22,9 @@ its own steps would have left them, so later epochs read the same trace.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
+
 import numpy as np
 
 from differential import small
@@ -47,7 +50,10 @@ class JoinStage:
         self.join, self.dynamic, self.static = join, dynamic, static
         self.dynamic_left = join.left is dynamic
         self.k = dynamic.key_arity
-        self.pick = list(join.projection)
+        pick = list(join.projection)
+        self.project: Callable[[tuple[object, ...]], Row] = (
+            operator.itemgetter(*pick) if len(pick) > 1 else lambda row: tuple(row[j] for j in pick)
+        )
         self.matches: dict[Row, list[tuple[object, ...]]] = {}
         self.rows: list[Row] = []
         self.iterations: list[int] = []
@@ -78,18 +84,16 @@ class JoinStage:
             return []
         self.rows.extend(rows)
         self.iterations.extend([self.iteration] * len(rows))
-        k, pick, matches, out = self.k, self.pick, self.matches, []
+        k, project, matches, out = self.k, self.project, self.matches, []
         for row in rows:
             key = row[:k]
             found = matches.get(key)
             if found is None:
                 found = matches[key] = self._lookup(key)
             if self.dynamic_left:
-                out.extend([tuple([(*row, *values)[j] for j in pick]) for values in found])
+                out.extend([project((*row, *values)) for values in found])
             else:
-                out.extend(
-                    [tuple([(*key, *values, *row[k:])[j] for j in pick]) for values in found]
-                )
+                out.extend([project((*key, *values, *row[k:])) for values in found])
         return out
 
     def _lookup(self, key: Row) -> list[tuple[object, ...]]:
