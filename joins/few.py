@@ -5,7 +5,7 @@ Layer: joins. Imports `differential` only.
 A single-edge update starts every pipeline of a delta query from one change,
 and each count, propose and validate then costs a dozen numpy calls (hashing,
 `searchsorted`, gathering) to move a handful of values: that fixed cost is the
-whole cost. Below `small.FEW` changes a pipeline runs here instead, on Python
+whole cost. Below `TUNING.few` changes a pipeline runs here instead, on Python
 tuples: prefixes are `(row, time, diff)` with the row in the pipeline's variable
 order, and every lookup is one `Arranged.lookup_entries` call per extender over
 all prefixes at once, answered as Python entries.
@@ -29,8 +29,9 @@ from differential.batch import Updates, python_rows, python_times
 from differential.operators.arrange import Arranged
 from differential.time import Time
 from differential.trace.cursor import FewKeys, columns_of
+from differential.tuning import TUNING
 
-LIMIT = 8 * small.FEW  # entries one lookup may gather before the pipeline goes to numpy
+LIMIT = 8 * TUNING.few  # entries one lookup may gather before the pipeline goes to numpy
 
 Row = tuple[object, ...]  # integers, as `FewKeys` rows
 Prefix = tuple[Row, Time, int]  # variable values in pipeline order, time, multiplicity
