@@ -35,7 +35,8 @@ class Tuning:
     # Rows at or below which consolidation and hashing run on Python lists
     # (`differential.small`), and a trace's few waiting rows stay unarranged.
     few: int = 32
-    # Matches of a few changes beyond which numpy joins them (`operators.join`).
+    # Matches of a few changes beyond which numpy joins them (`operators.join`), and
+    # entries a few-change lookup may gather before a delta query goes to numpy.
     few_pairs: int = 256
     # A reduce step whose history has at most `few * reduce_list_factor` entries runs
     # on lists (`operators.reduce`).
