@@ -27,6 +27,7 @@ from differential.engine import Dataflow
 from differential.operators import chain, iterate
 from differential.operators.arrange import ArrangeOp
 from differential.operators.reduce import ReduceOp
+from differential.tuning import TUNING, tuned
 
 Row = tuple[int, int]
 STEPS = st.sampled_from(["x + 1", "x + 3", "x - 2", "x * 3", "y", "x bxor y", "-x", "7"])
@@ -187,7 +188,7 @@ def test_the_counter_takes_the_fused_rounds() -> None:
     assert any(taken)
 
 
-@mock.patch.object(chain, "_HANDOVER", 64)
+@tuned(TUNING.but(handover=64))
 def test_a_mutual_chain_takes_the_fused_rounds() -> None:
     """`b(x + 1) :- a(x)` and `a(x) :- b(x)`: two distincts, each feeding the other."""
     program = (
@@ -222,7 +223,7 @@ def test_a_long_chain_hands_over_in_chunks_and_retracts() -> None:
     assert +sub == Counter(tuple(r) for r in db.query("c(x, y)"))
 
 
-@mock.patch.object(chain, "_HANDOVER", 64)
+@tuned(TUNING.but(handover=64))
 def test_rounds_through_joins_with_unchanged_relations_take_the_fused_rounds() -> None:
     """Soufflé's `independent_body3`: each round joins with `c` and `d`, which the
     rounds do not change; fused, and with the scheduler's answers and inner state
