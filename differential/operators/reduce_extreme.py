@@ -1,0 +1,97 @@
+"""A growing step for reduces that keep a group's least (or greatest) value.
+
+Layer: differential (operators). Imports `batch`, `time`, `trace`.
+
+WCC, SSSP and BFS are subsumptions that keep, per group, the tuple with the least
+label, distance or level (`datalog.plan.subsume`). In their first evaluation each
+round re-read the whole input history of every key it touched (every candidate
+ever proposed, and retracted when its proposer improved): 0.4M-1.6M entries a
+round on a 200k-edge graph, most of WCC's time (ADR 0046).
+
+While the input has no history beyond the step's time (and nothing is scheduled
+there) the output accumulated so far is the reducer's of the input accumulated so
+far, so a key's new extreme follows from its current output `o` and the step's own
+changes alone: with `m` the least value inserted (net, per value) and `r` the least
+retracted, the new least is `min(o, m)` whenever `r > min(o, m)` (nothing at or
+below it goes). Only least values of `number` columns (WCC, SSSP and BFS all keep
+the least). This relies on collections holding no negative multiplicity at
+any time (true of every Datalog collection); `m` is then present after the step.
+Keys where it does not apply (a retraction at or below the new least, no output
+and no insertion) take the general path. A reducer offers this step by carrying
+`growing_least = column` (its value column), and only when its output tuple is
+the key and that one column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column, Updates, concat, consolidate, run_starts
+from differential.operators.arrange import Arranged, Owner
+from differential.time import Time, column
+from differential.trace.batch import Hashes, key_hash
+
+Current = Callable[[tuple[Column, ...], Hashes, Time], tuple[Owner, list[Column], npt.NDArray]]
+General = Callable[[tuple[Column, ...], Hashes, Time], Updates]
+
+
+def extreme_step(
+    source: Arranged, col: int, time: Time, current: Current, general: General
+) -> Updates | None:
+    """The output change at `time` (None: nothing changed), from the step's changes
+    and each key's current output, whose least value is in value column `col`;
+    `general` reduces the keys this cannot."""
+    changes = source.updates_at(time)
+    if changes is None:
+        return None
+    k = source.key_arity
+    delta = consolidate(changes)
+    if not len(delta):
+        return None
+    starts = np.flatnonzero(run_starts(list(delta.columns[:k])))
+    n = len(starts)
+    keys = tuple(c[starts] for c in delta.columns[:k])
+    hashes = key_hash(keys)
+    owner = np.repeat(np.arange(n), np.diff(np.append(starts, len(delta))))
+    values = delta.columns[k + col].astype(np.int64, copy=False)
+    inserted = _least(owner, values, delta.diffs > 0, n)
+    retracted = _least(owner, values, delta.diffs < 0, n)
+    o_owner, o_cols, o_mult = current(keys, hashes, time)
+    o_value = np.full(n, _NONE, dtype=np.int64)
+    o_value[o_owner] = o_cols[col]
+    new = np.minimum(o_value, inserted)
+    odd = np.bincount(o_owner, minlength=n) > 1  # (a set: one output row per key)
+    odd[o_owner[o_mult != 1]] = True
+    ok = (new < _NONE) & (retracted > new) & ~odd
+    changed = ok & (new != o_value)
+    parts = []
+    old = changed[o_owner]
+    if old.any():  # the old least goes
+        rows = o_owner[old]
+        cols = (*(c[rows] for c in keys), *(c[old] for c in o_cols))
+        parts.append(Updates(cols, column(time, len(rows)), -np.ones(len(rows), np.int64)))
+    win = changed[owner] & (delta.diffs > 0) & (values == inserted[owner])
+    if win.any():  # the least inserted comes (one row a key: its value is the tuple)
+        cols = tuple(c[win] for c in delta.columns)
+        parts.append(Updates(cols, column(time, int(win.sum())), np.ones(int(win.sum()), np.int64)))
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        parts.append(general(tuple(c[rest] for c in keys), hashes[rest], time))
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return None
+    return consolidate(concat(parts))
+
+
+_NONE = np.iinfo(np.int64).max  # no value (a key holding it takes the general path)
+
+
+def _least(
+    owner: Owner, values: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_], n: int
+) -> npt.NDArray[np.int64]:
+    out = np.full(n, _NONE, dtype=np.int64)
+    np.minimum.at(out, owner[mask], values[mask])
+    return out
