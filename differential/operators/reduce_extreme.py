@@ -24,7 +24,7 @@ the key and that one column.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -45,20 +45,17 @@ def extreme_step(
     and each key's current output, whose least value is in value column `col`;
     `general` reduces the keys this cannot."""
     changes = source.updates_at(time)
-    if changes is None:
+    if changes is None or not len(changes):
         return None
     k = source.key_arity
-    delta = consolidate(changes)
-    if not len(delta):
-        return None
-    starts = np.flatnonzero(run_starts(list(delta.columns[:k])))
-    n = len(starts)
-    keys = tuple(c[starts] for c in delta.columns[:k])
+    # Not consolidated (a value both in and out falls back); times are all `time`.
+    values = changes.columns[k + col].astype(np.int64, copy=False)
+    positive = changes.diffs > 0
+    keys, owner, inserted, retracted = _groups(
+        changes.columns[:k], values, positive, changes.diffs < 0
+    )
+    n = len(inserted)
     hashes = key_hash(keys)
-    owner = np.repeat(np.arange(n), np.diff(np.append(starts, len(delta))))
-    values = delta.columns[k + col].astype(np.int64, copy=False)
-    inserted = _least(owner, values, delta.diffs > 0, n)
-    retracted = _least(owner, values, delta.diffs < 0, n)
     o_owner, o_cols, o_mult = current(keys, hashes, time)
     o_value = np.full(n, _NONE, dtype=np.int64)
     o_value[o_owner] = o_cols[col]
@@ -73,10 +70,11 @@ def extreme_step(
         rows = o_owner[old]
         cols = (*(c[rows] for c in keys), *(c[old] for c in o_cols))
         parts.append(Updates(cols, column(time, len(rows)), -np.ones(len(rows), np.int64)))
-    win = changed[owner] & (delta.diffs > 0) & (values == inserted[owner])
-    if win.any():  # the least inserted comes (one row a key: its value is the tuple)
-        cols = tuple(c[win] for c in delta.columns)
-        parts.append(Updates(cols, column(time, int(win.sum())), np.ones(int(win.sum()), np.int64)))
+    win = np.flatnonzero(changed[owner] & positive & (values == inserted[owner]))
+    if len(win):  # the least inserted comes, once a key (its value is the tuple)
+        win = win[np.unique(owner[win], return_index=True)[1]]
+        cols = tuple(c[win] for c in changes.columns)
+        parts.append(Updates(cols, column(time, len(win)), np.ones(len(win), np.int64)))
     rest = np.flatnonzero(~ok)
     if len(rest):
         parts.append(general(tuple(c[rest] for c in keys), hashes[rest], time))
@@ -87,6 +85,47 @@ def extreme_step(
 
 
 _NONE = np.iinfo(np.int64).max  # no value (a key holding it takes the general path)
+
+
+Groups = tuple[tuple[Column, ...], Owner, npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
+def _groups(
+    key: Sequence[Column],
+    values: npt.NDArray[np.int64],
+    inserting: npt.NDArray[np.bool_],
+    retracting: npt.NDArray[np.bool_],
+) -> Groups:
+    """The distinct keys (sorted), each row's key index, and per key the least value
+    inserted and the least retracted (`_NONE`: none). One integer key column over a
+    range not much wider than the rows: by index (`np.minimum.at`, no sort)."""
+    if len(key) == 1 and key[0].dtype.kind == "i":
+        low, high = int(key[0].min()), int(key[0].max())
+        if high - low <= 4 * len(values) + 1024:
+            at = key[0] - low
+            present = np.bincount(at, minlength=high - low + 1) > 0
+            slot = np.cumsum(present) - 1
+            owner = slot[at]
+            n = int(present.sum())
+            return (
+                (np.flatnonzero(present).astype(key[0].dtype) + low,),
+                owner,
+                _least(owner, values, inserting, n),
+                _least(owner, values, retracting, n),
+            )
+    order = np.argsort(key[0]) if len(key) == 1 else np.lexsort(tuple(reversed(key)))
+    by_key = [c[order] for c in key]
+    marks = run_starts(by_key)
+    starts = np.flatnonzero(marks)
+    owner = np.empty(len(order), dtype=np.intp)
+    owner[order] = np.cumsum(marks) - 1
+    keys = tuple(c[starts] for c in by_key)
+    return (
+        keys,
+        owner,
+        _least(owner, values, inserting, len(starts)),
+        _least(owner, values, retracting, len(starts)),
+    )
 
 
 def _least(

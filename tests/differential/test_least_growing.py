@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
@@ -48,10 +49,12 @@ def least(groups: Groups) -> Any:
 least.growing_least = 0  # type: ignore[attr-defined]
 
 
-@given(SPANS)
-def test_the_least_growing_step_is_right_at_every_time(spans: list[Any]) -> None:
+@pytest.mark.parametrize("spread", [1, 10**15])  # keys by index, or sorted (a wide range)
+@given(spans=SPANS)
+def test_the_least_growing_step_is_right_at_every_time(spread: int, spans: list[Any]) -> None:
     updates: Timed = []
-    for row, start, length in spans:
+    for (key, value), start, length in spans:
+        row = (key * spread - 10**15 * (spread > 1), value)
         updates.append((row, start, 1))
         if length:
             updates.append((row, (start[0], start[1] + length), -1))
