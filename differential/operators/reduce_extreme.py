@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from differential.batch import Column, Updates, concat, consolidate, run_starts
-from differential.operators.arrange import Arranged, Owner
+from differential.operators.arrange import Arranged, ArrangeOp, Owner
 from differential.time import Time, column
 from differential.trace.batch import Hashes, key_hash
 
@@ -44,6 +44,9 @@ def extreme_step(
     """The output change at `time` (None: nothing changed), from the step's changes
     and each key's current output, whose least value is in value column `col`;
     `general` reduces the keys this cannot."""
+    if isinstance(source, ArrangeOp):  # arranged and merged as the general path's reads
+        source.settle().batches  # noqa: B018 (leave it: a later epoch's first read must
+        source.delta(time)  # not sort and merge every round's input at once)
     changes = source.updates_at(time)
     if changes is None or not len(changes):
         return None
