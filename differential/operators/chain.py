@@ -234,10 +234,11 @@ class Chain:
             return None
         for relation in self.relations:
             relation.arrange.queue.buckets.pop(time, None)
+        for join in self.joins:  # what they receive now is at `time`, through every join
+            join.iteration = time[-1]
         for join, sent in zip(self.joins, staged, strict=True):
             join.dynamic.queue.buckets.pop(time, None)
             if sent:  # rows already at the join's side: the rest of their way now
-                join.iteration = time[-1]
                 _route([join], -1, sent, rows)
         return rows, diffs
 

@@ -294,6 +294,25 @@ def test_fused_joins_repeat_entries_of_multiplicity_above_one() -> None:
     assert fused == run(program, commits, False)
 
 
+def test_rows_waiting_at_a_join_pass_the_next_join_at_their_own_round() -> None:
+    """Fused rounds that start with rows queued at the first of two joins in a row:
+    what they make the second join receive is at the same round (found by the
+    random twin test: the second join's side was recorded a round early)."""
+    program = """
+    .decl base(x: number, y: number)
+    .decl p(x: number, y: number)
+    .decl q(x: number, y: number)
+    p(x, y) :- base(x, y).
+    p((x + 1) band 15, (x + 1) band 15) :- p(x, y), x < 12.
+    p((x + 2) band 15, y) :- p(x, y), base(z, _), base(_, z).
+    """
+    commits = [[("insert", "base", (0, 0))]]
+    with fused_runs() as taken:
+        fused = run(program, commits, True)
+    assert any(taken)
+    assert fused == run(program, commits, False)
+
+
 def test_a_chain_wraps_around_through_the_smallest_integer() -> None:
     """`x + 1` wraps like int64, and the smallest int64 (the key set's free-slot
     marker) is a key like any other, fused or not."""
