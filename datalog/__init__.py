@@ -45,9 +45,13 @@ _EXPORTS: dict[str, str] = {
     "RowLimitExceeded": "datalog.errors",
     "FunctorError": "datalog.errors",
     "FactNotFoundError": "datalog.errors",
+    "FactHoldsError": "datalog.errors",
     "EpochError": "datalog.errors",
     "HistoryCompactedError": "datalog.errors",
     "Derivation": "datalog.provenance",
+    "WhyNot": "datalog.whynot",
+    "WhyChange": "datalog.whywatch",
+    "WhySubscription": "datalog.whywatch",
     "UnboundFunctorError": "datalog.errors",
     "FactFileError": "datalog.sources.csv",
     "DurabilityError": "datalog.storage.frames",
@@ -85,9 +89,13 @@ __all__ = [
     "RowLimitExceeded",
     "FunctorError",
     "FactNotFoundError",
+    "FactHoldsError",
     "EpochError",
     "HistoryCompactedError",
     "Derivation",
+    "WhyNot",
+    "WhyChange",
+    "WhySubscription",
     "UnboundFunctorError",
     "FactFileError",
     "DurabilityError",
@@ -110,6 +118,7 @@ if TYPE_CHECKING:
         DatalogSyntaxError,
         DuplicateDeclarationError,
         EpochError,
+        FactHoldsError,
         FactNotFoundError,
         FunctorError,
         HistoryCompactedError,
@@ -131,6 +140,8 @@ if TYPE_CHECKING:
     from datalog.sources.csv import FactFileError
     from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
     from datalog.transaction import Transaction
+    from datalog.whynot import WhyNot
+    from datalog.whywatch import WhyChange, WhySubscription
 
 
 def __getattr__(name: str) -> Any:

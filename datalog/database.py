@@ -58,6 +58,8 @@ from differential.inputs import Requests
 if TYPE_CHECKING:
     from datalog.live import LiveQuery
     from datalog.provenance import Derivation
+    from datalog.states import Reading
+    from datalog.whynot import WhyNot
 
 
 class Database:
@@ -296,9 +298,35 @@ class Database:
         from the base relations of that epoch)."""
         from datalog.provenance import why
 
-        with self.lock:
-            self.introspection.prepare(fact)
-            return why(self._past(), fact, as_of)
+        with self.lock, self._read_only(fact):
+            return why(self._past(), self._reading(as_of), fact, as_of)
+
+    def why_not(
+        self, fact: str, as_of: int | None = None, depth: int = 3, size: int = 100
+    ) -> WhyNot:
+        """Why the ground `fact` (`"reach(1, 9)"`) does not hold now, or did not at the
+        end of epoch `as_of`: for each rule whose head unifies with it, the premises
+        that hold under its best candidate bindings and the first that fails, missing
+        derived tuples explained in turn `depth` levels deep, at most `size` rules
+        tried in all (`datalog.whynot`, docs/adr/0045). A fact that holds raises
+        `FactHoldsError` (`why` explains it)."""
+        from datalog.whynot import why_not
+
+        with self.lock, self._read_only(fact):
+            return why_not(self._reading(as_of), self.functors, fact, depth, size)
+
+    def _reading(self, as_of: int | None) -> Reading:
+        """How explanations read the relations at the end of epoch `as_of` (now: None)."""
+        from datalog.states import Reading
+
+        view = self._past().view(as_of)
+        return Reading(
+            view.epoch,
+            view.checked,
+            lambda text: self._answer(text, "auto", as_of)[0],
+            view.state,
+            self.symbols,
+        )
 
     def stats(self) -> dict[str, object]:
         with self.lock:
