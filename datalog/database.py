@@ -28,7 +28,7 @@ import numpy as np
 
 from datalog import definitions, durable, system
 from datalog.ast import Program, Query
-from datalog.checks import CheckedProgram, CheckedQuery, check_query
+from datalog.checks import CheckedProgram, CheckedQuery, check_query, dependencies
 from datalog.definitions import Definition, ProgramState, fact_rows
 from datalog.dot import explain_graph
 from datalog.durable import Log
@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from datalog.provenance import Derivation
     from datalog.states import Reading
     from datalog.whynot import WhyNot
+    from datalog.whywatch import WhyCallback, WhySubscription
 
 
 class Database:
@@ -314,6 +315,63 @@ class Database:
 
         with self.lock, self._read_only(fact):
             return why_not(self._reading(as_of), self.functors, fact, depth, size)
+
+    def subscribe_why(
+        self,
+        fact: str,
+        callback: WhyCallback,
+        granularity: dict[str, float] | None = None,
+        budget: float | None = None,
+    ) -> WhySubscription:
+        """Call `callback` with a `WhyChange` holding the ground `fact`'s explanation
+        now (`why`'s `Derivation` while it holds, else `why_not`'s `WhyNot`), then
+        again at every epoch where the explanation changes, paced by `granularity` as
+        `subscribe` is. An epoch that writes no relation the fact depends on and gives
+        none new rules costs nothing; `budget` (seconds) bounds each explanation again
+        (one that fails is kept in `errors` and tried at the next epoch). Takes no
+        epoch (`datalog.whywatch`, docs/adr/0045)."""
+        from datalog.whywatch import WhySubscription, WhyWatch, wake_later
+
+        with self.lock:
+            self.queries.refuse_in_callback("subscribe")
+            epoch = self.engine.epoch
+            pacing = Pacing.of(granularity, epoch, self.clock.now)
+            sub = WhySubscription(fact, callback)
+            watch = WhyWatch(sub, lambda: self._explanation(fact), self.queries.calling,
+                             lambda: self.lock.budget.limit(budget), pacing)  # fmt: skip
+            first = watch.start(epoch)
+            if pacing is not None:
+                pacing.wake = wake_later(self.clock, self.lock, lambda: self.engine.epoch, watch)
+            sub.unsubscribe, sub.latest = self.unsubscribe_why, first
+            self.queries.watches.append(watch)
+            try:
+                with self.queries.calling():
+                    callback(first)
+            except BaseException:  # no orphan: the caller never got a handle to it
+                self.unsubscribe_why(sub)
+                raise
+            return sub
+
+    def unsubscribe_why(self, sub: WhySubscription) -> None:
+        with self.lock:
+            sub.active = False
+            watches = self.queries.watches
+            watches[:] = [w for w in watches if getattr(w, "sub", None) is not sub]
+
+    def _explanation(self, fact: str) -> tuple[Derivation | WhyNot, frozenset[str]]:
+        """`fact`'s explanation now (a proof, or why not) and the relations it reads."""
+        from datalog.errors import FactHoldsError
+        from datalog.provenance import target, why
+        from datalog.whynot import why_not
+
+        with self._read_only(fact):
+            reading = self._reading(None)
+            relation, _ = target(reading.checked, fact, "subscribe_why")
+            reads = frozenset(dependencies(reading.checked, [relation]))
+            try:
+                return why_not(reading, self.functors, fact), reads
+            except FactHoldsError:
+                return why(self._past(), reading, fact), reads
 
     def _reading(self, as_of: int | None) -> Reading:
         """How explanations read the relations at the end of epoch `as_of` (now: None)."""
