@@ -246,10 +246,13 @@ class _Explainer:
         if pattern in self.seen:
             node.note = "explained above"
             return []
-        self.seen.add(pattern)
+        if level > self.depth:
+            node.note = f"not explained further: depth {self.depth}"
+            return []
         if self.tried >= self.size:
             node.note = f"not explained: the explanation holds {self.size} rule attempts already"
             return []
+        self.seen.add(pattern)
         rules = self.rules.get(pattern.relation, [])
         if not rules:
             node.note = f"no rule derives `{pattern.relation}`, and no such tuple was inserted"
@@ -268,10 +271,7 @@ class _Explainer:
             self.tried += 1
             failed = attempt.failed
             if failed.because is not None:
-                if level + 1 > self.depth:
-                    failed.because.note = f"not explained further: depth {self.depth}"
-                else:
-                    children.append((failed.because, _pattern_of(failed), level + 1))
+                children.append((failed.because, _pattern_of(failed), level + 1))
         if not node.attempts:
             node.note = "no rule's head matches it, and no such tuple was inserted"
         return children
