@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "Subscription": "datalog.live",
     "Pacing": "datalog.pacing",
     "ManualClock": "datalog.pacing",
+    "Clock": "datalog.pacing",
     "parse_program": "datalog.parser",
     "parse_query": "datalog.parser",
     "DatalogError": "datalog.errors",
@@ -69,6 +70,7 @@ __all__ = [
     "Subscription",
     "Pacing",
     "ManualClock",
+    "Clock",
     "parse_program",
     "parse_query",
     "DatalogError",
@@ -134,7 +136,7 @@ if TYPE_CHECKING:
     )
     from datalog.functors import functors_in_file, vectorized
     from datalog.live import Subscription
-    from datalog.pacing import ManualClock, Pacing
+    from datalog.pacing import Clock, ManualClock, Pacing
     from datalog.parser import parse_program, parse_query
     from datalog.provenance import Derivation
     from datalog.sources.csv import FactFileError

@@ -322,26 +322,28 @@ class Database:
         callback: WhyCallback,
         granularity: dict[str, float] | None = None,
         budget: float | None = None,
+        clock: Clock | None = None,
     ) -> WhySubscription:
         """Call `callback` with a `WhyChange` holding the ground `fact`'s explanation
         now (`why`'s `Derivation` while it holds, else `why_not`'s `WhyNot`), then
         again at every epoch where the explanation changes, paced by `granularity` as
         `subscribe` is. An epoch that writes no relation the fact depends on and gives
         none new rules costs nothing; `budget` (seconds) bounds each explanation again
-        (one that fails is kept in `errors` and tried at the next epoch). Takes no
-        epoch (`datalog.whywatch`, docs/adr/0045)."""
+        (one that fails is kept in `errors` and tried at the next epoch). `clock`
+        paces it instead of the database's (a server's event loop). Takes no epoch
+        (`datalog.whywatch`, docs/adr/0045)."""
         from datalog.whywatch import WhySubscription, WhyWatch, wake_later
 
         with self.lock:
             self.queries.refuse_in_callback("subscribe")
-            epoch = self.engine.epoch
-            pacing = Pacing.of(granularity, epoch, self.clock.now)
+            epoch, clock = self.engine.epoch, clock or self.clock
+            pacing = Pacing.of(granularity, epoch, clock.now)
             sub = WhySubscription(fact, callback)
             watch = WhyWatch(sub, lambda: self._explanation(fact), self.queries.calling,
                              lambda: self.lock.budget.limit(budget), pacing)  # fmt: skip
             first = watch.start(epoch)
             if pacing is not None:
-                pacing.wake = wake_later(self.clock, self.lock, lambda: self.engine.epoch, watch)
+                pacing.wake = wake_later(clock, self.lock, lambda: self.engine.epoch, watch)
             sub.unsubscribe, sub.latest = self.unsubscribe_why, first
             self.queries.watches.append(watch)
             try:

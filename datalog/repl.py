@@ -35,8 +35,9 @@ Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x
 :unwatch [N]            stop watch N (default: every watch)
 :explain QUERY          show the strata, plans and shared arrangements of a query
 :why FACT               why a fact holds: a proof tree of minimal height, e.g. :why reach(1, 3)
+:why-not FACT           why a fact does not hold: each rule's first failing premise
 :asof E QUERY           the answer as of the end of epoch E, e.g. :asof 3 reach(1, y)
-:asof E :why FACT       why a fact held at the end of epoch E
+:asof E :why FACT       why a fact held at the end of epoch E (:why-not FACT too)
 :stats                  relations, dataflows and live queries
 :help                   this text
 :quit                   leave (also end of input)"""
@@ -66,6 +67,7 @@ class Session:
             "unwatch": self.unwatch,
             "explain": self.explain,
             "why": self.why,
+            "why-not": self.why_not,
             "asof": self.as_of,
             "stats": self.stats,
             "help": lambda _rest: print(HELP),
@@ -156,13 +158,20 @@ class Session:
             raise DatalogError("a fact is missing, e.g. `:why reach(1, 3)`")
         print(self.db.why(text.strip(), as_of=as_of))
 
+    def why_not(self, text: str, as_of: int | None = None) -> None:
+        if not text.strip():
+            raise DatalogError("a fact is missing, e.g. `:why-not reach(1, 9)`")
+        print(self.db.why_not(text.strip(), as_of=as_of))
+
     def as_of(self, rest: str) -> None:
         """`:asof E QUERY` (or `?- QUERY`), `:asof E :why FACT`: as of epoch E."""
         epoch, _, line = rest.partition(" ")
         line = line.strip()
         if not re.fullmatch(r"[+-]?\d+", epoch) or not line:
             raise DatalogError("usage: `:asof EPOCH QUERY` or `:asof EPOCH :why FACT`")
-        if line.startswith(":why"):
+        if line.startswith(":why-not"):
+            self.why_not(line.removeprefix(":why-not"), as_of=int(epoch))
+        elif line.startswith(":why"):
             self.why(line.removeprefix(":why"), as_of=int(epoch))
         elif line.startswith(":"):
             raise DatalogError("`:asof` takes a query or `:why FACT`")

@@ -82,6 +82,7 @@ class WhySubscription:
     errors: deque[Exception] = field(default_factory=lambda: deque(maxlen=KEPT_ERRORS))
     error_count: int = 0
     latest: WhyChange | None = None  # the last one delivered
+    explained: int = 0  # explanations computed after the snapshot (the cost of keeping it)
     unsubscribe: Callable[[WhySubscription], None] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
@@ -120,7 +121,6 @@ class WhyWatch:
     shown: str = ""  # the printed form of what the subscriber holds (or will, paced)
     pending: WhyChange | None = None  # paced: the newest explanation not yet delivered
     stale: bool = False
-    explained: int = 0  # how many times it explained the fact again (for measuring)
 
     def start(self, epoch: int) -> WhyChange:
         """The snapshot (its explanation raises out: nothing is subscribed then)."""
@@ -153,7 +153,7 @@ class WhyWatch:
             _log.warning("explaining %s again at epoch %d failed: %s", self.sub.fact, epoch, error)
             return
         self.stale, self.reads = False, reads
-        self.explained += 1
+        self.sub.explained += 1
         shown = str(explanation)
         if shown == self.shown:
             return
