@@ -4,6 +4,7 @@
 #   make test        run the test suite
 #   make check       lint, format check, type check, then the tests
 #   make bench-core  run every bench/bench_*.py (python -m bench.<name>)
+#   make soak        the long run of the stateful model test (docs/adr/0037)
 #
 # The virtualenv is created on first use; installs are skipped while a stamp file
 # is newer than pyproject.toml.
@@ -15,7 +16,7 @@ PIP := $(BIN)/python -m pip install -q
 PYTEST := $(BIN)/python -m pytest -q
 BENCHES := $(sort $(basename $(notdir $(wildcard bench/bench_*.py))))
 
-.PHONY: demo test check lint bench-core
+.PHONY: demo test check lint bench-core soak
 
 demo: $(VENV)/.installed
 	$(BIN)/deltalog demo
@@ -30,6 +31,12 @@ lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+
+# The stateful model test at length: DELTALOG_SOAK_EXAMPLES and DELTALOG_SOAK_STEPS
+# (default 400 and 80) size it; no per-test timeout.
+soak: $(VENV)/.installed-dev
+	DELTALOG_SOAK=1 $(PYTEST) --timeout=0 \
+		--hypothesis-show-statistics tests/datalog/test_model.py
 
 bench-core: $(VENV)/.installed-bench
 	@set -e; for b in $(BENCHES); do \

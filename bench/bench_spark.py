@@ -1,170 +1,264 @@
-"""Spark as loader and as evaluator: load times into a Database, and scale-out
-evaluation of transitive closure and triangles.
+"""Spark as loader and as evaluator, against the same work done without Spark.
 
 Layer: bench — may import anything public from deltalog packages and peers.
-Prints a table; asserts nothing. Sizes are small enough for a two-core machine
-in a few minutes; pass `--scale` to multiply the generated sizes.
+Prints markdown tables; asserts nothing (it checks that both sides give the same
+answer and says so). Each measurement runs in a fresh process
+(`--case NAME`), so peak RSS and session start-up are its own.
 
-- LDBC sample: `datalog.sources.spark.load_ldbc` (partitioned, Arrow
-  streaming) vs a plain pyarrow load of the same files into the same relations.
-- SNB-shaped network: persons with 7 attributes plus `knows`, ~1M rows at
-  scale 1, written as Parquet, loaded by Spark vs by pyarrow.
-- `datalog.spark.evaluate` of transitive closure on `dag_for_closure` and of
-  triangles on an undirected `power_law_graph`.
+- **start-up**: creating the session and running a first job.
+- **load**: one Parquet file of a power-law edge list (`--load-rows`, default
+  10M), inserted into a `Database` by `pyarrow.parquet.read_table` +
+  `tx.insert` ("direct") and by `datalog.sources.spark.load_frames`, as it is
+  and de-duplicated in Spark; seconds exclude session start-up; driver RSS is
+  the load's growth of the Python process's peak RSS, next to the growth a
+  direct load leaves once its table is dropped (the relation in the database).
+- **evaluate**: single-source reach on power-law graphs (1M and 10M edges) and
+  transitive closure of a DAG with about 1M pairs, by `datalog.spark.evaluate`
+  (`local[2]` unless `--master`) and by the embedded engine, from the same
+  Parquet file; the answers are compared.
+- **demo**: `deltalog run --engine spark` on `datalog/examples/social.dl`.
+
+Data is generated (seeded) into `$DELTALOG_DATA/spark-bench` (default
+`../shared/data` beside the repository; see `bench.common.DATA_DIR`) and reused.
+
+    python -m bench.bench_spark [--quick] [--master local[2]] [--cases ...]
 """
 
 from __future__ import annotations
 
 import argparse
-import tempfile
-from collections.abc import Callable
+import gc
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from bench.common import DATA_DIR, print_table, timed
+from bench.common import DATA_DIR, peak_rss_mb, print_table
 from bench.generators import dag_for_closure, power_law_graph
 from datalog import Database
 
-LDBC = DATA_DIR / "ldbc-snb" / "vanilla"
-LDBC_FILES = ("person", "person_knows_person", "person_likes_post", "post")
-ATTRIBUTES = ("firstName", "lastName", "gender", "birthday", "creationDate", "browserUsed", "city")
-Row = tuple[str, str, float, str]
+FOLDER = DATA_DIR / "spark-bench"
+REPO = Path(__file__).resolve().parents[1]
+EDGE = ".decl e(x: number, y: number)\n"
+PROGRAMS = {
+    "reach": EDGE + ".decl reach(y: number)\nreach({source}).\nreach(y) :- reach(x), e(x, y).\n",
+    "tc": EDGE + ".decl tc(x: number, y: number)\ntc(x, y) :- e(x, y).\n"
+    "tc(x, z) :- tc(x, y), e(y, z).\n",
+}
 
 
-def pyarrow_ldbc(db: Database, files: tuple[str, ...]) -> None:
-    """The same relations `load_ldbc` makes, read by pyarrow (no list splitting)."""
-    from datalog.sources.spark import ldbc_files
+def rss_now_mb() -> float:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
-    parse = pacsv.ParseOptions(delimiter="|", quote_char=False)
+
+def edges_file(kind: str, size: int) -> Path:
+    """`powerlaw-N` (N edges) or `dag-P` (about P closure pairs), as Parquet."""
+    path = FOLDER / f"{kind}-{size}.parquet"
+    if not path.exists():
+        FOLDER.mkdir(parents=True, exist_ok=True)
+        src, dst = power_law_graph(size, seed=0) if kind == "powerlaw" else dag_for_closure(size)
+        pq.write_table(pa.table({"x": src, "y": dst}), path)
+    return path
+
+
+def source_of(path: Path) -> int:
+    """The source of single-source reach: the first edge's tail (a hub, in a power law)."""
+    return int(pq.read_table(path).column(0)[0].as_py())
+
+
+def session(master: str) -> Any:
+    from datalog.spark.session import spark_session
+
+    spark = spark_session(master, app="deltalog-bench")
+    spark.range(1).count()
+    return spark
+
+
+# --- cases, each in its own process ------------------------------------------------
+
+
+def case_startup(args: argparse.Namespace) -> dict[str, Any]:
+    start = time.perf_counter()
+    session(args.master)
+    return {"seconds": time.perf_counter() - start}
+
+
+def case_load_direct(args: argparse.Namespace) -> dict[str, Any]:
+    path = edges_file("powerlaw", args.load_rows)
+    db = Database()
+    db.define(EDGE)
+    before = rss_now_mb()
+    start = time.perf_counter()
+    table = pq.read_table(path)
     with db.transaction() as tx:
-        for name, paths in ldbc_files(LDBC).items():
-            if name not in files:
-                continue
-            table = pa.concat_tables(pacsv.read_csv(p, parse_options=parse) for p in paths)
-            if "_" in name:
-                tx.insert(name, table.select([0, 1]))
-                continue
-            for i, column in enumerate(table.column_names[1:], start=1):
-                if column not in ("email", "language"):
-                    tx.insert(f"{name}.{column}", table.select([0, i]))
+        tx.insert("e", table)
+    seconds = time.perf_counter() - start
+    del table, tx
+    gc.collect()
+    return {"seconds": seconds, "rows": pq.read_metadata(path).num_rows,
+            "db_mb": rss_now_mb() - before, "peak_mb": peak_rss_mb() - before}  # fmt: skip
 
 
-def ldbc_rows(spark: Any) -> list[Row]:
-    from datalog.sources.spark import ldbc_declarations, ldbc_relations, load_ldbc
-
-    spark_db = Database()
-    _, spark_s = timed(lambda: load_ldbc(spark_db, spark, LDBC, files=LDBC_FILES, partitions=4))
-    plain_db = Database()
-    relations = ldbc_relations(spark, LDBC, LDBC_FILES)
-    plain_db.define(ldbc_declarations(relations))
-    _, plain_s = timed(lambda: pyarrow_ldbc(plain_db, LDBC_FILES))
-    rows = sum(len(spark_db.query(f"{n}(a, b)")) for n in ("person_knows_person", "post.length"))
-    label = f"LDBC sample {'+'.join(LDBC_FILES)}"
-    return [(label, "spark load", spark_s, f"{rows} rows in 2 checked relations"),
-            (label, "pyarrow load", plain_s, "")]  # fmt: skip
-
-
-def snb_network(folder: Path, persons: int, seed: int = 0) -> int:
-    """Parquet files `person.<attribute>` and `knows`; returns the total rows."""
-    rng = np.random.default_rng(seed)
-    ids = np.arange(persons, dtype=np.int64)
-    total = 0
-    for attribute in ATTRIBUTES:
-        if attribute in ("birthday", "creationDate"):
-            values = pa.array(rng.integers(0, 10**12, persons))
-        else:
-            values = pa.array([f"{attribute}{v}" for v in rng.integers(0, 1000, persons)])
-        pq.write_table(pa.table({"id": ids, "value": values}), folder / f"person.{attribute}")
-        total += persons
-    src, dst = power_law_graph(3 * persons, persons, seed=seed)
-    pq.write_table(pa.table({"src": src, "dst": dst}), folder / "knows")
-    return total + len(src)
-
-
-def snb_decls() -> str:
-    lines = [".decl knows(src: number, dst: number)"]
-    for attribute in ATTRIBUTES:
-        kind = "number" if attribute in ("birthday", "creationDate") else "symbol"
-        lines.append(f".decl person.{attribute}(id: number, value: {kind})")
-    return "\n".join(lines)
-
-
-def snb_rows(spark: Any, persons: int) -> list[Row]:
+def case_load_spark(args: argparse.Namespace, deduplicate: bool = False) -> dict[str, Any]:
     from datalog.sources.spark import load_frames, read_parquet
 
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp)
-        total = snb_network(folder, persons)
-        names = ["knows", *(f"person.{a}" for a in ATTRIBUTES)]
-        spark_db = Database()
-        spark_db.define(snb_decls())
-        schema = spark_db.checked.schema
-        frames = {n: read_parquet(spark, folder / n, schema[n]) for n in names}
-        _, spark_s = timed(lambda: load_frames(spark_db, frames, partitions=4))
-        plain_db = Database()
-        plain_db.define(snb_decls())
-
-        def plain() -> None:
-            with plain_db.transaction() as tx:
-                for name in names:
-                    tx.insert(name, pq.read_table(folder / name))
-
-        _, plain_s = timed(plain)
-    label = f"SNB-shaped, {persons:,} persons, {total:,} rows"
-    return [(label, "spark load", spark_s, ""), (label, "pyarrow load", plain_s, "")]
+    path = edges_file("powerlaw", args.load_rows)
+    spark = session(args.master)
+    db = Database()
+    db.define(EDGE)
+    gc.collect()
+    before = max(rss_now_mb(), peak_rss_mb())
+    start = time.perf_counter()
+    frame = read_parquet(spark, path, db.checked.schema["e"])
+    counts = load_frames(db, {"e": frame}, deduplicate=deduplicate, progress=False)
+    seconds = time.perf_counter() - start
+    return {"seconds": seconds, "rows": counts["e"], "peak_mb": peak_rss_mb() - before}
 
 
-def evaluation_rows(spark: Any, scale: float) -> list[Row]:
-    from datalog.checks import check_program
-    from datalog.parser import parse_program
-    from datalog.spark.evaluate import evaluate
+def case_load_spark_dedup(args: argparse.Namespace) -> dict[str, Any]:
+    return case_load_spark(args, deduplicate=True)
 
-    cases: list[tuple[str, str, Callable[[], tuple[np.ndarray, np.ndarray]]]] = [
-        ("reach", "reach(x, y) :- e(x, y).\nreach(x, z) :- reach(x, y), e(y, z).",
-         lambda: dag_for_closure(int(20_000 * scale))),
-        ("tri", "tri(a, b, c) :- e(a, b), e(b, c), e(a, c).",
-         lambda: power_law_graph(int(20_000 * scale), directed=False)),
-    ]  # fmt: skip
-    rows: list[Row] = []
-    for head, rules, edges in cases:
-        src, dst = edges()
-        arity = 2 if head == "reach" else 3
-        cols = ", ".join(f"c{i}: number" for i in range(arity))
-        text = f".decl e(x: number, y: number)\n.decl {head}({cols})\n{rules}\n"
+
+def evaluation(args: argparse.Namespace, engine: str) -> dict[str, Any]:
+    kind, size, head = args.graph.split(":")
+    path = edges_file(kind, int(size))
+    text = PROGRAMS[head].format(source=source_of(path) if head == "reach" else "")
+    arity = 1 if head == "reach" else 2
+    if engine == "embedded":
+        start = time.perf_counter()
+        db = Database()
+        db.define(text)
+        with db.transaction() as tx:
+            tx.insert("e", pq.read_table(path))
+        answer = db.query_arrow(f"{head}({', '.join('xy'[:arity])})")
+        seconds = time.perf_counter() - start
+        columns = [answer.column(i).to_numpy() for i in range(arity)]
+    else:
+        from datalog.checks import check_program
+        from datalog.parser import parse_program
+        from datalog.sources.spark import read_parquet
+        from datalog.spark.evaluate import evaluate
+        from datalog.spark.transfer import arrow_batches
+
+        spark = session(args.master)
+        start = time.perf_counter()
         checked = check_program(parse_program(text))
-        frame = spark.createDataFrame(pa.table({"a": src, "b": dst}))
+        frame = read_parquet(spark, path, checked.schema["e"])
+        result = evaluate(spark, checked, {"e": frame})[head]
+        batches = [batch for _, batch in arrow_batches(result)]
+        seconds = time.perf_counter() - start
+        table = pa.Table.from_batches(batches) if batches else None
+        columns = [np.asarray(table.column(i)) if table else np.array([]) for i in range(arity)]
+    order = np.lexsort(columns[::-1])
+    digest = hashlib.sha256(b"".join(np.ascontiguousarray(c[order]).tobytes() for c in columns))
+    return {"seconds": seconds, "tuples": len(columns[0]), "digest": digest.hexdigest(),
+            "edges": pq.read_metadata(path).num_rows}  # fmt: skip
 
-        def run(checked: Any = checked, frame: Any = frame, head: str = head) -> int:
-            return int(evaluate(spark, checked, {"e": frame})[head].count())
 
-        size, seconds = timed(run)
-        rows.append(
-            (f"{head} on {len(src):,} edges", "spark evaluate", seconds, f"{size:,} tuples")
-        )
-    return rows
+def case_eval_spark(args: argparse.Namespace) -> dict[str, Any]:
+    return evaluation(args, "spark")
+
+
+def case_eval_embedded(args: argparse.Namespace) -> dict[str, Any]:
+    return evaluation(args, "embedded")
+
+
+def case_demo(args: argparse.Namespace) -> dict[str, Any]:
+    from datalog.cli import EXAMPLES
+    from datalog.spark.run import run
+
+    spark = session(args.master)
+    start = time.perf_counter()
+    out = FOLDER / "demo-output"
+    run((EXAMPLES / "social.dl").read_text(), EXAMPLES / "facts", out, spark, io.StringIO())
+    return {"seconds": time.perf_counter() - start}
+
+
+CASES = {name[len("case_") :]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+# --- the driver ---------------------------------------------------------------------
+
+
+def measure(name: str, args: argparse.Namespace, graph: str = "") -> dict[str, Any]:
+    command = [sys.executable, "-m", "bench.bench_spark", "--case", name, "--master",
+               args.master, "--load-rows", str(args.load_rows), "--graph", graph]  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or not lines:
+        print(f"{name} {graph} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
+        return {"seconds": float("nan")}
+    found: dict[str, Any] = json.loads(lines[-1])
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--scale", type=float, default=1.0)
-    parser.add_argument("--master", default="local[*]")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--load-rows", type=int, default=10_000_000)
+    parser.add_argument("--quick", action="store_true", help="1M-row load, 1M-edge graphs only")
+    parser.add_argument("--cases", default="startup,load,evaluate,demo")
+    parser.add_argument("--case", help=argparse.SUPPRESS)
+    parser.add_argument("--graph", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    from datalog.spark.session import local_session
+    if args.case:
+        print(json.dumps(CASES[args.case](args)))
+        return
+    if args.quick:
+        args.load_rows = 1_000_000
+    wanted = args.cases.split(",")
+    print(f"master {args.master}; each row a fresh process\n")
+    if "startup" in wanted:
+        print_table([("session start + first job", measure("startup", args)["seconds"])],
+                    ["what", "seconds"])  # fmt: skip
+    if "load" in wanted:
+        load_rows(args)
+    if "evaluate" in wanted:
+        evaluate_rows(args)
+    if "demo" in wanted:
+        demo = measure("demo", args)["seconds"]
+        print_table([("social.dl (examples)", demo)], ["deltalog run --engine spark", "seconds"])
 
-    spark = local_session(args.master, shuffle_partitions=4, app="deltalog-bench")
-    spark.range(1).count()  # start the JVM and the executors before timing
-    rows: list[Row] = []
-    if LDBC.is_dir():
-        rows += ldbc_rows(spark)
-    rows += snb_rows(spark, int(100_000 * args.scale))
-    rows += evaluation_rows(spark, args.scale)
-    print_table(rows, ["input", "path", "seconds", "note"])
-    print("10M-edge closure/triangles: not run here (two cores; see --scale)")
+
+def load_rows(args: argparse.Namespace) -> None:
+    direct = measure("load_direct", args)
+    rows = [("direct (pyarrow + tx.insert)", direct["seconds"], 1.0, direct.get("peak_mb", 0))]
+    for name, label in (("load_spark", "spark load_frames"),
+                        ("load_spark_dedup", "spark load_frames, deduplicate")):  # fmt: skip
+        found = measure(name, args)
+        ratio = found["seconds"] / direct["seconds"]
+        rows.append((label, found["seconds"], ratio, found.get("peak_mb", 0)))
+    print(f"Load {args.load_rows:,} rows of Parquet; the relation takes "
+          f"{direct.get('db_mb', 0):.0f} MB in the database\n")  # fmt: skip
+    print_table(rows, ["path", "seconds", "x direct", "driver RSS growth MB"])
+
+
+def evaluate_rows(args: argparse.Namespace) -> None:
+    graphs = ["powerlaw:1000000:reach", "dag:1000000:tc"]
+    if not args.quick:
+        graphs.insert(1, "powerlaw:10000000:reach")
+    rows = []
+    for graph in graphs:
+        embedded = measure("eval_embedded", args, graph)
+        spark = measure("eval_spark", args, graph)
+        same = "yes" if embedded.get("digest") == spark.get("digest") else "NO"
+        kind, _, head = graph.split(":")
+        label = f"{head} on {embedded.get('edges', 0):,} edges ({kind})"
+        ratio = spark["seconds"] / embedded["seconds"]
+        rows.append((label, embedded.get("tuples", 0), embedded["seconds"], spark["seconds"],
+                     ratio, same))  # fmt: skip
+    print_table(rows, ["program", "tuples", "embedded s", "spark s", "x embedded", "same answer"])
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ from typing import Literal as Lit
 class Span:
     """Where a node came from: 1-based line/column, 0-based character offsets.
 
-    `source` is empty for a node of the text being checked; a node brought in
-    from another text (a component declared by an earlier `define`) names that
-    text, so that errors about it quote the right line.
+    `source` is the text the node was parsed from (empty for a node built by a
+    program rather than parsed), so that an error about it quotes the right line
+    whenever it is found: a component declared by an earlier `define`, a functor
+    raising while a commit evaluates the rule that calls it.
     """
 
     line: int = 0
@@ -68,20 +69,32 @@ class Const:
     span: Span = field(default=NOWHERE, compare=False)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # equality and hash: `_equal`, `_hash`
 class BinOp:
     op: ArithmeticOp
     left: Term
     right: Term
     span: Span = field(default=NOWHERE, compare=False)
 
+    def __eq__(self, other: object) -> bool:
+        return _equal(self, other) if type(other) is type(self) else NotImplemented
 
-@dataclass(frozen=True)
+    def __hash__(self) -> int:
+        return _hash(self)
+
+
+@dataclass(frozen=True, eq=False)
 class Neg:
     """Unary minus."""
 
     operand: Term
     span: Span = field(default=NOWHERE, compare=False)
+
+    def __eq__(self, other: object) -> bool:
+        return _equal(self, other) if type(other) is type(self) else NotImplemented
+
+    def __hash__(self) -> int:
+        return _hash(self)
 
 
 @dataclass(frozen=True)
@@ -102,7 +115,7 @@ class UserFunctor:
         return FunctorDecl(self.name, params, self.result)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Call:
     """A functor: `cat`, `strlen`, `substr`, `to_number`, `to_string`, `ord`, `min`, `max`,
     `range` (which generates several values: only as `x = range(...)`)...,
@@ -114,8 +127,14 @@ class Call:
     span: Span = field(default=NOWHERE, compare=False)
     functor: UserFunctor | None = field(default=None, compare=False, repr=False)
 
+    def __eq__(self, other: object) -> bool:
+        return _equal(self, other) if type(other) is type(self) else NotImplemented
 
-@dataclass(frozen=True)
+    def __hash__(self) -> int:
+        return _hash(self)
+
+
+@dataclass(frozen=True, eq=False)
 class Cast:
     """`as(value, type)`: `value` converted to `type` (ADR 0027); `kind` is the
     primitive type `type` erases to once checked (not compared: it follows from the
@@ -125,6 +144,12 @@ class Cast:
     type: str  # as written: a ColumnType or a declared `.type` name
     span: Span = field(default=NOWHERE, compare=False)
     kind: ColumnType | None = field(default=None, compare=False, repr=False)
+
+    def __eq__(self, other: object) -> bool:
+        return _equal(self, other) if type(other) is type(self) else NotImplemented
+
+    def __hash__(self) -> int:
+        return _hash(self)
 
 
 @dataclass(frozen=True)
@@ -142,6 +167,68 @@ class Aggregate:
 
 
 Term: TypeAlias = Var | Wildcard | Const | BinOp | Neg | Call | Cast | Aggregate
+
+# Operators, negations, calls and casts nest without bound (a sum of 400 terms is 400
+# levels deep); their equality and hash walk them with an explicit stack, where a
+# generated dataclass `__eq__` would recurse two or three frames a level in C.
+_NESTED = (BinOp, Neg, Call, Cast)
+
+
+def _own(term: BinOp | Neg | Call | Cast) -> tuple[object, ...]:
+    """What a nested term compares besides its subterms."""
+    if isinstance(term, BinOp):
+        return ("BinOp", term.op)
+    if isinstance(term, Call):
+        return ("Call", term.function, len(term.args))
+    if isinstance(term, Cast):
+        return ("Cast", term.type)
+    return ("Neg",)
+
+
+def _parts(term: BinOp | Neg | Call | Cast) -> tuple[Term, ...]:
+    if isinstance(term, BinOp):
+        return (term.left, term.right)
+    if isinstance(term, Call):
+        return term.args
+    if isinstance(term, Cast):
+        return (term.value,)
+    return (term.operand,)
+
+
+def _equal(a: Term, b: Term) -> bool:
+    pending = [(a, b)]
+    while pending:
+        x, y = pending.pop()
+        if x is y:
+            continue
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, _NESTED):
+            assert isinstance(y, _NESTED)
+            if _own(x) != _own(y):
+                return False
+            pending.extend(zip(_parts(x), _parts(y), strict=True))
+        elif x != y:  # a leaf, or an aggregate (its own equality)
+            return False
+    return True
+
+
+def _hash(term: Term) -> int:
+    done: list[int] = []
+    pending: list[tuple[Term, bool]] = [(term, False)]
+    while pending:
+        node, ready = pending.pop()
+        if not isinstance(node, _NESTED):
+            done.append(hash(node))
+        elif not ready:
+            pending.append((node, True))
+            pending.extend((part, False) for part in reversed(_parts(node)))
+        else:
+            count = len(_parts(node))
+            parts = tuple(done[len(done) - count :]) if count else ()
+            del done[len(done) - count :]
+            done.append(hash((_own(node), parts)))
+    return done[0]
 
 
 # --- literals (body elements) --------------------------------------------------

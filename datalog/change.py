@@ -13,12 +13,14 @@ from typing import Any
 
 @dataclass(frozen=True, repr=False)
 class Change:
-    """What a subscriber receives: rows with their diffs (+1 in, -1 out) at an epoch."""
+    """What a subscriber receives: rows with their diffs (+1 in, -1 out) at an epoch;
+    `columns` names the rows' values: the query's answer variables."""
 
     rows: list[tuple[Any, ...]]
     diffs: list[int]
     epoch: int
     snapshot: bool = False
+    columns: tuple[str, ...] = ()
 
     def __iter__(self) -> Iterator[Any]:
         return iter((self.rows, self.diffs, self.epoch))
@@ -33,12 +35,16 @@ class Change:
         return f"<{kind} epoch {self.epoch}: +{ins} -{len(self.diffs) - ins} [{shown}{more}]>"
 
     def to_arrow(self, columns: Sequence[str] | None = None) -> Any:
-        """The rows as a `pyarrow.Table` (columns `columns`, or c0, c1, ...) with a
-        `diff` column."""
+        """The rows as a `pyarrow.Table` with a `diff` column; its other columns are
+        named `columns`, or the query's variables (`self.columns`), or c0, c1, ...
+        when neither is known."""
         import pyarrow as pa
 
-        width = len(self.rows[0]) if self.rows else len(columns or ())
-        names = list(columns) if columns is not None else [f"c{i}" for i in range(width)]
+        given = columns if columns is not None else self.columns or None
+        width = len(self.rows[0]) if self.rows else len(given or ())
+        names = list(given) if given is not None else [f"c{i}" for i in range(width)]
+        if self.rows and len(names) != width:
+            raise ValueError(f"{len(names)} column names for rows of {width} values")
         data = {name: [row[i] for row in self.rows] for i, name in enumerate(names)}
         return pa.table({**data, "diff": pa.array(self.diffs, pa.int64())})
 

@@ -1,7 +1,8 @@
 """The semantic checker: a parsed program or query in, a checked one out.
 
 Layer: datalog. May import the datalog language modules (ast, errors, schema,
-functions, strata, passes); never `differential`, `joins` or `server`.
+functions, strata, passes) and the budget check of `differential.dataflow`; never
+`joins` or `server`.
 
 `check_program` expands components (`instantiate_components`), then runs the
 passes of `PASSES` in order over the AST, collects every error and raises them
@@ -19,6 +20,7 @@ from datalog.ast import ColumnType, Directive, Literal, Pragma, Program, Query, 
 from datalog.errors import RangeRestrictionError, TypeMismatchError, ordered_errors, raise_all
 from datalog.passes.attach_signatures import attach_signatures, signed_body
 from datalog.passes.check_arity import check_arity, check_clause_arity
+from datalog.passes.check_directives import check_directives
 from datalog.passes.check_generators import check_clause_generators, check_generators
 from datalog.passes.check_names import check_clause_names, check_names
 from datalog.passes.check_patterns import check_clause_patterns, check_patterns
@@ -28,6 +30,7 @@ from datalog.passes.check_subsumptions import check_subsumptions
 from datalog.passes.context import CheckContext
 from datalog.passes.declare_functors import declare_functors
 from datalog.passes.declare_relations import declare_relations
+from datalog.passes.fold_facts import fold_facts
 from datalog.passes.infer_types import Types, infer_clause_types, infer_types
 from datalog.passes.instantiate_components import instantiate_components
 from datalog.passes.normalize_disjunctions import (
@@ -43,6 +46,7 @@ from datalog.passes.variables import occurrences
 from datalog.schema import Schema
 from datalog.strata import Stratum, reads
 from datalog.subsumption import Dominance, dominances_by_relation
+from differential.dataflow import check_budget
 
 __all__ = [
     "PASSES",
@@ -63,11 +67,13 @@ PASSES: tuple[Callable[[CheckContext], None], ...] = (
     attach_signatures,
     resolve_casts,
     check_names,
+    check_directives,
     check_generators,
     check_patterns,
     check_arity,
     check_range_restriction,
     infer_types,
+    fold_facts,
     check_subsumptions,
 )
 
@@ -120,6 +126,7 @@ def check_program(program: Program) -> CheckedProgram:
     program = instantiate_components(program)
     ctx = CheckContext(program)
     for check in PASSES:
+        check_budget()  # each pass is linear in the program: a huge one stops between them
         check(ctx)
     strata = stratify_rules(ctx)
     raise_all(ordered_errors(ctx.errors, program.source))

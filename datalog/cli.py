@@ -9,6 +9,8 @@ inside the commands so `deltalog --version` starts at once.
     deltalog demo                                           # the built-in example
     deltalog recover DIR                                    # repair a durable database
     deltalog serve [--host H] [--port P] [--token T]       # the WebSocket server
+    deltalog run --engine spark [--spark-master URL] ...      # evaluate on Spark
+    deltalog serve --db DIR --spark-load REL=PATH [--spark-master URL] ...
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line `argv` (default `sys.argv[1:]`); returns the exit status."""
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["serve"]:  # its options belong to the server package
-        return run_serve(arguments[1:])
+        return run_serve(arguments[1:])  # (but for --spark-*: see `spark_preload`)
     args = _parser().parse_args(arguments)
     command: Callable[[argparse.Namespace], int] = args.command
     try:
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         "--engine", choices=("embedded", "spark"), default="embedded",
         help="evaluate in this process (default) or on Spark (needs pyspark and Java)",
     )  # fmt: skip
+    _spark_options(run)
     _functors_option(run)
     run.set_defaults(command=run_program)
     repl = commands.add_parser("repl", help="an interactive session (reads stdin)")
@@ -92,6 +95,32 @@ def _functors_option(command: argparse.ArgumentParser) -> None:
         help="bind `.functor`s to the functions of this Python file (its FUNCTORS mapping, "
         "or its public functions by name); may be repeated",
     )  # fmt: skip
+
+
+def _spark_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--spark-master", metavar="URL",
+        help="where Spark runs: local[N], spark://HOST:PORT, ... (default "
+        "$DELTALOG_SPARK_MASTER, else local[*]); a running session is reused",
+    )  # fmt: skip
+    command.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", type=_setting,
+        help="a Spark option for a new session, e.g. spark.executor.memory=4g (may be repeated)",
+    )  # fmt: skip
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    return key, value
+
+
+def spark_of(args: argparse.Namespace) -> Any:
+    """The Spark session `--spark-master` and `--spark-conf` ask for (reused if running)."""
+    from datalog.spark.session import spark_session
+
+    return spark_session(args.spark_master, dict(args.spark_conf))
 
 
 def load_functors(paths: Sequence[Path]) -> dict[str, object]:
@@ -124,6 +153,9 @@ def run_program(args: argparse.Namespace) -> int:
         return 1
     if args.engine == "spark":
         return _run_on_spark(text, args)
+    if args.spark_master or args.spark_conf:
+        print("error: --spark-master and --spark-conf need --engine spark", file=sys.stderr)
+        return 2
     try:
         db = Database(functors=load_functors(args.functors))
         db.define(text)
@@ -156,7 +188,7 @@ def _run_on_spark(text: str, args: argparse.Namespace) -> int:
             if not file.path.exists():
                 spark = "; --allow-missing-inputs is not supported with --engine spark"
                 raise missing_file(file, spark if args.allow_missing_inputs else "")
-        run(text, args.fact_dir, args.output_dir, stdout=sys.stdout)
+        run(text, args.fact_dir, args.output_dir, spark_of(args), stdout=sys.stdout)
     except DatalogError as error:
         print(error.format(), file=sys.stderr)
         return 1
@@ -164,8 +196,13 @@ def _run_on_spark(text: str, args: argparse.Namespace) -> int:
 
 
 def _size(db: Database, relation: str) -> int:
+    """The relation's row count, read as columns (no Python rows; a nullary relation
+    has at most one row, `()`)."""
     arity = db.checked.schema.require(relation).arity
-    return len(db.query(f"{relation}({', '.join(f'x{i}' for i in range(arity))})"))
+    query = f"{relation}({', '.join(f'x{i}' for i in range(arity))})"
+    if not arity:
+        return len(db.query(query))
+    return len(db.query_columns(query)["x0"])
 
 
 # --- display helpers ----------------------------------------------------------------------
@@ -350,6 +387,13 @@ def run_serve(argv: Sequence[str]) -> int:
     """
     import importlib
 
+    argv, failed = spark_preload(argv)
+    if failed:
+        return failed
+    if "pyspark" in sys.modules:  # the preload's session is not needed any more
+        from datalog.spark.session import stop_session
+
+        stop_session()
     try:
         entry = importlib.import_module("server.main")
     except ImportError as exc:
@@ -357,6 +401,60 @@ def run_serve(argv: Sequence[str]) -> int:
         return 1
     status: int = entry.main(argv)
     return status
+
+
+def spark_preload(argv: Sequence[str]) -> tuple[list[str], int]:
+    """`serve --spark-load RELATION=PATH ...`: load Parquet files or directories (or
+    fact files, `.facts`/`.tsv`/`.csv`) with Spark into the durable database of
+    `--db` (defining `--program` first if it defines nothing yet), before the
+    server opens it. Returns the server's arguments and a status."""
+    parser = argparse.ArgumentParser(prog="deltalog serve", add_help=False)
+    _spark_options(parser)
+    parser.add_argument("--spark-load", action="append", default=[], type=_setting)
+    parser.add_argument("--db", type=Path)
+    parser.add_argument("--program", type=Path)
+    parser.add_argument("-F", "--fact-dir", type=Path)
+    parser.add_argument("--functors", type=Path, action="append", default=[])
+    args, _ = parser.parse_known_args(argv)
+    server_args = _without_spark_options(list(argv))
+    if not args.spark_load:
+        if args.spark_master or args.spark_conf:
+            print("error: --spark-master and --spark-conf need --spark-load", file=sys.stderr)
+            return server_args, 2
+        return server_args, 0
+    if args.db is None:
+        print("error: --spark-load needs --db (a durable database to load into)", file=sys.stderr)
+        return server_args, 2
+    from datalog.database import Database
+    from datalog.errors import DatalogError
+    from datalog.sources.csv import load_inputs
+    from datalog.sources.spark import load_paths
+
+    try:
+        with Database(args.db, functors=load_functors(args.functors)) as db:
+            if args.program is not None:  # as the server would, before the loads need it
+                text = args.program.read_text(encoding="utf-8")
+                if not any(definition.text == text for definition in db.definitions):
+                    db.define(text)
+                    if args.fact_dir is not None:
+                        load_inputs(db, args.fact_dir)
+            load_paths(db, spark_of(args), dict(args.spark_load))
+    except (OSError, DatalogError) as error:
+        print(error.format() if isinstance(error, DatalogError) else error, file=sys.stderr)
+        return server_args, 1
+    return server_args, 0
+
+
+def _without_spark_options(argv: list[str]) -> list[str]:
+    kept, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--spark-master", "--spark-conf", "--spark-load"):
+            skip = True
+        elif not arg.startswith(("--spark-master=", "--spark-conf=", "--spark-load=")):
+            kept.append(arg)
+    return kept
 
 
 if __name__ == "__main__":

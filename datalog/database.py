@@ -219,19 +219,29 @@ class Database:
 
     def query_columns(self, text: str, plan: JoinPlan = "auto", as_of: int | None = None) -> Any:
         """The current answer (or, with `as_of`, a past one) as numpy columns by answer
-        variable (no Python rows). Symbol columns come back as arrays of strings."""
-        with self.lock, self._read_only(text):
-            updates, checked = self._answer(text, plan, as_of)
-            named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
-            return {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
+        variable (no Python rows). Symbol columns come back as arrays of strings. A
+        query without variables (`tc(1, 2)`) has no columns: ask `query` or
+        `query_arrow` whether its fact holds."""
+        return self._columns(text, plan, as_of)[0]
 
     def query_arrow(self, text: str, plan: JoinPlan = "auto", as_of: int | None = None) -> Any:
         """The answer (`as_of`: a past one) as a `pyarrow.Table` whose columns are named
-        after the query's variables (symbols as strings); `.to_pandas()` from there."""
+        after the query's variables (symbols as strings); `.to_pandas()` from there. A
+        query without variables gives a table without columns of one row if its fact
+        holds, else of none."""
         import pyarrow as pa
 
-        columns = self.query_columns(text, plan, as_of)
+        columns, rows = self._columns(text, plan, as_of)
+        if not columns:
+            return pa.Table.from_struct_array(pa.array([{}] * rows, type=pa.struct([])))
         return pa.table({name: pa.array(column) for name, column in columns.items()})
+
+    def _columns(self, text: str, plan: JoinPlan, as_of: int | None) -> tuple[dict[str, Any], int]:
+        with self.lock, self._read_only(text):
+            updates, checked = self._answer(text, plan, as_of)
+            named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
+            columns = {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
+            return columns, len(updates)
 
     @contextmanager
     def _read_only(self, text: str) -> Iterator[None]:
@@ -286,7 +296,7 @@ class Database:
         with self.lock, self._read_only(text):
             key, checked = self._check_query(text, plan)
             built = self.queries.planner(plan).build(checked, key)
-            self.engine.drop(built.dataflow)
+            self.engine.retire(built.dataflow)
             if format != "text":  # a Graphviz digraph, or an error naming the formats
                 return explain_graph(format, key, built.dataflow, checked.answer_vars)
             live = self.queries.by_key.get(key)

@@ -15,6 +15,7 @@ Several semantic errors found in one program are raised together as one
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 
 from datalog.ast import NOWHERE, Span
@@ -49,17 +50,17 @@ class DatalogError(Exception):
         return clone
 
     def format(self) -> str:
-        text = f"error: {self.message}"
+        text = f"error: {printable(self.message)}"
         if self.span.line <= 0:
             return text
         text += f"\n  at line {self.span.line}, column {self.span.column}"
         lines = self.source.splitlines()
         if 0 < self.span.line <= len(lines):
-            src = lines[self.span.line - 1]
             width = 1
             if self.span.end_line == self.span.line and self.span.end_column > self.span.column:
                 width = self.span.end_column - self.span.column
-            text += f"\n    {src}\n    {' ' * (self.span.column - 1)}{'^' * width}"
+            src, column, width = _window(lines[self.span.line - 1], self.span.column, width)
+            text += f"\n    {src}\n    {' ' * (column - 1)}{'^' * width}"
         return text
 
     def to_dict(self) -> dict[str, object]:
@@ -191,6 +192,28 @@ class DatalogErrors(DatalogError):
             return self.errors[0].format()
         parts = [f"{len(self.errors)} errors:"] + [e.format() for e in self.errors]
         return "\n".join(parts)
+
+
+_SHOWN = 100  # characters of a long source line shown around the error
+
+
+def _window(line: str, column: int, width: int) -> tuple[str, int, int]:
+    """At most about `_SHOWN` characters of `line` around `column` (`...` where cut),
+    with the column and caret width within them, and what cannot be printed (a lone
+    surrogate) escaped, so that the message itself can always be printed."""
+    start = 0 if len(line) <= _SHOWN else max(0, min(column - 1 - _SHOWN // 2, len(line) - _SHOWN))
+    end = min(len(line), start + _SHOWN)
+    width = max(1, min(width, end - (column - 1)))
+    shown = ("..." if start else "") + line[start:end] + ("..." if end < len(line) else "")
+    return printable(shown), column - start + (3 if start else 0), width
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def printable(text: str) -> str:
+    """`text` with each lone surrogate (which no output can encode) shown as U+FFFD."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
 def raise_all(errors: Iterable[DatalogError]) -> None:

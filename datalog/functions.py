@@ -51,20 +51,21 @@ accumulated rounding). More than `RANGE_LIMIT` values is an error, not a hang.
 from __future__ import annotations
 
 import functools
-import hashlib
 import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
-import regex
 
 from datalog.ast import ArithmeticOp, ColumnType, ComparisonOp
 from datalog.errors import FunctorError, UnsupportedError
 from datalog.patterns import pattern_hazard
 from differential.budget import remaining, stop
+
+if TYPE_CHECKING:
+    import regex
 
 Value = int | float | str
 
@@ -219,6 +220,8 @@ def _matches(pattern: str, text: str) -> bool:
     pattern that backtracks for ever cannot hold up a server). A pattern from the
     data that `pattern_hazard` refuses is refused here, as a constant one is by the
     checks."""
+    import regex  # the `regex` package loads in 20 ms: only when something matches
+
     try:
         compiled = _compiled(pattern)
     except regex.error:
@@ -246,6 +249,8 @@ _FIRST_SLICE = 0.05
 
 @functools.lru_cache(maxsize=256)
 def _compiled(pattern: str) -> regex.Pattern[str]:
+    import regex
+
     return regex.compile(pattern)
 
 
@@ -294,6 +299,8 @@ def to_string(value: Value) -> str:
 
 def ordinal(text: str) -> int:
     """`ord(text)`: a stable number per symbol (a 64-bit BLAKE2b fingerprint)."""
+    import hashlib
+
     digest = hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest()
     return int.from_bytes(digest, "little", signed=True)
 

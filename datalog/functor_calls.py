@@ -13,7 +13,8 @@ as many values. Rows where an argument has no value (a division by zero inside
 it, say) are not passed at all, and a functor is never called with zero rows.
 
 Every returned value must fit the declared result type exactly, as a fact
-inserted into a column of that type must: a `str` for a symbol; an integer, or
+inserted into a column of that type must: a `str` for a symbol (without a lone
+surrogate: symbols are UTF-8 text when logged or served); an integer, or
 an integral float, in range for number and unsigned; a finite or infinite float
 for float. `bool`, None and NaN are no values. A value that does not fit, or an
 exception raised by the function, is a `FunctorError` naming the functor and the
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,6 +48,7 @@ _DTYPES: dict[str, type[np.generic]] = {
     "symbol": np.int64,
 }
 _LIMITS: dict[str, tuple[int, int]] = {"number": (-(2**63), 2**63 - 1), "unsigned": (0, 2**64 - 1)}
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def call_columns(
@@ -150,7 +153,11 @@ def checked_value(call: Call, row: Sequence[Value], value: object) -> Value:
 def _fit(value: object, kind: ColumnType) -> tuple[Value, str]:
     """`value` in `kind`, or a reason why it is not a value of that type."""
     if kind == "symbol":
-        return (str(value), "") if isinstance(value, str) else (0, "expected a symbol (a str)")
+        if not isinstance(value, str):
+            return 0, "expected a symbol (a str)"
+        if not value.isascii() and _SURROGATE.search(value):
+            return 0, "a lone surrogate is not a character"
+        return str(value), ""
     if isinstance(value, bool | np.bool_) or not isinstance(value, int | float | np.number):
         return 0, f"expected a {kind}"
     if isinstance(value, float | np.floating) and math.isnan(value):
@@ -205,8 +212,10 @@ def _first_misfit(result: Array, kind: ColumnType) -> int | None:
             if _fit(value, kind)[1]:
                 return index
         return None
-    if kind == "symbol":
-        return None
+    if kind == "symbol":  # numpy strings: UTF-32 code units, a surrogate is one of them
+        codes = result.view(np.uint32).reshape(len(result), -1)
+        bad = np.flatnonzero(((codes >= 0xD800) & (codes <= 0xDFFF)).any(axis=1))
+        return int(bad[0]) if len(bad) else None
     if result.dtype.kind not in "iuf":
         return 0
     bad = _misfits(result, kind)

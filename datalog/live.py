@@ -20,11 +20,10 @@ the new answer and `state` is suspect. `datalog.queries.LiveQueries.repair` read
 
 from __future__ import annotations
 
-import html
 import logging
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -77,6 +76,8 @@ class Subscription:
 
     def _repr_html_(self) -> str:
         """The current answer as an HTML table (Jupyter shows it live on re-display)."""
+        import html  # only for notebooks: not loaded with `datalog`
+
         rows = self.rows()
         head = "".join(f"<th>{html.escape(c)}</th>" for c in self.columns)
         body = "".join(
@@ -218,7 +219,7 @@ def notify(sub: Subscription, change: Change) -> None:
     The commit has already happened: other subscribers must still hear of it.
     """
     try:
-        sub.callback(change)
+        sub.callback(change if change.columns else replace(change, columns=sub.columns))
     except Exception as exc:  # a subscriber's bug must not undo or hide an epoch
         sub.errors.append(exc)
         sub.error_count += 1

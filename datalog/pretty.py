@@ -149,12 +149,51 @@ def format_literal(literal: ast.Literal) -> str:
 
 def format_term(term: ast.Term, context: int = 0) -> str:
     """`term` as text, parenthesized if it binds more loosely than `context`."""
-    text, strength = _term(term)
+    return _wrapped(_term(term), context)
+
+
+_Printed = tuple[str, int, ast.Term]  # a term's text, how strongly it binds, the term
+
+
+def _wrapped(printed: _Printed, context: int) -> str:
+    text, strength, _ = printed
     return f"({text})" if strength < context else text
 
 
-def _term(term: ast.Term) -> tuple[str, int]:
-    """The text of `term` and how strongly it binds."""
+def _term(term: ast.Term) -> _Printed:
+    """The text of `term` and how strongly it binds. Iterative through operators,
+    calls and casts (a 400-term sum is 400 levels deep), children first."""
+    done: list[_Printed] = []
+    pending: list[tuple[ast.Term, bool]] = [(term, False)]
+    while pending:
+        node, ready = pending.pop()
+        children = _operands(node)
+        if children and not ready:
+            pending.append((node, True))
+            pending.extend((child, False) for child in reversed(children))
+            continue
+        parts = done[len(done) - len(children) :] if children else []
+        if children:
+            del done[len(done) - len(children) :]
+        text, strength = _printed(node, parts)
+        done.append((text, strength, node))
+    return done[0]
+
+
+def _operands(term: ast.Term) -> tuple[ast.Term, ...]:
+    if isinstance(term, ast.BinOp):
+        return (term.left, term.right)
+    if isinstance(term, ast.Neg):
+        return (term.operand,)
+    if isinstance(term, ast.Call):
+        return term.args
+    if isinstance(term, ast.Cast):
+        return (term.value,)
+    return ()
+
+
+def _printed(term: ast.Term, parts: list[_Printed]) -> tuple[str, int]:
+    """The text of `term` given its operands' (`parts`)."""
     match term:
         case ast.Var(name):
             return name, _PRIMARY
@@ -162,33 +201,32 @@ def _term(term: ast.Term) -> tuple[str, int]:
             return "_", _PRIMARY
         case ast.Const():
             return _const(term)
-        case ast.BinOp(op, left, right):
-            return _binop(op, left, right), _PRECEDENCE[op]
-        case ast.Neg(operand):
-            return "-" + _negated(operand), _UNARY
-        case ast.Call(function, args):
-            return f"{function}({_terms(args)})", _PRIMARY
-        case ast.Cast(value, type_name):
-            return f"as({format_term(value)}, {type_name})", _PRIMARY
+        case ast.BinOp(op):
+            return _binop(op, parts[0], parts[1]), _PRECEDENCE[op]
+        case ast.Neg():
+            return "-" + _negated(parts[0]), _UNARY
+        case ast.Call(function):
+            return f"{function}({', '.join(_wrapped(p, 0) for p in parts)})", _PRIMARY
+        case ast.Cast(_, type_name):
+            return f"as({_wrapped(parts[0], 0)}, {type_name})", _PRIMARY
         case ast.Aggregate():
             return _aggregate(term), _PRIMARY
     raise TypeError(f"not a term: {term!r}")
 
 
-def _binop(op: str, left: ast.Term, right: ast.Term) -> str:
+def _binop(op: str, left: _Printed, right: _Printed) -> str:
     strength = _PRECEDENCE[op]
     if op == "^":  # right associative; the base must be a primary
-        return f"{format_term(left, _PRIMARY)} ^ {format_term(right, _UNARY)}"
-    return f"{format_term(left, strength)} {op} {format_term(right, strength + 1)}"
+        return f"{_wrapped(left, _PRIMARY)} ^ {_wrapped(right, _UNARY)}"
+    return f"{_wrapped(left, strength)} {op} {_wrapped(right, strength + 1)}"
 
 
-def _negated(operand: ast.Term) -> str:
+def _negated(operand: _Printed) -> str:
     # `-5` would read back as the constant -5, not as Neg(5).
-    if isinstance(operand, ast.Const) and operand.type in ("number", "float"):
-        text, strength = _const(operand)
-        if strength == _PRIMARY:
-            return f"({text})"
-    return format_term(operand, _UNARY)
+    text, strength, term = operand
+    if isinstance(term, ast.Const) and term.type in ("number", "float") and strength == _PRIMARY:
+        return f"({text})"
+    return _wrapped(operand, _UNARY)
 
 
 def _const(const: ast.Const) -> tuple[str, int]:

@@ -105,7 +105,7 @@ class LiveQueries:
                 pacing.wake = lambda delay: self._wake_later(sub, delay)
             rows = live.rows(self.symbols)
             with self.calling():
-                callback(Change(rows, [1] * len(rows), self.engine.epoch, snapshot=True))
+                callback(Change(rows, [1] * len(rows), self.engine.epoch, True, sub.columns))
         except BaseException:  # no orphan: the caller never got a handle to it
             if sub is not None:
                 self.unsubscribe(sub)
@@ -144,7 +144,7 @@ class LiveQueries:
                 self.by_key[key] = live
         except BaseException:
             if key not in self.by_key:
-                self.engine.drop(built.dataflow)
+                self.engine.retire(built.dataflow)
             raise
         try:
             self.share_views()
@@ -161,7 +161,7 @@ class LiveQueries:
             if live.tenant is not None:
                 self.tenants.leave(live)
             elif live.plan is not None:
-                self.engine.drop(live.plan.dataflow)
+                self.engine.retire(live.plan.dataflow)
 
     # -- reads --------------------------------------------------------------------------
 
@@ -175,7 +175,7 @@ class LiveQueries:
 
     def answer_once(self, checked: CheckedQuery, key: str, plan: JoinPlan) -> Updates:
         built, answer = self._started(checked, key, plan, one_shot=True)
-        self.engine.drop(built.dataflow)
+        self.engine.retire(built.dataflow)
         return answer
 
     def planner(
@@ -352,7 +352,7 @@ class LiveQueries:
         checked = check_query(parse_query(live.query_text), program.schema)
         built, first = self._started(checked, live.key, live.join_plan, share="create")
         if live.plan is not None:
-            self.engine.drop(live.plan.dataflow)
+            self.engine.retire(live.plan.dataflow)
         self._attach(live, built, program)
         return {live: first}
 

@@ -119,14 +119,26 @@ class Session:
             print(line)
 
     def change(self, rest: str, *, inserting: bool) -> None:
+        """Insert or retract rows, and say what changed: under set semantics, a row
+        already present is not inserted again, and an absent one is not retracted."""
         relation, _, values = rest.partition(" ")
         if not relation:
             raise DatalogError("usage: :insert REL (1, 2) (3, 4)")
         rows = parse_rows(values)
+        before = self._rows_of(relation)
         with self.db.transaction() as tx:
             (tx.insert if inserting else tx.retract)(relation, rows)
-        verb = "inserted" if inserting else "retracted"
-        print(f"{verb} {len(rows)} row{'' if len(rows) == 1 else 's'} at epoch {self.db.epoch}")
+        after = self._rows_of(relation)
+        print(_changed(inserting, rows, before, after, self.db.epoch))
+
+    def _rows_of(self, relation: str) -> set[tuple[Any, ...]] | None:
+        """The rows of a set (or last-write-wins) relation now; None for a multiset
+        relation (whose changes are its rows, with their counts) or an unknown one."""
+        info = self.db.checked.schema.get(relation)
+        if info is None or info.semantics == "multiset":
+            return None
+        variables = ", ".join(f"x{i}" for i in range(info.arity))
+        return set(self.db.query(f"{relation}({variables})"))
 
     def redefine(self, rest: str) -> None:
         relation, _, rules = rest.partition(" ")
@@ -183,6 +195,32 @@ class Session:
             print(line)
 
 
+def _changed(
+    inserting: bool,
+    rows: list[tuple[Any, ...]],
+    before: set[tuple[Any, ...]] | None,
+    after: set[tuple[Any, ...]] | None,
+    epoch: int,
+) -> str:
+    """`inserted 1 row (1 already present) at epoch 5`, `retracted 0 rows (1 absent)...`"""
+    verb = "inserted" if inserting else "retracted"
+    if before is None or after is None:  # a multiset: each row counts
+        return f"{verb} {_rows(len(rows))} at epoch {epoch}"
+    changed = len(after - before) if inserting else len(before - after)
+    text = f"{verb} {_rows(changed)}"
+    unchanged = len(set(rows)) - changed
+    if unchanged > 0:
+        text += f" ({unchanged} {'already present' if inserting else 'absent'})"
+    replaced = len(before - after) if inserting else 0
+    if replaced:  # last_write_wins: the old value of each key is retracted
+        text += f", replacing {_rows(replaced)}"
+    return f"{text} at epoch {epoch}"
+
+
+def _rows(n: int) -> str:
+    return f"{n} row{'' if n == 1 else 's'}"
+
+
 def _open_braces(text: str) -> int:
     """How many `{` of `text` are not closed yet (strings and comments aside)."""
     code = _NOT_CODE.sub(" ", text)
@@ -221,7 +259,7 @@ def parse_rows(text: str) -> list[tuple[Any, ...]]:
     while text[pos:].strip():
         match = _TOKEN.match(text, pos)
         if match is None:
-            raise DatalogError(f"cannot read rows at `{text[pos:].strip()[:20]}`")
+            raise DatalogError(_unreadable(text, pos))
         pos = match.end()
         kind = match.lastgroup
         if kind == "open" and current is None:
@@ -240,6 +278,15 @@ def parse_rows(text: str) -> list[tuple[Any, ...]]:
     if current is not None:
         raise DatalogError(f"a row is not closed in `{text.strip()}`")
     return rows
+
+
+def _unreadable(text: str, pos: int) -> str:
+    """Why the rows cannot be read at `pos`: `1_000` is a number the tokens stopped in."""
+    number = re.search(r"[+-]?[0-9][0-9.eE+-]*\Z", text[:pos])
+    if text.startswith("_", pos) and number is not None:
+        written = number.group() + re.match(r"[\w.]*", text[pos:]).group()  # type: ignore[union-attr]
+        return f"`{written}` is not a number: a number cannot contain `_`"
+    return f"cannot read rows at `{text[pos:].strip()[:20]}`"
 
 
 def _value(token: str, kind: str) -> Any:

@@ -16,7 +16,8 @@ numpy path agrees with row by row): `number` arithmetic wraps around like int64
 doubles as numpy's. Only terms that always have a value compile: variables of the
 term's own numeric type, numeric constants, unary minus, `+ - *` and (integers)
 `band bor bxor`, and the six orderings. Anything else (symbols, functor calls,
-division, mixed types) gives None, and its operator keeps only the numpy path.
+division, mixed types), or an expression too deep for Python to compile, gives None,
+and its operator keeps only the numpy path.
 Generated source holds only `row[i]`, operators, integer literals and names of
 float constants, never user text.
 """
@@ -80,9 +81,14 @@ class _Source:
         self.floats[name] = value
         return name
 
-    def function(self, body: str) -> RowMap:
-        """`lambda row: body`, seeing only the float constants it names."""
-        built: RowMap = eval(f"lambda row: {body}", {"__builtins__": {}, **self.floats})
+    def function(self, body: str) -> RowMap | None:
+        """`lambda row: body`, seeing only the float constants it names; None when
+        Python cannot compile it (an expression nested deeper than its parser's
+        limit of 200 parentheses: the numpy path takes it)."""
+        try:
+            built: RowMap = eval(f"lambda row: {body}", {"__builtins__": {}, **self.floats})
+        except (SyntaxError, RecursionError, MemoryError):
+            return None
         return built
 
 

@@ -1,6 +1,7 @@
 """The symbol table: strings interned to stable int64 ids.
 
-Layer: datalog. May import numpy and pyarrow only. One `SymbolTable` per database; ids are
+Layer: datalog. May import numpy and pyarrow (when strings are interned) only.
+One `SymbolTable` per database; ids are
 0, 1, 2, ... in first-seen order and never change for the life of the table
 (`to_list`/`from_list` persist them). Columns of type `symbol` hold these ids.
 Interning is vectorized: a batch is dictionary-encoded by Arrow and only the
@@ -10,12 +11,13 @@ distinct values are looked up one by one.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
 
-from datalog.arrow import to_numpy
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 IdArray = npt.NDArray[np.int64]
 ObjectArray = npt.NDArray[np.object_]
@@ -65,6 +67,10 @@ class SymbolTable:
         appearance) and each value's index among them in one hashing pass; only
         the distinct strings are looked up in the table, one by one.
         """
+        import pyarrow as pa  # here: `import datalog` does not load pyarrow
+
+        from datalog.arrow import to_numpy
+
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
         if not isinstance(values, pa.Array):  # Python or numpy strings: to Arrow first

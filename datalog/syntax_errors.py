@@ -1,7 +1,11 @@
 """Syntax errors in plain words: a lark error becomes one `DatalogSyntaxError`.
 
-Layer: datalog (language). Imports `lark`, `datalog.ast`, `datalog.errors` and
-`datalog.grammar`.
+Layer: datalog (language). Imports `lark`, `datalog.ast`, `datalog.errors`,
+`datalog.grammar` and `datalog.source_text`.
+
+Positions come from one scan of the text (`SourceText`: where strings and comments
+lie, bracket depths), so explaining an error costs time linear in the text, with a
+small constant, however long it is. The catalogue is parsed once per process.
 """
 
 from __future__ import annotations
@@ -11,10 +15,12 @@ import re
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+from lark.lexer import PatternStr
 
 from datalog import ast
 from datalog.errors import DatalogSyntaxError, did_you_mean
 from datalog.grammar import lark_parser, span_of
+from datalog.source_text import SourceText, span_at
 
 # --- syntax errors ---------------------------------------------------------------------
 #
@@ -43,7 +49,6 @@ _CLOSING = frozenset({"_DOT", "_IF", "_OVERRIDE", "$END", *_STARTS})
 _TERM_START = frozenset(
     {"NAME", "QNAME", "INT", "IPV4", "UNSIGNED", "FLOAT", "STRING", "WILDCARD", "FUNCTOR_NAME"}
 )
-_PIECES = re.compile(r'"(?:[^"\\\n]|\\.)*"?|//[^\n]*|/\*.*?(?:\*/|$)|\s+|.', re.DOTALL)
 
 MISSING_DOT = "missing `.` at the end of a rule"
 AFTER_HEAD = "expected `:-` or `.` after the head"
@@ -98,7 +103,8 @@ BODY_ERRORS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def explain(error: UnexpectedInput, text: str, start: str) -> DatalogSyntaxError:
+def explain(error: UnexpectedInput, source: SourceText, start: str) -> DatalogSyntaxError:
+    text = source.text
     position = error.pos_in_stream if isinstance(error, UnexpectedCharacters) else None
     if isinstance(error, UnexpectedToken) and error.token.type in ("_DOT", "SLASH"):
         position = error.token.start_pos
@@ -107,7 +113,7 @@ def explain(error: UnexpectedInput, text: str, start: str) -> DatalogSyntaxError
     if found is None and position is not None:
         found = _text_problem(text, position, error)
     if found is None and isinstance(error, UnexpectedToken):
-        found = _token_problem(error, text, start)
+        found = _token_problem(error, source, start)
     if found is None:
         found = _bad_character(text, error)
     message, span = found
@@ -129,14 +135,14 @@ def _feature_problem(text: str, pos: int) -> tuple[str, ast.Span] | None:
         if feature == "{" and not re.search(r"\.type\b[^.]*$", text[:pos]):
             continue  # a brace outside a `.type`: an aggregate's body, say
         if at >= 0 and text.startswith(feature, at):
-            return message, _span_at(text, at, len(feature))
+            return message, span_at(text, at, len(feature))
     return None
 
 
 def _text_problem(text: str, pos: int, error: UnexpectedInput) -> tuple[str, ast.Span] | None:
     """Problems seen in the raw text at `pos`: comments, strings, directives."""
     if text.startswith("/*", pos):
-        return "unterminated comment: `/*` has no closing `*/`", _span_at(text, pos, 2)
+        return "unterminated comment: `/*` has no closing `*/`", span_at(text, pos, 2)
     if text.startswith('"', pos):
         return _bad_string(text, pos)
     directive = _PREPROCESSOR.match(text, pos)
@@ -146,7 +152,7 @@ def _text_problem(text: str, pos: int, error: UnexpectedInput) -> tuple[str, ast
     expected = set(getattr(error, "expected", None) or getattr(error, "allowed", None) or ())
     if word and "_DECL" in expected:
         name = word.group()
-        span = _span_at(text, pos, len(name))
+        span = span_at(text, pos, len(name))
         if name in _UNSUPPORTED_MESSAGES:
             return _UNSUPPORTED_MESSAGES[name], span
         if name in _UNSUPPORTED:
@@ -162,7 +168,7 @@ def _preprocessor_problem(text: str, directive: re.Match[str]) -> tuple[str, ast
         f"the C preprocessor {kind} `{directive.group()}` is not supported: "
         "run the program through `mcpp` or `cpp -P` first"
     )
-    return message, _span_at(text, directive.start(), directive.end() - directive.start())
+    return message, span_at(text, directive.start(), directive.end() - directive.start())
 
 
 def _bad_string(text: str, pos: int) -> tuple[str, ast.Span]:
@@ -171,59 +177,86 @@ def _bad_string(text: str, pos: int) -> tuple[str, ast.Span]:
         where = escape.start(1)
         bad = escape.group(1)
         message = f'unknown escape `{bad}` in a string; use `\\"`, `\\\\`, `\\n`, `\\t` or `\\r`'
-        return message, _span_at(text, where, len(bad))
+        return message, span_at(text, where, len(bad))
     message = 'unterminated string: a string must end with `"` on the same line'
-    return message, _span_at(text, pos, 1)
+    return message, span_at(text, pos, 1)
 
 
 def _bad_character(text: str, error: UnexpectedInput) -> tuple[str, ast.Span]:
     pos = error.pos_in_stream or 0
     char = text[pos] if pos < len(text) else ""
-    return f"unexpected character `{char}`", _span_at(text, pos, 1)
+    return f"unexpected character `{char}`", span_at(text, pos, 1)
 
 
-def _token_problem(error: UnexpectedToken, text: str, start: str) -> tuple[str, ast.Span]:
-    token = error.token
+def _token_problem(error: UnexpectedToken, source: SourceText, start: str) -> tuple[str, ast.Span]:
+    token, text = error.token, source.text
     pos = len(text) if token.type == "$END" else token.start_pos or 0
     accepts = error.accepts or error.expected
-    unbalanced = _bracket_problem(text, pos, token.type, accepts)
+    underscored = _underscored_number(text, token)
+    if underscored is not None:
+        return underscored
+    unbalanced = _bracket_problem(source, pos, token.type, accepts)
     if unbalanced is not None:
         return unbalanced
-    message = _match_examples(error, start) or _accepts_rule(text, pos, token, accepts)
+    message = _match_examples(error, start) or _accepts_rule(source, pos, token, accepts)
     if message == AFTER_HEAD and token.type == "$END":
         message = "missing `.` at the end of a fact"
     if message is not None:
-        return message, _missingspan_of(text, pos, token)
+        return message, _missingspan_of(source, pos, token)
     wanted = _join(_expected_phrases(accepts))
     message = f"unexpected {_describe(token)}; expected {wanted}"
-    return message, _missingspan_of(text, pos, token) if token.type == "$END" else span_of(token)
+    if token.type == "$END":
+        return message, _missingspan_of(source, pos, token)
+    return message, span_of(token, text)
+
+
+# A number the lexer stopped reading at `_` (`1_000` is `1` then the name `_000`).
+_NUMBER_BEFORE = re.compile(r"(?:0[xX][0-9a-fA-F]*|0[bB][01]*|[0-9][0-9.eE]*)\Z")
+_NUMBER_AFTER = re.compile(r"[0-9A-Za-z_]*(?:\.[0-9][0-9A-Za-z_]*)?")
+
+
+def _underscored_number(text: str, token: Token) -> tuple[str, ast.Span] | None:
+    """`1_000`: Soufflé's lexer reads no `_` in a number, and neither does Deltalog."""
+    pos = token.start_pos or 0
+    if token.type != "NAME" or not str(token).startswith("_"):
+        return None
+    before = _NUMBER_BEFORE.search(text[max(0, pos - 64) : pos])
+    if before is None:
+        return None
+    start = pos - len(before.group())
+    end = _NUMBER_AFTER.match(text, pos).end()  # type: ignore[union-attr]
+    written = text[start:end]
+    digits = written.replace("_", "")
+    message = f"`{written}`: a number cannot contain `_`; write `{digits}`"
+    return message, span_at(text, start, end - start)
 
 
 def _bracket_problem(
-    text: str, pos: int, token_type: str, accepts: set[str]
+    source: SourceText, pos: int, token_type: str, accepts: set[str]
 ) -> tuple[str, ast.Span] | None:
-    parens, braces = _depths(text, pos)
+    text = source.text
+    parens, braces = source.depths_at(pos)
     if token_type == "_RPAR" and parens <= 0:
-        return "unbalanced parenthesis: this `)` has no matching `(`", _span_at(text, pos, 1)
+        return "unbalanced parenthesis: this `)` has no matching `(`", span_at(text, pos, 1)
     if token_type == "_RBRACE" and braces <= 0:
-        return "unbalanced braces: this `}` has no matching `{`", _span_at(text, pos, 1)
-    later = token_type in ("NAME", "QNAME") and _on_later_line(text, pos)
+        return "unbalanced braces: this `}` has no matching `{`", span_at(text, pos, 1)
+    later = token_type in ("NAME", "QNAME") and source.on_later_line(pos)
     closing = token_type in _CLOSING or text.startswith(":-", pos) or later
     if closing and parens > 0 and "_RPAR" in accepts:
-        return "unbalanced parenthesis: missing `)`", _after_previous(text, pos)
+        return "unbalanced parenthesis: missing `)`", source.after_previous(pos)
     if closing and braces > 0 and "_RBRACE" in accepts:
-        return "unbalanced braces: missing `}`", _after_previous(text, pos)
+        return "unbalanced braces: missing `}`", source.after_previous(pos)
     return None
 
 
-def _accepts_rule(text: str, pos: int, token: Token, accepts: set[str]) -> str | None:
+def _accepts_rule(source: SourceText, pos: int, token: Token, accepts: set[str]) -> str | None:
     """Messages that follow from what the parser would have taken instead."""
     if "_IF" in accepts:
         return AFTER_HEAD
     ends = token.type in _STATEMENT_START or token.type == "_RBRACE"  # `}`: a component's end
-    if "_DOT" in accepts and (ends or _on_later_line(text, pos)):
+    if "_DOT" in accepts and (ends or source.on_later_line(pos)):
         return MISSING_DOT
-    if "_COMMA" in accepts and token.type in _TERM_START and _depths(text, pos)[0] > 0:
+    if "_COMMA" in accepts and token.type in _TERM_START and source.depths_at(pos)[0] > 0:
         return "missing `,` between arguments"
     return None
 
@@ -303,10 +336,13 @@ _PHRASES.update(
         "STATEFUL": "`stateful`",
         "FUNCTOR_NAME": "a functor call like `@f(x)`",
         "DIRECTIVE": "`.input`, `.output` or `.printsize`",
+        "AS": "`as(x, type)`",
+        "LINE_COMMENT": "a comment",
+        "BLOCK_COMMENT": "a comment",
         "$END": "end of input",
     }
 )
-_TERM_TERMINALS = frozenset(_TERM_START | {"COUNT", "AGGREGATE_FUNCTION", "MINUS", "_LPAR"})
+_TERM_TERMINALS = frozenset(_TERM_START | {"COUNT", "AGGREGATE_FUNCTION", "MINUS", "_LPAR", "AS"})
 
 
 def _expected_phrases(accepts: set[str]) -> list[str]:
@@ -319,11 +355,25 @@ def _expected_phrases(accepts: set[str]) -> list[str]:
         literal = "_BANG" in names
         names -= _TERM_TERMINALS | ({"_BANG", "BUILTIN"} if literal else set())
         phrases.append("a literal" if literal else "a term")
-    words = [_PHRASES.get(n) or f"`{lark_parser().get_terminal(n).pattern.value}`" for n in names]
-    for phrase in sorted(words, key=lambda w: (not w.startswith("`"), w)):
-        if phrase not in phrases:
-            phrases.append(phrase)
+    words = [phrase(n) for n in names]
+    for word in sorted(words, key=lambda w: (not w.startswith("`"), w)):
+        if word not in phrases:
+            phrases.append(word)
     return phrases
+
+
+def phrase(terminal: str) -> str:
+    """How the terminal named `terminal` reads in "expected ...": its phrase, or the
+    text of a punctuation terminal; never a regular expression or a terminal name."""
+    if terminal in _PHRASES:
+        return _PHRASES[terminal]
+    pattern = lark_parser().get_terminal(terminal).pattern
+    if isinstance(pattern, PatternStr):
+        return f"`{pattern.value}`"
+    if terminal.startswith("__IGNORE"):
+        return "blank space"
+    words = terminal.strip("_").lower().replace("_", " ")  # a terminal added later
+    return ("an " if words[:1] in tuple("aeiou") else "a ") + words
 
 
 def _join(phrases: list[str]) -> str:
@@ -339,35 +389,7 @@ def _describe(token: Token) -> str:
     return f"{kind} `{token}`" if kind else f"`{token}`"
 
 
-def _significant(text: str, end: int) -> list[re.Match[str]]:
-    """The pieces of `text[:end]` that are neither blanks nor comments."""
-    pieces = _PIECES.finditer(text, 0, end)
-    return [m for m in pieces if not m.group().isspace() and not m.group().startswith(("//", "/*"))]
-
-
-def _depths(text: str, end: int) -> tuple[int, int]:
-    pieces = [m.group() for m in _significant(text, end)]
-    return pieces.count("(") - pieces.count(")"), pieces.count("{") - pieces.count("}")
-
-
-def _on_later_line(text: str, pos: int) -> bool:
-    pieces = _significant(text, pos)
-    return "\n" in text[pieces[-1].end() if pieces else 0 : pos]
-
-
-def _after_previous(text: str, pos: int) -> ast.Span:
-    """A one-character span just after the last token before `pos`."""
-    pieces = _significant(text, pos)
-    return _span_at(text, pieces[-1].end() if pieces else 0, 1)
-
-
-def _missingspan_of(text: str, pos: int, token: Token) -> ast.Span:
-    if token.type == "$END" or _on_later_line(text, pos):
-        return _after_previous(text, pos)
-    return span_of(token)
-
-
-def _span_at(text: str, offset: int, width: int) -> ast.Span:
-    line = text.count("\n", 0, offset) + 1
-    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
-    return ast.Span(line, column, line, column + width, offset, offset + width)
+def _missingspan_of(source: SourceText, pos: int, token: Token) -> ast.Span:
+    if token.type == "$END" or source.on_later_line(pos):
+        return source.after_previous(pos)
+    return span_of(token, source.text)

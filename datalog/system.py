@@ -4,7 +4,8 @@ Layer: datalog (language). Imports only the AST. Every program holds these
 declarations first (the database adds them); the checker refuses any other use of
 the `deltalog.` namespace as a definition: another `.decl`, a rule or fact head, a
 subsumptive clause or an `.input`. Reading them in rule bodies and queries is the
-point. `datalog.introspection` keeps their contents.
+point. `datalog.introspection` keeps their contents. Names beginning with `__` are
+the engine's internal relations (`__unit__`): no program may define one at all.
 """
 
 from __future__ import annotations
@@ -39,6 +40,22 @@ ARITIES = {decl.name: decl.arity for decl in DECLS}
 def is_reserved(name: str) -> bool:
     """Whether `name` lies in the namespace only the database defines."""
     return name.startswith(PREFIX)
+
+
+INTERNAL_PREFIX = "__"  # the engine's own relations, as `__unit__` (one empty tuple)
+
+
+def is_internal(name: str) -> bool:
+    """Whether `name` lies in the namespace of the engine's own internal relations,
+    which no program may declare, derive or load (they would alias them)."""
+    return name.startswith(INTERNAL_PREFIX)
+
+
+def internal_message(name: str) -> str:
+    return (
+        f"`{name}` is reserved: names beginning with `{INTERNAL_PREFIX}` belong to the "
+        "engine's own relations; choose another name"
+    )
 
 
 def is_system_decl(decl: Decl) -> bool:

@@ -190,7 +190,7 @@ class Tenants:
         old = tenant.plan
         first = self._start(tenant, program)
         if old is not None:
-            self.context.engine.drop(old.dataflow)
+            self.context.engine.retire(old.dataflow)
         split = dict(_groups(first, len(tenant.shape.params)))
         for seat in tenant.seats():
             seat.plan = tenant.plan
@@ -265,10 +265,10 @@ class Tenants:
 
     def _drop(self, tenant: Tenant) -> None:
         engine = self.context.engine
-        if tenant.plan is not None:
-            engine.drop(tenant.plan.dataflow)
-        engine.inputs.pop(tenant.relation, None)
         self.by_key = {k: t for k, t in self.by_key.items() if t is not tenant}
+        engine.inputs.pop(tenant.relation, None)
+        if tenant.plan is not None:
+            engine.retire(tenant.plan.dataflow)
 
     def _encode(self, shape: Generalized) -> Param:
         out: list[Any] = []

@@ -146,6 +146,8 @@ def _nullary_rows(relation: str, rows: object) -> int:
 
 def _requests(parts: list[tuple[tuple[np.ndarray, ...], bool]]) -> Requests:
     arity = len(parts[0][0])
+    if len(parts) == 1:  # one insert or retract (a bulk load): its columns as they are
+        return Requests(parts[0][0], np.full(len(parts[0][0][0]), parts[0][1]))
     columns = tuple(np.concatenate([p[0][i] for p in parts]) for i in range(arity))
     inserting = np.concatenate([np.full(len(p[0][0]) if p[0] else 0, p[1]) for p in parts])
     return Requests(columns, inserting.astype(bool))

@@ -22,7 +22,7 @@ import numpy.typing as npt
 
 from differential import small
 from differential.budget import check_budget
-from differential.time import Time, Times, column
+from differential.time import Time, Times, column, uniform_times
 
 Column = npt.NDArray[np.generic]
 Diffs = npt.NDArray[np.int64]
@@ -67,9 +67,12 @@ class Updates:
         return Updates(cols, column(time, n), d.astype(np.int64, copy=False))
 
     def take(self, index: Index | npt.NDArray[np.bool_]) -> Updates:
-        """The updates selected by an index or mask, in that order."""
+        """The updates selected by an index or mask, in that order (one repeated time or
+        diff stays one: `uniform`)."""
         return Updates(
-            tuple(c[index] for c in self.columns), self.times[:, index], self.diffs[index]
+            tuple(c[index] for c in self.columns),
+            take_times(self.times, index),
+            take_diffs(self.diffs, index),
         )
 
     def select(self, mask: npt.NDArray[np.bool_]) -> Updates:
@@ -122,9 +125,65 @@ def concat(parts: Sequence[Updates]) -> Updates:
     arity = nonempty[0].arity
     return Updates(
         tuple(np.concatenate([p.columns[i] for p in nonempty]) for i in range(arity)),
-        np.concatenate([p.times for p in nonempty], axis=1),
-        np.concatenate([p.diffs for p in nonempty]),
+        _concat_times([p.times for p in nonempty]),
+        _concat_diffs([p.diffs for p in nonempty]),
     )
+
+
+def _concat_times(parts: Sequence[Times]) -> Times:
+    """Time columns one after the other: one repeated time if every part repeats it."""
+    first = parts[0]
+    if all(uniform(t) for t in parts) and all((t[:, 0] == first[:, 0]).all() for t in parts):
+        return uniform_times(tuple(first[:, 0].tolist()), sum(t.shape[1] for t in parts))
+    return np.concatenate(parts, axis=1)
+
+
+def _concat_diffs(parts: Sequence[Diffs]) -> Diffs:
+    if all(uniform(d) for d in parts) and len({int(d[0]) for d in parts}) == 1:
+        return uniform_diffs(int(parts[0][0]), sum(len(d) for d in parts))
+    return np.concatenate(parts)
+
+
+def _taken(index: Index | npt.NDArray[np.bool_]) -> int:
+    """How many rows an index or a mask selects."""
+    return int(np.count_nonzero(index)) if index.dtype == np.bool_ else len(index)
+
+
+def take_times(times: Times, index: Index | npt.NDArray[np.bool_]) -> Times:
+    """`times[:, index]`, one repeated time staying one (`uniform`)."""
+    if uniform(times):
+        return uniform_times(tuple(times[:, 0].tolist()), _taken(index))
+    return times[:, index]
+
+
+def take_diffs(diffs: Diffs, index: Index | npt.NDArray[np.bool_]) -> Diffs:
+    """`diffs[index]`, one repeated diff staying one (`uniform`)."""
+    if uniform(diffs):
+        return uniform_diffs(int(diffs[0]), _taken(index))
+    return diffs[index]
+
+
+def joined_times(a: Times, b: Times) -> Times:
+    """The lattice join (least upper bound) of two time columns, row by row: one time
+    when both are one (a join of a round's changes with a relation loaded at once)."""
+    if uniform(a) and uniform(b):
+        return uniform_times(tuple(np.maximum(a[:, 0], b[:, 0]).tolist()), a.shape[1])
+    return np.maximum(a, b)
+
+
+def entered_times(times: Times) -> Times:
+    """The times with one more coordinate, 0 (entering an iteration scope): one time
+    staying one (`uniform`), so a relation loaded at once enters without a copy."""
+    if uniform(times):
+        return uniform_times((*times[:, 0].tolist(), 0), times.shape[1])
+    return np.concatenate([times, np.zeros((1, times.shape[1]), dtype=np.int64)])
+
+
+def multiplied(a: Diffs, b: Diffs) -> Diffs:
+    """Diffs multiplied row by row: one diff when both are one."""
+    if uniform(a) and uniform(b):
+        return uniform_diffs(int(a[0]) * int(b[0]), len(a))
+    return a * b
 
 
 def pack(columns: Sequence[Column]) -> tuple[npt.NDArray[np.int64], list[tuple[int, int]]] | None:
@@ -141,7 +200,10 @@ def pack(columns: Sequence[Column]) -> tuple[npt.NDArray[np.int64], list[tuple[i
     for col in columns:
         if col.dtype.kind not in "iu":
             return None
-        lo, hi = (int(col.min()), int(col.max())) if n else (0, 0)
+        if uniform(col) or not n:
+            lo = hi = int(col[0]) if n else 0
+        else:
+            lo, hi = int(col.min()), int(col.max())
         if hi >= 1 << 63:
             return None
         width = (hi - lo).bit_length()
@@ -149,21 +211,32 @@ def pack(columns: Sequence[Column]) -> tuple[npt.NDArray[np.int64], list[tuple[i
         if total > 63:
             return None
         specs.append((lo, width))
-    key = np.zeros(n, dtype=np.int64)
+    return _packed_key(columns, specs, n), specs
+
+
+def _packed_key(
+    columns: Sequence[Column], specs: list[tuple[int, int]], n: int
+) -> npt.NDArray[np.int64]:
+    """`sum((col - lo) << shift)`, computed as `sum(col << shift) - sum(lo << shift)` in
+    wrapping int64 arithmetic: exact, since the result fits in 63 bits (`pack` checked
+    the ranges), with one array allocated instead of one per column."""
+    key: npt.NDArray[np.int64] | None = None
+    offset = 0
     for col, (lo, width) in zip(columns, specs, strict=True):
-        if width:
+        if not width:
+            continue
+        same_bits = col.view(np.int64) if col.dtype == np.uint64 else col
+        if key is None:
+            key = same_bits.astype(np.int64)  # a copy: ours to shift
+        else:
             key <<= width
-            key |= _offset(col, lo)
-    return key, specs
-
-
-def _offset(col: Column, lo: int) -> npt.NDArray[np.int64]:
-    """`col - lo` as int64 (it fits: `pack` checked the range)."""
-    if col.dtype == np.int64:
-        return col - lo  # type: ignore[return-value]
-    if col.dtype.kind == "i":
-        return col.astype(np.int64) - lo
-    return (col.astype(np.uint64) - np.uint64(lo)).astype(np.int64)
+            np.add(key, same_bits, out=key, casting="unsafe")
+        offset = (offset << width) + lo
+    if key is None:
+        return np.zeros(n, dtype=np.int64)
+    wrapped = offset % (1 << 64)
+    key -= np.int64(wrapped - (1 << 64) if wrapped >= 1 << 63 else wrapped)
+    return key
 
 
 def unpack(
@@ -174,7 +247,9 @@ def unpack(
     shift = 0
     for (lo, width), dtype in zip(reversed(specs), reversed(list(dtypes)), strict=True):
         if width:
-            part = (key >> shift) & ((1 << width) - 1) if shift else key & ((1 << width) - 1)
+            part = np.right_shift(key, shift) if shift else key.copy()
+            if shift + width < 63:  # not the leading column: the bits above are others'
+                np.bitwise_and(part, (1 << width) - 1, out=part)
             if lo:
                 part += lo
             shift += width
@@ -267,18 +342,24 @@ def run_starts(columns: Sequence[Column], times: Times | None = None) -> npt.NDA
         return starts
     starts[0] = True
     for c in columns:
-        starts[1:] |= c[1:] != c[:-1]
-    if times is not None:
+        if not uniform(c):
+            starts[1:] |= c[1:] != c[:-1]
+    if times is not None and not uniform(times):
         starts[1:] |= np.any(times[:, 1:] != times[:, :-1], axis=0)
     return starts
 
 
 def consolidate(updates: Updates) -> Updates:
-    """Sort by (data, time), sum the diffs of equal entries, drop zero diffs."""
+    """Sort by (data, time), sum the diffs of equal entries, drop zero diffs. Rows
+    already in that order (`in_order`) are not sorted again."""
     if len(updates) == 0:
         return updates
     if len(updates) <= small.FEW and integral(updates.columns):
         return _consolidate_few(updates)
+    if len(updates) >= SORTED_FROM:
+        found = order_of([*updates.columns, *updates.times])
+        if found >= 0:
+            return consolidate_sorted(updates, distinct=found > 0)
     uniform = uniform_diff(updates.diffs)
     if uniform is not None:
         fast = consolidate_packed(updates, uniform)
@@ -288,11 +369,21 @@ def consolidate(updates: Updates) -> Updates:
     cols = tuple(c[order] for c in updates.columns)
     times = updates.times[:, order]
     diffs = updates.diffs[order]
-    starts = np.flatnonzero(run_starts(cols, times))
-    if len(starts) < len(diffs):
+    return consolidate_sorted(Updates(cols, times, diffs))
+
+
+def consolidate_sorted(updates: Updates, distinct: bool = False) -> Updates:
+    """`consolidate` of updates sorted by (data, time) already (`distinct`: no two
+    alike): one pass, and no copy when no two agree and no diff is zero."""
+    cols, times, diffs = updates.columns, updates.times, updates.diffs
+    first = None if distinct else run_starts(cols, times)
+    if first is not None and not first.all():
+        starts = np.flatnonzero(first)
         diffs = np.add.reduceat(diffs, starts)
         cols = tuple(c[starts] for c in cols)
         times = times[:, starts]
+    if uniform(diffs) and diffs[0] != 0:
+        return Updates(cols, times, diffs)
     keep = diffs != 0
     if keep.all():
         return Updates(cols, times, diffs)
@@ -318,7 +409,9 @@ def _consolidate_few(updates: Updates) -> Updates:
 def uniform_diff(diffs: Diffs) -> int | None:
     """The diff every update carries, or None when they differ (or are zero)."""
     first = int(diffs[0])
-    return first if first != 0 and bool((diffs == first).all()) else None
+    if first == 0:
+        return None
+    return first if uniform(diffs) or bool((diffs == first).all()) else None
 
 
 def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
@@ -327,12 +420,152 @@ def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
     packed = pack(keys)
     if packed is None:
         return None
-    key = packed[0]
-    ordered = np.sort(key) if len(key) <= _SORT_PART else key[sort_order([key])]
+    ordered = sorted_values(packed[0])  # `pack` made it: ours to sort in place
     starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
-    counts = np.diff(np.append(starts, len(ordered)))
     dtypes = [c.dtype for c in updates.columns] + [np.dtype(np.int64)] * updates.depth
     cols = unpack(ordered[starts], packed[1], dtypes)
-    arity = updates.arity
-    times = np.stack(cols[arity:]) if updates.depth else np.empty((0, len(starts)), np.int64)
-    return Updates(tuple(cols[:arity]), times.astype(np.int64), counts.astype(np.int64) * diff)
+    arity, n = updates.arity, len(starts)
+    if updates.depth and all(width == 0 for _, width in packed[1][arity:]):
+        times = uniform_times(tuple(lo for lo, _ in packed[1][arity:]), n)  # one time
+    elif updates.depth:
+        times = np.stack(cols[arity:]).astype(np.int64, copy=False)
+    else:
+        times = np.empty((0, n), np.int64)
+    if n == len(ordered):  # no two rows agree: every count is one
+        return Updates(tuple(cols[:arity]), times, uniform_diffs(diff, n))
+    counts = np.diff(np.append(starts, len(ordered)))
+    return Updates(tuple(cols[:arity]), times, counts.astype(np.int64) * diff)
+
+
+# -- sorted input, uniform columns -----------------------------------------------------
+
+# Rows from which a sort first checks whether its input is in order already (`in_order`:
+# a few passes, and an unsorted input is told by its first rows); below, the check
+# would cost about as much as the sort it saves.
+SORTED_FROM = 1 << 12
+_PROBE = 1 << 16  # rows `in_order` checks at once
+
+# Rows one `np.sort` of int64 values handles at most (about as long as an argsort of
+# `_SORT_PART` rows, ADR 0044): a larger value sort runs in parts, checking the budget.
+_VALUE_SORT_PART = 1 << 24
+
+
+def in_order(keys: Sequence[Column]) -> bool:
+    """Whether the rows of `keys` (compared lexicographically, first column first) are
+    in non-decreasing order (`order_of`)."""
+    return order_of(keys) >= 0
+
+
+def order_of(keys: Sequence[Column]) -> int:
+    """-1 when the rows of `keys` (compared lexicographically) are not in order, 0 when
+    they are but some row equals the one before it, 1 when they strictly increase
+    (no two alike: nothing to consolidate). Checked in blocks of `_PROBE` rows, the
+    first block first: an unsorted input is usually told by its first rows, and the
+    temporaries stay in cache."""
+    n = len(keys[0]) if len(keys) else 0
+    found = 1
+    for start in range(0, n - 1, _PROBE):
+        block = [k[start : start + _PROBE + 1] for k in keys]  # one row of overlap
+        found = min(found, _order(block))
+        if found < 0:
+            return found
+    return found
+
+
+def _order(keys: Sequence[Column]) -> int:
+    """`order_of` one block."""
+    tied: npt.NDArray[np.bool_] | None = None  # rows equal to their predecessor so far
+    for key in keys:
+        if uniform(key):
+            continue
+        before, after = key[:-1], key[1:]
+        down: npt.NDArray[np.bool_] = np.less(after, before)
+        if tied is not None:
+            down &= tied
+        if down.any():
+            return -1
+        same = after == before
+        tied = same if tied is None else np.logical_and(tied, same, out=tied)
+        if not tied.any():
+            return 1
+    return 0
+
+
+def sorted_values(key: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """`key` sorted (values, not a permutation: a third of an argsort's cost), in place
+    when it has at most `_VALUE_SORT_PART` rows; the caller must own `key`.
+
+    A larger array is sorted in parts, checking the budget between any two: parts
+    of `_VALUE_SORT_PART` rows are sorted in place, splitters drawn from them cut
+    every part into ranges by binary search, and each range, gathered from the
+    parts into its place in the result, is sorted on its own."""
+    n = len(key)
+    if n <= _VALUE_SORT_PART:
+        key.sort()
+        return key
+    bounds = [*range(0, n, _VALUE_SORT_PART), n]
+    parts = [key[lo:hi] for lo, hi in itertools.pairwise(bounds)]
+    for part in parts:
+        check_budget()
+        part.sort()
+    ranges = len(parts)
+    sample = np.sort(np.concatenate([p[:: max(1, len(p) // (ranges * 64))] for p in parts]))
+    splitters = np.unique(sample[len(sample) // ranges :: max(1, len(sample) // ranges)])
+    cuts = [np.concatenate([[0], p.searchsorted(splitters), [len(p)]]) for p in parts]
+    out = np.empty_like(key)
+    at = 0
+    for r in range(len(splitters) + 1):
+        check_budget()
+        start = at
+        for part, cut in zip(parts, cuts, strict=True):
+            lo, hi = int(cut[r]), int(cut[r + 1])
+            out[at : at + hi - lo] = part[lo:hi]
+            at += hi - lo
+        out[start:at].sort()
+    return out
+
+
+def distinct_rows(columns: Sequence[Column]) -> tuple[Column, ...]:
+    """The distinct rows of `columns`, sorted lexicographically: what a set keeps of
+    a bag of rows. Rows in order already are not sorted again; integer rows that
+    pack into one int64 are sorted as values (`sorted_values`)."""
+    n = len(columns[0])
+    if n >= SORTED_FROM and in_order(columns):
+        ordered = tuple(columns)
+    else:
+        packed = pack(columns)
+        if packed is not None:
+            key = sorted_values(packed[0])
+            first = np.ones(len(key), dtype=bool)
+            np.not_equal(key[1:], key[:-1], out=first[1:])
+            kept = key if first.all() else key[first]
+            return tuple(unpack(kept, packed[1], [c.dtype for c in columns]))
+        order = sort_order(columns)
+        ordered = tuple(c[order] for c in columns)
+    starts = run_starts(ordered)
+    return ordered if starts.all() else tuple(c[starts] for c in ordered)
+
+
+def uniform(values: Column) -> bool:
+    """Whether `values` is one value repeated without memory (`uniform_times`,
+    `uniform_diffs`): its last axis has stride 0."""
+    return values.ndim > 0 and values.shape[-1] > 1 and values.strides[-1] == 0
+
+
+def uniform_diffs(diff: int, n: int) -> Diffs:
+    """`n` copies of one diff, read-only, without memory per row (a set's +1s)."""
+    return np.broadcast_to(np.int64(diff), (n,))
+
+
+def compact_uniform(times: Times, diffs: Diffs) -> tuple[Times, Diffs]:
+    """A stored batch's times and diffs, each as one repeated value (`uniform`) where
+    all its rows agree: after compaction every entry of a base relation has one time
+    and, in a set, one diff, which then cost no memory per row."""
+    n = len(diffs)
+    if n < SORTED_FROM:
+        return times, diffs
+    if times.shape[0] and not uniform(times) and bool((times == times[:, :1]).all()):
+        times = uniform_times(tuple(times[:, 0].tolist()), n)
+    if not uniform(diffs) and bool((diffs == diffs[0]).all()):
+        diffs = uniform_diffs(int(diffs[0]), n)
+    return times, diffs

@@ -164,6 +164,7 @@ class Engine:
         self.views: list[View] = []  # in creation order: a view reads only earlier ones
         # The late inputs' changes of an epoch, asked for when a live dataflow reads one.
         self.late_changes: LateChanges | None = None
+        self.retiring: list[Dataflow] = []  # dataflows whose drop has not finished
 
     def create_input(
         self,
@@ -254,7 +255,20 @@ class Engine:
         dataflow.advance(self.epoch + 1)
         self.dataflows.append(dataflow)
 
+    def retire(self, dataflow: Dataflow) -> None:
+        """Drop `dataflow`, surely: it is marked first, so a drop that an interrupt
+        (KeyboardInterrupt, MemoryError) cuts short finishes at the next `retire`,
+        `commit` or `stats` instead of leaving the dataflow computing for nobody."""
+        self.retiring.append(dataflow)
+        self.finish_retiring()
+
+    def finish_retiring(self) -> None:
+        while self.retiring:
+            self.drop(self.retiring[0])
+            self.retiring.pop(0)
+
     def drop(self, dataflow: Dataflow) -> None:
+        """Forget `dataflow` (again, harmlessly) and what only it read."""
         if dataflow in self.dataflows:
             self.dataflows.remove(dataflow)
         dataflow.release()
@@ -292,6 +306,7 @@ class Engine:
         epoch, and from it on the epoch happens (its caller stops deferring
         interrupts there, `datalog.interrupts`).
         """
+        self.finish_retiring()
         epoch = self.epoch + 1
         late = [name for name in requests if self.inputs[name].late]
         if late:
@@ -413,6 +428,7 @@ class Engine:
         self._keep_history()
 
     def stats(self) -> dict[str, object]:
+        self.finish_retiring()
         return {
             "epoch": self.epoch,
             "history": {"epochs": self.history, "oldest_readable": self.oldest_readable()},

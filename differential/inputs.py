@@ -39,11 +39,30 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates, consolidate, integral, run_starts, sort_order
+from differential.batch import (
+    Column,
+    Updates,
+    consolidate,
+    distinct_rows,
+    in_order,
+    integral,
+    run_starts,
+    sort_order,
+    sorted_values,
+    uniform_diffs,
+)
 from differential.operators.shared import SharedArrangement
-from differential.time import Antichain, column
-from differential.trace.batch import key_hash
+from differential.time import Antichain, column, uniform_times
+from differential.trace.batch import (
+    Batch,
+    Description,
+    Hashes,
+    key_hash,
+    ordered_hash,
+    rows_of_hashes,
+)
 from differential.trace.cursor import FewKeys, columns_of
+from differential.trace.footprint import Footprint
 
 Semantics = Literal["set", "multiset", "last_write_wins"]
 
@@ -77,6 +96,8 @@ class Input:
         self.semantics = semantics
         self.late = late
         self._sealed_size = 0  # distinct rows held, as of the last sealed epoch
+        # The presence key hashes of the diffs `_inserted` computed last, for `stage`.
+        self._hashed: tuple[Updates, Hashes] | None = None
         self._staged_size = 0  # how the staged epoch changes it
         key_arity = 1 if semantics == "last_write_wins" else len(self.dtypes)
         self.presence = SharedArrangement(key_arity, self.dtypes, f"{name}/state")
@@ -105,9 +126,12 @@ class Input:
             return self._set_diffs(requests, epoch)
         return self._lww_diffs(requests, epoch)
 
-    def _present_counts(self, keys: Sequence[Column]) -> npt.NDArray[np.int64]:
-        """Accumulated multiplicity of each row of `keys` (all columns) in the state."""
-        owner, found = self.presence.spine.lookup(keys, rare=True)  # new rows, mostly
+    def _present_counts(
+        self, keys: Sequence[Column], hashes: Hashes | None = None
+    ) -> npt.NDArray[np.int64]:
+        """Accumulated multiplicity of each row of `keys` (all columns) in the state
+        (`hashes`: their key hashes, if known)."""
+        owner, found = self.presence.spine.lookup(keys, hashes, rare=True)  # new, mostly
         counts = np.zeros(len(keys[0]), dtype=np.int64)
         same = np.ones(len(owner), dtype=bool)
         for mine, theirs in zip(found.columns, keys, strict=True):
@@ -118,6 +142,12 @@ class Input:
     def _set_diffs(self, requests: Requests, epoch: int) -> Updates:
         if len(requests) <= small.FEW and integral(requests.columns):
             return self._set_diffs_few(requests, epoch)
+        if requests.inserting.all():
+            return self._inserted(requests.columns, epoch)
+        return self._set_diffs_sorted(requests, epoch)
+
+    def _set_diffs_sorted(self, requests: Requests, epoch: int) -> Updates:
+        """`_set_diffs` of any requests: sorted by (row, sequence), the last decides."""
         order = sort_order(requests.columns, stable=True)  # sequence order within a row
         cols = tuple(c[order] for c in requests.columns)
         last = np.flatnonzero(np.roll(run_starts(cols), -1))
@@ -129,6 +159,36 @@ class Input:
         return Updates(
             tuple(c[keep] for c in rows), column((epoch,), int(keep.sum())), change[keep]
         )
+
+    def _inserted(self, columns: Sequence[Column], epoch: int) -> Updates:
+        """`_set_diffs` of inserts only (a bulk load): the distinct rows not present,
+        each +1, sorted. Into an empty input nothing is looked up, and the batches
+        built from them find their rows in order (ADR 0044).
+
+        When the presence arrangement's key hash orders rows like the rows themselves
+        (`ordered_hash`: integers that fit), the hashes are sorted as values and the
+        rows unpacked from them, and `stage` builds the presence batch on those same
+        hashes; otherwise `distinct_rows` sorts packed rows. Rows that come sorted are
+        not sorted again."""
+        hashes = ordered_hash(columns) if self.presence.key_arity == self.arity else None
+        if hashes is None:
+            rows = distinct_rows(columns)
+        else:
+            if not in_order([hashes]):
+                hashes = sorted_values(hashes)
+            first = run_starts([hashes])
+            if not first.all():
+                hashes = hashes[first]
+            rows = rows_of_hashes(hashes, self.dtypes)
+        if len(self.presence):
+            absent = self._present_counts(rows, hashes) <= 0
+            if not absent.all():
+                rows = tuple(c[absent] for c in rows)
+                hashes = None if hashes is None else hashes[absent]
+        n = len(rows[0])
+        diffs = Updates(rows, uniform_times((epoch,), n), uniform_diffs(1, n))
+        self._hashed = None if hashes is None else (diffs, hashes)
+        return diffs
 
     def _set_diffs_few(self, requests: Requests, epoch: int) -> Updates:
         """`_set_diffs` for a few requests, row by row in Python (the same diffs)."""
@@ -234,27 +294,41 @@ class Input:
         if found is None:
             dtypes = [self.dtypes[i] for i in spec[0]]
             found = SharedArrangement(key_arity, dtypes, f"{self.name}{list(spec[0])}/{key_arity}")
-            state = self.presence.spine.accumulate(None)
-            found.spine.insert(
-                Updates(tuple(state.columns[i] for i in spec[0]), state.times, state.diffs),
-                found.spine.default_since,
-                found.spine.default_since,
-            )
+            state, hashes = self.presence.spine.state()
+            since = found.spine.default_since
+            permuted = Updates(tuple(state.columns[i] for i in spec[0]), state.times, state.diffs)
+            if len(permuted):  # keyed like the state: its hashes too are shared
+                same = self._like_presence(spec)
+                description = Description(since, since, Antichain())
+                found.spine.append(
+                    Batch.build(permuted, key_arity, description, hashes=hashes if same else None)
+                )
             self.arrangements[spec] = found
         return found
+
+    def _like_presence(self, spec: tuple[tuple[int, ...], int]) -> bool:
+        """Whether the arrangement `spec` is keyed like the presence arrangement (the
+        same columns in the same order, the same key): same hashes, same order."""
+        return spec == (tuple(range(self.arity)), self.presence.key_arity)
 
     def stage(self, diffs: Updates, epoch: int) -> None:
         """Make `diffs` the pending batch of epoch `epoch` in every arrangement."""
         self._staged_size = self._size_change(diffs)
-        self.presence.stage(diffs, epoch)
-        for (perm, _), arr in self.arrangements.items():
-            arr.stage(
-                Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs), epoch
-            )
+        hashed, self._hashed = self._hashed, None
+        hashes = hashed[1] if hashed is not None and hashed[0] is diffs else None
+        state = self.presence.stage(diffs, epoch, hashes)
+        for spec, arr in self.arrangements.items():
+            perm = spec[0]
+            permuted = Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs)
+            if self._like_presence(spec):  # the same batch: built once, held once
+                arr.stage_batch(state, epoch)
+            else:
+                arr.stage(permuted, epoch)
 
     def unstage(self) -> None:
         """Forget a staged epoch that will not commit."""
         self._staged_size = 0
+        self._hashed = None
         self.presence.unstage()
         for arr in self.arrangements.values():
             arr.unstage()
@@ -281,6 +355,20 @@ class Input:
         before = self._present_counts(rows.columns)
         after = before + rows.diffs
         return int((after > 0).sum()) - int((before > 0).sum())
+
+    def footprint(self) -> dict[str, Footprint]:
+        """Bytes held by kind of structure, for the presence arrangement and then each
+        arrangement dataflows read (`differential.trace.footprint`): an array two of
+        them share counts for the first."""
+        first = Footprint()
+        found: dict[str, Footprint] = {}
+        for arranged in [self.presence, *self.arrangements.values()]:
+            counted = first if not found else first.split()
+            counted.spine(arranged.spine)
+            if arranged.pending is not None:
+                counted.batch(arranged.pending)
+            found[arranged.name] = counted
+        return found
 
     def drop_unread(self) -> None:
         """Forget arrangements no dataflow reads any more."""

@@ -53,13 +53,33 @@ def consolidated_runs(keys: Sequence[list[int]], diffs: list[int]) -> tuple[list
     return [firsts[k] for k in kept], [sums[k] for k in kept]
 
 
+# Bits per column of a key of several integer columns whose values all fit: the key is
+# then hashed to its columns packed side by side (order-preserving), 46 bits in all.
+_PACKED_BITS = 46
+
+
+def packed_width(columns: int) -> int:
+    """Bits per column of a packed key hash of `columns` (two or more) columns."""
+    return _PACKED_BITS // columns
+
+
 def mixed_hash(columns: Sequence[list[int]], n: int) -> list[int]:
-    """`differential.trace.batch.key_hash` of several columns, row by row.
+    """`differential.trace.batch.key_hash` of several columns, row by row: the columns
+    packed side by side where every value fits in `packed_width` bits (two columns
+    or more), else the 44-bit mix.
 
     `columns` hold each column's 64-bit pattern as unsigned Python integers.
     """
     out = []
+    width = packed_width(len(columns)) if len(columns) > 1 else 0
+    limit = 1 << width
     for row in range(n):
+        if width and all(col[row] < limit for col in columns):
+            acc = 0
+            for col in columns:
+                acc = (acc << width) | col[row]
+            out.append(acc)
+            continue
         acc = _SEED
         for col in columns:
             acc = ((acc ^ col[row]) * _MIX) & _MASK64

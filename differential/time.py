@@ -26,10 +26,33 @@ Time = tuple[int, ...]
 
 
 def column(time: Time, n: int = 1) -> Times:
-    """`n` copies of one timestamp as a time column."""
+    """`n` copies of one timestamp as a time column: from `UNIFORM_FROM` rows on,
+    read-only and without memory per row (`uniform_times`)."""
+    if n >= UNIFORM_FROM:
+        return uniform_times(time, n)
     if n <= 8:  # one numpy call for the few rows of a small change
         return np.array([[x] * n for x in time], dtype=np.int64).reshape(len(time), n)
     return np.repeat(np.asarray(time, dtype=np.int64).reshape(-1, 1), n, axis=1)
+
+
+# Rows from which one repeated time is held as one value (`uniform_times`): below,
+# the 8 bytes a row it saves do not repay the few microseconds of building the view.
+UNIFORM_FROM = 1 << 10
+
+
+def uniform_times(time: Time, n: int) -> Times:
+    """`n` copies of one time as a read-only time column that takes no memory per row:
+    stride 0 along the rows (a static load's batch has one time, so has each round of
+    an iteration; ADR 0044)."""
+    return np.broadcast_to(np.asarray(time, dtype=np.int64).reshape(-1, 1), (len(time), n))
+
+
+def shifted(times: Times, step: Times) -> Times:
+    """`times + step` (`step` one time, shape `(depth, 1)`): one repeated time staying
+    one (`uniform_times`), as a round's changes cross the back edge of an iteration."""
+    if times.ndim == 2 and times.shape[1] > 1 and times.strides[1] == 0:
+        return uniform_times(tuple((times[:, 0] + step[:, 0]).tolist()), times.shape[1])
+    return times + step
 
 
 def join_times(a: Time | None, b: Time) -> Time:

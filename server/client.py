@@ -104,7 +104,8 @@ class Subscription:
         self.granularity: Mapping[str, float] | None = None
         rows = [tuple(r) for r in first["rows"]]
         diffs = first.get("diffs", [1] * len(rows))
-        self.queue.put_nowait(Change(rows, diffs, self.epoch, first["type"] == "snapshot"))
+        snapshot = first["type"] == "snapshot"
+        self.queue.put_nowait(Change(rows, diffs, self.epoch, snapshot, tuple(self.columns)))
 
     def receive(self, message: Mapping[str, Any]) -> None:
         """A `change` message; the parts of a large one (`more`) are joined first."""
@@ -117,7 +118,7 @@ class Subscription:
             self.parts = []
         else:  # the usual change, in one message
             rows, diffs = list(map(tuple, message["rows"])), message["diffs"]
-        self.queue.put_nowait(Change(rows, diffs, message["epoch"]))
+        self.queue.put_nowait(Change(rows, diffs, message["epoch"], columns=tuple(self.columns)))
 
     def __aiter__(self) -> Subscription:
         return self

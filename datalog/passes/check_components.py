@@ -11,7 +11,7 @@ a type parameter is checked when the component is instantiated instead
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from datalog.ast import Component, ComponentType, Decl, Program, Span
 from datalog.errors import (
@@ -27,7 +27,7 @@ from datalog.passes.component_scopes import Scopes
 
 def check_components(program: Program, scopes: Scopes) -> list[DatalogError]:
     """Every error of the program's component declarations and `.init`s."""
-    checker = _Checker(scopes)
+    checker = _Checker(scopes, _all_components(program.components))
     checker.scope(program, None)
     for override in program.overrides:
         message = "`.override` belongs in a component's body, after `.comp Name : Base {`"
@@ -35,10 +35,22 @@ def check_components(program: Program, scopes: Scopes) -> list[DatalogError]:
     return checker.errors
 
 
+def _all_components(components: Iterable[Component]) -> list[Component]:
+    found: list[Component] = []
+    pending = list(components)
+    while pending:
+        component = pending.pop()
+        found.append(component)
+        pending.extend(component.body.components)
+    return found
+
+
 class _Checker:
-    def __init__(self, scopes: Scopes) -> None:
+    def __init__(self, scopes: Scopes, components: list[Component]) -> None:
         self.scopes = scopes
         self.errors: list[DatalogError] = []
+        self.components = components
+        self._cyclic: set[int] | None = None
 
     def report(self, kind: type[DatalogError], message: str, span: Span) -> None:
         self.errors.append(kind(message, span))
@@ -84,31 +96,97 @@ class _Checker:
 
     def _cycle(self, component: Component) -> None:
         """Report `component` if it inherits from itself, naming the cycle."""
+        if id(component) not in self.cyclic():
+            return
         for base in component.bases:
             parent = self._parent(component, base)
             if parent is None:
                 continue
-            path = self._path(parent, component, (component.name, parent.name), set())
+            path = self._path(parent, component)
             if path is not None:
-                cycle = " -> ".join(path)
+                cycle = " -> ".join((component.name, *path))
                 message = f"component `{component.name}` inherits from itself ({cycle})"
                 self.report(ComponentError, message, base.span)
                 return
 
-    def _path(
-        self, current: Component, target: Component, path: tuple[str, ...], seen: set[int]
-    ) -> tuple[str, ...] | None:
-        """The names from `current` up its bases to `target`, if it inherits from it."""
-        if current is target:
-            return path
-        for base in current.bases:
+    def _path(self, start: Component, target: Component) -> list[str] | None:
+        """The names from `start` up its bases to `target`, if it inherits from it
+        (depth first, bases in order; iterative, each component entered once)."""
+        stack: list[tuple[Component, Iterator[ComponentType]]] = [(start, iter(start.bases))]
+        seen = {id(start)}
+        while stack:
+            current, bases = stack[-1]
+            if current is target:
+                return [c.name for c, _ in stack]
+            base = next(bases, None)
+            if base is None:
+                stack.pop()
+                continue
             parent = self._parent(current, base)
-            if parent is not None and id(parent) not in seen:
+            if parent is not None and (parent is target or id(parent) not in seen):
                 seen.add(id(parent))
-                found = self._path(parent, target, (*path, parent.name), seen)
-                if found is not None:
-                    return found
+                stack.append((parent, iter(parent.bases)))
         return None
+
+    def cyclic(self) -> set[int]:
+        """The components that inherit from themselves: those of a strongly connected
+        component of the inheritance graph with more than one member or a loop
+        (Tarjan's algorithm, iterative), found once."""
+        if self._cyclic is None:
+            self._cyclic = set()
+            self._tarjan()
+        return self._cyclic
+
+    def _tarjan(self) -> None:
+        assert self._cyclic is not None
+        index: dict[int, int] = {}
+        low: dict[int, int] = {}
+        members: list[Component] = []
+        on_stack: set[int] = set()
+        for root in self.components:
+            if id(root) in index:
+                continue
+            work = [(root, iter(self._parents(root)))]
+            index[id(root)] = low[id(root)] = len(index)
+            members.append(root)
+            on_stack.add(id(root))
+            while work:
+                node, parents = work[-1]
+                parent = next(parents, None)
+                if parent is not None and id(parent) not in index:
+                    index[id(parent)] = low[id(parent)] = len(index)
+                    members.append(parent)
+                    on_stack.add(id(parent))
+                    work.append((parent, iter(self._parents(parent))))
+                    continue
+                if parent is not None:
+                    if id(parent) in on_stack:
+                        low[id(node)] = min(low[id(node)], index[id(parent)])
+                    continue
+                work.pop()
+                if work:
+                    above = work[-1][0]
+                    low[id(above)] = min(low[id(above)], low[id(node)])
+                if low[id(node)] == index[id(node)]:
+                    self._strong_component(node, members, on_stack)
+
+    def _strong_component(
+        self, head: Component, members: list[Component], on_stack: set[int]
+    ) -> None:
+        assert self._cyclic is not None
+        found: list[Component] = []
+        while True:
+            member = members.pop()
+            on_stack.discard(id(member))
+            found.append(member)
+            if member is head:
+                break
+        if len(found) > 1 or any(p is head for p in self._parents(head)):
+            self._cyclic.update(id(member) for member in found)
+
+    def _parents(self, component: Component) -> list[Component]:
+        found = (self._parent(component, base) for base in component.bases)
+        return [parent for parent in found if parent is not None]
 
     def _parent(self, component: Component, base: ComponentType) -> Component | None:
         """The base component `base` names, None if it is a type parameter or unknown."""

@@ -49,10 +49,11 @@ def generator_binding(literal: Literal) -> tuple[Var, Call] | None:
 
 
 def _binding_generators(body: Sequence[Literal]) -> Iterator[Call]:
-    for literal in body:
-        found = generator_binding(literal)
-        if found is not None:
-            yield found[1]
-    for node in nodes((), body):
-        if isinstance(node, Aggregate):
-            yield from _binding_generators(node.body)
+    """The generators that bind a variable directly in `body` or in the body of an
+    aggregate in it at any depth (`nodes` reaches them all: each body is read once)."""
+    bodies = [body, *(node.body for node in nodes((), body) if isinstance(node, Aggregate))]
+    for literals in bodies:
+        for literal in literals:
+            found = generator_binding(literal)
+            if found is not None:
+                yield found[1]

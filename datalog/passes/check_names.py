@@ -2,7 +2,8 @@
 
 Layer: datalog. An atom (head, body, negation, aggregate body) or directive naming
 an undeclared relation, or a call of an unknown functor, is an
-`UnknownNameError` with a did-you-mean and the span of the use. Soufflé's
+`UnknownNameError` with a did-you-mean and the span of the use (an engine's
+internal name, as `__unit__`, is said to be reserved instead). Soufflé's
 `autoinc()` and `nil` are `UnsupportedError`s saying why (ADR 0027).
 """
 
@@ -11,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from datalog.ast import Atom, Call, Literal, Var
-from datalog.errors import UnknownNameError, UnsupportedError, did_you_mean
+from datalog.errors import DatalogSemanticError, UnknownNameError, UnsupportedError, did_you_mean
 from datalog.functions import AGGREGATE_FUNCTIONS, FUNCTORS
 from datalog.passes.context import CheckContext
 from datalog.passes.variables import nodes
+from datalog.system import internal_message, is_internal
 
 # Soufflé's names Deltalog refuses (never reads as a variable or an unknown functor).
 NIL = "nil"
@@ -48,7 +50,9 @@ def check_clause_names(ctx: CheckContext, literals: Sequence[Literal]) -> None:
 
 
 def check_relation_name(ctx: CheckContext, atom: Atom) -> None:
-    if atom.name not in ctx.declarations:
+    if atom.name not in ctx.declarations and is_internal(atom.name):  # never declared
+        ctx.report(DatalogSemanticError, internal_message(atom.name), atom.span)
+    elif atom.name not in ctx.declarations:
         hint = did_you_mean(atom.name, ctx.declarations)
         ctx.report(UnknownNameError, f"unknown relation `{atom.name}`{hint}", atom.span)
 

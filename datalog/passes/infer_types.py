@@ -4,8 +4,9 @@ Layer: datalog. A variable takes the type of the first atom column it occupies;
 then equalities, functor parameters and arithmetic propagate known types to the
 variables they bind, until nothing changes; a variable still untyped (bound only
 to integer literals) is a number. Finally every term is checked in its context:
-a column, an operand, a functor argument, a comparison. Integer literals are
-polymorphic (see `term_types`). Records, per normalized rule, the variable types.
+a column, an operand, a functor argument, a comparison (`check_terms`). Integer
+literals are polymorphic (see `term_types`) and must fit the type they take.
+Records, per normalized rule, the variable types.
 """
 
 from __future__ import annotations
@@ -18,24 +19,20 @@ from datalog.ast import (
     Atom,
     BinOp,
     Call,
-    Cast,
     ColumnType,
     Comparison,
-    Const,
     Literal,
     Neg,
     Term,
-    UserFunctor,
     Var,
-    Wildcard,
 )
-from datalog.errors import TypeMismatchError
-from datalog.functions import BITWISE_OPS, FUNCTORS, GENERATORS, castable
+from datalog.functions import FUNCTORS
+from datalog.passes.check_terms import TermChecker, Types
 from datalog.passes.context import CheckContext
-from datalog.passes.term_types import fixed_type, resolve_type
+from datalog.passes.term_types import Memo, fixed_type
 from datalog.passes.variables import nodes
 
-Types = dict[str, ColumnType]
+__all__ = ["TermChecker", "Types", "infer_clause_types", "infer_types"]
 
 
 def infer_types(ctx: CheckContext) -> None:
@@ -54,7 +51,8 @@ def infer_clause_types(ctx: CheckContext, literals: Sequence[Literal]) -> Types:
             for arg, column in zip(node.args, info.types, strict=True):
                 if isinstance(arg, Var):
                     types.setdefault(arg.name, column)
-    while _propagate_all(ctx, literals, types):
+    memo: Memo = {}
+    while _propagate_all(ctx, literals, types, memo):
         pass
     for node in nodes((), literals):
         if isinstance(node, Var):
@@ -63,179 +61,41 @@ def infer_clause_types(ctx: CheckContext, literals: Sequence[Literal]) -> Types:
     return types
 
 
-def _propagate_all(ctx: CheckContext, literals: Sequence[Literal], types: Types) -> bool:
+def _propagate_all(
+    ctx: CheckContext, literals: Sequence[Literal], types: Types, memo: Memo
+) -> bool:
     before = len(types)
     for node in nodes((), literals):
         info = ctx.known(node) if isinstance(node, Atom) else None
         if isinstance(node, Atom) and info is not None:
             for arg, column in zip(node.args, info.types, strict=True):
-                _propagate(arg, column, types)
+                _propagate(arg, column, types, memo)
         elif isinstance(node, Comparison):
             if node.op in BUILTIN_PREDICATES:
                 expected: ColumnType | None = "symbol"
             else:
-                expected = fixed_type(node.left, types) or fixed_type(node.right, types)
-            _propagate(node.left, expected, types)
-            _propagate(node.right, expected, types)
+                expected = fixed_type(node.left, types, memo) or fixed_type(node.right, types, memo)
+            _propagate(node.left, expected, types, memo)
+            _propagate(node.right, expected, types, memo)
     return len(types) > before
 
 
-def _propagate(term: Term, expected: ColumnType | None, types: Types) -> None:
+def _propagate(term: Term, expected: ColumnType | None, types: Types, memo: Memo) -> None:
     if isinstance(term, Var):
         if expected is not None:
             types.setdefault(term.name, expected)
     elif isinstance(term, BinOp | Neg):
-        own = fixed_type(term, types) or expected
+        own = fixed_type(term, types, memo) or expected
         for operand in (term.left, term.right) if isinstance(term, BinOp) else (term.operand,):
-            _propagate(operand, own, types)
+            _propagate(operand, own, types, memo)
     elif isinstance(term, Call) and term.functor is not None:
         for arg, kind in zip(term.args, term.functor.params, strict=False):
-            _propagate(arg, kind, types)
+            _propagate(arg, kind, types, memo)
     elif isinstance(term, Call) and term.function in FUNCTORS:
         functor = FUNCTORS[term.function]
-        own = fixed_type(term, types) or expected
+        own = fixed_type(term, types, memo) or expected
         for index, arg in enumerate(term.args):
             param = functor.param(index) if functor.params is not None else own
-            _propagate(arg, param, types)
+            _propagate(arg, param, types, memo)
     elif isinstance(term, Aggregate) and term.target is not None and term.function != "mean":
-        _propagate(term.target, expected, types)
-
-
-class TermChecker:
-    """Checks terms against the types their contexts expect, reporting mismatches."""
-
-    def __init__(self, ctx: CheckContext, types: Types) -> None:
-        self.ctx = ctx
-        self.types = types
-
-    def mismatch(self, message: str, term: Term | Literal) -> None:
-        self.ctx.report(TypeMismatchError, f"type mismatch: {message}", term.span)
-
-    def check_literals(self, literals: Sequence[Literal]) -> None:
-        for node in nodes((), literals):
-            info = self.ctx.known(node) if isinstance(node, Atom) else None
-            if isinstance(node, Atom) and info is not None:
-                for index, (arg, column) in enumerate(zip(node.args, info.types, strict=True)):
-                    self.check(arg, column, f"column {index + 1} of `{node.name}`")
-            elif isinstance(node, Comparison):
-                self.check_comparison(node)
-
-    def check_comparison(self, comparison: Comparison) -> None:
-        op, left, right = comparison.op, comparison.left, comparison.right
-        if op in BUILTIN_PREDICATES:
-            self.check(left, "symbol", f"left of `{op}`")
-            self.check(right, "symbol", f"right of `{op}`")
-            return
-        lt, rt = fixed_type(left, self.types), fixed_type(right, self.types)
-        if lt is not None and rt is not None and lt != rt:
-            self.mismatch(f"cannot compare {lt} with {rt} (`{op}`)", comparison)
-            self.check(left, None, "")
-            self.check(right, None, "")
-            return
-        shared = lt or rt or "number"
-        self.check(left, shared, f"comparison `{op}`")
-        self.check(right, shared, f"comparison `{op}`")
-
-    def check(self, term: Term, expected: ColumnType | None, where: str) -> None:
-        """Check `term` (and its operands) where its context expects `expected`."""
-        actual = self.actual_type(term, expected)
-        if actual is None or expected is None or actual == expected:
-            return
-        if isinstance(term, Var):
-            message = f"variable `{term.name}` is used as {actual} and as {expected}"
-        else:
-            message = f"{_describe(term)} is {actual}, expected {expected}"
-        self.mismatch(f"{message} ({where})", term)
-
-    def actual_type(self, term: Term, expected: ColumnType | None) -> ColumnType | None:
-        """The type of `term`, after checking its operands; None when already reported."""
-        if isinstance(term, Var):
-            return self.types.get(term.name)
-        if isinstance(term, Wildcard):
-            return expected
-        if isinstance(term, Const):
-            return fixed_type(term, self.types) or resolve_type(term, self.types, expected)
-        if isinstance(term, BinOp | Neg):
-            return self.arithmetic_type(term, expected)
-        if isinstance(term, Call):
-            return self.call_type(term, expected)
-        if isinstance(term, Cast):
-            return self.cast_type(term)
-        return self.aggregate_type(term)
-
-    def cast_type(self, term: Cast) -> ColumnType | None:
-        source = resolve_type(term.value, self.types)
-        self.check(term.value, source, "argument of `as`")
-        if term.kind is None:
-            return None  # an unknown type: reported by resolve_casts
-        if not castable(source, term.kind):
-            hint = (
-                "; use `to_string(x)`"
-                if term.kind == "symbol"
-                else "; only `as(s, number)`, its `ord`, is defined"
-            )
-            self.mismatch(f"`as` cannot convert a {source} to a {term.kind}{hint}", term)
-            return None
-        return term.kind
-
-    def arithmetic_type(self, term: BinOp | Neg, expected: ColumnType | None) -> ColumnType | None:
-        operands = (term.left, term.right) if isinstance(term, BinOp) else (term.operand,)
-        op = term.op if isinstance(term, BinOp) else "-"
-        kinds = {fixed_type(operand, self.types) for operand in operands}
-        if "symbol" in kinds:
-            self.mismatch(f"arithmetic `{op}` on a symbol", term)
-            return None
-        if op in BITWISE_OPS and "float" in kinds:
-            self.mismatch(f"bitwise `{op}` on a float", term)
-            return None
-        own = resolve_type(term, self.types, expected)
-        for operand in operands:
-            self.check(operand, own, f"operand of `{op}`")
-        return own
-
-    def call_type(self, term: Call, expected: ColumnType | None) -> ColumnType | None:
-        if term.functor is not None:
-            return self.user_call_type(term, term.functor)
-        functor = FUNCTORS.get(term.function)
-        if functor is None:
-            return None  # reported by check_names
-        own = resolve_type(term, self.types, expected)
-        if term.function in GENERATORS and own == "symbol":
-            self.mismatch(f"`{term.function}` counts numbers, not symbols", term)
-            return None
-        for index, arg in enumerate(term.args):
-            param = functor.param(index) if functor.params is not None else own
-            where = f"argument {index + 1} of `{term.function}`"
-            if param is None and fixed_type(arg, self.types) == "symbol":
-                self.mismatch(f"`{term.function}` takes a number, got a symbol ({where})", arg)
-            else:
-                self.check(arg, param, where)
-        return functor.result or own
-
-    def user_call_type(self, term: Call, functor: UserFunctor) -> ColumnType | None:
-        if len(term.args) != len(functor.params):
-            return None  # reported by check_arity
-        for index, (arg, param) in enumerate(zip(term.args, functor.params, strict=True)):
-            self.check(arg, param, f"argument {index + 1} of `{term.function}`")
-        return functor.result
-
-    def aggregate_type(self, term: Aggregate) -> ColumnType | None:
-        if term.target is None:
-            return "number"
-        target = resolve_type(term.target, self.types)
-        if term.function in ("sum", "mean") and target == "symbol":
-            self.mismatch(f"`{term.function}` of a symbol", term.target)
-            return None
-        self.check(term.target, target, f"target of `{term.function}`")
-        return "float" if term.function == "mean" else target
-
-
-def _describe(term: Term) -> str:
-    if isinstance(term, Const):
-        text = f'"{term.value}"' if isinstance(term.value, str) else repr(term.value)
-        return f"constant {text}"
-    if isinstance(term, Call):
-        return f"`{term.function}(...)`"
-    if isinstance(term, Aggregate):
-        return f"`{term.function}` aggregate"
-    return "expression"
+        _propagate(term.target, expected, types, memo)

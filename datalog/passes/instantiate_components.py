@@ -35,8 +35,10 @@ from datalog.ast import (
     TypeDecl,
 )
 from datalog.errors import ComponentError, DatalogError, ordered_errors, raise_all
+from datalog.nesting import MAX_COMPONENT_NESTING
 from datalog.passes.check_components import check_components, resolve
 from datalog.passes.component_scopes import Binding, Scopes, bind
+from differential.dataflow import check_budget
 
 _Node = TypeVar("_Node")
 
@@ -126,15 +128,22 @@ class _Step(NamedTuple):
     name: str  # the instance's name; "" when inherited
 
 
+# The most component instances one program may expand to: `.init`s of components
+# holding two `.init`s of the next one make 2**n instances out of n lines.
+MAX_INSTANCES = 10_000
+
+
 class _Expander:
     def __init__(self, scopes: Scopes) -> None:
         self.scopes = scopes
         self.errors: list[DatalogError] = []
+        self.instances = 0
 
     def instantiate(
         self, instance: Instance, scope: Component | None, binding: Binding, path: tuple[_Step, ...]
     ) -> _Content:
         """The content of `.init instance` written in `scope` (None: the top level)."""
+        self._count(instance, path)
         component = resolve(self.scopes, instance.component, scope, binding, self.errors)
         if component is None:
             return _Content()
@@ -153,6 +162,20 @@ class _Expander:
         self.collect(component, active, frozenset(), content, (*path, step))
         return content.prefixed(instance.name)
 
+    def _count(self, instance: Instance, path: tuple[_Step, ...]) -> None:
+        """One more instance: refused past `MAX_INSTANCES`, or `MAX_COMPONENT_NESTING`
+        deep (the expansion recurses once per level); the budget is checked."""
+        check_budget()
+        self.instances += 1
+        if self.instances > MAX_INSTANCES:
+            message = f"the components expand to more than {MAX_INSTANCES} instances"
+            raise ComponentError(
+                f"{message}: `.init {instance.name}` is one too many", instance.span
+            )
+        if len(path) >= MAX_COMPONENT_NESTING:
+            deep = f"more than {MAX_COMPONENT_NESTING} levels deep here"
+            raise ComponentError(f"components are instantiated {deep}", instance.span)
+
     def collect(
         self,
         component: Component,
@@ -169,6 +192,9 @@ class _Expander:
             parent = resolve(self.scopes, base, enclosing, binding, self.errors)
             if parent is None:
                 continue
+            if len(path) >= MAX_COMPONENT_NESTING:
+                message = f"components inherit more than {MAX_COMPONENT_NESTING} levels deep here"
+                raise ComponentError(message, base.span)
             active = bind(binding, parent.params, base.args)
             step = _Step(("base", id(parent), frozenset(active.items())), "")
             if any(s.key == step.key for s in path):

@@ -56,12 +56,37 @@ def check_aggregate_disjunctions(ctx: CheckContext, literals: Sequence[Literal])
             ctx.report(UnsupportedError, message, aggregate.span)
 
 
+# The most bodies one rule or query may expand to: each is planned and evaluated
+# apart, and `(a ; b)` written n times makes 2**n of them.
+MAX_ALTERNATIVES = 1024
+
+
 def expand_body(body: Sequence[Literal]) -> list[tuple[Literal, ...]]:
-    """The alternative bodies of a body, with no top-level disjunction left."""
+    """The alternative bodies of a body, with no top-level disjunction left; an
+    `UnsupportedError` at the disjunction that takes them past `MAX_ALTERNATIVES`."""
+    _count_alternatives(body)
+    return _expanded(body)
+
+
+def _count_alternatives(body: Sequence[Literal]) -> int:
+    total = 1
+    for literal in body:
+        if isinstance(literal, Disjunction):
+            total *= sum(_count_alternatives(alternative) for alternative in literal.alternatives)
+            if total > MAX_ALTERNATIVES:
+                message = (
+                    f"this disjunction makes the body expand to more than {MAX_ALTERNATIVES} "
+                    "alternatives; define a helper relation for some of it"
+                )
+                raise UnsupportedError(message, literal.span)
+    return total
+
+
+def _expanded(body: Sequence[Literal]) -> list[tuple[Literal, ...]]:
     results: list[tuple[Literal, ...]] = [()]
     for literal in body:
         if isinstance(literal, Disjunction):
-            options = [b for alternative in literal.alternatives for b in expand_body(alternative)]
+            options = [b for alternative in literal.alternatives for b in _expanded(alternative)]
         else:
             options = [(literal,)]
         results = [done + option for done in results for option in options]

@@ -2,10 +2,15 @@
 
 Layer: datalog. `.type Id <: number`, `.type Name = symbol` and unions
 `.type T = A | B` all erase to one of number/unsigned/float/symbol; a union of
-different bases, a cycle or an unknown base is an error.
+different bases, a cycle or an unknown base is an error. Each type is erased once,
+and the walk is iterative: a chain of thousands of subtypes, or unions whose bases
+share bases (which a walk per path would visit exponentially often), take time
+linear in the declarations.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 from datalog.ast import ColumnType, TypeDecl
 from datalog.errors import (
@@ -28,39 +33,83 @@ def resolve_types(ctx: CheckContext) -> None:
             ctx.report(DuplicateDeclarationError, message, decl.span)
             continue
         declared[decl.name] = decl
+    erased: dict[str, ColumnType | None] = {}
     for name in declared:
-        resolved = _erase(ctx, name, declared, ())
+        _Eraser(ctx, declared, erased).erase(name)
+    for name in declared:
+        resolved = erased.get(name)
         if resolved is not None:
             ctx.type_names[name] = resolved
 
 
-def _erase(
-    ctx: CheckContext, name: str, declared: dict[str, TypeDecl], path: tuple[str, ...]
-) -> ColumnType | None:
-    for primitive in PRIMITIVE_TYPES:
-        if name == primitive:
-            return primitive
-    decl = declared[name]
-    if name in path:
-        cycle = " -> ".join((*path[path.index(name) :], name))
-        ctx.report(TypeMismatchError, f"type `{name}` is defined in a cycle ({cycle})", decl.span)
-        return None
-    found: set[ColumnType] = set()
-    for base in decl.bases:
-        if base not in declared and base not in PRIMITIVE_TYPES:
-            if not path:
-                hint = did_you_mean(base, [*PRIMITIVE_TYPES, *declared])
-                ctx.report(UnknownNameError, f"unknown type `{base}`{hint}", decl.span)
-            continue
-        resolved = _erase(ctx, base, declared, (*path, name))
-        if resolved is not None:
-            found.add(resolved)
-    if len(found) > 1:
-        if not path:
+class _Eraser:
+    """A depth-first walk from one type through its bases, without recursion (a chain
+    of thousands of subtypes is fine), each type erased once (`erased` is shared)."""
+
+    def __init__(
+        self,
+        ctx: CheckContext,
+        declared: dict[str, TypeDecl],
+        erased: dict[str, ColumnType | None],
+    ) -> None:
+        self.ctx, self.declared, self.erased = ctx, declared, erased
+        self.path: list[str] = []  # the types being erased, outermost first
+        self.bases: list[Iterator[str]] = []  # the bases each still has to look at
+        self.found: list[set[ColumnType]] = []  # the primitive types each reached
+        self.cyclic: set[str] = set()
+
+    def erase(self, root: str) -> None:
+        if root not in self.erased:
+            self._enter(root)
+        while self.path:
+            base = next(self.bases[-1], None)
+            if base is None:
+                self._leave()
+            elif base in PRIMITIVE_TYPES:
+                self.found[-1].add(base)
+            elif base in self.erased:
+                resolved = self.erased[base]
+                if resolved is not None:
+                    self.found[-1].add(resolved)
+            elif base in self.path:
+                self._cycle(self.path[self.path.index(base) :])
+            else:
+                self._enter(base)
+
+    def _enter(self, name: str) -> None:
+        self.path.append(name)
+        self.bases.append(iter(self._known_bases(self.declared[name])))
+        self.found.append(set())
+
+    def _known_bases(self, decl: TypeDecl) -> list[str]:
+        known = []
+        for base in decl.bases:
+            if base in self.declared or base in PRIMITIVE_TYPES:
+                known.append(base)
+            else:
+                hint = did_you_mean(base, [*PRIMITIVE_TYPES, *self.declared])
+                self.ctx.report(UnknownNameError, f"unknown type `{base}`{hint}", decl.span)
+        return known
+
+    def _leave(self) -> None:
+        name, found = self.path.pop(), self.found.pop()
+        self.bases.pop()
+        resolved = found.pop() if len(found) == 1 and name not in self.cyclic else None
+        if len(found) > 1:
             kinds = " and ".join(sorted(found))
-            ctx.report(TypeMismatchError, f"type `{name}` mixes {kinds}", decl.span)
-        return None
-    return found.pop() if found else None
+            message = f"type `{name}` mixes {kinds}"
+            self.ctx.report(TypeMismatchError, message, self.declared[name].span)
+        self.erased[name] = resolved
+        if resolved is not None and self.found:
+            self.found[-1].add(resolved)
+
+    def _cycle(self, members: list[str]) -> None:
+        """Each type of the cycle is reported, the cycle read from it."""
+        for at, name in enumerate(members):
+            cycle = " -> ".join((*members[at:], *members[:at], name))
+            message = f"type `{name}` is defined in a cycle ({cycle})"
+            self.ctx.report(TypeMismatchError, message, self.declared[name].span)
+        self.cyclic.update(members)
 
 
 def column_type(ctx: CheckContext, name: str) -> ColumnType | None:

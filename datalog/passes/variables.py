@@ -28,18 +28,29 @@ from datalog.ast import (
 
 
 def subterms(term: Term) -> Iterator[Term]:
-    """`term` and its sub-terms, not entering aggregate bodies or targets."""
-    yield term
+    """`term` and its sub-terms, preorder, not entering aggregate bodies or targets.
+
+    Iterative: a chain of 1,000 operators costs 1,000 steps, not a generator per
+    level that every value climbs through."""
+    pending = [term]
+    while pending:
+        current = pending.pop()
+        yield current
+        children = _subterms_of(current)
+        if children:
+            pending.extend(reversed(children))
+
+
+def _subterms_of(term: Term) -> tuple[Term, ...]:
     if isinstance(term, BinOp):
-        yield from subterms(term.left)
-        yield from subterms(term.right)
-    elif isinstance(term, Neg):
-        yield from subterms(term.operand)
-    elif isinstance(term, Call):
-        for arg in term.args:
-            yield from subterms(arg)
-    elif isinstance(term, Cast):
-        yield from subterms(term.value)
+        return (term.left, term.right)
+    if isinstance(term, Neg):
+        return (term.operand,)
+    if isinstance(term, Call):
+        return term.args
+    if isinstance(term, Cast):
+        return (term.value,)
+    return ()
 
 
 def term_variables(term: Term) -> list[Var]:
@@ -107,17 +118,24 @@ def aggregate_groups(terms: Sequence[Term], body: Sequence[Literal]) -> dict[int
 
     `terms` are the head's arguments (empty for a query), `body` the rule body.
     """
-    found = occurrences(terms, body)
+    by_scope: dict[tuple[int, ...], set[str]] = {}  # the variables of each context
+    for var, scope in occurrences(terms, body):
+        by_scope.setdefault(scope, set()).add(var.name)
     enclosing: dict[int, tuple[int, ...]] = {}  # aggregate -> the aggregates around it
-    for _, scope in found:
+    for scope in by_scope:
         for depth, agg in enumerate(scope):
             enclosing[agg] = scope[:depth]
     groups: dict[int, frozenset[str]] = {}
     for agg, around in enclosing.items():
-        inside = {v.name for v, scope in found if agg in scope}
-        # outside means in a context enclosing the aggregate: the rule itself or an
-        # aggregate around it, never a sibling aggregate (whose variables are its own)
-        outside = {v.name for v, scope in found if scope == around[: len(scope)]}
+        inside: set[str] = set()
+        outside: set[str] = set()
+        for scope, names in by_scope.items():
+            if len(scope) > len(around) and scope[len(around)] == agg:
+                inside |= names
+            # outside means in a context enclosing the aggregate: the rule itself or an
+            # aggregate around it, never a sibling aggregate (whose variables are its own)
+            elif scope == around[: len(scope)]:
+                outside |= names
         groups[agg] = frozenset(inside & outside)
     for aggregate in _all_aggregates(terms, body):
         groups.setdefault(id(aggregate), frozenset())
@@ -125,30 +143,29 @@ def aggregate_groups(terms: Sequence[Term], body: Sequence[Literal]) -> dict[int
 
 
 def nodes(terms: Sequence[Term], body: Sequence[Literal]) -> Iterator[Term | Literal]:
-    """Every term and literal at any depth: into disjunctions, negations, aggregates."""
-    for term in terms:
-        yield from _term_nodes(term)
-    for literal in body:
-        yield from _literal_nodes(literal)
+    """Every term and literal at any depth, preorder: into disjunctions, negations,
+    aggregates (their targets, then bodies). Iterative, one step per node."""
+    pending: list[Term | Literal] = [*reversed(body), *reversed(terms)]
+    while pending:
+        node = pending.pop()
+        yield node
+        children = _children(node)
+        if children:
+            pending.extend(reversed(children))
 
 
-def _term_nodes(term: Term) -> Iterator[Term | Literal]:
-    for sub in subterms(term):
-        yield sub
-        if isinstance(sub, Aggregate):
-            yield from nodes(() if sub.target is None else (sub.target,), sub.body)
-
-
-def _literal_nodes(literal: Literal) -> Iterator[Term | Literal]:
-    yield literal
-    if isinstance(literal, Disjunction):
-        for alternative in literal.alternatives:
-            yield from nodes((), alternative)
-    elif isinstance(literal, Negation):
-        yield literal.atom
-        yield from nodes(literal.atom.args, ())
-    else:
-        yield from nodes(literal_terms(literal), ())
+def _children(node: Term | Literal) -> Sequence[Term | Literal]:
+    if isinstance(node, Aggregate):
+        return node.body if node.target is None else (node.target, *node.body)
+    if isinstance(node, Atom):
+        return node.args
+    if isinstance(node, Negation):
+        return (node.atom,)
+    if isinstance(node, Comparison):
+        return (node.left, node.right)
+    if isinstance(node, Disjunction):
+        return [literal for alternative in node.alternatives for literal in alternative]
+    return _subterms_of(node)
 
 
 def _all_aggregates(terms: Sequence[Term], body: Sequence[Literal]) -> Iterator[Aggregate]:
@@ -200,6 +217,31 @@ def with_children(term: Term, fn: Callable[[Term], Term]) -> Term:
     return term
 
 
+def replace_aggregates(term: Term, fn: Callable[[Aggregate], Term]) -> Term:
+    """`term` with each outermost aggregate in it replaced by `fn(aggregate)`, left to
+    right; other nodes are kept (the same objects where nothing inside changed).
+    Iterative: one step per node however deep the operators nest."""
+    done: list[Term] = []
+    pending: list[tuple[Term, bool]] = [(term, False)]
+    while pending:
+        node, ready = pending.pop()
+        if isinstance(node, Aggregate):
+            done.append(fn(node))
+            continue
+        children = _subterms_of(node)
+        if children and not ready:
+            pending.append((node, True))
+            pending.extend((child, False) for child in reversed(children))
+            continue
+        if children:
+            parts = done[len(done) - len(children) :]
+            del done[len(done) - len(children) :]
+            if any(new is not old for new, old in zip(parts, children, strict=True)):
+                node = _with_subterms(node, parts)
+        done.append(node)
+    return done[0]
+
+
 def map_terms(body: Sequence[Literal], fn: Callable[[Term], Term]) -> tuple[Literal, ...]:
     """`body` with `fn` applied to every term at any depth, innermost first: into
     negations, disjunctions and aggregates (their targets and bodies)."""
@@ -207,11 +249,40 @@ def map_terms(body: Sequence[Literal], fn: Callable[[Term], Term]) -> tuple[Lite
 
 
 def map_term(term: Term, fn: Callable[[Term], Term]) -> Term:
-    """`term` with `fn` applied to it and to each of its sub-terms, innermost first."""
-    if isinstance(term, Aggregate):
-        target = None if term.target is None else map_term(term.target, fn)
-        return fn(replace(term, target=target, body=map_terms(term.body, fn)))
-    return fn(with_children(term, lambda sub: map_term(sub, fn)))
+    """`term` with `fn` applied to it and to each of its sub-terms, innermost first,
+    left to right. Iterative through operators, calls and casts (a 400-term sum is
+    400 levels deep); an aggregate's target and body recurse, once per aggregate."""
+    done: list[Term] = []
+    pending: list[tuple[Term, bool]] = [(term, False)]
+    while pending:
+        node, ready = pending.pop()
+        if isinstance(node, Aggregate):
+            target = None if node.target is None else map_term(node.target, fn)
+            done.append(fn(replace(node, target=target, body=map_terms(node.body, fn))))
+            continue
+        children = _subterms_of(node)
+        if children and not ready:
+            pending.append((node, True))
+            pending.extend((child, False) for child in reversed(children))
+            continue
+        if children:
+            mapped = done[len(done) - len(children) :]
+            del done[len(done) - len(children) :]
+            node = _with_subterms(node, mapped)
+        done.append(fn(node))
+    return done[0]
+
+
+def _with_subterms(term: Term, subterms: Sequence[Term]) -> Term:
+    """`term` with its direct subterms (in `_subterms_of` order) replaced."""
+    if isinstance(term, BinOp):
+        return replace(term, left=subterms[0], right=subterms[1])
+    if isinstance(term, Neg):
+        return replace(term, operand=subterms[0])
+    if isinstance(term, Call):
+        return replace(term, args=tuple(subterms))
+    assert isinstance(term, Cast)
+    return replace(term, value=subterms[0])
 
 
 def _map_literal(literal: Literal, fn: Callable[[Term], Term]) -> Literal:

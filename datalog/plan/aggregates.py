@@ -31,7 +31,7 @@ from datalog.ast import (
 )
 from datalog.expressions import DTYPES
 from datalog.passes.term_types import resolve_type
-from datalog.passes.variables import nodes, with_children
+from datalog.passes.variables import nodes, replace_aggregates
 from differential.batch import Column, Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Owner
@@ -157,12 +157,13 @@ def lift_aggregates(
     """The body with each aggregate replaced by a fresh variable, and the aggregations."""
     found: list[Aggregation] = []
 
+    def lifted(term: Aggregate) -> Term:
+        name = compiler.fresh_var(_aggregate_type(term, compiler.types), "_agg")
+        found.append(Aggregation(term, name, groups.get(id(term), frozenset()), compiler))
+        return Var(name, term.span)
+
     def lift(term: Term) -> Term:
-        if isinstance(term, Aggregate):
-            name = compiler.fresh_var(_aggregate_type(term, compiler.types), "_agg")
-            found.append(Aggregation(term, name, groups.get(id(term), frozenset()), compiler))
-            return Var(name, term.span)
-        return with_children(term, lift)
+        return replace_aggregates(term, lifted)  # iterative: sums nest 400 deep
 
     out: list[Literal] = []
     for lit in body:

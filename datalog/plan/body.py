@@ -373,7 +373,7 @@ class BodyCompiler:
         return compute
 
     def fresh_var(self, kind: ColumnType, prefix: str = "_v") -> str:
-        name = f"{prefix}{next(self.fresh)}"
+        name = f"{prefix}#{next(self.fresh)}"  # `#`: no variable of a program is named so
         self.types[name] = kind
         return name
 

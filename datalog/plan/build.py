@@ -69,7 +69,7 @@ class QueryPlan:
         try:
             engine.start(self.dataflow)
         except BaseException:
-            engine.drop(self.dataflow)
+            engine.retire(self.dataflow)
             raise
         finally:
             self.output.listeners.clear()

@@ -60,7 +60,12 @@ from datalog.ast import (
     Term,
     Var,
 )
-from datalog.passes.variables import aggregates_in, literal_terms, term_variables, with_children
+from datalog.passes.variables import (
+    aggregates_in,
+    literal_terms,
+    replace_aggregates,
+    term_variables,
+)
 
 Adornment = str  # one letter per argument: "b" bound, "f" free
 OWN, FREE, ORIGINAL = 0, 1, 2  # how a negated or aggregated atom is read
@@ -305,9 +310,11 @@ class Body:
 
     def _term(self, term: Term) -> Term:
         """`term` with the body of each aggregate in it (not inside another) rewritten
-        with what is bound around it: its inner magic rules start from this prefix."""
-        if not isinstance(term, Aggregate):
-            return with_children(term, self._term)
+        with what is bound around it: its inner magic rules start from this prefix.
+        (Iterative through operators: a 400-term sum is 400 levels deep.)"""
+        return replace_aggregates(term, self._aggregate)
+
+    def _aggregate(self, term: Aggregate) -> Term:
         inner = Body(self.demand, self.bindings.copy(), list(self.prefix), aggregated=True)
         return replace(term, body=tuple(inner.rewrite(term.body)))
 

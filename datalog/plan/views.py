@@ -121,7 +121,7 @@ class Views:
             output = dataflow.capture(stream, name)
             self.engine.create_view(key, name, dataflow, output, notes)
         except BaseException:
-            self.engine.drop(dataflow)  # releases what it imported, and unread views
+            self.engine.retire(dataflow)  # releases what it imported, and unread views
             raise
         found = self.engine.view(key)
         assert found is not None

@@ -158,11 +158,11 @@ def _empty(info: RelationInfo) -> pa.Table:
     if info.arity == 0:
         return pa.table({"present": pa.array([], pa.bool_())})
     arrays = [pa.array([], ARROW_TYPES[t]) for t in info.types]
-    return pa.table(arrays, names=[f"c{i}" for i in range(info.arity)])
+    return pa.table(arrays, names=list(info.column_names))
 
 
 def _read_arrow(file: FactFile) -> pa.Table:
-    names = [f"c{i}" for i in range(file.relation.arity)]
+    names = list(file.relation.column_names)  # the declaration's: rows match them by name
     types = [ARROW_TYPES[t] for t in file.relation.types]
     return pacsv.read_csv(
         file.path,
@@ -197,7 +197,7 @@ def _read_strictly(file: FactFile) -> pa.Table:
     if info.arity == 0:
         return pa.table({"present": pa.array([True] * min(rows, 1))})
     arrays = [pa.array(c, ARROW_TYPES[t]) for c, t in zip(columns, info.types, strict=True)]
-    return pa.table(arrays, names=[f"c{i}" for i in range(info.arity)])
+    return pa.table(arrays, names=list(info.column_names))
 
 
 def _fields(file: FactFile, number: int, line: str) -> list[Any]:
@@ -234,7 +234,9 @@ def _value(text: str, kind: ColumnType) -> tuple[Any, str]:
     if kind == "symbol":
         return text, ""
     if kind == "float":
-        try:
+        try:  # Python's float() also reads `1_000`, which Soufflé (and pyarrow) refuse
+            if "_" in text:
+                raise ValueError(text)
             return float(text), ""
         except ValueError:
             return None, f"`{text}` is not a float"

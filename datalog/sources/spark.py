@@ -23,25 +23,22 @@ a header; files `<name>_<i>_<j>.csv` of one name are one relation):
 - ids and the columns in `NUMBER_COLUMNS` are numbers (the sample's dates are
   epoch milliseconds), every other column a symbol.
 
-Loading: each relation is hash-partitioned by its first column into N
-partitions (`repartition(N, c0)`; duplicates are dropped inside those
-partitions, as equal rows share their first column), each partition is
-serialized to Arrow IPC on the executors (`mapInArrow`) and fetched one
-partition at a time (`toLocalIterator`), so the driver never holds more than a
-couple of partitions of Arrow data before they are inserted; nothing goes
-through pandas or Python rows.
+Loading (`load_frames`, `load_ldbc`): each relation streams into the database
+as Arrow record batches converted by the executors' JVMs and fetched one
+partition at a time (`datalog.spark.transfer`), so the driver never holds more
+than a couple of partitions; nothing goes through pandas or Python rows, and no
+Python worker runs. Duplicates are dropped in Spark only when asked
+(`deduplicate=True`: hash-partitioned by the first column, then `distinct`).
 """
 
 from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-import pyarrow as pa
+from typing import IO, TYPE_CHECKING
 
 from datalog.ast import ColumnType
 from datalog.schema import RelationInfo
@@ -221,55 +218,71 @@ def ldbc_declarations(relations: Mapping[str, Relation]) -> str:
 
 
 def partitioned(frame: DataFrame, partitions: int) -> DataFrame:
-    """`frame` without duplicates, hash-partitioned by its first column."""
+    """`frame` without duplicates, hash-partitioned by its first column (equal rows
+    share their first column, so `distinct` needs no second shuffle)."""
     return frame.repartition(partitions, frame.columns[0]).distinct()
-
-
-def arrow_partitions(frame: DataFrame) -> Iterator[tuple[int, pa.Table]]:
-    """`(partition index, rows)` for each partition of `frame`, one at a time."""
-    for row in frame.mapInArrow(_to_ipc, "part long, ipc binary").toLocalIterator(True):
-        yield row.part, pa.ipc.open_stream(row.ipc).read_all()
-
-
-def _to_ipc(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """Runs on the executors: each Arrow batch as one IPC stream blob."""
-    import pyarrow
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    part = context.partitionId() if context is not None else 0
-    for batch in batches:
-        sink = pyarrow.BufferOutputStream()
-        with pyarrow.ipc.new_stream(sink, batch.schema) as writer:
-            writer.write_batch(batch)
-        blob = sink.getvalue().to_pybytes()
-        yield pyarrow.RecordBatch.from_pydict({"part": [part], "ipc": [blob]})
 
 
 def load_frames(
     db: Database,
     frames: Mapping[str, DataFrame],
     *,
-    partitions: int = 8,
-    progress: bool | None = None,
+    deduplicate: bool = False,
+    partitions: int | None = None,
+    progress: bool = True,
+    stream: IO[str] | None = None,
 ) -> dict[str, int]:
     """Insert each frame into the declared relation of its name, in ONE transaction.
 
-    Returns the number of distinct rows per relation."""
-    show = sys.stderr.isatty() if progress is None else progress
+    Each frame streams in as Arrow batches, one partition at a time
+    (`datalog.spark.transfer`). By default a frame keeps its partitioning and its
+    duplicates (the database drops them; a `multiset` relation counts them, as a
+    direct insert of the same rows does); `deduplicate=True` drops them in Spark
+    first, hash-partitioned by the first column into `partitions` (default: the
+    session's shuffle partitions), which pays only when duplicates are many
+    (docs/benchmarks.md). With `progress`, a long load is reported on `stream`
+    (default stderr): a live line on a terminal, else a line every 10 seconds.
+
+    Returns the number of rows transferred per relation."""
+    from datalog.spark.transfer import LoadProgress, arrow_batches
+
+    out = stream or sys.stderr
     counts: dict[str, int] = {}
     with db.transaction() as tx:
         for name, frame in frames.items():
             db.checked.schema.require(name)
-            report = _progress(name, partitions) if show else _silent
-            for part, table in arrow_partitions(partitioned(frame, partitions)):
-                tx.insert(name, table)
-                counts[name] = counts.get(name, 0) + table.num_rows
-                report(part, counts[name])
-            counts.setdefault(name, 0)
-            if show:
-                print(file=sys.stderr)
+            if deduplicate:
+                shuffle = frame.sparkSession.conf.get("spark.sql.shuffle.partitions")
+                frame = partitioned(frame, partitions or int(shuffle or 8))
+            elif partitions is not None:
+                frame = frame.repartition(partitions)
+            report = LoadProgress(name, stream=out)
+            counts[name] = 0
+            for part, batch in arrow_batches(frame, partitions=report.known):
+                tx.insert(name, batch)
+                counts[name] += batch.num_rows
+                if progress:
+                    report.update(part, batch.num_rows)
+            if progress:
+                report.finish()
     return counts
+
+
+def load_paths(
+    db: Database, spark: SparkSession, paths: Mapping[str, str | Path], *, progress: bool = True
+) -> dict[str, int]:
+    """Load `{relation: path}` into the declared relations, in one transaction: a
+    `.csv` file is comma-separated, a `.facts` or `.tsv` file tab-separated
+    (Soufflé's fact files), anything else is read as Parquet (a file or a directory)."""
+    frames = {}
+    for name, path in paths.items():
+        info = db.checked.schema.require(name)
+        suffix = Path(path).suffix
+        if suffix in (".csv", ".facts", ".tsv"):
+            frames[name] = read_csv(spark, path, info, delimiter="," if suffix == ".csv" else "\t")
+        else:
+            frames[name] = read_parquet(spark, path, info)
+    return load_frames(db, frames, progress=progress)
 
 
 def load_ldbc(
@@ -278,26 +291,17 @@ def load_ldbc(
     root: str | Path,
     *,
     files: Iterable[str] | None = None,
-    partitions: int = 8,
-    progress: bool | None = None,
+    deduplicate: bool = False,
+    partitions: int | None = None,
+    progress: bool = True,
 ) -> dict[str, int]:
     """Declare (unless declared) and load every LDBC relation under `root` (or
-    those of the file names `files`)."""
+    those of the file names `files`); the options are `load_frames`'."""
     relations = ldbc_relations(spark, root, files)
     missing = {n: r for n, r in relations.items() if n not in db.checked.schema}
     if missing:
         db.define(ldbc_declarations(missing))
     frames = {n: r.frame for n, r in relations.items()}
-    return load_frames(db, frames, partitions=partitions, progress=progress)
-
-
-def _silent(part: int, rows: int) -> None:
-    pass
-
-
-def _progress(name: str, partitions: int) -> Callable[[int, int], None]:
-    def report(part: int, rows: int) -> None:
-        line = f"\rspark load {name}: partition {part + 1}/{partitions}, {rows:,} rows"
-        print(line, end="", file=sys.stderr, flush=True)
-
-    return report
+    return load_frames(
+        db, frames, deduplicate=deduplicate, partitions=partitions, progress=progress
+    )

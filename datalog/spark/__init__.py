@@ -6,7 +6,10 @@ functions or under `TYPE_CHECKING`, so `import datalog` never loads Spark.
 Never imports `joins` or `differential`: this evaluator shares the parser, the
 checks and the stratification with the embedded engine, not its dataflows.
 
-- `session`: a local SparkSession configured as the evaluator needs it.
+- `session`: the process's SparkSession (local or a cluster), configured as the
+  evaluator needs it.
+- `transfer`: frames to Arrow batches on the driver, a partition at a time, and
+  the progress of a load.
 - `columns`: terms (arithmetic, functors, comparisons) as Spark columns.
 - `body`: a rule body as a DataFrame of variable bindings (joins, anti-joins,
   aggregates).

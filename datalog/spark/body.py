@@ -162,9 +162,11 @@ class BodySolver:
         first: dict[str, str] = {}  # target column -> the relation column bound to it
         temporaries: dict[str, Column] = {}
         new: dict[str, str] = {}
+        dropped = False
         for i, (arg, kind) in enumerate(zip(atom.args, kinds, strict=True)):
             column = f"c{i}"
             if isinstance(arg, Wildcard):
+                dropped = True
                 continue
             if isinstance(arg, Var):
                 target = names.variables.get(arg.name) or new.get(arg.name)
@@ -182,7 +184,9 @@ class BodySolver:
                 relation = relation.where(sf.col(column) == sf.col(first[target]))
             else:
                 first[target] = column
-        projected = relation.select(*[sf.col(c).alias(t) for t, c in first.items()]).distinct()
+        projected = relation.select(*[sf.col(c).alias(t) for t, c in first.items()])
+        if dropped:  # a relation is a set: only dropping a free column makes duplicates
+            projected = projected.distinct()
         keys = [t for t in first if t not in new.values()]
         return keys, projected, temporaries, new
 
@@ -251,14 +255,15 @@ class BodySolver:
     # -- heads -------------------------------------------------------------------------
 
     def head(self, head: Atom, frame: DataFrame, names: Names) -> DataFrame:
-        """The distinct head rows (`c0, c1, ...`) of the bindings that have a value."""
+        """The head rows (`c0, c1, ...`) of the bindings that have a value, copies
+        included (the caller drops them once, for all the rules of a relation)."""
         frame = self.materialize(head.args, frame, names)
         kinds = self.schema.types(head.name)
         columns = [
             value(arg, names, kind).cast(SPARK_TYPES[kind]).alias(f"c{i}")
             for i, (arg, kind) in enumerate(zip(head.args, kinds, strict=True))
         ]
-        return frame.select(*columns).dropna().distinct()
+        return frame.select(*columns).dropna()
 
 
 def name_wildcards(body: Sequence[Literal], counter: Iterator[int]) -> Iterator[Literal]:

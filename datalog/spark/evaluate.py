@@ -9,15 +9,20 @@ stratification are shared with the embedded engine. Every relation is a
 DataFrame with positional columns `c0, c1, ...` of Spark types long (number),
 double (float) and string (symbol), holding a SET of rows.
 
+- Inputs are cached as they came, copies included: a body binds the same values
+  either way, and heads and aggregates drop copies (`evaluate` returns every
+  relation as a set).
 - A non-recursive stratum: each relation is its base rows united with every
-  rule's distinct head rows, cached so later strata do not recompute it (its
-  plan stays as long as the program, so no checkpoint is needed).
+  rule's head rows, without copies, cached so later strata do not recompute it
+  (its plan stays as long as the program, so no checkpoint is needed).
 - A recursive stratum: semi-naive iteration. Round 0 applies every rule to the
   base rows; afterwards each rule is applied once per positive atom of the
-  stratum, that atom reading the previous round's delta and every other atom
-  the full relation. `new = derived.distinct().subtract(full)` is the next
-  delta (materialized, so its emptiness is checked once); `full` grows by it
-  and its lineage is cut with `localCheckpoint` every `checkpoint_every` rounds.
+  stratum whose delta is not empty, that atom reading the previous round's
+  delta (broadcast when it fits under Spark's broadcast threshold) and every
+  other atom the full relation. The derived rows not in `full` are the next
+  delta, checkpointed and counted by the one job that computes them (an
+  observed metric; the count ends the iteration); `full` grows by it and its lineage is cut with a
+  lazy `localCheckpoint` every `checkpoint_every` rounds.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 Relations = dict[str, "DataFrame"]
+Deltas = dict[str, tuple["DataFrame", int]]  # a round's new rows per relation, and how many
 
 
 def evaluate(
@@ -59,6 +65,8 @@ def evaluate(
     for stratum in checked.strata:
         evaluator = StratumEvaluator(spark, checked, relations, checkpoint_every, verbose)
         relations.update(evaluator.run(stratum))
+    for name in inputs:  # read as they came (bodies do not mind copies), returned as sets
+        relations[name] = relations[name].distinct()
     return relations
 
 
@@ -100,7 +108,10 @@ def typed(frame: DataFrame, info: RelationInfo) -> DataFrame:
 def base_relations(
     spark: SparkSession, checked: CheckedProgram, inputs: Mapping[str, DataFrame]
 ) -> Relations:
-    """The inputs and the program's facts, as distinct typed frames per relation."""
+    """The inputs and the program's facts, as typed frames per relation, cached (every
+    round of a recursion reads them). An input keeps its copies: bodies bind the same
+    values either way, heads and aggregates drop copies, and `evaluate` returns each
+    relation as a set."""
     rows: dict[str, list[tuple[object, ...]]] = {}
     for fact in checked.facts:
         row = Solver({}, checked.schema, {}, {}).head_row(fact.head, {})
@@ -111,7 +122,7 @@ def base_relations(
         frame = spark.createDataFrame(rows.get(name, []), spark_schema(info))
         if name in inputs:
             frame = typed(inputs[name], info).unionByName(frame)
-        relations[name] = frame.distinct()
+        relations[name] = frame.cache()
     unknown = sorted(set(inputs) - set(relations))
     if unknown:
         raise UnsupportedError(f"inputs for undeclared relations: {', '.join(unknown)}")
@@ -142,35 +153,60 @@ class StratumEvaluator:
         return self.iterate(stratum)
 
     def iterate(self, stratum: Stratum) -> Relations:
-        full = {n: self.relations[n].cache() for n in stratum.relations}
+        full = {n: self.relations[n] for n in stratum.relations}
         delta = self.new_facts(self.derive(stratum, {**self.relations, **full}, None), full)
         rounds = 0
-        while any(not frame.isEmpty() for frame in delta.values()):
+        while any(size for _, size in delta.values()):
             rounds += 1
-            for name, frame in delta.items():
+            for name, (frame, _) in delta.items():
                 full[name] = full[name].union(frame)
                 if rounds % self.checkpoint_every == 0:
-                    full[name] = full[name].localCheckpoint()
+                    full[name] = full[name].localCheckpoint(eager=False)
             current = {**self.relations, **full}
             delta = self.new_facts(self.derive(stratum, current, delta), full)
             if self.verbose:
-                print(f"stratum {sorted(stratum.relations)}: round {rounds}", file=sys.stderr)
+                sizes = ", ".join(f"{n} +{size:,}" for n, (_, size) in sorted(delta.items()))
+                print(
+                    f"stratum {sorted(stratum.relations)}: round {rounds}: {sizes}", file=sys.stderr
+                )
         return full
 
-    def new_facts(self, derived: Relations, full: Relations) -> Relations:
-        """The derived rows not in `full` yet, materialized (the next delta)."""
-        return {n: derived[n].subtract(full[n]).localCheckpoint() for n in full}
+    def new_facts(self, derived: Relations, full: Relations) -> Deltas:
+        """The derived rows not in `full` yet, each materialized and counted by ONE job
+        (the count is observed while the checkpoint computes it): the next delta and
+        its size. Heads have no NULLs, so a plain anti-join on every column is `EXCEPT`."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as sf
 
-    def derive(self, stratum: Stratum, relations: Relations, delta: Relations | None) -> Relations:
-        """Every rule's head rows; with `delta`, only those using some delta row."""
+        found: Deltas = {}
+        for name in full:
+            rows = Observation()
+            new = derived[name].distinct().join(full[name], full[name].columns, "left_anti")
+            frame = new.observe(rows, sf.count(sf.lit(1)).alias("rows")).localCheckpoint()
+            found[name] = (frame, int(rows.get["rows"]))
+        return found
+
+    def broadcast(self, frame: DataFrame, rows: int, arity: int) -> DataFrame:
+        """`frame`, hinted to be broadcast to every join when its rows fit under Spark's
+        own broadcast threshold (a checkpointed delta has no size estimate of its own)."""
+        from pyspark.sql import functions as sf
+
+        threshold = byte_size(self.spark.conf.get("spark.sql.autoBroadcastJoinThreshold") or "-1")
+        return sf.broadcast(frame) if 0 <= rows * arity * 8 <= threshold else frame
+
+    def derive(self, stratum: Stratum, relations: Relations, delta: Deltas | None) -> Relations:
+        """Every rule's head rows; with `delta`, only those using some delta row (a rule
+        is not applied to an empty delta)."""
         found: dict[str, list[DataFrame]] = {n: [] for n in stratum.relations}
         for rule in stratum.rules:
             if delta is None:
                 found[rule.head.name].append(self.apply(rule, relations, None, None))
                 continue
             for atom in recursive_atoms(rule, stratum):
-                frame = self.apply(rule, relations, atom, delta[atom.name])
-                found[rule.head.name].append(frame)
+                frame, rows = delta[atom.name]
+                if rows:
+                    source = self.broadcast(frame, rows, len(atom.args))
+                    found[rule.head.name].append(self.apply(rule, relations, atom, source))
         return {n: self.union(n, frames) for n, frames in found.items()}
 
     def apply(
@@ -190,7 +226,14 @@ class StratumEvaluator:
         result = frames[0]
         for frame in frames[1:]:
             result = result.union(frame)
-        return result.distinct()
+        return result  # the caller drops copies, once
+
+
+def byte_size(text: str) -> int:
+    """A Spark size setting (`10485760b`, `10m`, `-1`) in bytes."""
+    text = text.strip().lower().removesuffix("b")
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(text[-1:], 1)
+    return int(text[:-1] if scale > 1 else text) * scale
 
 
 def recursive_atoms(rule: Rule, stratum: Stratum) -> list[Atom]:

@@ -4,37 +4,58 @@ Layer: datalog (Spark back end). Imports pyspark inside functions only.
 
 Deltalog's integers wrap around (docs/adr/0004), so the session runs with ANSI
 mode off: `+ - *` on longs wrap like Java, and division by zero yields NULL,
-which the evaluator reads as "no value" (the binding is dropped).
+which the evaluator reads as "no value" (the binding is dropped). Adaptive
+query execution stays on (it is Spark's default; `prepare` insists).
+
+`spark_session(master)` returns the process's session, creating it only if
+none runs (`getOrCreate`), so the CLI, the loaders and the evaluator share one
+JVM; `master` may be `local[N]`, `spark://host:port` (a standalone cluster) or
+anything else `spark-submit --master` takes. No path here uses pandas
+(ADR 0042).
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import warnings
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-REQUIRED_CONF = {"spark.sql.ansi.enabled": "false"}
+REQUIRED_CONF = {"spark.sql.ansi.enabled": "false", "spark.sql.adaptive.enabled": "true"}
+DEFAULT_MASTER = "local[*]"
 
 
-def local_session(
-    master: str = "local[*]", shuffle_partitions: int = 8, app: str = "deltalog"
+def spark_session(
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    *,
+    shuffle_partitions: int | None = None,
+    app: str = "deltalog",
 ) -> SparkSession:
-    """A (shared) local session: no UI, no console progress bars, quiet logs."""
+    """The running session, or a new one on `master` (default `$DELTALOG_SPARK_MASTER`,
+    else `local[*]`) with `conf` (`spark.*` options); no UI, no progress bars, quiet
+    logs. `conf` and `shuffle_partitions` apply to a new session only (the SQL options
+    to a running one too)."""
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv's pyarrow
+    _quiet_pandas_probe()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv
+    master = master or os.environ.get("DELTALOG_SPARK_MASTER") or DEFAULT_MASTER
+    local = master.startswith("local")
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.driver.memory", "2g")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or (8 if local else 32)))
     )
-    for key, value in REQUIRED_CONF.items():
+    if local:
+        builder = builder.config("spark.driver.memory", "2g")
+    for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
@@ -42,7 +63,35 @@ def local_session(
     return spark
 
 
+def local_session(
+    master: str = DEFAULT_MASTER, shuffle_partitions: int = 8, app: str = "deltalog"
+) -> SparkSession:
+    """A (shared) local session; `spark_session` with a master and partitions."""
+    return spark_session(master, shuffle_partitions=shuffle_partitions, app=app)
+
+
+def stop_session() -> None:
+    """Stop the process's session, if one runs (its JVM's memory is released)."""
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.stop()
+
+
 def prepare(spark: SparkSession) -> None:
     """Set the SQL options Deltalog's semantics need on an existing session."""
     for key, value in REQUIRED_CONF.items():
         spark.conf.set(key, value)
+
+
+def _quiet_pandas_probe() -> None:
+    """PySpark imports `pyspark.testing.utils` the first time it converts a value
+    for the JVM (creating the context does), and that module checks the pandas
+    version on import: with pandas 3 installed it warns, whether or not anything
+    uses pandas. Deltalog's paths never do (ADR 0042), so that one probe is
+    silenced; PySpark's checks where pandas is used still warn."""
+    with warnings.catch_warnings():
+        message = "PySpark does not yet fully support pandas"
+        warnings.filterwarnings("ignore", message=message, category=FutureWarning)
+        import pyspark.testing.utils  # noqa: F401

@@ -1,6 +1,7 @@
 """What a log record holds, and its binary form.
 
-Layer: datalog (storage). Imports numpy, pyarrow and the standard library.
+Layer: datalog (storage). Imports numpy, pyarrow (when a record is encoded or decoded:
+it is not loaded with `datalog`) and the standard library.
 
 Two kinds of record: a definition (the program text `define` was given) and a
 committed transaction (its epoch, the rules it replaced (`redefine`: relation
@@ -17,9 +18,12 @@ from __future__ import annotations
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pyarrow as pa
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 Columns = tuple[np.ndarray, ...]  # symbols as object arrays of str
 
@@ -105,6 +109,8 @@ def _unsized(payload: bytes, at: int) -> tuple[bytes, int]:
 
 def encode_columns(columns: Columns) -> bytes:
     """Columns as one Arrow IPC stream (column `c{i}`)."""
+    import pyarrow as pa  # here: `import datalog` stays fast (pyarrow loads in 50 ms)
+
     arrays = [_arrow(c) for c in columns]
     table = pa.table(arrays, names=[f"c{i}" for i in range(len(arrays))])
     sink = pa.BufferOutputStream()
@@ -114,11 +120,15 @@ def encode_columns(columns: Columns) -> bytes:
 
 
 def decode_columns(data: bytes) -> Columns:
+    import pyarrow as pa
+
     table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
     return tuple(_numpy(table.column(i)) for i in range(table.num_columns))
 
 
 def _arrow(column: np.ndarray) -> pa.Array:
+    import pyarrow as pa
+
     if column.dtype == object:
         return pa.array(column, type=pa.large_string())
     return pa.array(column)

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from datalog.storage.frames import MAGIC, CorruptLogError, DurabilityError, frame, scan
 from datalog.storage.records import decode_columns, encode_columns
@@ -75,7 +74,12 @@ def write_snapshot(directory: Path, snapshot: Snapshot, sync: bool) -> None:
         fsync_dir(directory)
 
 
-_DAMAGE = (OSError, ValueError, KeyError, TypeError, DurabilityError, pa.ArrowException)
+def _damage() -> tuple[type[BaseException], ...]:
+    """What a damaged snapshot raises while it is read (pyarrow is imported only
+    then: `import datalog` does not load it)."""
+    import pyarrow as pa
+
+    return (OSError, ValueError, KeyError, TypeError, DurabilityError, pa.ArrowException)
 
 
 def read_snapshot(directory: Path) -> Snapshot:
@@ -89,7 +93,7 @@ def read_snapshot(directory: Path) -> Snapshot:
             *columns, counts = decode_columns(_read(directory, entry["file"], checksums))
             relations[entry["name"]] = (tuple(columns), counts)
         return Snapshot(manifest["epoch"], manifest["program"], list(symbols), relations)
-    except _DAMAGE as error:
+    except _damage() as error:
         raise DurabilityError(f"cannot read the snapshot {directory}: {_why(error)}") from None
 
 
@@ -105,7 +109,7 @@ def verify_snapshot(directory: Path) -> None:
         files = ["symbols.arrow", *(entry["file"] for entry in manifest["relations"])]
         for name in files:
             _read(directory, name, manifest["checksums"])
-    except _DAMAGE as error:
+    except _damage() as error:
         raise DurabilityError(f"the snapshot {directory} is damaged: {_why(error)}") from None
 
 
@@ -113,7 +117,7 @@ def snapshot_epoch(directory: Path) -> int | None:
     """The epoch a snapshot's manifest names, if it can be read (for reports)."""
     try:
         epoch = _manifest(directory / MANIFEST)["epoch"]
-    except _DAMAGE:
+    except _damage():
         return None
     return epoch if isinstance(epoch, int) else None
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
-from differential.batch import Column, Updates
+from differential.batch import Column, Updates, entered_times
 from differential.dataflow import Operator, Scope, Stream
 from differential.operators.arrange import Arranged, Owner
 from differential.time import Time
@@ -93,17 +91,15 @@ class EnterArranged(Arranged):
 
 
 def _lift(updates: Updates) -> Updates:
-    zeros = np.zeros((1, len(updates)), dtype=np.int64)
-    return updates.with_times(np.concatenate([updates.times, zeros]))
+    return updates.with_times(entered_times(updates.times))
 
 
 def _lift_batch(batch: Batch) -> Batch:
-    zeros = np.zeros((1, len(batch)), dtype=np.int64)
     return Batch(
         batch.hashes,
         batch.columns,
         batch.key_arity,
-        np.concatenate([batch.times, zeros]),
+        entered_times(batch.times),
         batch.diffs,
         batch.description,
         batch.cache.for_other_times(),  # same keys, same index; times of its own

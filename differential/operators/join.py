@@ -17,7 +17,14 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from differential import small
-from differential.batch import Index, Updates, python_rows, python_times
+from differential.batch import (
+    Index,
+    Updates,
+    joined_times,
+    multiplied,
+    python_rows,
+    python_times,
+)
 from differential.dataflow import Operator, Stream, check_budget, check_rows, row_limit
 from differential.operators.arrange import Arranged, Owner
 from differential.time import Time, join_times
@@ -127,8 +134,8 @@ class JoinOp(Operator):
         layout = (*left.columns, *right.columns[k:])
         return Updates(
             tuple(layout[i] for i in self.projection),
-            np.maximum(left.times, right.times),
-            left.diffs * right.diffs,
+            joined_times(left.times, right.times),
+            multiplied(left.diffs, right.diffs),
         )
 
     def describe(self) -> str:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from differential.batch import Column, Updates, consolidate
 from differential.dataflow import Scope, Stream
+from differential.time import shifted
 
 Columns = tuple[Column, ...]
 ColumnFn = Callable[[Columns], Sequence[Column]]
@@ -60,7 +61,7 @@ class Feedback(Edge):
     def __init__(self, variable: Stream) -> None:
         step = np.zeros((variable.scope.depth, 1), dtype=np.int64)
         step[-1, 0] = 1
-        super().__init__(lambda u: u.with_times(u.times + step), variable, None)
+        super().__init__(lambda u: u.with_times(shifted(u.times, step)), variable, None)
 
 
 def map_updates(

@@ -19,7 +19,7 @@ from differential.batch import Updates
 from differential.dataflow import Scope
 from differential.operators.arrange import BatchesArranged
 from differential.time import Antichain, Time
-from differential.trace.batch import Batch, Description
+from differential.trace.batch import Batch, Description, Hashes
 from differential.trace.cursor import Entry, FewKeys, lookup_entries
 from differential.trace.spine import Spine, TraceHandle
 
@@ -40,12 +40,20 @@ class SharedArrangement:
         self.pending: Batch | None = None
         self.pending_epoch: int | None = None
 
-    def stage(self, updates: Updates, epoch: int) -> Batch:
-        """Set the updates of `epoch` (times `(epoch,)`) as the pending batch."""
+    def stage(self, updates: Updates, epoch: int, hashes: Hashes | None = None) -> Batch:
+        """Set the updates of `epoch` (times `(epoch,)`) as the pending batch (`hashes`:
+        their key hashes, when known)."""
         description = Description(Antichain([(epoch,)]), Antichain([(epoch + 1,)]), Antichain())
-        self.pending = Batch.build(updates, self.key_arity, description)
+        built = Batch.build(updates, self.key_arity, description, hashes=hashes)
+        return self.stage_batch(built, epoch)
+
+    def stage_batch(self, batch: Batch, epoch: int) -> Batch:
+        """Set an arranged batch of `epoch` (keyed like this arrangement, described as
+        `stage` describes it) as the pending batch: one that another arrangement of
+        the same key staged already (`Input.stage`)."""
+        self.pending = batch
         self.pending_epoch = epoch
-        return self.pending
+        return batch
 
     def unstage(self) -> None:
         self.pending, self.pending_epoch = None, None

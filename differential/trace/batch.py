@@ -24,17 +24,21 @@ import numpy.typing as npt
 
 from differential import small
 from differential.batch import (
+    SORTED_FROM,
     Column,
     Updates,
+    compact_uniform,
     concat,
     consolidate_packed,
     integral,
+    order_of,
     run_starts,
     sort_order,
+    uniform,
     uniform_diff,
 )
 from differential.budget import check_budget
-from differential.time import Antichain, Times, advance_by
+from differential.time import Antichain, Times, advance_by, uniform_times
 from differential.trace.index import LookupCache
 
 Hashes = npt.NDArray[np.int64]
@@ -55,10 +59,15 @@ def _as_int64(col: Column) -> npt.NDArray[np.int64]:
 def key_hash(columns: Sequence[Column]) -> Hashes:
     """One int64 per row identifying its key; identity for one integer column.
 
-    Other keys get a 44-bit mix of their columns: small enough that a batch's
-    sort key `(hash, values, time)` usually packs into one int64 (one argsort
-    instead of a lexsort), wide enough that collisions are rare. Collisions
-    cost a comparison, never correctness: lookups confirm the key columns.
+    A key of several columns whose values (their 64-bit patterns) each fit in
+    `46 // k` bits is hashed to the columns packed side by side, first column
+    most significant (`packed_hash`): order-preserving, so a batch keyed by all the
+    columns of a relation is sorted like the rows themselves, and shares them with
+    the arrangement keyed by the first column (ADR 0044). Other keys get a 44-bit
+    mix of their columns. Either is small enough that a batch's sort key `(hash,
+    values, time)` often packs into one int64 (one argsort instead of a lexsort),
+    and wide enough that collisions are rare. Collisions cost a comparison, never
+    correctness: lookups confirm the key columns.
     """
     if len(columns) == 1 and columns[0].dtype.kind in "iu":
         return _as_int64(columns[0])
@@ -68,10 +77,66 @@ def key_hash(columns: Sequence[Column]) -> Hashes:
     if n <= small.FEW:
         bits = [_as_int64(col).view(np.uint64).tolist() for col in columns]
         return np.array(small.mixed_hash(bits, n), dtype=np.int64)
-    acc = np.full(len(columns[0]), 0x2545F4914F6CDD1D, dtype=np.uint64)
+    patterns = [_as_int64(col).view(np.uint64) for col in columns]
+    if len(columns) == 1:
+        return _mixed(patterns)
+    width = np.uint64(small.packed_width(len(columns)))
+    if all(int(p.max()) >> int(width) == 0 for p in patterns):
+        return _packed(patterns, width)
+    fits = np.ones(n, dtype=bool)
+    for p in patterns:
+        fits &= (p >> width) == 0
+    return np.where(fits, _packed(patterns, width), _mixed(patterns))
+
+
+def ordered_hash(columns: Sequence[Column]) -> Hashes | None:
+    """`key_hash(columns)`, as a new array, when it orders the keys like their rows
+    (one integer column below 2**63, or integer columns whose every value fits the
+    packed hash); else None. Sorting it sorts the rows (`rows_of_hashes`)."""
+    if not columns or any(c.dtype.kind not in "iu" for c in columns):
+        return None
+    if len(columns) == 1:
+        column = columns[0]
+        if column.dtype.kind == "u" and len(column) and int(column.max()) >> 63:
+            return None
+        return column.astype(np.int64)  # a copy
+    patterns = [_as_int64(col).view(np.uint64) for col in columns]
+    width = np.uint64(small.packed_width(len(columns)))
+    if len(columns[0]) and not all(int(p.max()) >> int(width) == 0 for p in patterns):
+        return None
+    return _packed(patterns, width)
+
+
+def rows_of_hashes(hashes: Hashes, dtypes: Sequence[np.dtype]) -> tuple[Column, ...]:
+    """The key columns (of `dtypes`) whose `ordered_hash` is `hashes`: one integer
+    column is its hash (shared, when int64), several are unpacked."""
+    if len(dtypes) == 1:
+        return (hashes if dtypes[0] == np.int64 else hashes.astype(dtypes[0]),)
+    width = small.packed_width(len(dtypes))
+    out: list[Column] = []
+    for i, dtype in enumerate(dtypes):
+        shift = width * (len(dtypes) - 1 - i)
+        part = np.right_shift(hashes, shift) if shift else hashes.copy()
+        if i:  # the leading column has nothing above it
+            np.bitwise_and(part, (1 << width) - 1, out=part)
+        out.append(part if dtype == np.int64 else part.astype(dtype))
+    return tuple(out)
+
+
+def _packed(patterns: Sequence[npt.NDArray[np.uint64]], width: np.uint64) -> Hashes:
+    """The columns side by side, `width` bits each (only rows that fit are meaningful)."""
+    acc = patterns[0].copy()
+    for p in patterns[1:]:
+        acc <<= width
+        acc |= p
+    return acc.view(np.int64)
+
+
+def _mixed(patterns: Sequence[npt.NDArray[np.uint64]]) -> Hashes:
+    acc = np.full(len(patterns[0]), 0x2545F4914F6CDD1D, dtype=np.uint64)
     with np.errstate(over="ignore"):
-        for col in columns:  # absorb each column by an invertible step
-            acc ^= _as_int64(col).view(np.uint64)
+        for p in patterns:  # absorb each column by an invertible step
+            acc ^= p
             acc *= _MIX
         acc ^= acc >> np.uint64(31)  # then mix the high bits into the kept ones
         acc *= _FINAL
@@ -130,7 +195,7 @@ class Batch:
         stable sort (timsort) then merges them in about linear time. `hashes`:
         the key hashes, when already known.
         """
-        times = advance_by(updates.times, description.since)
+        times = _advanced(updates.times, description.since)
         # No key columns (a nullary collection): every row has the one empty key.
         # `key_hash` cannot know the row count without columns, so count the diffs.
         if hashes is not None:
@@ -142,6 +207,10 @@ class Batch:
         identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
         if len(hashes) <= small.FEW and integral(updates.columns):
             return _build_few(updates, key_arity, description, times, hashes)
+        if len(hashes) >= SORTED_FROM:  # in order already (a sorted load): no sort
+            found = _build_in_order(updates.with_times(times), key_arity, description, hashes)
+            if found is not None:
+                return found
         if identity and not runs:
             fast = _build_packed(updates.with_times(times), description)
             if fast is not None:
@@ -157,25 +226,73 @@ class Batch:
         if not identity and _keys_interleave(hashes, updates.columns[:key_arity], order):
             order = sort_order([hashes, *updates.columns], times, stable=runs, runs=runs)
         check_budget()
-        rows = [hashes[order], *(c[order] for c in updates.columns[1 if identity else 0 :])]
-        times = times[:, order]
-        diffs = updates.diffs[order]
+        ordered = hashes[order]
+        # An int64 key column is its own hash (`key_hash`): gathered once, held once.
+        columns = tuple(ordered if c is hashes else c[order] for c in updates.columns)
         check_budget()
-        starts = np.flatnonzero(run_starts(rows, times))
-        if len(starts) < len(diffs):
-            diffs = np.add.reduceat(diffs, starts)
-            order = order[starts]
-            times = times[:, starts]
+        sorted_updates = Updates(columns, times[:, order], updates.diffs[order])
+        return _consolidated(sorted_updates, key_arity, description, ordered)
+
+
+def _advanced(times: Times, since: Antichain) -> Times:
+    """`advance_by(times, since)`, keeping one repeated time (`uniform`) as one."""
+    if since.empty or not uniform(times):
+        return advance_by(times, since)
+    advanced = advance_by(times[:, :1], since)
+    return uniform_times(tuple(advanced[:, 0].tolist()), times.shape[1])
+
+
+def _consolidated(
+    updates: Updates,
+    key_arity: int,
+    description: Description,
+    hashes: Hashes,
+    distinct: bool = False,
+) -> Batch:
+    """The batch of updates sorted by (hash, key where hashes collide, values, time)
+    (`distinct`: no two alike): equal entries summed, zeros dropped, one repeated
+    time or diff held once."""
+    identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
+    rows = [hashes, *updates.columns[1 if identity else 0 :]]
+    columns, times, diffs = updates.columns, updates.times, updates.diffs
+    first = None if distinct else run_starts(rows, times)
+    if first is not None and not first.all():
+        starts = np.flatnonzero(first)
+        diffs = np.add.reduceat(diffs, starts)
+        hashes, times = hashes[starts], times[:, starts]
+        columns = tuple(hashes if c is rows[0] else c[starts] for c in columns)
+    if not (uniform(diffs) and diffs[0] != 0):
         keep = np.flatnonzero(diffs != 0)
-        order = order[keep]
-        return Batch(
-            hashes=hashes[order],
-            columns=tuple(c[order] for c in updates.columns),
-            key_arity=key_arity,
-            times=times[:, keep],
-            diffs=diffs[keep],
-            description=description,
-        )
+        if len(keep) < len(diffs):
+            kept = hashes[keep]
+            columns = tuple(kept if c is hashes else c[keep] for c in columns)
+            hashes, times, diffs = kept, times[:, keep], diffs[keep]
+    times, diffs = compact_uniform(times, diffs)
+    return Batch(hashes, columns, key_arity, times, diffs, description)
+
+
+def _build_in_order(
+    updates: Updates, key_arity: int, description: Description, hashes: Hashes
+) -> Batch | None:
+    """`Batch.build` of updates already sorted by (hash, values, time), each key's
+    entries together: consolidated in one pass, columns shared, not copied. None when
+    they are not in that order."""
+    values = updates.columns[key_arity:]
+    found = order_of([hashes, *values, *updates.times])
+    if found < 0:
+        return None
+    identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
+    # Hashes strictly increase when the rows do and only they and one time are compared.
+    unique = found > 0 and not values and uniform(updates.times)
+    if not identity and not unique and _ties_differ(hashes, updates.columns[:key_arity]):
+        return None
+    return _consolidated(updates, key_arity, description, hashes, distinct=found > 0)
+
+
+def _ties_differ(hashes: Hashes, keys: Sequence[Column]) -> bool:
+    """Whether neighbours with the same hash have different keys (a collision)."""
+    tied = np.flatnonzero(hashes[1:] == hashes[:-1])
+    return bool(len(tied)) and any(bool((k[tied] != k[tied + 1]).any()) for k in keys)
 
 
 def _build_few(
@@ -214,10 +331,10 @@ def _keys_interleave(hashes: Hashes, keys: Sequence[Column], order: npt.NDArray[
 def _build_packed(updates: Updates, description: Description) -> Batch | None:
     """An identity-keyed batch whose rows pack into one int64 and whose diffs agree:
     sort the packed rows themselves (no permutation, no gathers)."""
-    uniform = uniform_diff(updates.diffs) if len(updates) else None
-    if uniform is None:
+    diff = uniform_diff(updates.diffs) if len(updates) else None
+    if diff is None:
         return None
-    packed = consolidate_packed(updates, uniform)
+    packed = consolidate_packed(updates, diff)
     if packed is None:
         return None
     hashes = key_hash(packed.columns[:1])

@@ -19,8 +19,17 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates, concat, python_rows, python_times
-from differential.time import Time
+from differential.batch import (
+    Column,
+    Updates,
+    concat,
+    python_rows,
+    python_times,
+    take_diffs,
+    take_times,
+    uniform_diffs,
+)
+from differential.time import Time, uniform_times
 from differential.trace.batch import Batch, Hashes
 from differential.trace.index import HashIndex
 
@@ -349,8 +358,8 @@ def _lookup_dense(
     if not len(query):
         return None
     n = len(query)
-    times = np.repeat(batch.times[:, :1], n, axis=1)
-    return query, Updates((), times, np.full(n, batch.diffs[0], dtype=np.int64))
+    times = uniform_times(tuple(batch.times[:, 0].tolist()), n)
+    return query, Updates((), times, uniform_diffs(int(batch.diffs[0]), n))
 
 
 def _lookup_sought(
@@ -361,5 +370,7 @@ def _lookup_sought(
         return None
     picked = batch.columns if columns is None else [batch.columns[i] for i in columns]
     return m.query, Updates(
-        tuple(c[m.entry] for c in picked), batch.times[:, m.entry], batch.diffs[m.entry]
+        tuple(c[m.entry] for c in picked),
+        take_times(batch.times, m.entry),
+        take_diffs(batch.diffs, m.entry),
     )

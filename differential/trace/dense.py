@@ -57,6 +57,10 @@ class DensePairs:
             return None
         return DensePairs(columns[0], columns[1])
 
+    def arrays(self) -> list[npt.NDArray[np.generic]]:
+        """The arrays it holds (for measuring its memory)."""
+        return [self.bits]
+
     def contains(self, x: Column, y: Column) -> npt.NDArray[np.bool_]:
         """Whether each query pair `(x[i], y[i])` is held."""
         inside = _within(x, self.x_max) & _within(y, self.y_max)

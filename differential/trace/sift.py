@@ -61,6 +61,10 @@ class Sieve:
         np.bitwise_or.at(self._bytes, (bit >> np.uint64(3)).view(np.intp), masks)
         self.added += len(hashes)
 
+    def arrays(self) -> list[npt.NDArray[np.generic]]:
+        """The arrays it holds (for measuring its memory)."""
+        return [self._bytes]
+
     def passes(self, hashes: Hashes) -> npt.NDArray[np.bool_]:
         """False for every hash never added; True for those added (and a few others)."""
         bit = self._bits(hashes)

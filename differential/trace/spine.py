@@ -45,8 +45,9 @@ from differential.batch import (
     python_rows,
     python_times,
     run_starts,
+    uniform,
 )
-from differential.time import Antichain, Time, column, join_times, le, less_equal
+from differential.time import Antichain, Time, join_times, le, less_equal, uniform_times
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import Entry, FewKeys, Index, lookup_batch, lookup_entries
 from differential.trace.sift import Sieve
@@ -149,10 +150,17 @@ class Spine:
 
     def _arrange_recent(self) -> None:
         """The batches waiting in `_Recent` join the spine (those that came as updates
-        arranged into one batch first, which may consolidate to nothing)."""
-        for batch in self._recent.take(self.key_arity):
-            if len(batch):
-                self._push(batch)
+        arranged into one batch first, which may consolidate to nothing). All are built
+        before any leaves `_Recent`, and all join before the spine merges: an interrupt
+        (KeyboardInterrupt, MemoryError) while they are arranged or merged loses none."""
+        batches = [batch for batch in self._recent.take(self.key_arity) if len(batch)]
+        for batch in batches:
+            self._batches.append(batch)
+            self._unmerged += 1
+        for batch in batches:
+            self._sieved(batch)
+        if self._unmerged > _LAZY_BATCHES:
+            self._maintain()
 
     def append(self, batch: Batch) -> None:
         """Append an already arranged batch (same key arity) and restore the invariant;
@@ -169,13 +177,23 @@ class Spine:
 
     def _push(self, batch: Batch) -> None:
         self._batches.append(batch)
-        if self._sieve is not None and self._sieve.full(len(batch)):
-            self._sieve = None  # rebuilt, twice the size, when next used
-        elif self._sieve is not None:
-            self._sieve.add(batch.hashes)
         self._unmerged += 1
+        self._sieved(batch)
         if self._unmerged > _LAZY_BATCHES:
             self._maintain()
+
+    def _sieved(self, batch: Batch) -> None:
+        """Let the sieve pass `batch`'s keys (a sieve that fails to is dropped: one
+        missing a key would hide it from lookups)."""
+        sieve = self._sieve
+        if sieve is not None and sieve.full(len(batch)):
+            self._sieve = None  # rebuilt, twice the size, when next used
+        elif sieve is not None:
+            try:
+                sieve.add(batch.hashes)
+            except BaseException:
+                self._sieve = None
+                raise
 
     @property
     def batches(self) -> list[Batch]:
@@ -225,6 +243,10 @@ class Spine:
         if self._sieve is None:
             self._sieve = Sieve.of([b.hashes for b in batches])
         return self._sieve
+
+    def sieve_arrays(self) -> list[npt.NDArray[np.generic]]:
+        """The arrays of the sieve, if it has been built (for measuring memory)."""
+        return [] if self._sieve is None else self._sieve.arrays()
 
     def all_at_or_before(self, time: Time) -> bool:
         """Every entry's time is `<= time` (no history a reduce would revisit later)."""
@@ -348,11 +370,21 @@ class Spine:
 
     def accumulate(self, as_of: Time | None = None) -> Updates:
         """The collection accumulated at `as_of` (all time if None), at time `as_of`."""
+        return self.state(as_of)[0]
+
+    def state(self, as_of: Time | None = None) -> tuple[Updates, Hashes | None]:
+        """`accumulate(as_of)`, and the key hashes of its rows when they are the entries
+        of the trace's one batch as they are (a loaded relation, in order: shared, not
+        copied; its times one repeated value)."""
         upd = self.updates()
-        if as_of is not None:
+        if as_of is not None and not (self.latest is None or le(self.latest, as_of)):
             upd = upd.take(less_equal(upd.times, np.asarray(as_of).reshape(-1, 1)))
         at = as_of if as_of is not None else (0,) * self.depth
-        return consolidate(upd.with_times(column(at, len(upd))))
+        state = consolidate(upd.with_times(uniform_times(at, len(upd))))
+        batches = self._batches
+        if len(batches) == 1 and state.columns and state.columns[0] is batches[0].columns[0]:
+            return state, batches[0].hashes  # consolidating found it in order: as it was
+        return state, None
 
     def snapshot(self, as_of: Time, description: Description) -> Batch:
         """The trace accumulated at `as_of` as one batch at time `as_of` (every entry
@@ -367,8 +399,13 @@ class Spine:
         if not batches:
             return Batch.build(self.empty(), self.key_arity, description)
         whole = batches[0] if len(batches) == 1 else merge(batches, since)
-        at = column(as_of, len(whole))
-        if len(whole) > 1 and not run_starts([whole.hashes, *whole.values])[1:].all():
+        at = uniform_times(as_of, len(whole))
+        # One time: consolidated, the batch holds each (key, value) once already.
+        if (
+            len(whole) > 1
+            and not uniform(whole.times)
+            and not run_starts([whole.hashes, *whole.values])[1:].all()
+        ):
             return Batch.build(whole.updates().with_times(at), self.key_arity, description)
         return Batch(
             whole.hashes,
@@ -446,15 +483,16 @@ class _Recent:
 
     def take(self, key_arity: int) -> list[Batch]:
         """The waiting parts as batches, in order (updates among them arranged, with
-        everything else, into one); then none wait."""
+        everything else, into one); then none wait. If arranging them raises, they
+        all still wait."""
         parts = self.parts
         if not parts:
             return []
-        lower, loose = self.lower, self.loose
-        self._clear()
-        if not loose:  # batches only: they are arranged already
+        if not self.loose:  # batches only: they are arranged already
+            self._clear()
             return parts  # type: ignore[return-value]
-        assert lower is not None
+        assert self.lower is not None
         updates = concat([p.updates() if isinstance(p, Batch) else p for p in parts])
-        description = Description(lower, Antichain(), Antichain())
-        return [Batch.build(updates, key_arity, description)]
+        batch = Batch.build(updates, key_arity, Description(self.lower, Antichain(), Antichain()))
+        self._clear()
+        return [batch]

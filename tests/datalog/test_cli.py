@@ -11,6 +11,7 @@ import pytest
 
 import datalog
 from datalog.cli import main
+from datalog.errors import DatalogError
 from datalog.repl import parse_rows
 
 PROGRAM = """\
@@ -205,6 +206,33 @@ def test_repl_asof_answers_queries_and_why_as_of_an_epoch(
     assert "the oldest readable epoch is 1" in err
     assert err.count("usage: `:asof EPOCH QUERY`") == 2
     assert "`:asof` takes a query or `:why FACT`" in err
+
+
+def test_repl_reports_what_a_change_actually_changed(capsys: pytest.CaptureFixture[str]) -> None:
+    """Retracting an absent fact said "retracted 1 row": under set semantics it
+    changes nothing, and inserting a present one neither."""
+    text = (
+        ".decl e(x: number)\n.decl m(x: number) multiset\n"
+        ".decl l(k: number, v: symbol) last_write_wins\n"
+        ":insert e (1) (2)\n:insert e (1) (3)\n:retract e (9)\n:retract e (1) (9)\n"
+        ':insert m (1) (1)\n:insert l (1, "a")\n:insert l (1, "b")\n'
+    )
+    code, out, err = _run(["repl"], capsys, stdin=text)
+    assert (code, err) == (0, "")
+    assert out.splitlines() == [
+        "inserted 2 rows at epoch 2",
+        "inserted 1 row (1 already present) at epoch 3",
+        "retracted 0 rows (1 absent) at epoch 4",
+        "retracted 1 row (1 absent) at epoch 5",
+        "inserted 2 rows at epoch 6",  # a multiset counts every row
+        "inserted 1 row at epoch 7",
+        "inserted 1 row, replacing 1 row at epoch 8",  # last_write_wins
+    ]
+
+
+def test_repl_rows_with_an_underscored_number_say_so() -> None:
+    with pytest.raises(DatalogError, match=r"`1_000` is not a number: a number cannot contain"):
+        parse_rows("(1_000)")
 
 
 def test_rows_parse_like_datalog_constants() -> None:

@@ -22,6 +22,7 @@ from differential.dataflow import Operator
 from differential.inputs import Input
 from differential.operators.chain import Chain
 from tests.datalog.answers import Accumulated
+from tests.datalog.model.faults import Faults, engine_hooks
 
 PROGRAM = """
 .decl edge(x: number, y: number)
@@ -204,3 +205,35 @@ def _faults_at(
         db.close()
         with Database(path) as again:
             assert _answers(again) == reference[done]["later"], nth
+
+
+READ_PROGRAM = """
+.decl e(x: number, y: number)
+.decl seed(x: number)
+.decl r(x: number, y: number)
+r(x, y) :- e(x, y).
+seed(0).
+e(0, 1).
+"""
+
+
+def test_a_read_interrupted_at_any_batch_build_leaves_every_later_answer_right() -> None:
+    """Found by the model test (ADR 0037): `explain` (or a one-shot query) interrupted
+    while a shared base arrangement arranges its waiting rows (`Batch.build` raising
+    KeyboardInterrupt, as a MemoryError would) dropped those rows from the
+    arrangement, so every later query reading it answered without them:
+    `seed(x), e(x, y)` gave nothing. Tried at every batch build of the read."""
+    nth = 0
+    while True:
+        nth += 1
+        db = Database()
+        db.define(READ_PROGRAM)
+        faults = Faults()
+        with engine_hooks(faults), suppress(KeyboardInterrupt):
+            faults.arm("engine:build", KeyboardInterrupt, nth)
+            db.explain("r(3, y)")
+        if not faults.fired:
+            break
+        assert db.query("seed(x), e(x, y)") == [(0, 1)], nth
+        assert db.query("r(x, y)") == [(0, 1)], nth
+    assert nth > 2

@@ -277,6 +277,56 @@ def test_unexpected_tokens_are_named_in_plain_words() -> None:
     assert "_RPAR" not in error.message and "`)`" in error.message
 
 
+_REGEX_OR_TERMINAL = re.compile(r"\(\?|\\[wdsS]|\[\^|\b_?[A-Z]{2,}(?:_[A-Z]+)*\b|\$END")
+_PROGRAMS = (
+    ".decl e(x: number, y: number) btree\n.functor f(a: number): number stateful\n"
+    '.type T <: number\n.input e(filename="e.facts", delimiter=",")\n'
+    "r(x, n) :- e(x, _), n = count : { e(x, y), !e(y, x) }, x = as(n, number).\n"
+    's(x) :- e(x, y), (x < y ; contains("a", "b")), z = sum y : e(x, y), z band 1 = 0.\n'
+    ".comp C<T> : B<T> { .decl a(x: T) overridable }\n.init c = C<number>\n",
+)
+
+
+@pytest.mark.parametrize("text", _PROGRAMS)
+def test_expected_tokens_read_as_the_language_at_every_cut_of_a_program(text: str) -> None:
+    """Cut anywhere (and with a stray `?` there), the program's error says what was
+    expected in keywords and punctuation: never a regex or a terminal's name."""
+    for cut in range(len(text)):
+        for broken in (text[:cut], text[:cut] + " ?"):
+            try:
+                parse_program(broken)
+            except DatalogSyntaxError as error:
+                found = _REGEX_OR_TERMINAL.search(error.message)
+                assert found is None, (broken, error.message)
+
+
+def test_a_term_after_an_open_parenthesis_is_expected_as_a_term_not_a_regex() -> None:
+    """Reported as ``expected a term or `as(?![\\w.])` ``."""
+    error = syntax_error("q(x) :- x = (")
+    assert error.message == "unexpected end of input; expected a term"
+
+
+@pytest.mark.parametrize(
+    ("text", "written", "digits"),
+    [
+        ("q(1_000).", "1_000", "1000"),
+        ("q(x) :- x = 1_000_000.", "1_000_000", "1000000"),
+        ("q(1_000.5).", "1_000.5", "1000.5"),
+        ("q(0x1_F).", "0x1_F", "0x1F"),
+        ("q(1_000u).", "1_000u", "1000u"),
+    ],
+)
+def test_an_underscore_in_a_number_is_refused_naming_the_number(
+    text: str, written: str, digits: str
+) -> None:
+    """Soufflé's lexer reads `1_000` as `1` then the name `_000`, a syntax error;
+    the message says so instead of asking for a comma."""
+    error = syntax_error(".decl q(x: number)\n" + text)
+    assert error.message == f"`{written}`: a number cannot contain `_`; write `{digits}`"
+    assert (error.line, error.column) == (2, text.index(written) + 1)
+    assert error.span.end_column - error.span.column == len(written)
+
+
 def test_query_errors_use_the_same_catalogue() -> None:
     error = syntax_error("p(x), !x = 1", query=True)
     assert error.message == "`!` must be followed by an atom, like `!edge(x, y)`"

@@ -31,7 +31,7 @@ def db() -> Database:
     [
         pytest.param(np.array([[1, -1]]), id="negative-int64-into-unsigned"),
         pytest.param(np.array([[2**63, 1]], dtype=np.uint64), id="uint64-beyond-number"),
-        pytest.param(pa.table({"a": [1], "b": pa.array([-5])}), id="arrow-negative-unsigned"),
+        pytest.param(pa.table({"src": [1], "dst": pa.array([-5])}), id="arrow-negative-unsigned"),
         pytest.param(np.array([[1e19, 1.0]]), id="float-beyond-number"),
         pytest.param([(1, -1)], id="python-negative-unsigned"),
         pytest.param([(2**63, 1)], id="python-beyond-number"),
@@ -65,8 +65,10 @@ def test_a_string_is_not_a_collection_of_rows(db: Database) -> None:
 def test_pandas_frames_match_columns_by_name_or_by_position(db: Database) -> None:
     pd = pytest.importorskip("pandas")
     db.insert("e", pd.DataFrame({"dst": [3, 4], "src": [1, 2]}))  # by name, any order
-    db.insert("e", pd.DataFrame({"a": [5], "b": [6]}))  # by position
+    db.insert("e", pd.DataFrame([(5, 6)]))  # unnamed (a RangeIndex): by position
     assert sorted(db.query("e(x, y)")) == [(1, 3), (2, 4), (5, 6)]
+    with pytest.raises(TransactionError, match=r"has columns \(src, dst\).*\(a, b\)"):
+        db.insert("e", pd.DataFrame({"a": [7], "b": [8]}))  # was inserted by position
 
 
 def test_pandas_frames_bring_symbols_and_nullable_or_arrow_backed_columns(db: Database) -> None:
@@ -85,16 +87,19 @@ def test_pandas_frames_bring_symbols_and_nullable_or_arrow_backed_columns(db: Da
 
 def test_arrow_tables_match_columns_by_name_or_by_position(db: Database) -> None:
     db.insert("e", pa.table({"dst": [3], "src": [1], "note": ["extra columns are ignored"]}))
-    db.insert("e", pa.record_batch({"a": [5], "b": [6]}))  # by position
-    assert sorted(db.query("e(x, y)")) == [(1, 3), (5, 6)]
+    db.insert("e", pa.record_batch({"c0": [5], "c1": [6]}))  # Deltalog's unnamed: by position
+    db.insert("e", pa.table({"0": [7], "1": [8]}))  # pandas' unnamed, through Arrow
+    assert sorted(db.query("e(x, y)")) == [(1, 3), (5, 6), (7, 8)]
     with pytest.raises(TransactionError, match="has 2 columns, but the rows have 3"):
-        db.insert("e", pa.table({"a": [7], "b": [8], "c": [9]}))
+        db.insert("e", pa.table({"c0": [7], "c1": [8], "c2": [9]}))
+    with pytest.raises(TransactionError, match="src missing"):
+        db.insert("e", pa.table({"source": [7], "dst": [8]}))
 
 
 def test_polars_frames_match_columns_by_name_or_by_position(db: Database) -> None:
     pl = pytest.importorskip("polars")  # not a dependency: a 50 MB wheel
     db.insert("e", pl.DataFrame({"dst": [3, 4], "src": [1, 2]}))  # by name, any order
-    db.insert("e", pl.DataFrame({"a": [5], "b": [6]}))  # by position
+    db.insert("e", pl.DataFrame([(5, 6)], orient="row"))  # column_0, column_1: by position
     db.insert("s", pl.DataFrame({"x": ["a", "é"]}))
     assert sorted(db.query("e(x, y)")) == [(1, 3), (2, 4), (5, 6)]
     assert sorted(db.query("s(x)")) == [("a",), ("é",)]
@@ -112,7 +117,7 @@ def test_arrow_string_columns_are_interned_without_python_strings(db: Database) 
     with pytest.raises(TransactionError, match="nulls"):
         db.insert("s", pa.table({"x": ["c", None]}))
     with pytest.raises(TransactionError, match="needs number values, got strings"):
-        db.insert("e", pa.table({"a": ["1"], "b": [2]}))
+        db.insert("e", pa.table({"src": ["1"], "dst": [2]}))
     assert len(db.query("s(x)")) == 3
 
 

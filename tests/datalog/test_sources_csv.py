@@ -188,3 +188,23 @@ def test_no_progress_when_not_asked(tmp_path: Path, capsys: pytest.CaptureFixtur
     _write(tmp_path, "n.facts", "1\n")
     load_inputs(db, tmp_path, progress=False)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("text", ["1_000", "1_0.5", "2e1_0"])
+def test_a_float_that_souffle_would_not_read_is_a_bad_line(tmp_path: Path, text: str) -> None:
+    """Python's float() reads `1_000` as 1000.0; Soufflé's reader stops at `_`."""
+    db = _db(".decl f(x: float)\n.input f")
+    _write(tmp_path, "f.facts", f"1.25\n{text}\n")
+    with pytest.raises(FactFileError, match="is not a float") as caught:
+        load_inputs(db, tmp_path, progress=False)
+    assert caught.value.line == 2
+    assert db.query("f(x)") == []
+
+
+def test_fact_columns_keep_their_order_whatever_the_declared_names(tmp_path: Path) -> None:
+    """Rows match named columns by name: the loader names them as declared (a
+    relation declared with columns `c1, c0` got its columns swapped by `c0, c1`)."""
+    db = _db(".decl e(c1: number, c0: number)\n.input e")
+    _write(tmp_path, "e.facts", "1\t2\n")
+    load_inputs(db, tmp_path, progress=False)
+    assert db.query("e(a, b)") == [(1, 2)]

@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from datalog import Database
+from datalog.errors import TransactionError
 from datalog.sources.csv import FactFile, read_facts
 from tests.spark.conftest import LDBC
 
@@ -27,11 +28,14 @@ def rows_of(db: Database, relation: str, arity: int) -> set[tuple[Any, ...]]:
     return set(db.query(f"{relation}({', '.join(f'v{i}' for i in range(arity))})"))
 
 
-def test_csv_and_parquet_load_like_pyarrow(spark: SparkSession, tmp_path: Path) -> None:
+@pytest.mark.parametrize("deduplicate", [True, False], ids=["deduplicated", "as-is"])
+def test_csv_and_parquet_load_like_pyarrow(
+    spark: SparkSession, tmp_path: Path, deduplicate: bool
+) -> None:
     from datalog.sources.spark import load_frames, read_csv, read_parquet
 
     (tmp_path / "label.facts").write_text("".join(f"{a}\t{b}\t{c}\n" for a, b, c in LABELS))
-    pq.write_table(pa.table({"a": [1, 2, 2, 3], "b": [2, 3, 3, 1]}), tmp_path / "edge.parquet")
+    pq.write_table(pa.table({"x": [1, 2, 2, 3], "y": [2, 3, 3, 1]}), tmp_path / "edge.parquet")
     spark_db, plain_db = Database(), Database()
     for db in (spark_db, plain_db):
         db.define(DECLS)
@@ -40,11 +44,16 @@ def test_csv_and_parquet_load_like_pyarrow(spark: SparkSession, tmp_path: Path) 
         "label": read_csv(spark, tmp_path / "label.facts", label),
         "edge": read_parquet(spark, tmp_path / "edge.parquet", edge),
     }
-    counts = load_frames(spark_db, frames, partitions=3, progress=False)
+    counts = load_frames(
+        spark_db, frames, deduplicate=deduplicate, partitions=3 if deduplicate else None
+    )
     with plain_db.transaction() as tx:
         tx.insert("label", read_facts(FactFile(label, tmp_path / "label.facts")))
         tx.insert("edge", pq.read_table(tmp_path / "edge.parquet"))
-    assert counts == {"label": len(set(LABELS)), "edge": 3}  # duplicates dropped
+    if deduplicate:  # duplicates dropped by Spark
+        assert counts == {"label": len(set(LABELS)), "edge": 3}
+    else:  # by the database
+        assert counts == {"label": len(LABELS), "edge": 4}
     assert rows_of(spark_db, "label", 3) == rows_of(plain_db, "label", 3) == set(LABELS)
     assert rows_of(spark_db, "edge", 2) == rows_of(plain_db, "edge", 2)
 
@@ -53,8 +62,11 @@ def test_transaction_insert_takes_a_spark_dataframe(spark: SparkSession) -> None
     db = Database()
     db.define(DECLS)
     with db.transaction() as tx:
-        tx.insert("label", spark.createDataFrame(LABELS[:3], "a long, b string, c double"))
-    assert rows_of(db, "label", 3) == set(LABELS[:3])
+        tx.insert("label", spark.createDataFrame(LABELS[:3], "x long, s string, w double"))
+        with pytest.raises(TransactionError, match=r"has columns \(x, s, w\)"):  # not by position
+            tx.insert("label", spark.createDataFrame(LABELS[:3], "a long, b string, c double"))
+        tx.insert("label", spark.createDataFrame(LABELS[3:4]))  # _1, _2, _3: unnamed
+    assert rows_of(db, "label", 3) == set(LABELS[:4])
 
 
 def ldbc_table(name: str) -> pa.Table:

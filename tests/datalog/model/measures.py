@@ -1,0 +1,67 @@
+"""What the model test measures from outside: `db.stats()` and the durable directory.
+
+`stored` sums every update the engine holds (inputs' presence and arrangements,
+each dataflow's and each view's arrangements); `log_bytes` is the size of the log
+segments in a durable directory (a read must never append to them).
+`eager_compaction` is the one hook below the public API besides the fault points:
+it shrinks the spine's merge thresholds for a while (see `EAGER_SPINE`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+from datalog import Database
+from differential.operators import arrange
+from differential.trace import spine
+
+
+def stored(stats: dict[str, Any]) -> int:
+    """Every update held in the engine's inputs, dataflows and views."""
+    total = 0
+    for inp in stats["inputs"].values():
+        total += inp["updates"] + sum(a["tuples"] for a in inp["arrangements"].values())
+    for dataflow in stats["dataflows"]:
+        total += sum(arrangement[1] for arrangement in dataflow["arrangements"])
+    for view in stats["views"].values():
+        total += view["tuples"] + sum(arrangement[1] for arrangement in view["arrangements"])
+    return total
+
+
+def log_bytes(path: Path | None) -> int:
+    if path is None:
+        return 0
+    return sum(p.stat().st_size for p in path.glob("log-*.bin"))
+
+
+def snapshots(path: Path | None) -> frozenset[str]:
+    if path is None:
+        return frozenset()
+    return frozenset(p.name for p in path.glob("snapshot-*") if not p.name.endswith(".tmp"))
+
+
+def live_counts(db: Database) -> tuple[int, int, int, dict[str, int]]:
+    """(dataflows, views, subscribers, subscribers per live query key)."""
+    stats = db.stats()
+    queries = {key: q["subscribers"] for key, q in stats["queries"].items()}
+    return len(stats["dataflows"]), len(stats["views"]), sum(queries.values()), queries
+
+
+# The traces' tuning thresholds, made tiny: a trace merges (and so compacts) after a
+# few batches instead of a few hundred entries, and an arrangement nobody reads
+# arranges its deferred updates after a few dozen rows instead of 4,096. Stored
+# updates then reach their steady size within a few commits, so a test can tell
+# bounded from growing state in tens of commits (with the defaults, a toggled fact
+# grows the state for thousands of commits before it levels off).
+EAGER_SPINE = {"_RECENT_ROWS": 8, "_SMALL_TRACE": 16, "_TAIL": 4, "_LAZY_BATCHES": 4}
+EAGER_ARRANGE = {"_DEFERRED": 4, "_DEFERRED_ROWS": 16}
+
+
+@contextmanager
+def eager_compaction() -> Iterator[None]:
+    with mock.patch.multiple(spine, **EAGER_SPINE), mock.patch.multiple(arrange, **EAGER_ARRANGE):
+        yield

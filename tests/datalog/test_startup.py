@@ -1,0 +1,65 @@
+"""Start-up: `from datalog import Database` loads what a database needs and no more.
+
+pyarrow costs 50-90 ms to load: it is loaded when Arrow data comes in or goes out
+(an Arrow or pandas insert, `query_arrow`, interning strings, a snapshot), never by
+importing the API (ADR 0044)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def loaded_after(code: str) -> set[str]:
+    program = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return {name.partition(".")[0] for name in json.loads(done.stdout.splitlines()[-1])}
+
+
+def test_importing_the_database_loads_no_pyarrow() -> None:
+    assert "pyarrow" not in loaded_after("from datalog import Database")
+
+
+def test_a_database_of_numbers_queried_as_columns_loads_no_pyarrow() -> None:
+    code = (
+        "from datalog import Database\n"
+        "db = Database()\n"
+        "db.define('.decl e(a: number, b: number)\\nr(b) :- e(1, b).\\n.decl r(b: number)')\n"
+        "db.insert('e', [(1, 2), (1, 3)])\n"
+        "assert sorted(db.query_columns('r(b)')['b'].tolist()) == [2, 3]"
+    )
+    assert "pyarrow" not in loaded_after(code)
+
+
+def test_printsize_counts_columns_not_python_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`deltalog run` counts `.printsize` relations as columns (`query_columns`): a
+    1M-pair closure no longer becomes a million Python tuples to be counted."""
+    from datalog.cli import main
+    from datalog.database import Database
+
+    program = (
+        ".decl e(x: number, y: number)\n.decl p(s: symbol, x: number)\n.decl z()\n"
+        'e(1, 2). e(2, 3). e(1, 2). p("a", 1). p("b", 1). z().\n'
+        ".printsize e\n.printsize p\n.printsize z\n"
+    )
+    (tmp_path / "p.dl").write_text(program)
+
+    def rows_of(self: Database, text: str, *args: object, **kwargs: object) -> object:
+        assert text.startswith("z("), f"{text}: counted as Python rows"
+        return real(self, text, *args, **kwargs)  # a nullary relation: `()` or nothing
+
+    real = Database.query
+    monkeypatch.setattr(Database, "query", rows_of)
+    assert main(["run", str(tmp_path / "p.dl"), "-F", str(tmp_path), "-D", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines() == ["e\t2", "p\t2", "z\t1"]
