@@ -19,7 +19,7 @@ point takes the database's lock.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -56,9 +56,11 @@ from differential.engine import Engine
 from differential.inputs import Requests
 
 if TYPE_CHECKING:
+    from datalog.change import Change
     from datalog.live import LiveQuery
     from datalog.provenance import Derivation
     from datalog.states import Reading
+    from datalog.whatif import Hypothetical
     from datalog.whynot import WhyNot
     from datalog.whywatch import WhyCallback, WhySubscription
 
@@ -193,6 +195,41 @@ class Database:
                 raise
             if not tx.done:
                 tx.commit()
+
+    @contextmanager
+    def hypothetical(self, queries: Sequence[str] | None = None) -> Iterator[Hypothetical]:
+        """A transaction that is never committed: on leaving the block, `tx.changes`
+        holds, for each live query (or each of `queries`), the `Change` committing
+        it would deliver; nothing changes (`datalog.whatif`, docs/adr/0047)."""
+        from datalog.whatif import Hypothetical
+
+        with self.lock:
+            self.queries.refuse_in_callback("what_if")
+            base = Transaction(self.state, self.symbols, self.epochs)
+            tx = Hypothetical(base, lambda text, callback: self.subscribe(text, callback), queries)
+            try:
+                yield tx
+            except BaseException:
+                tx.discard()
+                raise
+            if not tx.done:
+                tx.commit()
+
+    def what_if(
+        self,
+        inserts: Mapping[str, object] | None = None,
+        retracts: Mapping[str, object] | None = None,
+        queries: Sequence[str] | None = None,
+    ) -> dict[str, Change]:
+        """What committing `inserts` and `retracts` ({relation: rows}) would deliver to
+        each live query (or each of `queries`, by its text), without committing
+        (`hypothetical`)."""
+        with self.hypothetical(queries) as tx:
+            for relation, rows in (inserts or {}).items():
+                tx.insert(relation, rows)
+            for relation, rows in (retracts or {}).items():
+                tx.retract(relation, rows)
+        return tx.changes
 
     def insert(self, relation: str, rows: object) -> int:
         with self.transaction() as tx:
