@@ -236,6 +236,15 @@ def _parse_why_not(m: dict[str, Any]) -> dict[str, Any]:
     return {"fact": _text(m, "fact"), "as_of": _as_of(m), "depth": 3 if depth is None else depth}
 
 
+def _parse_what_if(m: dict[str, Any]) -> dict[str, Any]:
+    queries = m.get("queries")
+    if queries is not None and (
+        not isinstance(queries, list) or not all(isinstance(q, str) and q for q in queries)
+    ):
+        raise ProtocolError("`queries` must be a list of query texts")
+    return {"inserts": _rows(m, "inserts"), "retracts": _rows(m, "retracts"), "queries": queries}
+
+
 def _parse_subscribe_why(m: dict[str, Any]) -> dict[str, Any]:
     return {"fact": _text(m, "fact"), "granularity": _granularity(m)}
 
@@ -267,6 +276,7 @@ _PARSERS = {
     "why": _parse_why,
     "why_not": _parse_why_not,
     "subscribe_why": _parse_subscribe_why,
+    "what_if": _parse_what_if,
     "stats": _parse_nothing,
     "ping": _parse_nothing,
 }

@@ -30,7 +30,7 @@ from server.heavy import ANSWER, PASSED, SLICED, Heavy, text_bytes
 from server.protocol import ProtocolError, Request, encode, error_reply, parse_request, reply
 
 _log = logging.getLogger("deltalog.server")
-READS = frozenset({"query", "explain", "why", "why_not", "subscribe", "subscribe_why"})
+READS = frozenset({"query", "explain", "why", "why_not", "subscribe", "subscribe_why", "what_if"})
 # (requests bound by `--max-rows`)
 
 
@@ -341,6 +341,9 @@ class Hub:
 
     def _on_why_not(self, session: Session, request: Request) -> str:
         return self._fits(whys.absence(self.db, request, self._epoch_of(request.fields)))
+
+    def _on_what_if(self, session: Session, request: Request) -> str:
+        return self._fits(whys.what_if(self.db, request))
 
     def _on_subscribe_why(self, session: Session, request: Request) -> str:
         number = session.next_watch

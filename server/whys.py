@@ -1,4 +1,4 @@
-"""Explanations over the wire: the `why_not` and `subscribe_why` requests.
+"""Explanations over the wire: the `why_not`, `subscribe_why` and `what_if` requests.
 
 Layer: server — may import only the public API of datalog.
 
@@ -6,7 +6,9 @@ Layer: server — may import only the public API of datalog.
 the connection to a fact's explanation (`Database.subscribe_why`): the reply is a
 `why_snapshot`, then a `why_change` is sent, inside the commit that causes it (so
 before that commit's reply), at each epoch where the explanation changes. Its pacing
-runs on the server host's clock, on the engine thread (docs/protocol.md).
+runs on the server host's clock, on the engine thread (docs/protocol.md). `what_if`
+answers the changes a transaction would deliver, committing nothing
+(`Database.what_if`).
 """
 
 from __future__ import annotations
@@ -67,3 +69,13 @@ def message(head: dict[str, Any], change: WhyChange) -> dict[str, Any]:
             "about a tuple closer to the base facts"
         ) from None
     return body
+
+
+def what_if(db: Database, request: Request) -> dict[str, Any]:
+    """The reply to `what_if`: `{type: "what_if", epoch, changes: {query: {columns,
+    rows, diffs}}}`, `epoch` being the one committing would take."""
+    fields = request.fields
+    found = db.what_if(fields["inserts"], fields["retracts"], fields["queries"])
+    changes = {text: {"columns": list(change.columns), "rows": change.rows,
+                      "diffs": change.diffs} for text, change in found.items()}  # fmt: skip
+    return reply(request, "what_if", epoch=db.epoch + 1, changes=changes)

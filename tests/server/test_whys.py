@@ -1,5 +1,5 @@
-"""The `why_not` and `subscribe_why` requests (docs/protocol.md, docs/adr/0045), through
-the hub without a network, and `why_not` through a real server."""
+"""The `why_not`, `subscribe_why` and `what_if` requests (docs/protocol.md, docs/adr/0045,
+0047), through the hub without a network, and through a real server."""
 
 from __future__ import annotations
 
@@ -40,6 +40,8 @@ def _send(hub: Hub, session: Session, **request: Any) -> None:
         ('{"type": "why_not", "fact": "e(1)", "depth": -1}', "`depth`"),
         ('{"type": "subscribe_why", "fact": 5}', "`fact`"),
         ('{"type": "subscribe_why", "fact": "e(1)", "granularity": {"epochs": 0}}', "granularity"),
+        ('{"type": "what_if", "inserts": [[1, 2]]}', "`inserts`"),
+        ('{"type": "what_if", "queries": "reach(x, y)"}', "`queries`"),
     ],
 )
 def test_bad_explanation_requests_are_incorrect(frame: str, fragment: str) -> None:
@@ -112,6 +114,32 @@ def test_an_explanation_past_the_budget_is_an_error_and_leaves_no_subscription()
     for message in host.take():
         assert message["type"] == "error" and "budget" in message["error"]["message"]
     assert not hub.db.queries.watches and not session.whys
+
+
+def test_what_if_answers_the_changes_and_commits_nothing() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="subscribe", id=1, text="reach(1, y)")
+    epoch = hub.db.epoch
+    _send(hub, session, type="what_if", id=2, inserts={"edge": [[2, 3]]}, retracts={"edge": [[1, 2]]})
+    _send(hub, session, type="what_if", id=3, inserts={"edge": [[2, 4]]}, queries=["edge(2, y)"])
+    _send(hub, session, type="what_if", id=4, inserts={"nope": [[1]]})
+    snapshot, both, asked, bad = host.take()
+    assert snapshot["type"] == "snapshot"
+    assert (both["type"], both["epoch"], hub.db.epoch) == ("what_if", epoch + 1, epoch)
+    assert both["changes"] == {"reach(1, y)": {"columns": ["y"], "rows": [[2]], "diffs": [-1]}}
+    assert asked["changes"] == {"edge(2, y)": {"columns": ["y"], "rows": [[4]], "diffs": [1]}}
+    assert bad["error"]["category"] == "not_found"
+    assert hub.db.query("edge(x, y)") == [(1, 2)]
+
+
+def test_what_if_is_bound_by_max_rows() -> None:
+    hub, host, session = _hub()
+    hub.limits = HistoryLimits(answer_rows=1)
+    rows = [[i, i + 1] for i in range(2, 40)]
+    _send(hub, session, type="what_if", id=1, inserts={"edge": rows}, queries=["reach(x, y)"])
+    (refused,) = host.take()
+    assert refused["type"] == "error" and "row" in refused["error"]["message"]
+    assert hub.db.query("edge(x, y)") == [(1, 2)]
 
 
 def test_why_not_through_a_real_server() -> None:
