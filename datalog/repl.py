@@ -31,6 +31,8 @@ Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x
 :retract REL (1, 2) ... retract rows in one transaction
 :redefine REL RULES     replace every rule of REL by RULES (on one line; none: no rules)
                         at one new epoch, e.g. :redefine reach reach(x, y) :- edge(x, y).
+:what-if insert|retract REL (1, 2) ...
+                        what each watched query would receive, committing nothing
 :watch QUERY            subscribe: print every change of the answer with its epoch
 :unwatch [N]            stop watch N (default: every watch)
 :explain QUERY          show the strata, plans and shared arrangements of a query
@@ -68,6 +70,7 @@ class Session:
             "explain": self.explain,
             "why": self.why,
             "why-not": self.why_not,
+            "what-if": self.what_if,
             "asof": self.as_of,
             "stats": self.stats,
             "help": lambda _rest: print(HELP),
@@ -130,6 +133,21 @@ class Session:
             (tx.insert if inserting else tx.retract)(relation, rows)
         after = self._rows_of(relation)
         print(_changed(inserting, rows, before, after, self.db.epoch))
+
+    def what_if(self, rest: str) -> None:
+        """`:what-if insert REL (1, 2) ...`: each live query's change, not committed."""
+        verb, _, rest = rest.partition(" ")
+        relation, _, values = rest.strip().partition(" ")
+        if verb not in ("insert", "retract") or not relation:
+            raise DatalogError("usage: :what-if insert REL (1, 2) ... (or retract)")
+        rows = {relation: parse_rows(values)}
+        found = self.db.what_if(*((rows, None) if verb == "insert" else (None, rows)))
+        if not found:
+            print("no live query: :watch one first")
+        for query, change in found.items():
+            print(f"{query} at epoch {change.epoch}: {_rows(len(change.rows))} would change")
+            for line in change_lines(change):
+                print(f"  {line}")
 
     def _rows_of(self, relation: str) -> set[tuple[Any, ...]] | None:
         """The rows of a set (or last-write-wins) relation now; None for a multiset

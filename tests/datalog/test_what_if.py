@@ -33,11 +33,12 @@ QUERIES = ["reach(a)", "unreached(a)", "degree(a, n)", "named(s)", "e(1, b)"]
 
 
 def changes(got: list[Change]) -> Counter[tuple[Any, int]]:
-    return Counter((row, diff) for c in got if not c.snapshot for row, diff in zip(c.rows, c.diffs))
+    pairs = (zip(c.rows, c.diffs, strict=True) for c in got if not c.snapshot)
+    return Counter(pair for found in pairs for pair in found)
 
 
 def as_counter(change: Change) -> Counter[tuple[Any, int]]:
-    return Counter(zip(change.rows, change.diffs))
+    return Counter(zip(change.rows, change.diffs, strict=True))
 
 
 node = st.integers(0, 5)
@@ -117,9 +118,8 @@ def test_bad_rows_raise_and_change_nothing() -> None:
     symbols, epoch = len(db.symbols), db.epoch
     with pytest.raises(UnknownNameError):
         db.what_if({"nope": [(1,)]})
-    with pytest.raises(TransactionError):
-        with db.hypothetical() as tx:
-            tx.redefine("reach", "reach(1).")
+    with pytest.raises(TransactionError), db.hypothetical() as tx:
+        tx.redefine("reach", "reach(1).")
     db.what_if({"tag": [(1, "fresh")]})
     assert (len(db.symbols), db.epoch) == (symbols, epoch)
 
@@ -139,3 +139,21 @@ def test_what_if_is_refused_inside_a_callback() -> None:
     db.subscribe("reach(a)", callback)
     db.insert("e", [(0, 1)])
     assert len(seen) == 1 and "callback" in str(seen[0])
+
+
+def test_the_repl_prints_what_each_watched_query_would_receive(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from datalog.repl import Session
+
+    session = Session()
+    asked = [":what-if insert e (0, 1)", ":watch reach(a)", ":what-if insert e (0, 1) (1, 2)",
+             ":what-if retract e (0, 1)", ":what-if e (1, 2)"]  # fmt: skip
+    for line in [*PROGRAM.strip().splitlines(), *asked]:
+        assert session.handle(line)
+    out, err = capsys.readouterr()
+    assert "no live query: :watch one first" in out
+    assert "reach(a) at epoch" in out and "epoch 7: 2 rows would change\n  + (1)\n  + (2)\n" in out
+    assert "reach(a) at epoch 7: 0 rows would change\n" in out
+    assert "usage: :what-if insert REL" in err
+    assert session.db.query("e(x, y)") == []

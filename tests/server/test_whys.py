@@ -120,7 +120,9 @@ def test_what_if_answers_the_changes_and_commits_nothing() -> None:
     hub, host, session = _hub()
     _send(hub, session, type="subscribe", id=1, text="reach(1, y)")
     epoch = hub.db.epoch
-    _send(hub, session, type="what_if", id=2, inserts={"edge": [[2, 3]]}, retracts={"edge": [[1, 2]]})
+    _send(
+        hub, session, type="what_if", id=2, inserts={"edge": [[2, 3]]}, retracts={"edge": [[1, 2]]}
+    )
     _send(hub, session, type="what_if", id=3, inserts={"edge": [[2, 4]]}, queries=["edge(2, y)"])
     _send(hub, session, type="what_if", id=4, inserts={"nope": [[1]]})
     snapshot, both, asked, bad = host.take()
