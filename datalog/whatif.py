@@ -26,10 +26,12 @@ for a few hundred megabytes) plus the commit, whatever the number of dataflows.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import struct
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -158,8 +160,15 @@ def _no_record(epoch: int) -> Record:
 def _in_child(work: Callable[[], Any]) -> Outcome:
     """Run `work` in a forked child; its result, or the error it raised."""
     read, write = os.pipe()
-    pid = os.fork()
+    pid = -1
+    gc.freeze()  # the collector must not visit (and so copy) every page in the child
+    try:
+        pid = os.fork()
+    finally:
+        if pid != 0:
+            gc.unfreeze()
     if pid == 0:  # the child: never returns
+        gc.disable()
         os.close(read)
         code = 0
         try:
@@ -180,7 +189,7 @@ def _in_child(work: Callable[[], Any]) -> Outcome:
         raise
     finally:
         os.close(read)
-    os.waitpid(pid, 0)
+    _reap(pid)
     if data is None:
         return "error", DatalogError("the hypothetical's process ended without an answer")
     return pickle.loads(data)
@@ -211,6 +220,12 @@ def _receive(fd: int) -> bytes | None:
     if len(data) < 8 or len(data) != 8 + struct.unpack("<Q", data[:8])[0]:
         return None
     return data[8:]
+
+
+def _reap(pid: int) -> None:
+    """Collect the child once it has exited, without waiting for it here: it sent its
+    answer, and tearing down its copy of the memory takes as long as the fork did."""
+    threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
 
 
 def _stop(pid: int) -> None:
