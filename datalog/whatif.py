@@ -225,7 +225,14 @@ def _receive(fd: int) -> bytes | None:
 def _reap(pid: int) -> None:
     """Collect the child once it has exited, without waiting for it here: it sent its
     answer, and tearing down its copy of the memory takes as long as the fork did."""
-    threading.Thread(target=os.waitpid, args=(pid, 0), daemon=True).start()
+
+    def wait() -> None:
+        try:
+            os.waitpid(pid, 0)
+        except ChildProcessError:  # someone else reaped it (a server's worker pool)
+            pass
+
+    threading.Thread(target=wait, daemon=True, name="what_if reaper").start()
 
 
 def _stop(pid: int) -> None:
