@@ -26,6 +26,7 @@ for a few hundred megabytes) plus the commit, whatever the number of dataflows.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import pickle
@@ -227,10 +228,8 @@ def _reap(pid: int) -> None:
     answer, and tearing down its copy of the memory takes as long as the fork did."""
 
     def wait() -> None:
-        try:
+        with contextlib.suppress(ChildProcessError):  # another waiter reaped it
             os.waitpid(pid, 0)
-        except ChildProcessError:  # someone else reaped it (a server's worker pool)
-            pass
 
     threading.Thread(target=wait, daemon=True, name="what_if reaper").start()
 
