@@ -170,7 +170,7 @@ def _in_child(work: Callable[[], Any]) -> Outcome:
             gc.unfreeze()
     if pid == 0:  # the child: never returns
         gc.disable()
-        os.close(read)
+        _close_all_but(write)
         code = 0
         try:
             _send(write, ("changes", work()))
@@ -194,6 +194,15 @@ def _in_child(work: Callable[[], Any]) -> Outcome:
     if data is None:
         return "error", DatalogError("the hypothetical's process ended without an answer")
     return pickle.loads(data)
+
+
+def _close_all_but(fd: int) -> None:
+    """In the child, every inherited descriptor but `fd` and the standard three: a
+    durable database's `flock` (shared with the parent's descriptor) must not outlive
+    the parent's `close` while the child is torn down, nor a server's sockets live on
+    in it. The child's commit reads memory only (its log writes nothing)."""
+    os.closerange(3, fd)
+    os.closerange(fd + 1, os.sysconf("SC_OPEN_MAX") if hasattr(os, "sysconf") else 65536)
 
 
 def _portable(error: BaseException) -> BaseException:
