@@ -34,6 +34,7 @@ from datalog.reference import Row
 from datalog.rows import to_rows
 from datalog.symbols import SymbolTable
 from differential.batch import Updates
+from differential.budget import check_rows
 
 Array = npt.NDArray[Any]
 Positions = tuple[int, ...]
@@ -93,6 +94,7 @@ class Stored:
                 return []
             bound.append((free.index(position), encoded))
         selected = self._select(bound) if bound else np.arange(self.size)
+        check_rows(len(selected), "an explanation's lookup")  # --max-rows: before decoding
         columns = [column[selected] for column in self.columns]
         kinds = [self.types[i] for i in free]
         rows = to_rows(columns, kinds, self.symbols, len(selected))

@@ -156,3 +156,18 @@ def test_why_not_through_a_real_server() -> None:
         await client.close()
 
     run(scenario)
+
+
+def test_explanations_are_bound_by_max_rows() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="transact", id=1, inserts={"edge": [[1, i] for i in range(3, 40)]})
+    host.take()
+    hub.limits = HistoryLimits(answer_rows=5)
+    _send(hub, session, type="why_not", id=2, fact="reach(2, 1)")  # reads edge(2, _): none
+    _send(hub, session, type="why_not", id=3, fact="reach(1, 1)")  # reads reach(1, _): 38
+    _send(hub, session, type="subscribe_why", id=4, fact="reach(1, 1)")
+    small, large, watched = host.take()
+    assert small["type"] == "absence"
+    for refused in (large, watched):
+        assert refused["type"] == "error" and "limit of 5 rows" in refused["error"]["message"]
+    assert not hub.db.queries.watches and not session.whys
