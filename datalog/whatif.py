@@ -161,13 +161,16 @@ def _no_record(epoch: int) -> Record:
 def _in_child(work: Callable[[], Any]) -> Outcome:
     """Run `work` in a forked child; its result, or the error it raised."""
     read, write = os.pipe()
-    pid = -1
+    pid, frozen = -1, gc.get_freeze_count() > 0  # (the caller's own freeze stays)
     gc.freeze()  # the collector must not visit (and so copy) every page in the child
     try:
         pid = os.fork()
     finally:
-        if pid != 0:
+        if pid != 0 and not frozen:
             gc.unfreeze()
+        if pid == -1:  # no child (out of processes or memory)
+            os.close(read)
+            os.close(write)
     if pid == 0:  # the child: never returns
         gc.disable()
         _close_all_but(write)
