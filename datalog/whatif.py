@@ -96,7 +96,8 @@ class Hypothetical(Transaction):
 
     def commit(self) -> int:
         """Compute `changes`; the epoch stays the current one, which it returns."""
-        self._check_open()
+        if self.done:
+            raise TransactionError("this hypothetical has already been answered")
         try:
             self.changes = self._changes()
         finally:
