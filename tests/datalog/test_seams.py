@@ -251,11 +251,11 @@ def test_a_failure_after_the_commit_point_keeps_the_symbols_of_the_epoch(
     db = Database()
     db.define(".decl s(x: symbol)")
     epoch = db.epoch
-    with failing_once(monkeypatch, Input, "seal") as fired, pytest.raises(Fault):
-        with db.transaction() as tx:
-            tx.insert("s", [("new",)])
-            if explicit:
-                tx.commit()
+    seal = failing_once(monkeypatch, Input, "seal")
+    with seal as fired, pytest.raises(Fault), db.transaction() as tx:
+        tx.insert("s", [("new",)])
+        if explicit:
+            tx.commit()
     assert fired and db.epoch == epoch + 1  # the fault came after the commit point
     assert db.query("s(x)") == [("new",)]
     db.insert("s", [("newer",)])
