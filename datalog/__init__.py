@@ -25,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "Subscription": "datalog.live",
     "Pacing": "datalog.pacing",
     "ManualClock": "datalog.pacing",
+    "Clock": "datalog.pacing",
     "parse_program": "datalog.parser",
     "parse_query": "datalog.parser",
     "DatalogError": "datalog.errors",
@@ -45,9 +46,13 @@ _EXPORTS: dict[str, str] = {
     "RowLimitExceeded": "datalog.errors",
     "FunctorError": "datalog.errors",
     "FactNotFoundError": "datalog.errors",
+    "FactHoldsError": "datalog.errors",
     "EpochError": "datalog.errors",
     "HistoryCompactedError": "datalog.errors",
     "Derivation": "datalog.provenance",
+    "WhyNot": "datalog.whynot",
+    "WhyChange": "datalog.whywatch",
+    "WhySubscription": "datalog.whywatch",
     "UnboundFunctorError": "datalog.errors",
     "FactFileError": "datalog.sources.csv",
     "DurabilityError": "datalog.storage.frames",
@@ -65,6 +70,7 @@ __all__ = [
     "Subscription",
     "Pacing",
     "ManualClock",
+    "Clock",
     "parse_program",
     "parse_query",
     "DatalogError",
@@ -85,9 +91,13 @@ __all__ = [
     "RowLimitExceeded",
     "FunctorError",
     "FactNotFoundError",
+    "FactHoldsError",
     "EpochError",
     "HistoryCompactedError",
     "Derivation",
+    "WhyNot",
+    "WhyChange",
+    "WhySubscription",
     "UnboundFunctorError",
     "FactFileError",
     "DurabilityError",
@@ -110,6 +120,7 @@ if TYPE_CHECKING:
         DatalogSyntaxError,
         DuplicateDeclarationError,
         EpochError,
+        FactHoldsError,
         FactNotFoundError,
         FunctorError,
         HistoryCompactedError,
@@ -125,12 +136,14 @@ if TYPE_CHECKING:
     )
     from datalog.functors import functors_in_file, vectorized
     from datalog.live import Subscription
-    from datalog.pacing import ManualClock, Pacing
+    from datalog.pacing import Clock, ManualClock, Pacing
     from datalog.parser import parse_program, parse_query
     from datalog.provenance import Derivation
     from datalog.sources.csv import FactFileError
     from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
     from datalog.transaction import Transaction
+    from datalog.whynot import WhyNot
+    from datalog.whywatch import WhyChange, WhySubscription
 
 
 def __getattr__(name: str) -> Any:
