@@ -123,6 +123,7 @@ class LiveQuery:
     subscribers: list[Subscription] = field(default_factory=list)
     held: Updates | None = None  # a definition's change, delivered with its epoch
     stage: Stage = "idle"
+    telling: Updates | None = None  # the epoch's changes while subscribers are told
     built_for: CheckedProgram | None = field(default=None, repr=False)  # its own dataflow's
 
     @classmethod
@@ -142,7 +143,13 @@ class LiveQuery:
         return self.stage == "idle"
 
     def answer(self) -> Updates:
-        return self.state.accumulate(None)
+        """The answer now: while subscribers are told an epoch's changes, `state` with
+        them (a callback that reads the query sees the epoch it is told about)."""
+        state = self.state.accumulate(None)
+        if self.telling is None:
+            return state
+        pending = self.telling.with_times(self.telling.times * 0)
+        return consolidate(concat([state, pending]))
 
     def rows(self, symbols: SymbolTable) -> list[tuple[Any, ...]]:
         state = self.answer()
@@ -168,7 +175,11 @@ class LiveQuery:
         rows = to_rows(updates.columns, self.types, symbols, len(updates))
         change = Change(rows, updates.diffs.tolist(), epoch)
         self.held = None
-        failure = self._tell(change)
+        self.telling = updates
+        try:
+            failure = self._tell(change)
+        finally:
+            self.telling = None
         self.stage = "told"
         _insert(self.state, updates)
         self.stage = "idle"

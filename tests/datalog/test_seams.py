@@ -260,3 +260,22 @@ def test_a_failure_after_the_commit_point_keeps_the_symbols_of_the_epoch(
     assert db.query("s(x)") == [("new",)]
     db.insert("s", [("newer",)])
     assert db.query("s(x)") == [("new",), ("newer",)]
+
+
+def test_a_callback_reading_its_own_query_sees_the_epoch_it_is_told_about() -> None:
+    """The answer was taken into the live query's state only after its subscribers
+    were told, so a callback's `db.query` of the same query read the epoch before
+    (found by the model test: `deg(x0, x1)` read `[]` at the epoch that made it
+    `[(1, 0)]`)."""
+    db = Database()
+    db.define(
+        ".decl v(x: number)\n.decl e(x: number, y: number)\n"
+        ".decl deg(x: number, n: number)\ndeg(x, n) :- v(x), n = count : { e(x, _) }."
+    )
+    seen: list[tuple[int, list[tuple[Any, ...]]]] = []
+    db.subscribe("deg(x, n)", lambda c: seen.append((c.epoch, db.query("deg(x, n)"))))
+    db.insert("v", [(1,)])
+    db.insert("e", [(1, 2)])
+    db.retract("v", [(1,)])
+    e = db.epoch
+    assert seen == [(e - 3, []), (e - 2, [(1, 0)]), (e - 1, [(1, 1)]), (e, [])]
