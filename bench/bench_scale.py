@@ -179,8 +179,8 @@ def counted(db: Any, name: str) -> tuple[Any, list[int]]:
     so far (`found[0]`), summed as each part of it is produced: nothing is kept, so
     counting hundreds of millions of triangles takes no memory for them (a query or a
     subscription would hold them all)."""
-    from datalog.checks import check_query
-    from datalog.parser import parse_query
+    from datalog.lang.checks import check_query
+    from datalog.lang.parser import parse_query
     from datalog.plan.build import Planner
 
     checked = check_query(parse_query(TRIANGLES), db.checked.schema)

@@ -144,8 +144,8 @@ def evaluation(args: argparse.Namespace, engine: str) -> dict[str, Any]:
         seconds = time.perf_counter() - start
         columns = [answer.column(i).to_numpy() for i in range(arity)]
     else:
-        from datalog.checks import check_program
-        from datalog.parser import parse_program
+        from datalog.lang.checks import check_program
+        from datalog.lang.parser import parse_program
         from datalog.sources.spark import read_parquet
         from datalog.spark.evaluate import evaluate
         from datalog.spark.transfer import arrow_batches

@@ -25,30 +25,30 @@ _EXPORTS: dict[str, str] = {
     "Subscription": "datalog.live",
     "Pacing": "datalog.pacing",
     "ManualClock": "datalog.pacing",
-    "parse_program": "datalog.parser",
-    "parse_query": "datalog.parser",
-    "DatalogError": "datalog.errors",
-    "DatalogSyntaxError": "datalog.errors",
-    "DatalogSemanticError": "datalog.errors",
-    "DatalogErrors": "datalog.errors",
-    "UnknownNameError": "datalog.errors",
-    "ArityError": "datalog.errors",
-    "TypeMismatchError": "datalog.errors",
-    "RangeRestrictionError": "datalog.errors",
-    "StratificationError": "datalog.errors",
-    "DuplicateDeclarationError": "datalog.errors",
-    "ComponentError": "datalog.errors",
-    "RedefinitionError": "datalog.errors",
-    "TransactionError": "datalog.errors",
-    "UnsupportedError": "datalog.errors",
-    "BudgetExceeded": "datalog.errors",
-    "RowLimitExceeded": "datalog.errors",
-    "FunctorError": "datalog.errors",
-    "FactNotFoundError": "datalog.errors",
-    "EpochError": "datalog.errors",
-    "HistoryCompactedError": "datalog.errors",
+    "parse_program": "datalog.lang.parser",
+    "parse_query": "datalog.lang.parser",
+    "DatalogError": "datalog.lang.errors",
+    "DatalogSyntaxError": "datalog.lang.errors",
+    "DatalogSemanticError": "datalog.lang.errors",
+    "DatalogErrors": "datalog.lang.errors",
+    "UnknownNameError": "datalog.lang.errors",
+    "ArityError": "datalog.lang.errors",
+    "TypeMismatchError": "datalog.lang.errors",
+    "RangeRestrictionError": "datalog.lang.errors",
+    "StratificationError": "datalog.lang.errors",
+    "DuplicateDeclarationError": "datalog.lang.errors",
+    "ComponentError": "datalog.lang.errors",
+    "RedefinitionError": "datalog.lang.errors",
+    "TransactionError": "datalog.lang.errors",
+    "UnsupportedError": "datalog.lang.errors",
+    "BudgetExceeded": "datalog.lang.errors",
+    "RowLimitExceeded": "datalog.lang.errors",
+    "FunctorError": "datalog.lang.errors",
+    "FactNotFoundError": "datalog.lang.errors",
+    "EpochError": "datalog.lang.errors",
+    "HistoryCompactedError": "datalog.lang.errors",
     "Derivation": "datalog.provenance",
-    "UnboundFunctorError": "datalog.errors",
+    "UnboundFunctorError": "datalog.lang.errors",
     "FactFileError": "datalog.sources.csv",
     "DurabilityError": "datalog.storage.frames",
     "DatabaseLockedError": "datalog.storage.frames",
@@ -100,7 +100,8 @@ __all__ = [
 if TYPE_CHECKING:
     from datalog.change import Change
     from datalog.database import Database
-    from datalog.errors import (
+    from datalog.functors import functors_in_file, vectorized
+    from datalog.lang.errors import (
         ArityError,
         BudgetExceeded,
         ComponentError,
@@ -123,10 +124,9 @@ if TYPE_CHECKING:
         UnknownNameError,
         UnsupportedError,
     )
-    from datalog.functors import functors_in_file, vectorized
+    from datalog.lang.parser import parse_program, parse_query
     from datalog.live import Subscription
     from datalog.pacing import ManualClock, Pacing
-    from datalog.parser import parse_program, parse_query
     from datalog.provenance import Derivation
     from datalog.sources.csv import FactFileError
     from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError

@@ -139,7 +139,7 @@ def load_functors(paths: Sequence[Path]) -> dict[str, object]:
 def run_program(args: argparse.Namespace) -> int:
     """Load the program and its `.input` files, write `.output`s, print `.printsize`s."""
     from datalog.database import Database
-    from datalog.errors import DatalogError
+    from datalog.lang.errors import DatalogError
     from datalog.sources.csv import load_inputs, write_outputs
 
     try:
@@ -176,9 +176,9 @@ def run_program(args: argparse.Namespace) -> int:
 
 
 def _run_on_spark(text: str, args: argparse.Namespace) -> int:
-    from datalog.checks import check_program
-    from datalog.errors import DatalogError
-    from datalog.parser import parse_program
+    from datalog.lang.checks import check_program
+    from datalog.lang.errors import DatalogError
+    from datalog.lang.parser import parse_program
     from datalog.sources.csv import missing_file
     from datalog.spark.run import input_files, run
 
@@ -224,8 +224,8 @@ def format_row(row: Sequence[object]) -> str:
 
 def answer_columns(db: Database, query: str) -> tuple[str, ...]:
     """The free variables of `query`, in the order its answer rows give them."""
-    from datalog.checks import check_query
-    from datalog.parser import parse_query
+    from datalog.lang.checks import check_query
+    from datalog.lang.parser import parse_query
 
     return tuple(check_query(parse_query(query), db.checked.schema).answer_vars)
 
@@ -248,7 +248,7 @@ def change_lines(change: Change) -> list[str]:
 
 def stats_summary(stats: dict[str, Any]) -> list[str]:
     """A few readable lines from `Database.stats()`."""
-    from datalog.system import is_reserved
+    from datalog.lang.system import is_reserved
 
     inputs: dict[str, Any] = stats.get("inputs", {})
     lines = [f"epoch {stats.get('epoch')}"]
@@ -284,7 +284,7 @@ def stats_summary(stats: dict[str, Any]) -> list[str]:
 
 def run_repl(args: argparse.Namespace) -> int:
     from datalog.database import Database
-    from datalog.errors import DatalogError
+    from datalog.lang.errors import DatalogError
     from datalog.repl import Session
 
     try:
@@ -335,7 +335,7 @@ def run_recover(args: argparse.Namespace) -> int:
     """Repair what can be repaired (`datalog.storage.repair`), then open the database,
     cutting the log before a record that does not replay until it opens; say what was
     done and what was lost. 0 once the database opens, else 1."""
-    from datalog.errors import DatalogError
+    from datalog.lang.errors import DatalogError
 
     if not args.directory.is_dir():
         print(f"error: {args.directory} is not a directory", file=sys.stderr)
@@ -426,7 +426,7 @@ def spark_preload(argv: Sequence[str]) -> tuple[list[str], int]:
         print("error: --spark-load needs --db (a durable database to load into)", file=sys.stderr)
         return server_args, 2
     from datalog.database import Database
-    from datalog.errors import DatalogError
+    from datalog.lang.errors import DatalogError
     from datalog.sources.csv import load_inputs
     from datalog.sources.spark import load_paths
 

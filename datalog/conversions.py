@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from datalog.ast import ColumnType
-from datalog.functions import ordinal
+from datalog.lang.ast import ColumnType
+from datalog.lang.functions import ordinal
 from datalog.symbols import SymbolTable
 
 Array = npt.NDArray[Any]

@@ -26,24 +26,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datalog import definitions, durable, system
-from datalog.ast import Program, Query
-from datalog.checks import CheckedProgram, CheckedQuery, check_query
+from datalog import definitions, durable
 from datalog.definitions import Definition, ProgramState, fact_rows
 from datalog.dot import explain_graph
 from datalog.durable import Log
 from datalog.epochs import Epochs, Write
-from datalog.errors import BudgetExceeded, RowLimitExceeded, TransactionError, UnsupportedError
 from datalog.explain import explain_text
 from datalog.functors import FunctorBinding, binding, bindings
 from datalog.history import DEFAULT_HISTORY, Past, history_setting
 from datalog.introspection import Introspection
+from datalog.lang import system
+from datalog.lang.ast import Program, Query
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
+from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, TransactionError, UnsupportedError
+from datalog.lang.parser import parse_query
+from datalog.lang.pretty import format_query
 from datalog.live import Callback, Subscription
 from datalog.pacing import Clock, Pacing, SystemClock
-from datalog.parser import parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.wcoj import JoinPlan
-from datalog.pretty import format_query
 from datalog.queries import LiveQueries
 from datalog.rows import to_rows
 from datalog.storage.records import Commit, Define, Record

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import NamedTuple
 
-from datalog.ast import (
+from datalog.lang.ast import (
     NOWHERE,
     Component,
     Decl,
@@ -39,11 +39,11 @@ from datalog.ast import (
     Subsumption,
     TypeDecl,
 )
-from datalog.checks import CheckedProgram, check_program, check_query, dependencies
-from datalog.errors import DatalogError, DatalogErrors, RedefinitionError, raise_all
-from datalog.parser import parse_program, parse_query
-from datalog.passes.instantiate_components import instantiate_components
-from datalog.pretty import format_program
+from datalog.lang.checks import CheckedProgram, check_program, check_query, dependencies
+from datalog.lang.errors import DatalogError, DatalogErrors, RedefinitionError, raise_all
+from datalog.lang.parser import parse_program, parse_query
+from datalog.lang.passes.instantiate_components import instantiate_components
+from datalog.lang.pretty import format_program
 
 Fact = tuple[object, ...]  # (relation, *values) of a defined fact
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from datalog.errors import UnsupportedError
+from datalog.lang.errors import UnsupportedError
 from differential.dataflow import Operator, Scope, Stream
 from differential.engine import Dataflow
 from differential.operators.arrange import ArrangeOp

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from datalog.ast import Pragma
+from datalog.lang.ast import Pragma
 from datalog.plan.build import QueryPlan
 
 

@@ -2,7 +2,7 @@
 
 Layer: datalog. May import numpy and the datalog language modules (ast, errors,
 functions, symbols, passes.term_types); never `differential`, `joins`, `server`.
-The column-at-a-time counterpart of `datalog.functions`, and it must agree with
+The column-at-a-time counterpart of `datalog.lang.functions`, and it must agree with
 it row by row (a property test checks it).
 
 A column of type `number` is int64, `unsigned` uint64 (an int64 column is
@@ -24,8 +24,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from datalog import functions
-from datalog.ast import (
+from datalog.conversions import convert_column
+from datalog.functor_calls import call_columns
+from datalog.lang import functions
+from datalog.lang.ast import (
     BUILTIN_PREDICATES,
     Aggregate,
     BinOp,
@@ -39,10 +41,8 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.conversions import convert_column
-from datalog.errors import UnsupportedError
-from datalog.functor_calls import call_columns
-from datalog.passes.term_types import comparison_type, resolve_type
+from datalog.lang.errors import UnsupportedError
+from datalog.lang.passes.term_types import comparison_type, resolve_type
 from datalog.symbols import SymbolTable
 
 Array = npt.NDArray[Any]

@@ -32,8 +32,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from datalog.ast import Call, ColumnType, UserFunctor
-from datalog.errors import FunctorError, UnboundFunctorError
+from datalog.lang.ast import Call, ColumnType, UserFunctor
+from datalog.lang.errors import FunctorError, UnboundFunctorError
 from datalog.symbols import SymbolTable
 from differential.budget import Interrupted, check_budget
 

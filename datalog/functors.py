@@ -24,17 +24,17 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from datalog.ast import Call, Rule, Term
-from datalog.checks import CheckedProgram, CheckedQuery, dependencies
-from datalog.errors import (
+from datalog.lang.ast import Call, Rule, Term
+from datalog.lang.checks import CheckedProgram, CheckedQuery, dependencies
+from datalog.lang.errors import (
     DatalogError,
     FunctorError,
     UnboundFunctorError,
     UnsupportedError,
     raise_all,
 )
-from datalog.passes.variables import map_term, map_terms
-from datalog.strata import Stratum
+from datalog.lang.passes.variables import map_term, map_terms
+from datalog.lang.strata import Stratum
 
 __all__ = [
     "FunctorBinding",

@@ -1,6 +1,6 @@
 """`range` over columns: the vectorized counterpart of `functions.range_values`.
 
-Layer: datalog. Imports numpy and `datalog.functions`. `expand_range` turns a batch
+Layer: datalog. Imports numpy and `datalog.lang.functions`. `expand_range` turns a batch
 of argument rows into the generated values and, for each value, the index of the
 row it came from (so a caller repeats that row's columns, time and diff: the
 expansion is linear, and a retracted input row retracts exactly its values). Row
@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from datalog.ast import ColumnType
-from datalog.functions import RANGE_LIMIT, range_too_long
+from datalog.lang.ast import ColumnType
+from datalog.lang.functions import RANGE_LIMIT, range_too_long
 
 Array = npt.NDArray[Any]
 Mask = npt.NDArray[np.bool_]

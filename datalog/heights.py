@@ -22,12 +22,22 @@ from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
-from datalog.ast import Aggregate, Atom, ColumnType, Literal, Negation, Rule, Term, Var, Wildcard
-from datalog.checks import CheckedProgram
-from datalog.functions import Value
-from datalog.passes.variables import aggregate_groups
+from datalog.lang.ast import (
+    Aggregate,
+    Atom,
+    ColumnType,
+    Literal,
+    Negation,
+    Rule,
+    Term,
+    Var,
+    Wildcard,
+)
+from datalog.lang.checks import CheckedProgram
+from datalog.lang.functions import Value
+from datalog.lang.passes.variables import aggregate_groups
+from datalog.lang.schema import Schema
 from datalog.reference import Env, Row, Solver
-from datalog.schema import Schema
 from differential.dataflow import remaining
 
 Rows = Sequence[Row] | KeysView[Row]

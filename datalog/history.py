@@ -21,11 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
 
-from datalog.checks import CheckedProgram, CheckedQuery, check_query, dependencies
 from datalog.definitions import ProgramVersions
-from datalog.errors import EpochError, HistoryCompactedError, UnknownNameError
 from datalog.functors import FunctorBinding
-from datalog.parser import parse_query
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query, dependencies
+from datalog.lang.errors import EpochError, HistoryCompactedError, UnknownNameError
+from datalog.lang.parser import parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, relations_read
 from datalog.plan.wcoj import JoinPlan

@@ -1,6 +1,6 @@
 """Introspection as relations: the database's own state, queryable with Datalog.
 
-Layer: datalog (API). Imports numpy, `datalog.system`, `datalog.definitions`,
+Layer: datalog (API). Imports numpy, `datalog.lang.system`, `datalog.definitions`,
 `datalog.queries` and `differential` (the engine's inputs and measurements);
 `datalog.database` owns one `Introspection` and calls its hooks.
 
@@ -32,12 +32,12 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from datalog.definitions import ProgramState
-from datalog.errors import DatalogError
+from datalog.lang.errors import DatalogError
+from datalog.lang.strata import reads
+from datalog.lang.system import ARITIES, ARRANGEMENT, DATAFLOW, DECLS, NAMES, PREFIX, RELATION
 from datalog.live import LiveQuery
 from datalog.queries import LiveQueries
-from datalog.strata import reads
 from datalog.symbols import SymbolTable
-from datalog.system import ARITIES, ARRANGEMENT, DATAFLOW, DECLS, NAMES, PREFIX, RELATION
 from differential.engine import Dataflow, Engine
 from differential.inputs import Input, Requests
 

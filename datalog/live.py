@@ -28,10 +28,10 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from datalog.ast import ColumnType
 from datalog.change import Callback, Change
-from datalog.checks import CheckedProgram
 from datalog.expressions import DTYPES
+from datalog.lang.ast import ColumnType
+from datalog.lang.checks import CheckedProgram
 from datalog.pacing import Pacing
 from datalog.plan.build import QueryPlan
 from datalog.plan.wcoj import JoinPlan

@@ -1,6 +1,6 @@
 """Pacing: when a subscriber with a granularity receives what it is owed.
 
-Layer: datalog (API). Imports `datalog.errors` only, so that the server's feeds
+Layer: datalog (API). Imports `datalog.lang.errors` only, so that the server's feeds
 (`server.feeds.Watch`) pace their clients by the very same policy as embedded
 subscriptions (`Database.subscribe(..., granularity=...)`): a granularity means one
 thing wherever it is given.
@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from datalog.errors import UnsupportedError
+from datalog.lang.errors import UnsupportedError
 
 Release = tuple[list[Any], list[int]]  # rows, diffs
 

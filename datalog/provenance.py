@@ -23,7 +23,10 @@ from typing import Any, Literal
 
 import numpy as np
 
-from datalog.ast import (
+from datalog.functors import bind_program
+from datalog.heights import HeightSolver, Prepared, Table, minimal_heights, prepare
+from datalog.history import EpochView, Past
+from datalog.lang.ast import (
     Aggregate,
     Atom,
     Call,
@@ -35,18 +38,15 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.checks import CheckedProgram, check_query, dependencies
-from datalog.errors import DatalogSemanticError, FactNotFoundError
-from datalog.functions import Value
-from datalog.functors import bind_program
-from datalog.heights import HeightSolver, Prepared, Table, minimal_heights, prepare
-from datalog.history import EpochView, Past
-from datalog.parser import parse_query
-from datalog.passes.variables import aggregates_in, literal_terms, map_term, subterms
-from datalog.pretty import format_rule, format_term
+from datalog.lang.checks import CheckedProgram, check_query, dependencies
+from datalog.lang.errors import DatalogSemanticError, FactNotFoundError
+from datalog.lang.functions import Value
+from datalog.lang.parser import parse_query
+from datalog.lang.passes.variables import aggregates_in, literal_terms, map_term, subterms
+from datalog.lang.pretty import format_rule, format_term
+from datalog.lang.schema import Schema
 from datalog.reference import Env, Row, Solver
 from datalog.rows import to_rows
-from datalog.schema import Schema
 from datalog.symbols import SymbolTable
 
 __all__ = ["Derivation", "Fact", "RuleSource", "why"]

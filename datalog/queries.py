@@ -30,14 +30,14 @@ from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 
 from datalog.change import Callback, Change
-from datalog.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.definitions import ProgramState
-from datalog.errors import TransactionError
 from datalog.functors import FunctorBinding
 from datalog.interrupts import deferred
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
+from datalog.lang.errors import TransactionError
+from datalog.lang.parser import parse_query
 from datalog.live import LiveQuery, Subscription
 from datalog.pacing import Clock, Pacing
-from datalog.parser import parse_query
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.views import Share
 from datalog.plan.wcoj import JoinPlan

@@ -2,7 +2,7 @@
 
 Layer: datalog. Plain Python, naive bottom-up evaluation with set semantics
 (DESIGN §10). Imports only the datalog language modules, the scalar
-semantics of `datalog.functions` and `datalog.functor_calls` for user functors
+semantics of `datalog.lang.functions` and `datalog.functor_calls` for user functors
 (a program with functors is bound first: `datalog.functors.bind_program`);
 never numpy-vectorized code, `differential` or `joins`. Slow on purpose:
 obviously correct matters more than speed.
@@ -29,8 +29,9 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from datalog import functions
-from datalog.ast import (
+from datalog.functor_calls import call_values
+from datalog.lang import functions
+from datalog.lang.ast import (
     BUILTIN_PREDICATES,
     Aggregate,
     Atom,
@@ -48,15 +49,14 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.checks import CheckedProgram, CheckedQuery
-from datalog.errors import TransactionError
-from datalog.functions import Value
-from datalog.functor_calls import call_values
-from datalog.passes.check_generators import generator_binding
-from datalog.passes.term_types import comparison_type, resolve_type
-from datalog.passes.variables import aggregate_groups, needed, ready
-from datalog.schema import RelationInfo, Schema
-from datalog.subsumption import Dominance, dominated_var, dominating_var
+from datalog.lang.checks import CheckedProgram, CheckedQuery
+from datalog.lang.errors import TransactionError
+from datalog.lang.functions import Value
+from datalog.lang.passes.check_generators import generator_binding
+from datalog.lang.passes.term_types import comparison_type, resolve_type
+from datalog.lang.passes.variables import aggregate_groups, needed, ready
+from datalog.lang.schema import RelationInfo, Schema
+from datalog.lang.subsumption import Dominance, dominated_var, dominating_var
 
 Row = tuple[Value, ...]
 Relations = dict[str, set[Row]]
@@ -159,7 +159,7 @@ def _derive_once(
 def dominated(rows: set[Row], dominances: Sequence[Dominance]) -> set[Row]:
     """The rows some other row beats under any of `dominances` (one relation's
     subsumptive clauses): it dominates the row, and either the row does not
-    dominate it or it is the lesser of the two (`datalog.subsumption`)."""
+    dominate it or it is the lesser of the two (`datalog.lang.subsumption`)."""
 
     def dominates(low: Row, high: Row) -> bool:
         return any(_dominates(d, low, high) for d in dominances)

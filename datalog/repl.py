@@ -19,7 +19,7 @@ from typing import Any
 
 from datalog import Change, Database, Subscription
 from datalog.cli import answer_columns, change_lines, format_answer, stats_summary
-from datalog.errors import DatalogError
+from datalog.lang.errors import DatalogError
 
 HELP = """\
 Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x, y).

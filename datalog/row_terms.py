@@ -10,7 +10,7 @@ compiled filter or map turns it into its image, or None where it drops. Each is
 generated as one Python expression (`lambda row: ...`), so a row costs one call
 per operator, not one per node of the syntax tree.
 
-The values are those of the scalar semantics (`datalog.functions`, which the
+The values are those of the scalar semantics (`datalog.lang.functions`, which the
 numpy path agrees with row by row): `number` arithmetic wraps around like int64
 (`((v + 2**63) & (2**64 - 1)) - 2**63`), `unsigned` like uint64, floats are IEEE
 doubles as numpy's. Only terms that always have a value compile: variables of the
@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from datalog import functions
-from datalog.ast import BinOp, ColumnType, Comparison, Const, Neg, Term, Var
-from datalog.passes.term_types import comparison_type, resolve_type
+from datalog.lang import functions
+from datalog.lang.ast import BinOp, ColumnType, Comparison, Const, Neg, Term, Var
+from datalog.lang.passes.term_types import comparison_type, resolve_type
 
 Row = tuple[object, ...]
 RowMap = Callable[[Row], Row | None]

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from datalog.ast import ColumnType
-from datalog.errors import TransactionError
 from datalog.expressions import DTYPES
-from datalog.schema import RelationInfo
+from datalog.lang.ast import ColumnType
+from datalog.lang.errors import TransactionError
+from datalog.lang.schema import RelationInfo
 from datalog.symbols import SymbolTable
 
 if TYPE_CHECKING:

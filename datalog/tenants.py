@@ -33,17 +33,17 @@ from typing import Any
 
 import numpy as np
 
-from datalog.ast import Atom, Column, Const, Decl, Literal, Query, Term, Var
-from datalog.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.expressions import DTYPES
 from datalog.functors import FunctorBinding
+from datalog.lang.ast import Atom, Column, Const, Decl, Literal, Query, Term, Var
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
+from datalog.lang.parser import parse_query
+from datalog.lang.pretty import format_query
+from datalog.lang.schema import RelationInfo, Schema
 from datalog.live import LiveQuery
-from datalog.parser import parse_query
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.magic import tenant_specialize
 from datalog.plan.wcoj import JoinPlan
-from datalog.pretty import format_query
-from datalog.schema import RelationInfo, Schema
 from datalog.symbols import SymbolTable
 from differential.batch import Updates, concat, consolidate
 from differential.engine import Engine

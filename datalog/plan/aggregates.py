@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog.ast import (
+from datalog.expressions import DTYPES
+from datalog.lang.ast import (
     Aggregate,
     Atom,
     ColumnType,
@@ -29,9 +30,8 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.expressions import DTYPES
-from datalog.passes.term_types import resolve_type
-from datalog.passes.variables import nodes, replace_aggregates
+from datalog.lang.passes.term_types import resolve_type
+from datalog.lang.passes.variables import nodes, replace_aggregates
 from differential.batch import Column, Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Owner

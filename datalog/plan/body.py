@@ -20,7 +20,15 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.ast import (
+from datalog.expressions import (
+    DTYPES,
+    both,
+    compile_comparison,
+    compile_term,
+    evaluate_comparison,
+)
+from datalog.generators import expand_range
+from datalog.lang.ast import (
     Atom,
     Call,
     ColumnType,
@@ -30,18 +38,10 @@ from datalog.ast import (
     Term,
     Var,
 )
-from datalog.errors import UnsupportedError
-from datalog.expressions import (
-    DTYPES,
-    both,
-    compile_comparison,
-    compile_term,
-    evaluate_comparison,
-)
-from datalog.generators import expand_range
-from datalog.passes.check_generators import generator_binding
-from datalog.passes.term_types import resolve_type
-from datalog.passes.variables import aggregate_groups, term_variables
+from datalog.lang.errors import UnsupportedError
+from datalog.lang.passes.check_generators import generator_binding
+from datalog.lang.passes.term_types import resolve_type
+from datalog.lang.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
 from datalog.plan.atoms import AtomView
 from datalog.plan.sources import Sources

@@ -36,12 +36,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from datalog.ast import Aggregate, Atom, Decl, Literal, Negation, Program, Rule, Term, Var
-from datalog.checks import CheckedProgram, CheckedQuery, check_program, dependencies
-from datalog.errors import DatalogError
-from datalog.passes.variables import map_terms, nodes
+from datalog.lang.ast import Aggregate, Atom, Decl, Literal, Negation, Program, Rule, Term, Var
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_program, dependencies
+from datalog.lang.errors import DatalogError
+from datalog.lang.passes.variables import map_terms, nodes
+from datalog.lang.strata import dependency_edges, strongly_connected_components
 from datalog.plan.demand import ORIGINAL, OWN, Bindings, Body, Copy, Demand, adorned, magic
-from datalog.strata import dependency_edges, strongly_connected_components
 
 __all__ = ["MagicPolicy", "Specialized", "adorned", "magic", "specialize", "tenant_specialize"]
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Sequence
 from typing import TYPE_CHECKING, Literal
 
-from datalog.checks import dependencies
-from datalog.pretty import format_rule
-from datalog.strata import reads
+from datalog.lang.checks import dependencies
+from datalog.lang.pretty import format_rule
+from datalog.lang.strata import reads
 
 if TYPE_CHECKING:
     from datalog.plan.build import Planner

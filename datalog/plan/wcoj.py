@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from datalog.ast import (
+from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
+from datalog.lang.ast import (
     Atom,
     BinOp,
     Call,
@@ -36,13 +37,12 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.ast import Literal as BodyLiteral
-from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
-from datalog.passes.check_generators import generator_binding
-from datalog.passes.term_types import comparison_type
-from datalog.passes.variables import nodes, term_variables
+from datalog.lang.ast import Literal as BodyLiteral
+from datalog.lang.passes.check_generators import generator_binding
+from datalog.lang.passes.term_types import comparison_type
+from datalog.lang.passes.variables import nodes, term_variables
+from datalog.lang.pretty import format_literal, format_term
 from datalog.plan.atoms import AtomView
-from datalog.pretty import format_literal, format_term
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import project
 from joins.delta_query import Constant, DeltaQueryOp, Pattern

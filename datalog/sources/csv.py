@@ -41,9 +41,9 @@ from typing import IO, TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
-from datalog.ast import NOWHERE, ColumnType, Directive, Span
-from datalog.errors import DatalogError
-from datalog.schema import RelationInfo
+from datalog.lang.ast import NOWHERE, ColumnType, Directive, Span
+from datalog.lang.errors import DatalogError
+from datalog.lang.schema import RelationInfo
 
 if TYPE_CHECKING:
     from datalog.database import Database

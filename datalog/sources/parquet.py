@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datalog.errors import TransactionError
 from datalog.expressions import DTYPES
+from datalog.lang.errors import TransactionError
 
 if TYPE_CHECKING:
     from datalog.database import Database
-    from datalog.schema import RelationInfo
+    from datalog.lang.schema import RelationInfo
 
 
 def insert_parquet(db: Database, relation: str, path: str | PathLike[str]) -> int:

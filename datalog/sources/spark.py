@@ -40,8 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from datalog.ast import ColumnType
-from datalog.schema import RelationInfo
+from datalog.lang.ast import ColumnType
+from datalog.lang.schema import RelationInfo
 from datalog.sources.csv import FactFileError
 
 if TYPE_CHECKING:

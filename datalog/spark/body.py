@@ -28,7 +28,7 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from datalog.ast import (
+from datalog.lang.ast import (
     BUILTIN_PREDICATES,
     Aggregate,
     Atom,
@@ -40,10 +40,10 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.errors import UnsupportedError
-from datalog.passes.term_types import comparison_type, resolve_type
-from datalog.passes.variables import aggregates_in, literal_terms, needed, ready
-from datalog.schema import Schema
+from datalog.lang.errors import UnsupportedError
+from datalog.lang.passes.term_types import comparison_type, resolve_type
+from datalog.lang.passes.variables import aggregates_in, literal_terms, needed, ready
+from datalog.lang.schema import Schema
 from datalog.spark.columns import SPARK_TYPES, Names, compare, evaluate, literal, value
 
 if TYPE_CHECKING:

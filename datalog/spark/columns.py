@@ -1,6 +1,6 @@
-"""Terms as Spark columns: the scalar semantics of `datalog.functions`, vectorized.
+"""Terms as Spark columns: the scalar semantics of `datalog.lang.functions`, vectorized.
 
-Layer: datalog (Spark back end). Imports the AST, `datalog.functions` and the
+Layer: datalog (Spark back end). Imports the AST, `datalog.lang.functions` and the
 type resolution the other evaluators use; pyspark only inside functions.
 
 A column is NULL where the term has no value (division by zero, `substr` out
@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
-from datalog.ast import (
+from datalog.lang.ast import (
     Aggregate,
     BinOp,
     Call,
@@ -34,9 +34,9 @@ from datalog.ast import (
     Term,
     Var,
 )
-from datalog.errors import UnsupportedError
-from datalog.functions import FUNCTORS, constant
-from datalog.passes.term_types import resolve_type
+from datalog.lang.errors import UnsupportedError
+from datalog.lang.functions import FUNCTORS, constant
+from datalog.lang.passes.term_types import resolve_type
 
 if TYPE_CHECKING:
     from pyspark.sql import Column

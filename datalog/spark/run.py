@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from datalog.checks import CheckedProgram, check_program
-from datalog.parser import parse_program
+from datalog.lang.checks import CheckedProgram, check_program
+from datalog.lang.parser import parse_program
 from datalog.sources.csv import FactFile, input_file, output_file, print_framed, write_file
 from datalog.spark.evaluate import evaluate
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import pytest
 
 from datalog import Change, Database, reference
-from datalog.checks import check_query
-from datalog.parser import parse_query
+from datalog.lang.checks import check_query
+from datalog.lang.parser import parse_query
 from differential import small
 from differential.trace.spine import Spine
 

@@ -13,8 +13,8 @@ from unittest import mock
 import pytest
 
 from datalog import Database, DatalogError
-from datalog import functions as functions_module
-from datalog.errors import BudgetExceeded, RowLimitExceeded, UnsupportedError
+from datalog.lang import functions as functions_module
+from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, UnsupportedError
 from differential.budget import Interrupted
 
 PROGRAM = """

@@ -11,7 +11,7 @@ import pytest
 
 import datalog
 from datalog.cli import main
-from datalog.errors import DatalogError
+from datalog.lang.errors import DatalogError
 from datalog.repl import parse_rows
 
 PROGRAM = """\
@@ -280,7 +280,7 @@ def test_unreadable_programs_and_unwritable_outputs_are_clear_errors(
 
 def test_bad_arguments_to_the_api_are_datalog_errors() -> None:
     from datalog import Database
-    from datalog.errors import DatalogSyntaxError, UnsupportedError
+    from datalog.lang.errors import DatalogSyntaxError, UnsupportedError
 
     db = Database()
     db.define(".decl e(x: number)")

@@ -16,7 +16,7 @@ import pytest
 
 from datalog.cli import main as cli
 from datalog.database import Database
-from datalog.errors import DatalogError
+from datalog.lang.errors import DatalogError
 from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
 
 PROGRAM = """

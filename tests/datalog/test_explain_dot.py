@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from datalog.database import Database
-from datalog.errors import UnsupportedError
+from datalog.lang.errors import UnsupportedError
 
 PROGRAM = """
 .decl edge(src: number, dst: number)

@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.ast import BinOp, Call, ColumnType, Comparison, Const, Neg, Term, Var
 from datalog.expressions import (
     compile_comparison,
     compile_term,
     evaluate_comparison,
     evaluate_term,
 )
-from datalog.functions import Value
+from datalog.lang.ast import BinOp, Call, ColumnType, Comparison, Const, Neg, Term, Var
+from datalog.lang.functions import Value
+from datalog.lang.schema import Schema
 from datalog.reference import Solver
-from datalog.schema import Schema
 from datalog.symbols import SymbolTable
 
 TYPES: dict[str, ColumnType] = {

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from datalog import Change, Database, DatalogError, FunctorError, UnboundFunctorError, vectorized
-from datalog.ast import Call, UserFunctor
-from datalog.errors import UnsupportedError
-from datalog.parser import parse_program
-from datalog.pretty import format_program
+from datalog.lang.ast import Call, UserFunctor
+from datalog.lang.errors import UnsupportedError
+from datalog.lang.parser import parse_program
+from datalog.lang.pretty import format_program
 
 PROGRAM = """
 .functor twice(x: number): number

@@ -21,16 +21,16 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from datalog import reference
-from datalog.checks import check_program, check_query
 from datalog.database import Database
-from datalog.errors import (
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.errors import (
     DatalogError,
     EpochError,
     FactNotFoundError,
     HistoryCompactedError,
     UnknownNameError,
 )
-from datalog.parser import parse_program, parse_query
+from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
 from differential.trace import spine
 from tests.datalog.programs import (

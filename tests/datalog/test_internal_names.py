@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from datalog import Database
-from datalog.checks import check_program
-from datalog.errors import DatalogError, DatalogSemanticError, UnknownNameError
-from datalog.parser import parse_program
+from datalog.lang.checks import check_program
+from datalog.lang.errors import DatalogError, DatalogSemanticError, UnknownNameError
+from datalog.lang.parser import parse_program
 from datalog.reference import evaluate
 
 RESERVED = "names beginning with `__` belong to the engine's own relations"

@@ -8,7 +8,7 @@ from unittest import mock
 import pytest
 
 from datalog import Change, Database, ManualClock
-from datalog.errors import DatalogError, TransactionError, UnsupportedError
+from datalog.lang.errors import DatalogError, TransactionError, UnsupportedError
 from differential.engine import Engine
 
 PROGRAM = """
@@ -177,7 +177,7 @@ def test_one_shot_queries_leave_no_symbols_behind() -> None:
 
 def test_a_budget_stops_a_runaway_regular_expression() -> None:
     """It stops (how soon is measured by bench/bench_budget.py, not asserted here)."""
-    from datalog.errors import BudgetExceeded
+    from datalog.lang.errors import BudgetExceeded
 
     db = Database()  # a pattern from the data: no check refuses it before it runs
     db.define(
@@ -300,7 +300,7 @@ def test_a_budget_stops_a_huge_product_between_two_chunks_and_changes_nothing(
 ) -> None:
     """A cartesian product is computed in chunks, and the budget is checked between
     them: the step stops after a few chunks, not after the whole product."""
-    from datalog.errors import BudgetExceeded
+    from datalog.lang.errors import BudgetExceeded
     from differential.dataflow import Interrupted
     from differential.operators import join
     from joins import delta_query

@@ -20,14 +20,14 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from datalog import Database, DatalogError, Derivation, FactNotFoundError, reference
-from datalog.ast import Aggregate, Atom, Negation, Rule, Var, Wildcard
-from datalog.checks import CheckedProgram, check_program
-from datalog.errors import ArityError, BudgetExceeded, UnknownNameError
-from datalog.functions import Value
 from datalog.heights import invariant_columns
-from datalog.parser import parse_program
-from datalog.passes.variables import aggregate_groups
-from datalog.pretty import format_rule
+from datalog.lang.ast import Aggregate, Atom, Negation, Rule, Var, Wildcard
+from datalog.lang.checks import CheckedProgram, check_program
+from datalog.lang.errors import ArityError, BudgetExceeded, UnknownNameError
+from datalog.lang.functions import Value
+from datalog.lang.parser import parse_program
+from datalog.lang.passes.variables import aggregate_groups
+from datalog.lang.pretty import format_rule
 from datalog.reference import Env, Relations, Row
 from tests.datalog.programs import apply, format_stream, literal_text, programs, streams
 

@@ -15,9 +15,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.ast import BinOp, ColumnType, Comparison, Const, Neg, Term
 from datalog.expressions import compile_comparison, compile_term
-from datalog.functions import Value
+from datalog.lang.ast import BinOp, ColumnType, Comparison, Const, Neg, Term
+from datalog.lang.functions import Value
 from datalog.row_terms import row_filter, row_map
 from datalog.symbols import SymbolTable
 from tests.datalog.test_expressions import TYPES, _columns, _leaves, tables, terms
@@ -121,6 +121,6 @@ def test_symbols_and_division_have_no_row_form() -> None:
 
 
 def _var(name: str) -> Term:
-    from datalog.ast import Var
+    from datalog.lang.ast import Var
 
     return Var(name)

@@ -10,7 +10,7 @@ import pytest
 
 from datalog.change import Change
 from datalog.database import Database
-from datalog.errors import TransactionError
+from datalog.lang.errors import TransactionError
 
 PROGRAM = """
 .decl e(src: number, dst: unsigned)

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from datalog import Change, Database, reference
-from datalog.checks import check_query
-from datalog.parser import parse_query
+from datalog.lang.checks import check_query
+from datalog.lang.parser import parse_query
 from tests.datalog.answers import Accumulated
 
 PROGRAM = """

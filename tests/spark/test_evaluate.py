@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from datalog import Database, UnsupportedError
-from datalog.checks import check_program
-from datalog.parser import parse_program
+from datalog.lang.checks import check_program
+from datalog.lang.parser import parse_program
 from datalog.reference import evaluate as reference_evaluate
 
 if TYPE_CHECKING:

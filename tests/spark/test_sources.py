@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from datalog import Database
-from datalog.errors import TransactionError
+from datalog.lang.errors import TransactionError
 from datalog.sources.csv import FactFile, read_facts
 from tests.spark.conftest import LDBC
 
@@ -97,8 +97,8 @@ def test_ldbc_persons_and_knows_match_a_pyarrow_reading(spark: SparkSession) -> 
 
 @pytest.mark.skipif(not Path(LDBC).is_dir(), reason="no LDBC SNB sample")
 def test_friends_of_friends_on_spark_equals_the_embedded_engine(spark: SparkSession) -> None:
-    from datalog.checks import check_program
-    from datalog.parser import parse_program
+    from datalog.lang.checks import check_program
+    from datalog.lang.parser import parse_program
     from datalog.sources.spark import ldbc_relations
     from datalog.spark.evaluate import evaluate
 

@@ -18,8 +18,8 @@ from functools import lru_cache
 from typing import Any
 
 from datalog import DatalogError, parse_program, parse_query, reference
-from datalog.checks import CheckedProgram, check_program, check_query
 from datalog.functors import bind_program, bind_query, bindings
+from datalog.lang.checks import CheckedProgram, check_program, check_query
 from tests.datalog.model.pool import BASE_DECLS, Fragment, Redefinition, mix
 
 Row = tuple[Any, ...]
