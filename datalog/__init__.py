@@ -53,8 +53,8 @@ _EXPORTS: dict[str, str] = {
     "DurabilityError": "datalog.storage.frames",
     "DatabaseLockedError": "datalog.storage.frames",
     "CorruptLogError": "datalog.storage.frames",
-    "vectorized": "datalog.functors",
-    "functors_in_file": "datalog.functors",
+    "vectorized": "datalog.eval.functors",
+    "functors_in_file": "datalog.eval.functors",
 }
 
 __all__ = [
@@ -100,7 +100,7 @@ __all__ = [
 if TYPE_CHECKING:
     from datalog.change import Change
     from datalog.database import Database
-    from datalog.functors import functors_in_file, vectorized
+    from datalog.eval.functors import functors_in_file, vectorized
     from datalog.lang.errors import (
         ArityError,
         BudgetExceeded,

@@ -31,8 +31,10 @@ from datalog.definitions import Definition, ProgramState, fact_rows
 from datalog.dot import explain_graph
 from datalog.durable import Log
 from datalog.epochs import Epochs, Write
+from datalog.eval.functors import FunctorBinding, binding, bindings
+from datalog.eval.rows import to_rows
+from datalog.eval.symbols import SymbolTable
 from datalog.explain import explain_text
-from datalog.functors import FunctorBinding, binding, bindings
 from datalog.history import DEFAULT_HISTORY, Past, history_setting
 from datalog.introspection import Introspection
 from datalog.lang import system
@@ -46,10 +48,8 @@ from datalog.pacing import Clock, Pacing, SystemClock
 from datalog.plan.body import UNIT
 from datalog.plan.wcoj import JoinPlan
 from datalog.queries import LiveQueries
-from datalog.rows import to_rows
 from datalog.storage.records import Commit, Define, Record
 from datalog.storage.store import Store
-from datalog.symbols import SymbolTable
 from datalog.transaction import Transaction
 from differential.batch import Updates
 from differential.budget import Budget, WorkLock
@@ -171,7 +171,7 @@ class Database:
     def register_functor(self, name: str, function: object, vectorized: bool = False) -> None:
         """Bind `.functor name(...)` to a pure `function`: called per distinct argument
         tuple with Python values, or `vectorized` per batch with numpy columns
-        (symbols as object arrays of str); see `datalog.functor_calls`. Dataflows
+        (symbols as object arrays of str); see `datalog.eval.functor_calls`. Dataflows
         built from now on use it; live ones keep the function they were built with."""
         with self.lock:
             key, found = binding(name, function, vectorized)

@@ -28,6 +28,7 @@ import numpy as np
 
 from datalog import definitions
 from datalog.definitions import ProgramState
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import BudgetExceeded, DatalogError, FunctorError, UnboundFunctorError
 from datalog.lang.schema import Schema
 from datalog.lang.system import is_reserved
@@ -36,7 +37,6 @@ from datalog.storage.layout import LEGACY_LOG
 from datalog.storage.records import Change, Commit, Define, Record
 from datalog.storage.snapshots import Snapshot
 from datalog.storage.store import Logged, Store
-from datalog.symbols import SymbolTable
 from differential.engine import Engine
 
 

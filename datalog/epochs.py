@@ -39,11 +39,11 @@ import numpy as np
 
 from datalog.definitions import ProgramChange, ProgramState
 from datalog.durable import Log, checkpoint
-from datalog.expressions import DTYPES
+from datalog.eval.expressions import DTYPES
+from datalog.eval.symbols import SymbolTable
 from datalog.interrupts import guard
 from datalog.queries import LiveQueries
 from datalog.storage.records import Record
-from datalog.symbols import SymbolTable
 from differential.budget import unbudgeted
 from differential.engine import Engine
 from differential.inputs import Requests

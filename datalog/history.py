@@ -22,14 +22,14 @@ from dataclasses import dataclass
 from numbers import Integral
 
 from datalog.definitions import ProgramVersions
-from datalog.functors import FunctorBinding
+from datalog.eval.functors import FunctorBinding
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query, dependencies
 from datalog.lang.errors import EpochError, HistoryCompactedError, UnknownNameError
 from datalog.lang.parser import parse_query
 from datalog.plan.body import UNIT
 from datalog.plan.build import Planner, relations_read
 from datalog.plan.wcoj import JoinPlan
-from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.engine import Engine
 

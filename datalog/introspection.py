@@ -32,12 +32,12 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 
 from datalog.definitions import ProgramState
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import DatalogError
 from datalog.lang.strata import reads
 from datalog.lang.system import ARITIES, ARRANGEMENT, DATAFLOW, DECLS, NAMES, PREFIX, RELATION
 from datalog.live import LiveQuery
 from datalog.queries import LiveQueries
-from datalog.symbols import SymbolTable
 from differential.engine import Dataflow, Engine
 from differential.inputs import Input, Requests
 

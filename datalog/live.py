@@ -29,14 +29,14 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from datalog.change import Callback, Change
-from datalog.expressions import DTYPES
+from datalog.eval.expressions import DTYPES
+from datalog.eval.rows import to_rows
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType
 from datalog.lang.checks import CheckedProgram
 from datalog.pacing import Pacing
 from datalog.plan.build import QueryPlan
 from datalog.plan.wcoj import JoinPlan
-from datalog.rows import to_rows
-from datalog.symbols import SymbolTable
 from differential.batch import Updates, concat, consolidate
 from differential.time import column
 from differential.trace.spine import Spine

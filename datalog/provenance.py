@@ -1,13 +1,13 @@
 """Provenance: why a tuple holds, as a proof tree of minimal height (docs/adr/0018).
 
-Layer: datalog (API). Imports the language, the checker, `datalog.heights` and the
+Layer: datalog (API). Imports the language, the checker, `datalog.eval.heights` and the
 database's base relations; `Database.why` is a thin wrapper around `why`.
 
 Nothing is recorded during normal evaluation. On demand, `why` reads the base
 relations the queried relation depends on as of the current epoch (under the
 database's lock) or of a past one (`as_of`, with that epoch's rules; see
 `datalog.history`), computes every tuple's minimal height over them
-(`datalog.heights`, plain Python, semi-naive) and rebuilds a proof top-down: for a
+(`datalog.eval.heights`, plain Python, semi-naive) and rebuilds a proof top-down: for a
 tuple of height h it takes the first rule instance (rules in program order) whose
 positive premises all have heights below h, which makes the proof's height h.
 Negated atoms become `!r(...)` leaves and aggregates leaves with their value;
@@ -23,8 +23,11 @@ from typing import Any, Literal
 
 import numpy as np
 
-from datalog.functors import bind_program
-from datalog.heights import HeightSolver, Prepared, Table, minimal_heights, prepare
+from datalog.eval.functors import bind_program
+from datalog.eval.heights import HeightSolver, Prepared, Table, minimal_heights, prepare
+from datalog.eval.reference import Env, Row, Solver
+from datalog.eval.rows import to_rows
+from datalog.eval.symbols import SymbolTable
 from datalog.history import EpochView, Past
 from datalog.lang.ast import (
     Aggregate,
@@ -45,9 +48,6 @@ from datalog.lang.parser import parse_query
 from datalog.lang.passes.variables import aggregates_in, literal_terms, map_term, subterms
 from datalog.lang.pretty import format_rule, format_term
 from datalog.lang.schema import Schema
-from datalog.reference import Env, Row, Solver
-from datalog.rows import to_rows
-from datalog.symbols import SymbolTable
 
 __all__ = ["Derivation", "Fact", "RuleSource", "why"]
 

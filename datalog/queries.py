@@ -31,7 +31,8 @@ from functools import partial
 
 from datalog.change import Callback, Change
 from datalog.definitions import ProgramState
-from datalog.functors import FunctorBinding
+from datalog.eval.functors import FunctorBinding
+from datalog.eval.symbols import SymbolTable
 from datalog.interrupts import deferred
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.errors import TransactionError
@@ -41,7 +42,6 @@ from datalog.pacing import Clock, Pacing
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.views import Share
 from datalog.plan.wcoj import JoinPlan
-from datalog.symbols import SymbolTable
 from datalog.tenants import Context, Tenant, Tenants
 from differential.batch import Updates, concat, consolidate
 from differential.dataflow import unbudgeted

@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
-from datalog.expressions import DTYPES
-from datalog.functors import FunctorBinding
+from datalog.eval.expressions import DTYPES
+from datalog.eval.functors import FunctorBinding
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import Atom, Column, Const, Decl, Literal, Query, Term, Var
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.parser import parse_query
@@ -44,7 +45,6 @@ from datalog.live import LiveQuery
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.magic import tenant_specialize
 from datalog.plan.wcoj import JoinPlan
-from datalog.symbols import SymbolTable
 from differential.batch import Updates, concat, consolidate
 from differential.engine import Engine
 from differential.inputs import Requests

@@ -1,6 +1,6 @@
 """Transactions: inserts, retractions and rule replacements, committed as one epoch.
 
-Layer: datalog (API). Imports numpy, `datalog.rows`, `datalog.definitions`,
+Layer: datalog (API). Imports numpy, `datalog.eval.rows`, `datalog.definitions`,
 `datalog.durable` (the record it logs) and `datalog.epochs` (the one commit path);
 `datalog.database` creates them.
 
@@ -21,13 +21,13 @@ from datalog import definitions
 from datalog.definitions import ProgramChange, ProgramState
 from datalog.durable import commit_record
 from datalog.epochs import Epochs, Write
+from datalog.eval.rows import to_columns
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.lang.schema import Schema
 from datalog.lang.system import is_reserved, reserved_message
 from datalog.plan.body import UNIT
-from datalog.rows import to_columns
 from datalog.storage.records import Record
-from datalog.symbols import SymbolTable
 from differential.inputs import Requests
 
 Part = tuple[str, tuple[np.ndarray, ...], bool]  # relation, columns, inserting

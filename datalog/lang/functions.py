@@ -3,7 +3,7 @@
 Layer: datalog. May import numpy, regex, the datalog language modules and the
 budget of `differential.dataflow` (a regular expression stops with it). This is the
 one definition of what an expression means; the reference evaluator calls these
-functions row by row, and `datalog.expressions` must agree with them column by
+functions row by row, and `datalog.eval.expressions` must agree with them column by
 column (a property test checks it).
 
 Values are Python objects: `number` is an int in [-2**63, 2**63) with

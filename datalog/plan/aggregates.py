@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog.expressions import DTYPES
+from datalog.eval.expressions import DTYPES
 from datalog.lang.ast import (
     Aggregate,
     Atom,

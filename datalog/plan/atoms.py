@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog.expressions import DTYPES
+from datalog.eval.expressions import DTYPES
 from datalog.lang.ast import Atom, ColumnType, Comparison, Const, Literal, Var, Wildcard
 from differential.dataflow import Stream
 from differential.operators.linear import filter_rows

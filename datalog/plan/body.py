@@ -8,7 +8,7 @@ aggregate has all the variables it needs, it is applied (filters as early as
 possible); otherwise the next positive atom (the one sharing most bound
 variables) is joined. Joins arrange both sides by the shared variables; a base
 relation's side is the engine's shared arrangement when the atom needs no
-filtering. `x = range(...)` expands each row once per value (`datalog.generators`)
+filtering. `x = range(...)` expands each row once per value (`datalog.eval.generators`)
 as soon as its arguments are bound. Every step is recorded in `notes` for `explain`.
 """
 
@@ -20,14 +20,16 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.expressions import (
+from datalog.eval.expressions import (
     DTYPES,
     both,
     compile_comparison,
     compile_term,
     evaluate_comparison,
 )
-from datalog.generators import expand_range
+from datalog.eval.generators import expand_range
+from datalog.eval.row_terms import row_filter, row_map
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import (
     Atom,
     Call,
@@ -46,8 +48,6 @@ from datalog.plan.aggregates import Aggregation, lift_aggregates
 from datalog.plan.atoms import AtomView
 from datalog.plan.sources import Sources
 from datalog.plan.wcoj import JoinPlan, delta_query
-from datalog.row_terms import row_filter, row_map
-from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Arranged, ArrangeOp

@@ -26,8 +26,9 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.expressions import DTYPES
-from datalog.functors import FunctorBinding, bind_program, bind_query
+from datalog.eval.expressions import DTYPES
+from datalog.eval.functors import FunctorBinding, bind_program, bind_query
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Rule, Var
 from datalog.lang.checks import CheckedProgram, CheckedQuery
 from datalog.lang.passes.variables import nodes
@@ -39,7 +40,6 @@ from datalog.plan.sources import Sources
 from datalog.plan.subsume import subsume
 from datalog.plan.views import Share, Views
 from datalog.plan.wcoj import JoinPlan
-from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.batch import concat as concat_updates
 from differential.dataflow import Stream

@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from datalog.expressions import DTYPES, compile_comparison
+from datalog.eval.expressions import DTYPES, compile_comparison
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType, Var
 from datalog.lang.subsumption import Dominance, dominated_var, dominating_var, shared_group
-from datalog.symbols import SymbolTable
 from differential.batch import Column, Updates, run_starts
 from differential.dataflow import Stream
 from differential.operators.arrange import ArrangeOp, Owner

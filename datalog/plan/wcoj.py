@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
-from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
+from datalog.eval.expressions import DTYPES, evaluate_comparison, evaluate_term
 from datalog.lang.ast import (
     Atom,
     BinOp,

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datalog.expressions import DTYPES
+from datalog.eval.expressions import DTYPES
 from datalog.lang.errors import TransactionError
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ def _numeric_columns(source: Any, info: RelationInfo, positions: list[str]) -> l
     every value of the file's)."""
     import pyarrow as pa
 
-    from datalog.arrow import to_numpy
+    from datalog.eval.arrow import to_numpy
 
     rows = source.metadata.num_rows
     columns = []

@@ -3,7 +3,7 @@
 Layer: datalog (Spark back end). Imports the AST, the variable walkers and
 `datalog.spark.columns`; pyspark only inside functions.
 
-Literals are applied one at a time, like `datalog.reference.Solver`: a literal
+Literals are applied one at a time, like `datalog.eval.reference.Solver`: a literal
 is ready when every variable it needs is bound (an aggregate needs the
 variables that group it). Filters, bindings (`x = term`) and negations are
 applied as soon as they are ready; then the next atom, preferring one that

@@ -6,7 +6,7 @@ type resolution the other evaluators use; pyspark only inside functions.
 A column is NULL where the term has no value (division by zero, `substr` out
 of range, `to_number` of a non-number), so filters drop the row and bindings
 are dropped by the caller. Types are resolved top-down exactly as in
-`datalog.reference` (`resolve_type`). Supported: every comparison, `+ - * / %`
+`datalog.eval.reference` (`resolve_type`). Supported: every comparison, `+ - * / %`
 and the bitwise operators on numbers, `+ - * / % ^` on floats, `cat`,
 `strlen`, `substr`, `to_number`, `to_string` of integers, `min`/`max`.
 Anything else raises `UnsupportedError` at the term's position: integer `^`

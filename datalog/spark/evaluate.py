@@ -31,13 +31,13 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from datalog.eval.reference import Solver
 from datalog.lang.ast import Atom, Rule
 from datalog.lang.checks import CheckedProgram
 from datalog.lang.errors import UnsupportedError
 from datalog.lang.passes.variables import aggregate_groups
 from datalog.lang.schema import RelationInfo
 from datalog.lang.strata import Stratum
-from datalog.reference import Solver
 from datalog.spark.body import BodySolver
 from datalog.spark.columns import SPARK_TYPES, Names
 from datalog.spark.session import prepare

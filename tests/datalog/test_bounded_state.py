@@ -20,7 +20,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from datalog import Change, Database, reference
+from datalog import Change, Database
+from datalog.eval import reference
 from datalog.lang.checks import check_query
 from datalog.lang.parser import parse_query
 from differential import small

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog import reference
 from datalog.cli import main
 from datalog.database import Database
+from datalog.eval import reference
 from datalog.lang import ast
 from datalog.lang.checks import check_program
 from datalog.lang.errors import DatalogError, DatalogErrors, DatalogSyntaxError, UnknownNameError

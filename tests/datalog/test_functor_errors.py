@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from datalog import Database
-from datalog.functors import vectorized
+from datalog.eval.functors import vectorized
 from datalog.lang.errors import FunctorError
 
 PROGRAM = """

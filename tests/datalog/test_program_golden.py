@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datalog import reference
 from datalog.database import Database
-from datalog.functors import bind_program, bindings, vectorized
+from datalog.eval import reference
+from datalog.eval.functors import bind_program, bindings, vectorized
 from datalog.lang.checks import CheckedProgram, check_program
 from datalog.lang.parser import parse_program
 

@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import reference
 from datalog.database import Database
+from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.errors import DatalogError
 from datalog.lang.parser import parse_program, parse_query

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from datalog.eval.reference import Row, answer, evaluate
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.errors import TransactionError
 from datalog.lang.functions import Value
 from datalog.lang.parser import parse_program, parse_query
-from datalog.reference import Row, answer, evaluate
 
 EDGES = """
 .decl edge(x: number, y: number)

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from datalog import Change, Database, reference
+from datalog import Change, Database
+from datalog.eval import reference
 from datalog.lang.checks import check_query
 from datalog.lang.parser import parse_query
 from tests.datalog.answers import Accumulated

@@ -12,16 +12,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog import reference
-from datalog.conversions import convert_column
 from datalog.database import Database
-from datalog.generators import expand_range
+from datalog.eval import reference
+from datalog.eval.conversions import convert_column
+from datalog.eval.generators import expand_range
+from datalog.eval.symbols import SymbolTable
 from datalog.lang import functions
 from datalog.lang.ast import ColumnType
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.errors import FunctorError
 from datalog.lang.parser import parse_program, parse_query
-from datalog.symbols import SymbolTable
 from tests.datalog.answers import Accumulated
 
 pytestmark = pytest.mark.usefixtures("small_path")

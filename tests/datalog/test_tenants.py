@@ -9,7 +9,8 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database, reference
+from datalog import Change, Database
+from datalog.eval import reference
 from datalog.lang.checks import check_query
 from datalog.lang.parser import parse_query
 

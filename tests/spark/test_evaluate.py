@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from datalog import Database, UnsupportedError
+from datalog.eval.reference import evaluate as reference_evaluate
 from datalog.lang.checks import check_program
 from datalog.lang.parser import parse_program
-from datalog.reference import evaluate as reference_evaluate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

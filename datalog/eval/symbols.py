@@ -69,7 +69,7 @@ class SymbolTable:
         """
         import pyarrow as pa  # here: `import datalog` does not load pyarrow
 
-        from datalog.arrow import to_numpy
+        from datalog.eval.arrow import to_numpy
 
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()

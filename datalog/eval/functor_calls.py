@@ -1,7 +1,7 @@
 """Calling user-defined functors: the Python functions bound to `.functor`s.
 
 Layer: datalog. Imports numpy and the datalog language modules (ast, errors,
-symbols); `datalog.expressions` calls it over columns, `datalog.reference` over
+symbols); `datalog.eval.expressions` calls it over columns, `datalog.eval.reference` over
 single values, and both must agree (a property test checks it).
 
 The calling convention (ADR 0015). A plain functor is called once per distinct
@@ -32,9 +32,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import Call, ColumnType, UserFunctor
 from datalog.lang.errors import FunctorError, UnboundFunctorError
-from datalog.symbols import SymbolTable
 from differential.budget import Interrupted, check_budget
 
 Array = npt.NDArray[Any]

@@ -13,7 +13,7 @@ value (division by zero, `substr` out of range, ...). Values of invalid rows are
 unspecified, and never inspected: string functors and symbol orderings look at
 valid rows only. String functors work over the distinct inputs (np.unique), so
 Python loops run over distinct symbols, never over rows; `as` converts columns
-with `datalog.conversions`. `range` is no term: the planner expands it.
+with `datalog.eval.conversions`. `range` is no term: the planner expands it.
 """
 
 from __future__ import annotations
@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from datalog.conversions import convert_column
-from datalog.functor_calls import call_columns
+from datalog.eval.conversions import convert_column
+from datalog.eval.functor_calls import call_columns
+from datalog.eval.symbols import SymbolTable
 from datalog.lang import functions
 from datalog.lang.ast import (
     BUILTIN_PREDICATES,
@@ -43,7 +44,6 @@ from datalog.lang.ast import (
 )
 from datalog.lang.errors import UnsupportedError
 from datalog.lang.passes.term_types import comparison_type, resolve_type
-from datalog.symbols import SymbolTable
 
 Array = npt.NDArray[Any]
 Mask = npt.NDArray[np.bool_]

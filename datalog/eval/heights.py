@@ -22,6 +22,7 @@ from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
+from datalog.eval.reference import Env, Row, Solver
 from datalog.lang.ast import (
     Aggregate,
     Atom,
@@ -37,7 +38,6 @@ from datalog.lang.checks import CheckedProgram
 from datalog.lang.functions import Value
 from datalog.lang.passes.variables import aggregate_groups
 from datalog.lang.schema import Schema
-from datalog.reference import Env, Row, Solver
 from differential.dataflow import remaining
 
 Rows = Sequence[Row] | KeysView[Row]

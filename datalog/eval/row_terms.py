@@ -3,7 +3,7 @@
 Layer: datalog. Imports the datalog language modules (ast, functions,
 passes.term_types); never `differential`.
 
-The row-at-a-time counterpart of `datalog.expressions.compile_term` for the few
+The row-at-a-time counterpart of `datalog.eval.expressions.compile_term` for the few
 rows an iteration round moves (one new fact per round of a counter recursion):
 a row is the tuple of its columns' Python values (`ndarray.tolist()`), and a
 compiled filter or map turns it into its image, or None where it drops. Each is

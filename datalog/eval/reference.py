@@ -2,8 +2,8 @@
 
 Layer: datalog. Plain Python, naive bottom-up evaluation with set semantics
 (DESIGN §10). Imports only the datalog language modules, the scalar
-semantics of `datalog.lang.functions` and `datalog.functor_calls` for user functors
-(a program with functors is bound first: `datalog.functors.bind_program`);
+semantics of `datalog.lang.functions` and `datalog.eval.functor_calls` for user functors
+(a program with functors is bound first: `datalog.eval.functors.bind_program`);
 never numpy-vectorized code, `differential` or `joins`. Slow on purpose:
 obviously correct matters more than speed.
 
@@ -29,7 +29,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from datalog.functor_calls import call_values
+from datalog.eval.functor_calls import call_values
 from datalog.lang import functions
 from datalog.lang.ast import (
     BUILTIN_PREDICATES,

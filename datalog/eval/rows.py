@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from datalog.expressions import DTYPES
+from datalog.eval.expressions import DTYPES
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType
 from datalog.lang.errors import TransactionError
 from datalog.lang.schema import RelationInfo
-from datalog.symbols import SymbolTable
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -136,7 +136,7 @@ def _columns_of_rows(info: RelationInfo, data: object) -> list[Any]:
 def _typed(info: RelationInfo, i: int, col: Any, kind: ColumnType, symbols: SymbolTable) -> Array:
     where = f"column {i + 1} (`{info.column_names[i]}`, {kind}) of `{info.name}`"
     if hasattr(col, "null_count"):  # an Arrow array (pyarrow is loaded, then)
-        from datalog.arrow import to_numpy
+        from datalog.eval.arrow import to_numpy
 
         if col.null_count:
             row = int(np.flatnonzero(to_numpy(col.is_null()))[0])

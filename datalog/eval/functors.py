@@ -51,7 +51,7 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 @dataclass(frozen=True)
 class FunctorBinding:
-    """A Python function bound to a `.functor` name; see `datalog.functor_calls` for
+    """A Python function bound to a `.functor` name; see `datalog.eval.functor_calls` for
     how it is called (per distinct row, or `vectorized` per batch of columns)."""
 
     function: Callable[..., Any]

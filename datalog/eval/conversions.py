@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType
 from datalog.lang.functions import ordinal
-from datalog.symbols import SymbolTable
 
 Array = npt.NDArray[Any]
 Mask = npt.NDArray[np.bool_]
