@@ -28,13 +28,11 @@ import numpy as np
 
 from datalog import definitions, durable
 from datalog.definitions import Definition, ProgramState, fact_rows
-from datalog.dot import explain_graph
 from datalog.durable import Log
 from datalog.epochs import Epochs, Write
 from datalog.eval.functors import FunctorBinding, binding, bindings
 from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
-from datalog.explain import explain_text
 from datalog.history import DEFAULT_HISTORY, Past, history_setting
 from datalog.introspection import Introspection
 from datalog.lang import system
@@ -46,6 +44,8 @@ from datalog.lang.pretty import format_query
 from datalog.live import Callback, Subscription
 from datalog.pacing import Clock, Pacing, SystemClock
 from datalog.plan.body import UNIT
+from datalog.plan.dot import explain_graph
+from datalog.plan.explain import explain_text
 from datalog.plan.wcoj import JoinPlan
 from datalog.queries import LiveQueries
 from datalog.storage.records import Commit, Define, Record

@@ -33,7 +33,7 @@ _STATEMENTS = {
 
 
 def _parse(dot: str) -> dict[str, list[tuple[str, ...]]]:
-    """The statements of the (line-per-statement) DOT text that `datalog.dot` writes,
+    """The statements of the (line-per-statement) DOT text that `datalog.plan.dot` writes,
     by kind; fails on any line that is not one, or on unbalanced braces."""
     lines = dot.strip().splitlines()
     header = re.match(rf"^digraph ({_STRING}) \{{$", lines[0])
