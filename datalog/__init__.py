@@ -19,12 +19,12 @@ __version__ = "0.1.0"
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Database": "datalog.database",
-    "Transaction": "datalog.transaction",
-    "Change": "datalog.change",
-    "Subscription": "datalog.live",
-    "Pacing": "datalog.pacing",
-    "ManualClock": "datalog.pacing",
+    "Database": "datalog.db.database",
+    "Transaction": "datalog.db.transaction",
+    "Change": "datalog.db.change",
+    "Subscription": "datalog.db.live",
+    "Pacing": "datalog.db.pacing",
+    "ManualClock": "datalog.db.pacing",
     "parse_program": "datalog.lang.parser",
     "parse_query": "datalog.lang.parser",
     "DatalogError": "datalog.lang.errors",
@@ -47,7 +47,7 @@ _EXPORTS: dict[str, str] = {
     "FactNotFoundError": "datalog.lang.errors",
     "EpochError": "datalog.lang.errors",
     "HistoryCompactedError": "datalog.lang.errors",
-    "Derivation": "datalog.provenance",
+    "Derivation": "datalog.db.provenance",
     "UnboundFunctorError": "datalog.lang.errors",
     "FactFileError": "datalog.sources.csv",
     "DurabilityError": "datalog.storage.frames",
@@ -98,8 +98,12 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from datalog.change import Change
-    from datalog.database import Database
+    from datalog.db.change import Change
+    from datalog.db.database import Database
+    from datalog.db.live import Subscription
+    from datalog.db.pacing import ManualClock, Pacing
+    from datalog.db.provenance import Derivation
+    from datalog.db.transaction import Transaction
     from datalog.eval.functors import functors_in_file, vectorized
     from datalog.lang.errors import (
         ArityError,
@@ -125,12 +129,8 @@ if TYPE_CHECKING:
         UnsupportedError,
     )
     from datalog.lang.parser import parse_program, parse_query
-    from datalog.live import Subscription
-    from datalog.pacing import ManualClock, Pacing
-    from datalog.provenance import Derivation
     from datalog.sources.csv import FactFileError
     from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
-    from datalog.transaction import Transaction
 
 
 def __getattr__(name: str) -> Any:

@@ -138,7 +138,7 @@ def load_functors(paths: Sequence[Path]) -> dict[str, object]:
 
 def run_program(args: argparse.Namespace) -> int:
     """Load the program and its `.input` files, write `.output`s, print `.printsize`s."""
-    from datalog.database import Database
+    from datalog.db.database import Database
     from datalog.lang.errors import DatalogError
     from datalog.sources.csv import load_inputs, write_outputs
 
@@ -283,7 +283,7 @@ def stats_summary(stats: dict[str, Any]) -> list[str]:
 
 
 def run_repl(args: argparse.Namespace) -> int:
-    from datalog.database import Database
+    from datalog.db.database import Database
     from datalog.lang.errors import DatalogError
     from datalog.repl import Session
 
@@ -354,7 +354,7 @@ def run_recover(args: argparse.Namespace) -> int:
 def _recovered(directory: Path) -> tuple[Repair, int]:
     """Repair `directory` and open it (printing each action as it is taken): the
     report and the epoch it opens at."""
-    from datalog.database import Database
+    from datalog.db.database import Database
     from datalog.storage.frames import CorruptLogError
     from datalog.storage.repair import cut, repair
 
@@ -425,7 +425,7 @@ def spark_preload(argv: Sequence[str]) -> tuple[list[str], int]:
     if args.db is None:
         print("error: --spark-load needs --db (a durable database to load into)", file=sys.stderr)
         return server_args, 2
-    from datalog.database import Database
+    from datalog.db.database import Database
     from datalog.lang.errors import DatalogError
     from datalog.sources.csv import load_inputs
     from datalog.sources.spark import load_paths

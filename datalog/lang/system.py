@@ -4,7 +4,7 @@ Layer: datalog (language). Imports only the AST. Every program holds these
 declarations first (the database adds them); the checker refuses any other use of
 the `deltalog.` namespace as a definition: another `.decl`, a rule or fact head, a
 subsumptive clause or an `.input`. Reading them in rule bodies and queries is the
-point. `datalog.introspection` keeps their contents. Names beginning with `__` are
+point. `datalog.db.introspection` keeps their contents. Names beginning with `__` are
 the engine's internal relations (`__unit__`): no program may define one at all.
 """
 

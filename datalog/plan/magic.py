@@ -112,7 +112,7 @@ def specialize(program: CheckedProgram, query: CheckedQuery) -> Specialized | No
 
 
 def tenant_specialize(program: CheckedProgram, query: CheckedQuery) -> Specialized | None:
-    """Specialize a multi-tenant query `params(p..), body..` (`datalog.tenants`): the
+    """Specialize a multi-tenant query `params(p..), body..` (`datalog.db.tenants`): the
     parameter atom comes first and binds its variables, as constants would, so
     `magic@out@bf(p) :- params(p)` seeds the demand. None when it does not apply."""
     body = query.bodies[0] if len(query.bodies) == 1 else ()

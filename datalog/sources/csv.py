@@ -46,7 +46,7 @@ from datalog.lang.errors import DatalogError
 from datalog.lang.schema import RelationInfo
 
 if TYPE_CHECKING:
-    from datalog.database import Database
+    from datalog.db.database import Database
 
 CHUNK_ROWS = 1_000_000  # rows per `Transaction.insert`
 PROGRESS_ROWS = 1_000_000  # files with more rows than this show progress

@@ -30,7 +30,7 @@ from datalog.eval.expressions import DTYPES
 from datalog.lang.errors import TransactionError
 
 if TYPE_CHECKING:
-    from datalog.database import Database
+    from datalog.db.database import Database
     from datalog.lang.schema import RelationInfo
 
 

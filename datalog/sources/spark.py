@@ -47,7 +47,7 @@ from datalog.sources.csv import FactFileError
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-    from datalog.database import Database
+    from datalog.db.database import Database
     from datalog.sources.csv import FactFile
 
 SPARK_TYPES: dict[str, str] = {

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.streaming import StreamingQuery
 
-    from datalog.database import Database
+    from datalog.db.database import Database
 
 MARKS = "spark_stream.batch"
 MARKS_DECLARATION = f".decl {MARKS}(sink: symbol, query: symbol, batch: number)\n"

@@ -1,5 +1,5 @@
 """Durable storage: framed log records, snapshots and the directory that holds them.
 
 Layer: datalog. Imports numpy, pyarrow and the standard library; never
-`differential`, `joins` or `server`. `datalog.database` drives it.
+`differential`, `joins` or `server`. `datalog.db.database` drives it.
 """

@@ -18,7 +18,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from datalog.cli import main
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.eval import reference
 from datalog.lang import ast
 from datalog.lang.checks import check_program

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from datalog.cli import main as cli
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.lang.errors import DatalogError
 from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
 

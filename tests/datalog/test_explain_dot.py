@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.lang.errors import UnsupportedError
 
 PROGRAM = """

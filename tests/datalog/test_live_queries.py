@@ -262,7 +262,7 @@ def test_a_change_paced_by_seconds_is_held_at_most_s_seconds_without_another_com
 def test_with_both_bounds_the_later_one_decides_embedded_and_served() -> None:
     """`{"epochs": 3, "seconds": 100}`: nothing before both have passed, then the
     whole consolidated change, from the database and from the server alike (one
-    pacing policy, `datalog.pacing`)."""
+    pacing policy, `datalog.db.pacing`)."""
     from server.session import Hub
     from tests.server.helpers import FakeHost
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.eval import reference
 from datalog.eval.functors import bind_program, bindings, vectorized
 from datalog.lang.checks import CheckedProgram, check_program

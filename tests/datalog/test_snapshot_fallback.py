@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.lang.errors import DatalogError
 from datalog.storage import frames
 from datalog.storage.frames import DurabilityError

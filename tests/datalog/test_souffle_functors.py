@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.eval import reference
 from datalog.eval.conversions import convert_column
 from datalog.eval.generators import expand_range

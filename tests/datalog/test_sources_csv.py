@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.lang.errors import DatalogError
 from datalog.sources import csv as facts
 from datalog.sources.csv import FactFileError, load_inputs, write_outputs

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.lang.errors import DatalogError
 from datalog.storage import store as store_module
 from datalog.storage.frames import DurabilityError

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.eval import reference
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.checks import check_program

@@ -1,8 +1,8 @@
 """Transactions: inserts, retractions and rule replacements, committed as one epoch.
 
-Layer: datalog (API). Imports numpy, `datalog.eval.rows`, `datalog.definitions`,
-`datalog.durable` (the record it logs) and `datalog.epochs` (the one commit path);
-`datalog.database` creates them.
+Layer: datalog (API). Imports numpy, `datalog.eval.rows`, `datalog.db.definitions`,
+`datalog.db.durable` (the record it logs) and `datalog.db.epochs` (the one commit path);
+`datalog.db.database` creates them.
 
 A transaction's rows are converted and validated as they are added, and each
 `redefine` is checked (with the ones before it) when it is called; `commit` hands
@@ -17,10 +17,10 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from datalog import definitions
-from datalog.definitions import ProgramChange, ProgramState
-from datalog.durable import commit_record
-from datalog.epochs import Epochs, Write
+from datalog.db import definitions
+from datalog.db.definitions import ProgramChange, ProgramState
+from datalog.db.durable import commit_record
+from datalog.db.epochs import Epochs, Write
 from datalog.eval.rows import to_columns
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import TransactionError, UnknownNameError, did_you_mean

@@ -4,11 +4,11 @@ Layer: datalog (API). The top of the `datalog` API modules: it composes them and
 nothing imports it but the package's users.
 
 A database is a few parts with one job each: the program in force
-(`datalog.definitions.ProgramState`), the engine with its base relations
+(`datalog.db.definitions.ProgramState`), the engine with its base relations
 (`differential.engine`), the live queries and their subscribers
-(`datalog.queries.LiveQueries`, each query owned by one `datalog.live.LiveQuery`),
-the log (`datalog.durable.Log`), and the one path every write takes
-(`datalog.epochs.Epochs`: log, apply, repair on failure, deliver). Reads never
+(`datalog.db.queries.LiveQueries`, each query owned by one `datalog.db.live.LiveQuery`),
+the log (`datalog.db.durable.Log`), and the one path every write takes
+(`datalog.db.epochs.Epochs`: log, apply, repair on failure, deliver). Reads never
 write: a query, a subscription, `why`, `explain` or an `as_of` read never advances
 the epoch or touches the log.
 
@@ -26,39 +26,39 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from datalog import definitions, durable
-from datalog.definitions import Definition, ProgramState, fact_rows
-from datalog.durable import Log
-from datalog.epochs import Epochs, Write
+from datalog.db import definitions, durable
+from datalog.db.definitions import Definition, ProgramState, fact_rows
+from datalog.db.durable import Log
+from datalog.db.epochs import Epochs, Write
+from datalog.db.history import DEFAULT_HISTORY, Past, history_setting
+from datalog.db.introspection import Introspection
+from datalog.db.live import Callback, Subscription
+from datalog.db.pacing import Clock, Pacing, SystemClock
+from datalog.db.queries import LiveQueries
+from datalog.db.transaction import Transaction
 from datalog.eval.functors import FunctorBinding, binding, bindings
 from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
-from datalog.history import DEFAULT_HISTORY, Past, history_setting
-from datalog.introspection import Introspection
 from datalog.lang import system
 from datalog.lang.ast import Program, Query
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, TransactionError, UnsupportedError
 from datalog.lang.parser import parse_query
 from datalog.lang.pretty import format_query
-from datalog.live import Callback, Subscription
-from datalog.pacing import Clock, Pacing, SystemClock
 from datalog.plan.body import UNIT
 from datalog.plan.dot import explain_graph
 from datalog.plan.explain import explain_text
 from datalog.plan.wcoj import JoinPlan
-from datalog.queries import LiveQueries
 from datalog.storage.records import Commit, Define, Record
 from datalog.storage.store import Store
-from datalog.transaction import Transaction
 from differential.batch import Updates
 from differential.budget import Budget, WorkLock
 from differential.engine import Engine
 from differential.inputs import Requests
 
 if TYPE_CHECKING:
-    from datalog.live import LiveQuery
-    from datalog.provenance import Derivation
+    from datalog.db.live import LiveQuery
+    from datalog.db.provenance import Derivation
 
 
 class Database:
@@ -82,9 +82,9 @@ class Database:
         log (fsynced unless `sync=False`) before it is applied, and a checkpoint
         is taken once the log holds `checkpoint_every` records or outgrows the last
         snapshot; opening loads the newest snapshot and replays the log after it.
-        The last `history` epochs (None: all) stay readable by `as_of` (`datalog.history`).
+        The last `history` epochs (None: all) stay readable by `as_of` (`datalog.db.history`).
         `clock` is what paced subscriptions read and wake up by (tests pass a
-        `datalog.pacing.ManualClock`).
+        `datalog.db.pacing.ManualClock`).
         """
         self.lock = WorkLock(Budget(BudgetExceeded, RowLimitExceeded))  # entries run under it
         self.clock = clock or SystemClock()
@@ -209,7 +209,7 @@ class Database:
 
         `plan` picks the join strategy: `auto` (delta queries with worst-case
         optimal joins for bodies of three or more atoms), `wcoj` or `binary`.
-        `as_of=E`: the answer at the end of epoch E, by its rules (`datalog.history`).
+        `as_of=E`: the answer at the end of epoch E, by its rules (`datalog.db.history`).
         """
         with self.lock, self._read_only(text):
             updates, checked = self._answer(text, plan, as_of)
@@ -273,7 +273,7 @@ class Database:
         """Call `callback` with the current answer, then with every epoch's changes, or
         (with `granularity={"epochs": N}` or `{"seconds": S}`) with the changes
         consolidated at most every N epochs and at most every S seconds (both: the
-        later bound decides), as the server paces them (`datalog.pacing`).
+        later bound decides), as the server paces them (`datalog.db.pacing`).
         Subscribing never advances the epoch: the snapshot is labelled with the epoch
         it reflects."""
         with self.lock:
@@ -303,9 +303,9 @@ class Database:
 
     def why(self, fact: str, as_of: int | None = None) -> Derivation:
         """Why the ground `fact` (`"reach(1, 4)"`) holds now, or at the end of epoch
-        `as_of`: a proof of minimal height (`datalog.provenance`; computed on demand
+        `as_of`: a proof of minimal height (`datalog.db.provenance`; computed on demand
         from the base relations of that epoch)."""
-        from datalog.provenance import why
+        from datalog.db.provenance import why
 
         with self.lock:
             self.introspection.prepare(fact)
@@ -361,7 +361,7 @@ class Database:
                 raise TransactionError("checkpoint needs a durable database: Database(path)")
             durable.checkpoint(self.log, self.engine, self.state, self.symbols)
 
-    # -- what `datalog.durable` replays through (`durable.Durable`) -------------------
+    # -- what `datalog.db.durable` replays through (`durable.Durable`) -------------------
 
     def restore_program(self, text: str) -> None:
         """A snapshot's program, installed without its facts (the snapshot holds the

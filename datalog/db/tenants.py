@@ -1,7 +1,7 @@
 """Multi-tenant dataflows: queries that differ only in constants share one dataflow.
 
-Layer: datalog (API). Imports the planner, the checker and `datalog.live`; the live
-queries' registry (`datalog.queries`) owns the `Tenants` and calls it.
+Layer: datalog (API). Imports the planner, the checker and `datalog.db.live`; the live
+queries' registry (`datalog.db.queries`) owns the `Tenants` and calls it.
 
 A query whose positive atoms hold constants (`reach(3, y)`) is generalized: its
 constants become parameter variables; one dataflow per generalized query
@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from datalog.db.live import LiveQuery
 from datalog.eval.expressions import DTYPES
 from datalog.eval.functors import FunctorBinding
 from datalog.eval.symbols import SymbolTable
@@ -41,7 +42,6 @@ from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.parser import parse_query
 from datalog.lang.pretty import format_query
 from datalog.lang.schema import RelationInfo, Schema
-from datalog.live import LiveQuery
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.magic import tenant_specialize
 from datalog.plan.wcoj import JoinPlan

@@ -6,7 +6,7 @@ database's base relations; `Database.why` is a thin wrapper around `why`.
 Nothing is recorded during normal evaluation. On demand, `why` reads the base
 relations the queried relation depends on as of the current epoch (under the
 database's lock) or of a past one (`as_of`, with that epoch's rules; see
-`datalog.history`), computes every tuple's minimal height over them
+`datalog.db.history`), computes every tuple's minimal height over them
 (`datalog.eval.heights`, plain Python, semi-naive) and rebuilds a proof top-down: for a
 tuple of height h it takes the first rule instance (rules in program order) whose
 positive premises all have heights below h, which makes the proof's height h.
@@ -23,12 +23,12 @@ from typing import Any, Literal
 
 import numpy as np
 
+from datalog.db.history import EpochView, Past
 from datalog.eval.functors import bind_program
 from datalog.eval.heights import HeightSolver, Prepared, Table, minimal_heights, prepare
 from datalog.eval.reference import Env, Row, Solver
 from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
-from datalog.history import EpochView, Past
 from datalog.lang.ast import (
     Aggregate,
     Atom,

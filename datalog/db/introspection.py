@@ -1,8 +1,8 @@
 """Introspection as relations: the database's own state, queryable with Datalog.
 
-Layer: datalog (API). Imports numpy, `datalog.lang.system`, `datalog.definitions`,
-`datalog.queries` and `differential` (the engine's inputs and measurements);
-`datalog.database` owns one `Introspection` and calls its hooks.
+Layer: datalog (API). Imports numpy, `datalog.lang.system`, `datalog.db.definitions`,
+`datalog.db.queries` and `differential` (the engine's inputs and measurements);
+`datalog.db.database` owns one `Introspection` and calls its hooks.
 
 Three reserved relations describe the database (docs/adr/0025):
 
@@ -31,13 +31,13 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from datalog.definitions import ProgramState
+from datalog.db.definitions import ProgramState
+from datalog.db.live import LiveQuery
+from datalog.db.queries import LiveQueries
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import DatalogError
 from datalog.lang.strata import reads
 from datalog.lang.system import ARITIES, ARRANGEMENT, DATAFLOW, DECLS, NAMES, PREFIX, RELATION
-from datalog.live import LiveQuery
-from datalog.queries import LiveQueries
 from differential.engine import Dataflow, Engine
 from differential.inputs import Input, Requests
 

@@ -7,7 +7,7 @@ it knows nothing of dataflows, logs or live queries.
 so far (in order, for checkpoints), every fact defined so far (a fact is inserted
 once), and the program in force from each epoch on (`versions`, for `as_of`). A
 change is computed and checked completely (`ProgramChange`) before anything
-changes; the commit path (`datalog.epochs`) then installs it, rebuilds the live
+changes; the commit path (`datalog.db.epochs`) then installs it, rebuilds the live
 queries that read a relation whose rules changed, and commits one epoch that
 carries their differences together with the data of the same request (a
 definition's facts, a transaction's rows). See the ADR

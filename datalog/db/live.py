@@ -1,9 +1,9 @@
 """Live queries and their subscribers: what a subscriber receives, and when.
 
-Layer: datalog (API). Imports the planner's types, `datalog.pacing` and `differential`.
+Layer: datalog (API). Imports the planner's types, `datalog.db.pacing` and `differential`.
 
 A `LiveQuery` owns one live query's life: the dataflow that keeps its answer (its
-own `QueryPlan`, or a seat in a shared multi-tenant one, `datalog.tenants`), the
+own `QueryPlan`, or a seat in a shared multi-tenant one, `datalog.db.tenants`), the
 answer its subscribers hold (`state`), the subscribers themselves with their
 pacing, and what a repair needs to know. `deliver` hands subscribers an epoch's
 changes: a change held back by a definition (`held`) joins the delivery of its
@@ -14,7 +14,7 @@ holds (accumulated snapshot and changes). A delivery records how far it got
 (`stage`): if it stops before any subscriber was told (a `MemoryError` converting
 rows, say), `state` is still what they hold; if it stops after all were told and
 before `state` took the change (an interrupt inside the trace insert), they hold
-the new answer and `state` is suspect. `datalog.queries.LiveQueries.repair` reads
+the new answer and `state` is suspect. `datalog.db.queries.LiveQueries.repair` reads
 `stage` to hand each subscriber exactly what it is missing, never twice.
 """
 
@@ -28,13 +28,13 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-from datalog.change import Callback, Change
+from datalog.db.change import Callback, Change
+from datalog.db.pacing import Pacing
 from datalog.eval.expressions import DTYPES
 from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType
 from datalog.lang.checks import CheckedProgram
-from datalog.pacing import Pacing
 from datalog.plan.build import QueryPlan
 from datalog.plan.wcoj import JoinPlan
 from differential.batch import Updates, concat, consolidate
@@ -52,7 +52,7 @@ Stage = Literal["idle", "telling", "told"]
 
 
 class Shared(Protocol):
-    """A shared dataflow a live query has a seat in (`datalog.tenants.Tenant`)."""
+    """A shared dataflow a live query has a seat in (`datalog.db.tenants.Tenant`)."""
 
     built_for: CheckedProgram | None  # the program its dataflow was built from
 

@@ -1,14 +1,14 @@
 """The live queries of a database: each one's life, from its first subscriber to
 its last, and its repair after any failure.
 
-Layer: datalog (API). Imports the planner, the checker, `datalog.live`,
-`datalog.tenants`, `datalog.definitions` (the program in force) and `differential`.
+Layer: datalog (API). Imports the planner, the checker, `datalog.db.live`,
+`datalog.db.tenants`, `datalog.db.definitions` (the program in force) and `differential`.
 
-`LiveQueries` is the one owner of every live query (`datalog.live.LiveQuery`):
+`LiveQueries` is the one owner of every live query (`datalog.db.live.LiveQuery`):
 subscriptions to the same (normalized) query share one; a query with constants
-takes a seat in a shared multi-tenant dataflow (`datalog.tenants`); a live query's
+takes a seat in a shared multi-tenant dataflow (`datalog.db.tenants`); a live query's
 dataflow is built when its first subscriber comes and dropped with its last. The
-commit path (`datalog.epochs`) calls it before an epoch (`hold_changes`: the
+commit path (`datalog.db.epochs`) calls it before an epoch (`hold_changes`: the
 queries a rule change affects are rebuilt and hold their difference) and after
 (`settle`); reads (`answer`) never change anything.
 
@@ -17,7 +17,7 @@ failure after its epoch, a delivery stopped half-way, a rebuild during a rule
 change, an interrupt during a subscription) leaves `suspect` set, and `repair`
 then rebuilds every live query whose dataflow is not running, was built for
 another program, or whose delivery stopped half-way, handing each subscriber
-exactly what it is missing (`datalog.live`'s repair invariant). A repair never
+exactly what it is missing (`datalog.db.live`'s repair invariant). A repair never
 raises into the failure it follows: what fails in it stays suspect, and the next
 operation repairs again (and reports what still fails).
 """
@@ -29,20 +29,20 @@ from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 
-from datalog.change import Callback, Change
-from datalog.definitions import ProgramState
+from datalog.db.change import Callback, Change
+from datalog.db.definitions import ProgramState
+from datalog.db.interrupts import deferred
+from datalog.db.live import LiveQuery, Subscription
+from datalog.db.pacing import Clock, Pacing
+from datalog.db.tenants import Context, Tenant, Tenants
 from datalog.eval.functors import FunctorBinding
 from datalog.eval.symbols import SymbolTable
-from datalog.interrupts import deferred
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.errors import TransactionError
 from datalog.lang.parser import parse_query
-from datalog.live import LiveQuery, Subscription
-from datalog.pacing import Clock, Pacing
 from datalog.plan.build import Planner, QueryPlan
 from datalog.plan.views import Share
 from datalog.plan.wcoj import JoinPlan
-from datalog.tenants import Context, Tenant, Tenants
 from differential.batch import Updates, concat, consolidate
 from differential.dataflow import unbudgeted
 from differential.engine import Engine

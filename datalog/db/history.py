@@ -1,12 +1,12 @@
 """Time travel: answers and proofs as of an earlier epoch (docs/adr/0024).
 
-Layer: datalog (API). Imports the language, the planner, `datalog.definitions` and
+Layer: datalog (API). Imports the language, the planner, `datalog.db.definitions` and
 `differential`; `Database.query`, `query_columns`, `query_arrow` and `why` call it
 for `as_of`.
 
 The engine keeps the base relations' history (`Engine(history=N)`: each input's
 state trace compacts no further than the oldest readable epoch), and
-`ProgramVersions` (`datalog.definitions`) keeps the program in force from each
+`ProgramVersions` (`datalog.db.definitions`) keeps the program in force from each
 epoch on. An answer as of a past epoch E is computed from scratch, like a one-shot query: the base
 relations the query depends on, accumulated at E, are loaded into a throwaway
 engine, and the query's dataflow, planned over the program of epoch E, runs
@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Integral
 
-from datalog.definitions import ProgramVersions
+from datalog.db.definitions import ProgramVersions
 from datalog.eval.functors import FunctorBinding
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query, dependencies

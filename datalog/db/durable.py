@@ -1,6 +1,6 @@
 """A durable `Database`: what it logs, how it checkpoints and how it comes back.
 
-Layer: datalog (API). Imports numpy, `datalog.storage` and `datalog.definitions`;
+Layer: datalog (API). Imports numpy, `datalog.storage` and `datalog.db.definitions`;
 it knows the database only through `Durable`, the little it needs of one.
 
 The log holds what the user asked for, in the user's terms: definitions as
@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from datalog import definitions
-from datalog.definitions import ProgramState
+from datalog.db import definitions
+from datalog.db.definitions import ProgramState
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import BudgetExceeded, DatalogError, FunctorError, UnboundFunctorError
 from datalog.lang.schema import Schema

@@ -1,7 +1,7 @@
 """The one path every write takes: log it, apply it, repair on failure, deliver.
 
-Layer: datalog (API). Imports `datalog.definitions`, `datalog.queries`,
-`datalog.durable`, `datalog.interrupts` and `differential`; `Database`'s writes
+Layer: datalog (API). Imports `datalog.db.definitions`, `datalog.db.queries`,
+`datalog.db.durable`, `datalog.db.interrupts` and `differential`; `Database`'s writes
 (`define`, `redefine`, transactions) all call `Epochs.commit`, and nothing else
 advances an epoch: reads (queries, subscriptions, `why`, `as_of`) never do.
 
@@ -20,7 +20,7 @@ definition that only declares takes none). `commit`:
 3. if anything fails before the epoch is decided, nothing of it stays: the record
    is cut off, the old program is back, new inputs go, and the live queries are
    repaired (their answers are as before: nothing is delivered);
-4. from the epoch's commit point on, interrupts wait (`datalog.interrupts`) and no
+4. from the epoch's commit point on, interrupts wait (`datalog.db.interrupts`) and no
    budget binds (a `BudgetExceeded` says nothing changed, docs/adr/0039): the
    program version is recorded, joiners of shared dataflows get their answers,
    anything a failure dropped is rebuilt and told what it missed, held rule changes
@@ -37,12 +37,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from datalog.definitions import ProgramChange, ProgramState
-from datalog.durable import Log, checkpoint
+from datalog.db.definitions import ProgramChange, ProgramState
+from datalog.db.durable import Log, checkpoint
+from datalog.db.interrupts import guard
+from datalog.db.queries import LiveQueries
 from datalog.eval.expressions import DTYPES
 from datalog.eval.symbols import SymbolTable
-from datalog.interrupts import guard
-from datalog.queries import LiveQueries
 from datalog.storage.records import Record
 from differential.budget import unbudgeted
 from differential.engine import Engine
