@@ -13,7 +13,7 @@ process (`--child`) under an address-space cap (`--memory-cap` GiB; a watchdog a
 kills a child whose resident set passes it), interleaved over `--runs`; the table
 shows medians. Each run reads the Parquet file itself:
 
-- `load`: Deltalog `datalog.sources.parquet.insert_parquet(db, "e", path)` (a set:
+- `load`: Deltalog `datalog.io.sources.parquet.insert_parquet(db, "e", path)` (a set:
   the rows deduplicated) against DuckDB `CREATE TABLE e AS SELECT * FROM
   read_parquet`; Deltalog then reports the bytes each of its structures holds
   (`Input.footprint`). `load-arrow`: Deltalog `db.insert("e",
@@ -119,7 +119,7 @@ def run_deltalog(spec: dict[str, Any]) -> dict[str, Any]:
     from datalog import Database
 
     try:
-        from datalog.sources.parquet import insert_parquet
+        from datalog.io.sources.parquet import insert_parquet
     except ImportError:  # a version before it (measured for comparison): read_table
         insert_parquet = None  # type: ignore[assignment]
 

@@ -49,7 +49,7 @@ _EXPORTS: dict[str, str] = {
     "HistoryCompactedError": "datalog.lang.errors",
     "Derivation": "datalog.db.provenance",
     "UnboundFunctorError": "datalog.lang.errors",
-    "FactFileError": "datalog.sources.csv",
+    "FactFileError": "datalog.io.sources.csv",
     "DurabilityError": "datalog.storage.frames",
     "DatabaseLockedError": "datalog.storage.frames",
     "CorruptLogError": "datalog.storage.frames",
@@ -105,6 +105,7 @@ if TYPE_CHECKING:
     from datalog.db.provenance import Derivation
     from datalog.db.transaction import Transaction
     from datalog.eval.functors import functors_in_file, vectorized
+    from datalog.io.sources.csv import FactFileError
     from datalog.lang.errors import (
         ArityError,
         BudgetExceeded,
@@ -129,7 +130,6 @@ if TYPE_CHECKING:
         UnsupportedError,
     )
     from datalog.lang.parser import parse_program, parse_query
-    from datalog.sources.csv import FactFileError
     from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
 
 

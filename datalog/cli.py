@@ -118,7 +118,7 @@ def _setting(text: str) -> tuple[str, str]:
 
 def spark_of(args: argparse.Namespace) -> Any:
     """The Spark session `--spark-master` and `--spark-conf` ask for (reused if running)."""
-    from datalog.spark.session import spark_session
+    from datalog.io.spark.session import spark_session
 
     return spark_session(args.spark_master, dict(args.spark_conf))
 
@@ -139,8 +139,8 @@ def load_functors(paths: Sequence[Path]) -> dict[str, object]:
 def run_program(args: argparse.Namespace) -> int:
     """Load the program and its `.input` files, write `.output`s, print `.printsize`s."""
     from datalog.db.database import Database
+    from datalog.io.sources.csv import load_inputs, write_outputs
     from datalog.lang.errors import DatalogError
-    from datalog.sources.csv import load_inputs, write_outputs
 
     try:
         text = args.program.read_text(encoding="utf-8")
@@ -176,11 +176,11 @@ def run_program(args: argparse.Namespace) -> int:
 
 
 def _run_on_spark(text: str, args: argparse.Namespace) -> int:
+    from datalog.io.sources.csv import missing_file
+    from datalog.io.spark.run import input_files, run
     from datalog.lang.checks import check_program
     from datalog.lang.errors import DatalogError
     from datalog.lang.parser import parse_program
-    from datalog.sources.csv import missing_file
-    from datalog.spark.run import input_files, run
 
     try:
         files = input_files(check_program(parse_program(text)), args.fact_dir)
@@ -210,7 +210,7 @@ def _size(db: Database, relation: str) -> int:
 
 def literal(value: object) -> str:
     """A value as Datalog source writes it: strings quoted, floats without `.0`."""
-    from datalog.sources.csv import format_value
+    from datalog.io.sources.csv import format_value
 
     if isinstance(value, str):
         escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
@@ -391,7 +391,7 @@ def run_serve(argv: Sequence[str]) -> int:
     if failed:
         return failed
     if "pyspark" in sys.modules:  # the preload's session is not needed any more
-        from datalog.spark.session import stop_session
+        from datalog.io.spark.session import stop_session
 
         stop_session()
     try:
@@ -426,9 +426,9 @@ def spark_preload(argv: Sequence[str]) -> tuple[list[str], int]:
         print("error: --spark-load needs --db (a durable database to load into)", file=sys.stderr)
         return server_args, 2
     from datalog.db.database import Database
+    from datalog.io.sources.csv import load_inputs
+    from datalog.io.sources.spark import load_paths
     from datalog.lang.errors import DatalogError
-    from datalog.sources.csv import load_inputs
-    from datalog.sources.spark import load_paths
 
     try:
         with Database(args.db, functors=load_functors(args.functors)) as db:

@@ -17,8 +17,8 @@ from typing import Any
 
 from datalog import Change, Database
 from datalog.cli import answer_columns, change_lines, format_answer, format_row, stats_summary
+from datalog.io.sources.csv import load_inputs
 from datalog.lang.system import is_reserved
-from datalog.sources.csv import load_inputs
 
 QUERIES = (
     'reach("alice", who)',

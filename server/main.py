@@ -238,7 +238,7 @@ def open_database(args: argparse.Namespace) -> Database:
 def define_program(db: Database, path: Path, fact_dir: Path | None) -> None:
     """Define the program in `path`, unless the database has it already (a durable
     one reopened), then load its `.input` files from `fact_dir` if given."""
-    from datalog.sources.csv import load_inputs
+    from datalog.io.sources.csv import load_inputs
 
     try:
         text = path.read_text(encoding="utf-8")

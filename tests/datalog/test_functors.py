@@ -304,7 +304,7 @@ def test_a_reopened_durable_database_needs_its_functors_again(tmp_path: Path) ->
 
 
 def test_spark_refuses_user_functors_by_name() -> None:
-    from datalog.spark.columns import Names, call
+    from datalog.io.spark.columns import Names, call
 
     term = Call("@f", (), functor=UserFunctor("f", (), "number"))
     with pytest.raises(UnsupportedError, match=r"user-defined functors \(`@f`\) are not supported"):

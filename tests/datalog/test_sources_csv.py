@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from datalog.db.database import Database
+from datalog.io.sources import csv as facts
+from datalog.io.sources.csv import FactFileError, load_inputs, write_outputs
 from datalog.lang.errors import DatalogError
-from datalog.sources import csv as facts
-from datalog.sources.csv import FactFileError, load_inputs, write_outputs
 
 PROGRAM = """
 .decl edge(x: number, y: number)

@@ -16,7 +16,7 @@ from datalog.lang.ast import Directive, Span
 from datalog.lang.errors import UnknownNameError, UnsupportedError, did_you_mean
 from datalog.lang.passes.context import CheckContext
 
-# The options `datalog.sources.csv` reads, by directive kind.
+# The options `datalog.io.sources.csv` reads, by directive kind.
 KNOWN: dict[str, tuple[str, ...]] = {
     "input": ("IO", "filename", "delimiter", "headers"),
     "output": ("IO", "filename", "delimiter", "headers"),

@@ -5,6 +5,6 @@ transactions, queries, the schema and the program's directives) and pyarrow;
 never `joins` or `differential` directly. Heavy or optional readers (Spark)
 import their libraries inside functions.
 
-`datalog.sources.csv` reads and writes Soufflé-compatible fact files for
+`datalog.io.sources.csv` reads and writes Soufflé-compatible fact files for
 `.input` / `.output` directives.
 """

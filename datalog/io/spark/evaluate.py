@@ -1,7 +1,7 @@
 """Evaluate a checked program on Spark DataFrames, stratum by stratum.
 
 Layer: datalog (Spark back end). Imports the checker's results, the reference
-evaluator's scalar helpers (for program facts) and `datalog.spark.body`;
+evaluator's scalar helpers (for program facts) and `datalog.io.spark.body`;
 pyspark only inside functions.
 
 The program is the one `check_program` returns, so parsing, checks and
@@ -32,15 +32,15 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from datalog.eval.reference import Solver
+from datalog.io.spark.body import BodySolver
+from datalog.io.spark.columns import SPARK_TYPES, Names
+from datalog.io.spark.session import prepare
 from datalog.lang.ast import Atom, Rule
 from datalog.lang.checks import CheckedProgram
 from datalog.lang.errors import UnsupportedError
 from datalog.lang.passes.variables import aggregate_groups
 from datalog.lang.schema import RelationInfo
 from datalog.lang.strata import Stratum
-from datalog.spark.body import BodySolver
-from datalog.spark.columns import SPARK_TYPES, Names
-from datalog.spark.session import prepare
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -25,7 +25,7 @@ a header; files `<name>_<i>_<j>.csv` of one name are one relation):
 
 Loading (`load_frames`, `load_ldbc`): each relation streams into the database
 as Arrow record batches converted by the executors' JVMs and fetched one
-partition at a time (`datalog.spark.transfer`), so the driver never holds more
+partition at a time (`datalog.io.spark.transfer`), so the driver never holds more
 than a couple of partitions; nothing goes through pandas or Python rows, and no
 Python worker runs. Duplicates are dropped in Spark only when asked
 (`deduplicate=True`: hash-partitioned by the first column, then `distinct`).
@@ -40,15 +40,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from datalog.io.sources.csv import FactFileError
 from datalog.lang.ast import ColumnType
 from datalog.lang.schema import RelationInfo
-from datalog.sources.csv import FactFileError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from datalog.db.database import Database
-    from datalog.sources.csv import FactFile
+    from datalog.io.sources.csv import FactFile
 
 SPARK_TYPES: dict[str, str] = {
     "number": "long",
@@ -133,7 +133,7 @@ def _first_line(path: str | Path) -> str:
 
 
 def read_fact_file(spark: SparkSession, file: FactFile) -> DataFrame:
-    """The file an `.input` directive names, as `datalog.sources.csv` reads it."""
+    """The file an `.input` directive names, as `datalog.io.sources.csv` reads it."""
     return read_csv(
         spark, str(file.path), file.relation, delimiter=file.delimiter, header=file.headers
     )
@@ -235,7 +235,7 @@ def load_frames(
     """Insert each frame into the declared relation of its name, in ONE transaction.
 
     Each frame streams in as Arrow batches, one partition at a time
-    (`datalog.spark.transfer`). By default a frame keeps its partitioning and its
+    (`datalog.io.spark.transfer`). By default a frame keeps its partitioning and its
     duplicates (the database drops them; a `multiset` relation counts them, as a
     direct insert of the same rows does); `deduplicate=True` drops them in Spark
     first, hash-partitioned by the first column into `partitions` (default: the
@@ -244,7 +244,7 @@ def load_frames(
     (default stderr): a live line on a terminal, else a line every 10 seconds.
 
     Returns the number of rows transferred per relation."""
-    from datalog.spark.transfer import LoadProgress, arrow_batches
+    from datalog.io.spark.transfer import LoadProgress, arrow_batches
 
     out = stream or sys.stderr
     counts: dict[str, int] = {}

@@ -1,11 +1,11 @@
 """`deltalog run --engine spark`: fact files in, the same output files out.
 
 Layer: datalog (Spark back end). Imports the checker, the fact-file
-conventions of `datalog.sources.csv` (file names, options, value formatting)
-and the Spark readers of `datalog.sources.spark`; pyspark only inside functions.
+conventions of `datalog.io.sources.csv` (file names, options, value formatting)
+and the Spark readers of `datalog.io.sources.spark`; pyspark only inside functions.
 
 The `.input` files are read by Spark (`read_fact_file`), the program is
-evaluated by `datalog.spark.evaluate`, and every `.output` relation is sorted
+evaluated by `datalog.io.spark.evaluate`, and every `.output` relation is sorted
 by Spark and streamed to its file (`toLocalIterator`), formatted exactly as
 the embedded engine formats it. `.printsize` counts with Spark.
 """
@@ -17,10 +17,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from datalog.io.sources.csv import FactFile, input_file, output_file, print_framed, write_file
+from datalog.io.spark.evaluate import evaluate
 from datalog.lang.checks import CheckedProgram, check_program
 from datalog.lang.parser import parse_program
-from datalog.sources.csv import FactFile, input_file, output_file, print_framed, write_file
-from datalog.spark.evaluate import evaluate
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -34,8 +34,8 @@ def run(
     stdout: IO[str] | None = None,
 ) -> None:
     """Evaluate `program` on Spark like `deltalog run`; DatalogError on bad input."""
-    from datalog.sources.spark import read_fact_file
-    from datalog.spark.session import local_session
+    from datalog.io.sources.spark import read_fact_file
+    from datalog.io.spark.session import local_session
 
     stdout = stdout or sys.stdout
     checked = check_program(parse_program(program))

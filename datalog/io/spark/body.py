@@ -1,7 +1,7 @@
 """A rule body as a DataFrame of bindings: one column per bound variable.
 
 Layer: datalog (Spark back end). Imports the AST, the variable walkers and
-`datalog.spark.columns`; pyspark only inside functions.
+`datalog.io.spark.columns`; pyspark only inside functions.
 
 Literals are applied one at a time, like `datalog.eval.reference.Solver`: a literal
 is ready when every variable it needs is bound (an aggregate needs the
@@ -28,6 +28,7 @@ import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from datalog.io.spark.columns import SPARK_TYPES, Names, compare, evaluate, literal, value
 from datalog.lang.ast import (
     BUILTIN_PREDICATES,
     Aggregate,
@@ -44,7 +45,6 @@ from datalog.lang.errors import UnsupportedError
 from datalog.lang.passes.term_types import comparison_type, resolve_type
 from datalog.lang.passes.variables import aggregates_in, literal_terms, needed, ready
 from datalog.lang.schema import Schema
-from datalog.spark.columns import SPARK_TYPES, Names, compare, evaluate, literal, value
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
