@@ -16,7 +16,7 @@ answer and says so). Each measurement runs in a fresh process
   transitive closure of a DAG with about 1M pairs, by `datalog.io.spark.evaluate`
   (`local[2]` unless `--master`) and by the embedded engine, from the same
   Parquet file; the answers are compared.
-- **demo**: `deltalog run --engine spark` on `datalog/examples/social.dl`.
+- **demo**: `deltalog run --engine spark` on `datalog/cli/examples/social.dl`.
 
 Data is generated (seeded) into `$DELTALOG_DATA/spark-bench` (default
 `../shared/data` beside the repository; see `bench.common.DATA_DIR`) and reused.
@@ -174,7 +174,7 @@ def case_eval_embedded(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def case_demo(args: argparse.Namespace) -> dict[str, Any]:
-    from datalog.cli import EXAMPLES
+    from datalog.cli.commands import EXAMPLES
     from datalog.io.spark.run import run
 
     spark = session(args.master)

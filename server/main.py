@@ -1,6 +1,6 @@
 """`deltalog serve`: serve one database over WebSocket.
 
-Layer: server — may import only the public API of datalog. `datalog.cli` reaches
+Layer: server — may import only the public API of datalog. `datalog.cli.commands` reaches
 this module by name at run time (docs/adr/0006-server-entry-point.md), so the
 core never imports the server.
 

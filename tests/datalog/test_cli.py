@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import datalog
-from datalog.cli import main
+from datalog.cli.commands import main
+from datalog.cli.repl import parse_rows
 from datalog.lang.errors import DatalogError
-from datalog.repl import parse_rows
 
 PROGRAM = """\
 .decl edge(x: number, y: number)

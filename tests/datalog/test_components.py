@@ -17,7 +17,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.cli import main
+from datalog.cli.commands import main
 from datalog.db.database import Database
 from datalog.eval import reference
 from datalog.lang import ast

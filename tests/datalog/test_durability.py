@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datalog.cli import main as cli
+from datalog.cli.commands import main as cli
 from datalog.db.database import Database
 from datalog.lang.errors import DatalogError
 from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from datalog.cli import main
+from datalog.cli.commands import main
 from datalog.db.database import Database
 from datalog.storage import frames
 from datalog.storage.records import Define, encode

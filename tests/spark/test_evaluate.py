@@ -161,7 +161,7 @@ def test_souffle_casts_ord_and_range_are_unsupported_with_their_position(
 def test_run_on_spark_writes_the_embedded_engines_files(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    from datalog.cli import EXAMPLES, main
+    from datalog.cli.commands import EXAMPLES, main
     from datalog.io.spark.run import run
 
     program = EXAMPLES / "social.dl"

@@ -1,7 +1,7 @@
 """The built-in example behind `deltalog demo`: a social graph kept up to date.
 
 Layer: datalog (front end). Uses only the public API, the fact-file sources
-and the display helpers of `datalog.cli`.
+and the display helpers of `datalog.cli.commands`.
 
 It defines `examples/social.dl` (recursion, negation, an aggregate), loads
 `examples/facts/*.facts`, answers a few queries, subscribes to two of them and
@@ -16,7 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from datalog import Change, Database
-from datalog.cli import answer_columns, change_lines, format_answer, format_row, stats_summary
+from datalog.cli.commands import (
+    answer_columns,
+    change_lines,
+    format_answer,
+    format_row,
+    stats_summary,
+)
 from datalog.io.sources.csv import load_inputs
 from datalog.lang.system import is_reserved
 

@@ -283,9 +283,9 @@ def stats_summary(stats: dict[str, Any]) -> list[str]:
 
 
 def run_repl(args: argparse.Namespace) -> int:
+    from datalog.cli.repl import Session
     from datalog.db.database import Database
     from datalog.lang.errors import DatalogError
-    from datalog.repl import Session
 
     try:
         db = Database(functors=load_functors(args.functors))
@@ -322,7 +322,7 @@ def _lines(interactive: bool, prompt: Callable[[], str]) -> Iterator[str]:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from datalog.demo import demo
+    from datalog.cli.demo import demo
 
     demo(EXAMPLES)
     return 0
