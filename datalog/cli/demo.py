@@ -1,7 +1,7 @@
 """The built-in example behind `deltalog demo`: a social graph kept up to date.
 
 Layer: datalog (front end). Uses only the public API, the fact-file sources
-and the display helpers of `datalog.cli.commands`.
+and the display helpers of `datalog.cli.display`.
 
 It defines `examples/social.dl` (recursion, negation, an aggregate), loads
 `examples/facts/*.facts`, answers a few queries, subscribes to two of them and
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from datalog import Change, Database
-from datalog.cli.commands import (
+from datalog.cli.display import (
     answer_columns,
     change_lines,
     format_answer,

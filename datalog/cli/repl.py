@@ -1,7 +1,7 @@
 """The interactive session behind `deltalog repl`: one line in, its output out.
 
 Layer: datalog (front end). Uses the public API (`Database`) and the display
-helpers of `datalog.cli.commands`.
+helpers of `datalog.cli.display`.
 
 A line that starts with `.` (a declaration or directive) is defined at once,
 unless it opens a brace: a component (`.comp Name { ... }`) is collected until
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from datalog import Change, Database, Subscription
-from datalog.cli.commands import answer_columns, change_lines, format_answer, stats_summary
+from datalog.cli.display import answer_columns, change_lines, format_answer, stats_summary
 from datalog.lang.errors import DatalogError
 
 HELP = """\
