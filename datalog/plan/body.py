@@ -15,7 +15,6 @@ as soon as its arguments are bound. Every step is recorded in `notes` for `expla
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import count as counter
 
 import numpy as np
@@ -46,6 +45,7 @@ from datalog.lang.passes.term_types import resolve_type
 from datalog.lang.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
 from datalog.plan.atoms import AtomView
+from datalog.plan.binding import Binding
 from datalog.plan.sources import Sources
 from datalog.plan.wcoj import JoinPlan, delta_query
 from differential.batch import Updates
@@ -54,17 +54,6 @@ from differential.operators.arrange import Arranged, ArrangeOp
 from differential.operators.join import JoinOp
 from differential.operators.linear import concat, filter_rows, map_updates, negate, project
 from differential.operators.reduce import ReduceOp, distinct
-
-
-@dataclass(frozen=True)
-class Binding:
-    """`stream`'s column i holds the value of variable `vars[i]`."""
-
-    stream: Stream
-    vars: tuple[str, ...]
-
-    def index(self, name: str) -> int:
-        return self.vars.index(name)
 
 
 class BodyCompiler:

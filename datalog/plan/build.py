@@ -34,7 +34,8 @@ from datalog.lang.checks import CheckedProgram, CheckedQuery
 from datalog.lang.passes.variables import nodes
 from datalog.lang.pretty import format_body, format_rule
 from datalog.lang.strata import Stratum, reads
-from datalog.plan.body import Binding, BodyCompiler
+from datalog.plan.binding import Binding
+from datalog.plan.body import BodyCompiler
 from datalog.plan.magic import specialize
 from datalog.plan.sources import Sources
 from datalog.plan.subsume import subsume
