@@ -1,6 +1,8 @@
 """datalog: the language, the planner and the public API.
 
 Layer: above `joins` and `differential`; may import both, never `server`.
+Inside, packages by role point down: `cli -> io -> db -> plan -> eval -> lang` and
+`db -> storage -> lang` (docs/architecture.md, docs/adr/0048).
 
 The public names below are loaded lazily (PEP 562), so `import datalog` stays
 fast and pulls in neither numpy's dataflow machinery nor any optional extra
