@@ -6,7 +6,7 @@ An update is `(data, time, diff)`: a tuple of data columns (int64 or float64
 numpy arrays of equal length), a time column of shape `(depth, n)` and an int64
 diff column. `Updates` holds many of them; it is a value, never mutated.
 Consolidation sorts by (data, time), sums the diffs of equal entries and drops
-zeros, all on whole columns. A sort of many rows runs in parts (`_SORT_PART`),
+zeros, all on whole columns. A sort of many rows runs in parts (`TUNING.sort_part`),
 checking the running budget between them (docs/adr/0039).
 """
 
@@ -23,6 +23,7 @@ import numpy.typing as npt
 from differential import small
 from differential.budget import check_budget
 from differential.time import Time, Times, column, uniform_times
+from differential.tuning import TUNING
 
 Column = npt.NDArray[np.generic]
 Diffs = npt.NDArray[np.int64]
@@ -78,7 +79,7 @@ class Updates:
     def select(self, mask: npt.NDArray[np.bool_]) -> Updates:
         """The updates where `mask` holds; `self` itself when it holds everywhere
         (a few rows are checked in Python: cheaper than a numpy reduction)."""
-        if len(mask) <= small.FEW:
+        if len(mask) <= TUNING.few:
             if all(mask.tolist()):
                 return self
         elif mask.all():
@@ -259,11 +260,6 @@ def unpack(
     return out[::-1]
 
 
-# Rows one numpy sort handles at most when a sort is split in parts: about a tenth
-# of a second each, so that a budget or an interrupt acts between two of them.
-_SORT_PART = 1 << 21
-
-
 def sort_order(
     columns: Sequence[Column], times: Times | None = None, stable: bool = False, runs: bool = False
 ) -> Index:
@@ -272,14 +268,14 @@ def sort_order(
     Integer columns whose ranges fit in 63 bits are packed and sorted as one
     key; failing that, the first column (a hash, say) stays apart and the rest
     are packed; the general case is `np.lexsort`. Ties keep their input order
-    when `stable`. More than `_SORT_PART` rows are sorted in parts, the budget
+    when `stable`. More than `TUNING.sort_part` rows are sorted in parts, the budget
     checked between them (`_sort_in_parts`), unless they are a few sorted `runs`
     (batches being merged), which one stable sort merges in about linear time.
     """
     keys: list[Column] = list(columns)
     if times is not None:
         keys.extend(times[i] for i in range(times.shape[0]))
-    if keys and len(keys[0]) > _SORT_PART and not runs:
+    if keys and len(keys[0]) > TUNING.sort_part and not runs:
         return _sort_in_parts(keys, stable)
     return _sort_keys(keys, stable)
 
@@ -298,11 +294,11 @@ def _sort_keys(keys: Sequence[Column], stable: bool) -> Index:
 
 
 def _sort_in_parts(keys: Sequence[Column], stable: bool) -> Index:
-    """`_sort_keys` of many rows with no numpy call over much more than `_SORT_PART`
+    """`_sort_keys` of many rows with no numpy call over much more than `TUNING.sort_part`
     rows, checking the budget between any two (a sample sort).
 
     Splitters drawn from an evenly spaced sample of the leading key (all keys packed
-    into one when they fit) cut its range into about `n / _SORT_PART` ranges; each
+    into one when they fit) cut its range into about `n / TUNING.sort_part` ranges; each
     part of the rows is distributed into the ranges (a stable sort of small range
     numbers, linear), then each range is sorted on its own. Rows of one range keep
     their input order until their own sort, so the result is stable. Many rows with
@@ -311,13 +307,13 @@ def _sort_in_parts(keys: Sequence[Column], stable: bool) -> Index:
     packed = pack(keys)
     lead = keys[0] if packed is None else packed[0]
     n = len(lead)
-    ranges = -(-n // _SORT_PART)
+    ranges = -(-n // TUNING.sort_part)
     sample = np.sort(lead[:: max(1, n // (ranges * 64))])
     splitters = np.unique(sample[64::64])
     pieces: list[list[Index]] = [[] for _ in range(len(splitters) + 1)]
-    for start in range(0, n, _SORT_PART):
+    for start in range(0, n, TUNING.sort_part):
         check_budget()
-        where = np.searchsorted(splitters, lead[start : start + _SORT_PART], side="right")
+        where = np.searchsorted(splitters, lead[start : start + TUNING.sort_part], side="right")
         small_numbers = where.astype(np.uint16) if len(pieces) <= 1 << 16 else where
         order = np.argsort(small_numbers, kind="stable") + start  # linear: a radix sort
         ends = np.cumsum(np.bincount(where, minlength=len(pieces)))
@@ -354,9 +350,9 @@ def consolidate(updates: Updates) -> Updates:
     already in that order (`in_order`) are not sorted again."""
     if len(updates) == 0:
         return updates
-    if len(updates) <= small.FEW and integral(updates.columns):
+    if len(updates) <= TUNING.few and integral(updates.columns):
         return _consolidate_few(updates)
-    if len(updates) >= SORTED_FROM:
+    if len(updates) >= TUNING.sorted_from:
         found = order_of([*updates.columns, *updates.times])
         if found >= 0:
             return consolidate_sorted(updates, distinct=found > 0)
@@ -439,16 +435,6 @@ def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
 
 # -- sorted input, uniform columns -----------------------------------------------------
 
-# Rows from which a sort first checks whether its input is in order already (`in_order`:
-# a few passes, and an unsorted input is told by its first rows); below, the check
-# would cost about as much as the sort it saves.
-SORTED_FROM = 1 << 12
-_PROBE = 1 << 16  # rows `in_order` checks at once
-
-# Rows one `np.sort` of int64 values handles at most (about as long as an argsort of
-# `_SORT_PART` rows, ADR 0044): a larger value sort runs in parts, checking the budget.
-_VALUE_SORT_PART = 1 << 24
-
 
 def in_order(keys: Sequence[Column]) -> bool:
     """Whether the rows of `keys` (compared lexicographically, first column first) are
@@ -459,13 +445,13 @@ def in_order(keys: Sequence[Column]) -> bool:
 def order_of(keys: Sequence[Column]) -> int:
     """-1 when the rows of `keys` (compared lexicographically) are not in order, 0 when
     they are but some row equals the one before it, 1 when they strictly increase
-    (no two alike: nothing to consolidate). Checked in blocks of `_PROBE` rows, the
+    (no two alike: nothing to consolidate). Checked in blocks of `TUNING.probe` rows, the
     first block first: an unsorted input is usually told by its first rows, and the
     temporaries stay in cache."""
     n = len(keys[0]) if len(keys) else 0
     found = 1
-    for start in range(0, n - 1, _PROBE):
-        block = [k[start : start + _PROBE + 1] for k in keys]  # one row of overlap
+    for start in range(0, n - 1, TUNING.probe):
+        block = [k[start : start + TUNING.probe + 1] for k in keys]  # one row of overlap
         found = min(found, _order(block))
         if found < 0:
             return found
@@ -493,17 +479,17 @@ def _order(keys: Sequence[Column]) -> int:
 
 def sorted_values(key: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     """`key` sorted (values, not a permutation: a third of an argsort's cost), in place
-    when it has at most `_VALUE_SORT_PART` rows; the caller must own `key`.
+    when it has at most `TUNING.value_sort_part` rows; the caller must own `key`.
 
     A larger array is sorted in parts, checking the budget between any two: parts
-    of `_VALUE_SORT_PART` rows are sorted in place, splitters drawn from them cut
+    of `TUNING.value_sort_part` rows are sorted in place, splitters drawn from them cut
     every part into ranges by binary search, and each range, gathered from the
     parts into its place in the result, is sorted on its own."""
     n = len(key)
-    if n <= _VALUE_SORT_PART:
+    if n <= TUNING.value_sort_part:
         key.sort()
         return key
-    bounds = [*range(0, n, _VALUE_SORT_PART), n]
+    bounds = [*range(0, n, TUNING.value_sort_part), n]
     parts = [key[lo:hi] for lo, hi in itertools.pairwise(bounds)]
     for part in parts:
         check_budget()
@@ -530,7 +516,7 @@ def distinct_rows(columns: Sequence[Column]) -> tuple[Column, ...]:
     a bag of rows. Rows in order already are not sorted again; integer rows that
     pack into one int64 are sorted as values (`sorted_values`)."""
     n = len(columns[0])
-    if n >= SORTED_FROM and in_order(columns):
+    if n >= TUNING.sorted_from and in_order(columns):
         ordered = tuple(columns)
     else:
         packed = pack(columns)
@@ -562,7 +548,7 @@ def compact_uniform(times: Times, diffs: Diffs) -> tuple[Times, Diffs]:
     all its rows agree: after compaction every entry of a base relation has one time
     and, in a set, one diff, which then cost no memory per row."""
     n = len(diffs)
-    if n < SORTED_FROM:
+    if n < TUNING.sorted_from:
         return times, diffs
     if times.shape[0] and not uniform(times) and bool((times == times[:, :1]).all()):
         times = uniform_times(tuple(times[:, 0].tolist()), n)

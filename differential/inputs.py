@@ -38,7 +38,6 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from differential import small
 from differential.batch import (
     Column,
     Updates,
@@ -63,6 +62,7 @@ from differential.trace.batch import (
 )
 from differential.trace.cursor import FewKeys, columns_of
 from differential.trace.footprint import Footprint
+from differential.tuning import TUNING
 
 Semantics = Literal["set", "multiset", "last_write_wins"]
 
@@ -140,7 +140,7 @@ class Input:
         return counts
 
     def _set_diffs(self, requests: Requests, epoch: int) -> Updates:
-        if len(requests) <= small.FEW and integral(requests.columns):
+        if len(requests) <= TUNING.few and integral(requests.columns):
             return self._set_diffs_few(requests, epoch)
         if requests.inserting.all():
             return self._inserted(requests.columns, epoch)

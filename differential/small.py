@@ -5,7 +5,7 @@ Layer: differential (bottom). Imports the standard library only.
 A numpy call costs about a microsecond whatever its size, and sorting and
 consolidating a batch takes a dozen or more of them: for the few rows that a
 small change moves through a dataflow (one edge, one new fact per iteration),
-that fixed cost is the whole cost. Below `FEW` rows the callers switch to these
+that fixed cost is the whole cost. Below `TUNING.few` rows the callers switch to these
 functions, which work on Python lists (`ndarray.tolist()`) and return the
 positions to gather, so their results are identical to the numpy path's: the
 same order, the same consolidation, the same hashes. Only integer columns take
@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
-
-FEW = 32  # rows at or below which consolidation and hashing run in Python
 
 _MASK64 = (1 << 64) - 1
 _MOD, _HALF = 1 << 64, 1 << 63

@@ -21,23 +21,20 @@ from collections.abc import Callable, Iterable, Iterator
 import numpy as np
 import numpy.typing as npt
 
+from differential.tuning import TUNING
+
 Times = npt.NDArray[np.int64]  # shape (depth, n)
 Time = tuple[int, ...]
 
 
 def column(time: Time, n: int = 1) -> Times:
-    """`n` copies of one timestamp as a time column: from `UNIFORM_FROM` rows on,
+    """`n` copies of one timestamp as a time column: from `TUNING.uniform_from` rows on,
     read-only and without memory per row (`uniform_times`)."""
-    if n >= UNIFORM_FROM:
+    if n >= TUNING.uniform_from:
         return uniform_times(time, n)
     if n <= 8:  # one numpy call for the few rows of a small change
         return np.array([[x] * n for x in time], dtype=np.int64).reshape(len(time), n)
     return np.repeat(np.asarray(time, dtype=np.int64).reshape(-1, 1), n, axis=1)
-
-
-# Rows from which one repeated time is held as one value (`uniform_times`): below,
-# the 8 bytes a row it saves do not repay the few microseconds of building the view.
-UNIFORM_FROM = 1 << 10
 
 
 def uniform_times(time: Time, n: int) -> Times:

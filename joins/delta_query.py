@@ -37,10 +37,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from differential import small
 from differential.batch import Updates, concat
 from differential.dataflow import Operator, Scope, Stream, check_budget, check_rows, row_limit
 from differential.time import Time
+from differential.tuning import TUNING
 from joins import few
 from joins.extenders import (
     AntijoinExtender,
@@ -55,10 +55,6 @@ from joins.extenders import (
 from joins.pipeline import Constant, Pattern, Pipeline, Stage, plan_pipeline
 
 __all__ = ["Constant", "DeltaQueryOp", "Pattern", "Pipeline", "Stage", "plan_pipeline"]
-
-_PROPOSALS = 1 << 20  # candidates proposed and validated at once (they stay in cache)
-_PREFIXES = 1 << 16  # prefixes extended at once when their proposal counts are unknown
-_SAMPLE = 512  # changes sampled to estimate a pipeline's cost
 
 
 class DeltaQueryOp(Operator):
@@ -136,7 +132,9 @@ class DeltaQueryOp(Operator):
         pipeline = self.pipelines[source]
         if delta is None or not len(delta) or not pipeline.stages:
             return 0.0 if delta is None else float(len(delta))
-        sample = np.unique(np.linspace(0, len(delta) - 1, min(len(delta), _SAMPLE)).astype(np.intp))
+        sample = np.unique(
+            np.linspace(0, len(delta) - 1, min(len(delta), TUNING.pipeline_sample)).astype(np.intp)
+        )
         prefixes = Prefixes(self.patterns[source].vars, delta.updates().take(sample))
         everyone = frozenset(range(len(self.patterns)))
         extenders = self._proposers(pipeline.stages[0], everyone)
@@ -155,7 +153,7 @@ class DeltaQueryOp(Operator):
     def _run(
         self, pipeline: Pipeline, changes: Updates, new: frozenset[int], time: Time
     ) -> Updates:
-        if len(changes) <= small.FEW and self.listed[pipeline.source]:
+        if len(changes) <= TUNING.few and self.listed[pipeline.source]:
             found = self._run_few(pipeline, changes, new, time)
             if found is not None:
                 return found
@@ -376,13 +374,13 @@ class DeltaQueryOp(Operator):
 
 
 def _chunks(n: int, sizes: Owner | None) -> Iterator[Owner]:
-    """Consecutive runs of the rows `0..n`: about `_PROPOSALS` candidates each by
-    their proposal `sizes`, or `_PREFIXES` rows each when the sizes are unknown."""
+    """Consecutive runs of the rows `0..n`: about `TUNING.proposals` candidates each by
+    their proposal `sizes`, or `TUNING.prefixes` rows each when the sizes are unknown."""
     if sizes is None:
-        edges = [*range(0, n, _PREFIXES), n]
+        edges = [*range(0, n, TUNING.prefixes), n]
     else:
         ends = np.cumsum(sizes)
-        marks = np.arange(_PROPOSALS, int(ends[-1]) if n else 0, _PROPOSALS)
+        marks = np.arange(TUNING.proposals, int(ends[-1]) if n else 0, TUNING.proposals)
         edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), n]).tolist()
     for lo, hi in itertools.pairwise(edges):
         yield np.arange(lo, hi, dtype=np.intp)

@@ -5,16 +5,16 @@ Layer: joins. Imports `differential` only.
 A single-edge update starts every pipeline of a delta query from one change,
 and each count, propose and validate then costs a dozen numpy calls (hashing,
 `searchsorted`, gathering) to move a handful of values: that fixed cost is the
-whole cost. Below `small.FEW` changes a pipeline runs here instead, on Python
+whole cost. Below `TUNING.few` changes a pipeline runs here instead, on Python
 tuples: prefixes are `(row, time, diff)` with the row in the pipeline's variable
 order, and every lookup is one `Arranged.lookup_entries` call per extender over
 all prefixes at once, answered as Python entries.
 
 The steps are those of `joins.extenders` (the fewest entries propose, every other
 binding validates, times join and multiplicities multiply), so the results are
-the numpy path's up to order. A lookup that finds more than `LIMIT` entries (a
-hub) returns None and the caller runs the numpy path from the start: lists pay
-only while they are short. Only integer columns take this path (`FewKeys`'
+the numpy path's up to order. A lookup that finds more than `TUNING.few_pairs`
+entries (a hub) returns None and the caller runs the numpy path from the start:
+lists pay only while they are short. Only integer columns take this path (`FewKeys`'
 identity hashes), and only bindings, not negations, propose or validate here.
 """
 
@@ -29,8 +29,7 @@ from differential.batch import Updates, python_rows, python_times
 from differential.operators.arrange import Arranged
 from differential.time import Time
 from differential.trace.cursor import FewKeys, columns_of
-
-LIMIT = 8 * small.FEW  # entries one lookup may gather before the pipeline goes to numpy
+from differential.tuning import TUNING
 
 Row = tuple[object, ...]  # integers, as `FewKeys` rows
 Prefix = tuple[Row, Time, int]  # variable values in pipeline order, time, multiplicity
@@ -78,7 +77,7 @@ def matched(
     if not prefixes:
         return prefixes
     keys = few_keys([tuple(row[p] for p in positions) for row, _, _ in prefixes])
-    found = arranged.lookup_entries(keys, time, include_delta, LIMIT)
+    found = arranged.lookup_entries(keys, time, include_delta, TUNING.few_pairs)
     if found is None:
         return None
     out: list[Prefix] = []
@@ -104,7 +103,7 @@ class Binding:
     def proposals(self, prefixes: list[Prefix], time: Time) -> list[Entries] | None:
         """Per prefix, the `(value, time, diff)` entries under its key."""
         keys = few_keys([(row[self.key_position],) for row, _, _ in prefixes])
-        found = self.by_key.lookup_entries(keys, time, self.new, LIMIT)
+        found = self.by_key.lookup_entries(keys, time, self.new, TUNING.few_pairs)
         if found is None:
             return None
         groups: list[Entries] = [[] for _ in prefixes]

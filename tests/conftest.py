@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from unittest import mock
 
 import pytest
 from hypothesis import Verbosity, settings
 
-from differential import small
+from differential.tuning import TUNING, tuned
 
 settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60, print_blob=True)
 settings.register_profile("dev", deadline=None, max_examples=100)
@@ -40,6 +39,6 @@ def small_path(request: pytest.FixtureRequest) -> Iterator[str]:
 
     Module-scoped, so hypothesis tests may use it (`pytestmark = usefixtures(...)`).
     """
-    limit = small.FEW if request.param == "python" else 0
-    with mock.patch.object(small, "FEW", limit):
+    limit = TUNING.few if request.param == "python" else 0
+    with tuned(TUNING.but(few=limit)):
         yield request.param

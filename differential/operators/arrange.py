@@ -22,7 +22,6 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential import small
 from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Stream, TimeQueue
 from differential.time import Antichain, Time, join_times, le
@@ -38,6 +37,7 @@ from differential.trace.cursor import (
     scan_entries,
 )
 from differential.trace.spine import Spine
+from differential.tuning import TUNING
 
 Owner = npt.NDArray[np.intp]
 
@@ -183,14 +183,6 @@ class BatchesArranged(Arranged):
         return sum(len(b) for b in self.seen(time, include_delta))
 
 
-# An arrangement nobody reads keeps its times' updates unarranged: every `_DEFERRED`
-# times they are concatenated into one part (no sort), and they are arranged into the
-# trace only once they outgrow `_DEFERRED_ROWS` and the trace itself (so the sorting
-# stays amortized, and memory within a constant factor of the arranged size).
-_DEFERRED = 32
-_DEFERRED_ROWS = 4096
-
-
 class ArrangeOp(BatchesArranged):
     """Arranges a stream by its first `key_arity` columns into a private trace."""
 
@@ -250,7 +242,7 @@ class ArrangeOp(BatchesArranged):
         self.seal()
         self.deferred.append((updates, first))
         self._deferred_latest = join_times(self._deferred_latest, latest)
-        if len(self.deferred) > _DEFERRED:  # a stream nobody reads: bound what waits
+        if len(self.deferred) > TUNING.deferred:  # a stream nobody reads: bound what waits
             self._coalesce()
 
     def _coalesce(self) -> None:
@@ -258,7 +250,7 @@ class ArrangeOp(BatchesArranged):
         parts = [i.updates() if isinstance(i, Batch) else i for i, _ in self.deferred]
         # `settle` reads only the first time (the arranged batch's lower bound).
         self.deferred = [(concat(parts), self.deferred[0][1])]
-        if len(self.deferred[0][0]) > max(_DEFERRED_ROWS, len(self.spine)):
+        if len(self.deferred[0][0]) > max(TUNING.deferred_rows, len(self.spine)):
             self.settle()
 
     def settle(self) -> Spine:
@@ -289,7 +281,7 @@ class ArrangeOp(BatchesArranged):
             return None
         if self.pending_updates is None or not (include_delta or self.pending_time != time):
             return found
-        if self._pending_batch is not None or len(self.pending_updates) > small.FEW:
+        if self._pending_batch is not None or len(self.pending_updates) > TUNING.few:
             pending = self.pending_batch
             assert pending is not None
             return found if lookup_entries(pending, keys, found, limit) else None

@@ -16,13 +16,13 @@ row. Fused rounds do the same work on Python tuples (ADR 0029):
   input is a chain of maps and filters with a row form (`linear.Edge.rows`) and
   concatenations, read by nothing else;
 - the rounds from a time apply when that time is the scope's only work (the
-  arrangements' queues hold only it, at most `small.FEW` insertions in all, and
+  arrangements' queues hold only it, at most `TUNING.few` insertions in all, and
   no other operator has work) and every distinct is in its growing state with all
   its input at times `<=` it: the conditions of `ReduceOp._monotone`;
 - each round keeps, per relation, the rows whose key is neither in its distinct's
   key set (a read-only probe) nor new in these rounds, maps them through the
-  paths, and goes on one iteration later while 1 to `small.FEW` rows come back;
-- every `_HANDOVER` new keys, and at the end, the rounds are handed to the
+  paths, and goes on one iteration later while 1 to `TUNING.few` rows come back;
+- every `TUNING.handover` new keys, and at the end, the rounds are handed to the
   operators as their own steps would have left them: the input deferred in the
   arrangement, the new keys admitted to the key set, the output recorded in the
   distinct and sent to the parent scope (which runs only once this scope is
@@ -49,10 +49,10 @@ from differential.operators.reduce import ReduceOp, distinct
 from differential.time import Time, Times, column
 from differential.trace.batch import key_hash
 from differential.trace.cursor import columns_of
+from differential.tuning import TUNING
 
 Fused = Callable[[Time], bool]
 Path = list[RowMap]  # the row forms along one way from a variable to a distinct
-_HANDOVER = 4096  # new keys at which the rounds so far are handed to the operators
 
 
 class Relation:
@@ -125,9 +125,9 @@ class Chain:
         while True:
             check_budget()
             rows = (self._rounds if len(rounds) > 1 else self._rounds_of_one)(rows, rounds)
-            if not 0 < sum(map(len, rows)) <= small.FEW:
+            if not 0 < sum(map(len, rows)) <= TUNING.few:
                 break
-            self._hand_over(rounds)  # `_HANDOVER` new keys: bound what waits
+            self._hand_over(rounds)  # `TUNING.handover` new keys: bound what waits
             rounds = [_Rounds(rounds[0].next_time(), None) for _ in rounds]
         self._hand_over(rounds)
         later = rounds[0].next_time()
@@ -142,13 +142,13 @@ class Chain:
 
     def _rounds(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
         """Rounds from `inputs` (rows per relation), recorded in `rounds`, until none
-        come back, too many do, or `_HANDOVER` keys are new: the rows of the round
+        come back, too many do, or `TUNING.handover` keys are new: the rows of the round
         after the last."""
         steps = [
             (r.admitter(record), r.paths) for r, record in zip(self.relations, rounds, strict=True)
         ]
         empty, new = [()] * len(steps), 0
-        while new < _HANDOVER:
+        while new < TUNING.handover:
             images: list[list[Row]] = list(map(list, empty))
             count = 0
             for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
@@ -157,7 +157,7 @@ class Chain:
                 for path, target in paths:  # each new row one round later
                     count += _through(path, fresh, images[target])
             inputs = images
-            if not 0 < count <= small.FEW:
+            if not 0 < count <= TUNING.few:
                 break
         return inputs
 
@@ -167,25 +167,25 @@ class Chain:
         (relation,), (record,), (rows,) = self.relations, rounds, inputs
         admit, paths = relation.admitter(record), [path for path, _ in relation.paths]
         outputs = record.outputs
-        while len(outputs) < _HANDOVER:
+        while len(outputs) < TUNING.handover:
             fresh = admit(rows)
             rows = []
             for path in paths:
                 _through(path, fresh, rows)
-            if not 0 < len(rows) <= small.FEW:
+            if not 0 < len(rows) <= TUNING.few:
                 break
         return [rows]
 
     def _quiet(self, time: Time) -> list[list[Updates]] | None:
         """Each relation's input at `time`, when fused rounds may start there: it is
         the scope's only work (nothing else pending, no other time queued for the
-        distincts), with at most `small.FEW` rows."""
+        distincts), with at most `TUNING.few` rows."""
         if any(True for op in self.others for _ in op.pending(time[:-1])):
             return None
         if any(not set(r.arrange.queue.buckets) <= {time} for r in self.relations):
             return None
         parts = [r.arrange.queue.buckets.get(time, []) for r in self.relations]
-        return None if sum(len(p) for ps in parts for p in ps) > small.FEW else parts
+        return None if sum(len(p) for ps in parts for p in ps) > TUNING.few else parts
 
     def _start(
         self, time: Time, parts: list[list[Updates]]

@@ -30,10 +30,7 @@ from differential.operators.arrange import Arranged, Owner
 from differential.time import Time, join_times
 from differential.trace.batch import Hashes
 from differential.trace.cursor import FewKeys, columns_of
-
-_PAIRS = 1 << 20  # pairs joined at once (a product beyond it is chunked by changes)
-_SAMPLE = 256  # changes whose matches are counted to estimate a product's size
-_FEW_PAIRS = 8 * small.FEW  # matches of a few changes beyond which numpy joins them
+from differential.tuning import TUNING
 
 
 class JoinOp(Operator):
@@ -67,7 +64,7 @@ class JoinOp(Operator):
             delta = mine.updates_at(time)
             if delta is None:
                 continue
-            if self.lists_ok and len(delta) <= small.FEW:
+            if self.lists_ok and len(delta) <= TUNING.few:
                 found = self._join_few(delta, other, time, left_is_delta)
                 if found is not None:
                     self.output.send(found)
@@ -87,7 +84,7 @@ class JoinOp(Operator):
         rows = python_rows(delta.columns, len(delta))
         keys = [row[:k] for row in rows]
         asked = FewKeys(keys, small.key_hashes(keys, k == 1))  # type: ignore[arg-type]
-        found = other.batch_entries(asked, time, left_is_delta, _FEW_PAIRS)
+        found = other.batch_entries(asked, time, left_is_delta, TUNING.few_pairs)
         if found is None:
             return None
         if not found:
@@ -114,7 +111,7 @@ class JoinOp(Operator):
     ) -> None:
         """Send `delta` joined with `other` (after this time's changes if `delta` is the
         left side, before them if it is the right: each pair is derived once), in
-        chunks of about `_PAIRS` pairs, so memory stays bounded per chunk and a
+        chunks of about `TUNING.pairs` pairs, so memory stays bounded per chunk and a
         budget can stop a huge product between two of them. Under a row limit the
         pairs are counted first, and too many are refused before any is built."""
         k = self.left.key_arity
@@ -153,29 +150,29 @@ def _chunks(
     include_delta: bool,
     exact: bool = False,
 ) -> Iterator[Index | None]:
-    """Rows of `delta` whose matches in `other` add up to about `_PAIRS` each (None:
+    """Rows of `delta` whose matches in `other` add up to about `TUNING.pairs` each (None:
     all of them at once). A few changes are one chunk, and so are changes whose
-    matches, estimated from an evenly spaced sample, are far fewer than `_PAIRS`
+    matches, estimated from an evenly spaced sample, are far fewer than `TUNING.pairs`
     (counting all of them costs as much as finding their ranges again), unless
     `exact`: then every match is counted and the total checked against the row
     limit (`check_rows`) before any pair is built."""
     n = len(delta)
-    if not exact and n <= small.FEW:
+    if not exact and n <= TUNING.few:
         yield None
         return
-    sample = hashes[:: max(1, n // _SAMPLE)]
+    sample = hashes[:: max(1, n // TUNING.join_sample)]
     if not exact and (
-        int(other.count(sample, time, include_delta).sum()) * n <= len(sample) * _PAIRS // 4
+        int(other.count(sample, time, include_delta).sum()) * n <= len(sample) * TUNING.pairs // 4
     ):
         yield None
         return
     ends = np.cumsum(other.count(hashes, time, include_delta))
     if len(ends):
         check_rows(int(ends[-1]), "a join")
-    if not len(ends) or ends[-1] <= _PAIRS:
+    if not len(ends) or ends[-1] <= TUNING.pairs:
         yield None
         return
-    marks = np.arange(_PAIRS, int(ends[-1]), _PAIRS)
+    marks = np.arange(TUNING.pairs, int(ends[-1]), TUNING.pairs)
     edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), len(delta)])
     for lo, hi in itertools.pairwise(edges.tolist()):
         yield np.arange(lo, hi, dtype=np.intp)

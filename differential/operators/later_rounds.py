@@ -19,7 +19,7 @@ that condition key by key (ADR 0034):
   round's time against the output present, and the difference out, through the
   paths, as the next round's rows. Every later round's time is `>=` the first
   read's, so a key read once stays readable, and nothing is scheduled;
-- the rounds are handed to the operators every `_HANDOVER` changed keys and at
+- the rounds are handed to the operators every `TUNING.later_handover` changed keys and at
   the end, as their own steps would have left them: the input deferred in the
   arrangement, the output inserted in the distinct's trace and sent to the
   parent scope.
@@ -32,18 +32,17 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from differential import small
 from differential.batch import Column, Updates
 from differential.dataflow import check_budget
 from differential.operators.linear import Row, RowMap
 from differential.time import Antichain, Time, at_or_before
 from differential.trace.cursor import Entry, FewKeys, columns_of
+from differential.tuning import TUNING
 
 if TYPE_CHECKING:
     from differential.operators.chain import Chain, Relation
 
 Counts = dict[Row, int]
-_HANDOVER = 4096  # changed keys at which the rounds so far are handed to the operators
 
 
 def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
@@ -115,9 +114,9 @@ def _read(keys: list[_Keys], rows: list[Counts], time: Time) -> bool:
 
 
 def _going(rows: list[Counts]) -> bool | None:
-    """Whether another fused round may follow (1 to `FEW` rows); None: no rows."""
+    """Whether another fused round may follow (1 to `TUNING.few` rows); None: no rows."""
     count = sum(1 for rs in rows for n in rs.values() if n)
-    return None if not count else count <= small.FEW
+    return None if not count else count <= TUNING.few
 
 
 def _rounds(
@@ -128,8 +127,8 @@ def _rounds(
     iteration: int,
     until: int | None,
 ) -> tuple[list[Counts], int]:
-    """Rounds from `rows` at `iteration`, recorded in `rounds`, while 1 to `FEW`
-    rows come back, their keys are readable, fewer than `_HANDOVER` keys changed
+    """Rounds from `rows` at `iteration`, recorded in `rounds`, while 1 to `TUNING.few`
+    rows come back, their keys are readable, fewer than `TUNING.later_handover` keys changed
     and the iteration is before `until`: the rows of the round after the last, and
     its iteration."""
     changed = 0
@@ -138,7 +137,7 @@ def _rounds(
         for relation, record, counts in zip(relations, rounds, rows):  # noqa: B905
             changed += record.step(counts, iteration, relation.paths, images)
         rows, iteration = images, iteration + 1
-        if changed >= _HANDOVER or iteration == until or not _going(rows):
+        if changed >= TUNING.later_handover or iteration == until or not _going(rows):
             return rows, iteration
         if not _read([r.keys for r in rounds], rows, (*prefix, iteration)):
             return rows, iteration

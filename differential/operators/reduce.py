@@ -50,13 +50,12 @@ from differential.trace.batch import Hashes, key_hash
 from differential.trace.cursor import Entry, FewKeys, columns_of
 from differential.trace.index import KeySet
 from differential.trace.spine import Spine
+from differential.tuning import TUNING
 
 Counts = npt.NDArray[np.int64]
 Row = tuple[object, ...]
 # Keys scheduled for a later time: columns, or Python rows from the list path.
 KeyPart = tuple[Column, ...] | list[Row]
-_LIST_FACTOR = 8  # a step whose history has at most FEW * this entries runs on lists
-_HISTORY = 1 << 21  # history entries reduced at once (a bigger step goes by runs of keys)
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,7 @@ class ReduceOp(Operator):
         keys = self._keys_at(time)
         if keys is None:
             return
-        limit = small.FEW * _LIST_FACTOR
+        limit = TUNING.few * TUNING.reduce_list_factor
         if isinstance(keys, list):  # a few keys, as Python rows
             asked = FewKeys(keys, small.key_hashes(keys, self.identity))  # type: ignore[arg-type]
             found = self.source.lookup_entries(asked, time, True, limit)
@@ -152,23 +151,26 @@ class ReduceOp(Operator):
 
     def _chunks(self, hashes: Hashes, time: Time) -> Iterable[Owner | None]:
         """Runs of the (sorted, distinct) keys whose histories add up to about
-        `_HISTORY` entries each (None: all at once, the usual case, also when an
+        `TUNING.history` entries each (None: all at once, the usual case, also when an
         evenly spaced sample of the keys says their histories are far fewer). Keys
         reduce independently, so a huge step is reduced a run at a time and the
         budget checked in between; each key's history is read once either way."""
         n = len(hashes)
-        if n <= _HISTORY // 64:
+        if n <= TUNING.history // 64:
             yield None
             return
         sample = hashes[:: max(1, n // 256)]
-        if int(self.source.count(sample, time, True).sum()) * n <= len(sample) * _HISTORY // 4:
+        if (
+            int(self.source.count(sample, time, True).sum()) * n
+            <= len(sample) * TUNING.history // 4
+        ):
             yield None
             return
         ends = np.cumsum(self.source.count(hashes, time, True))
-        if not len(ends) or ends[-1] <= _HISTORY:
+        if not len(ends) or ends[-1] <= TUNING.history:
             yield None
             return
-        marks = np.arange(_HISTORY, int(ends[-1]), _HISTORY)
+        marks = np.arange(TUNING.history, int(ends[-1]), TUNING.history)
         edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), len(hashes)])
         for lo, hi in itertools.pairwise(edges.tolist()):
             yield np.arange(lo, hi, dtype=np.intp)
@@ -312,7 +314,7 @@ class ReduceOp(Operator):
         if not parts or not k:
             return None if not parts else _distinct_columns(self._columns(parts))
         n = sum(len(p) if isinstance(p, list) else len(p[0]) for p in parts)
-        if self.lists_ok and n <= small.FEW:
+        if self.lists_ok and n <= TUNING.few:
             rows: set[Row] = set()
             for p in parts:
                 rows.update(p if isinstance(p, list) else python_rows(p, len(p[0])))
@@ -377,7 +379,7 @@ def _distinct_columns(cols: tuple[Column, ...]) -> tuple[Column, ...]:
 
 
 def _all_positive(diffs: Counts) -> bool:
-    if len(diffs) <= small.FEW:  # a few rows: cheaper in Python than a numpy reduction
+    if len(diffs) <= TUNING.few:  # a few rows: cheaper in Python than a numpy reduction
         return min(diffs.tolist(), default=1) > 0
     return bool((diffs > 0).all())
 
@@ -478,15 +480,15 @@ LINEAR: frozenset[Reducer] = frozenset({count})
 
 
 def _admit(seen: KeySet, hashes: Hashes, keys: tuple[Column, ...]) -> Owner:
-    """`seen.admit` of many keys a run of `_HISTORY` at a time, the budget checked in
+    """`seen.admit` of many keys a run of `TUNING.history` at a time, the budget checked in
     between (a run admitted stays admitted: the operator's state is dropped with its
     dataflow when the step fails)."""
     n = len(hashes)
-    if n <= _HISTORY:
+    if n <= TUNING.history:
         return seen.admit(hashes, keys)
     parts = []
-    for lo in range(0, n, _HISTORY):
+    for lo in range(0, n, TUNING.history):
         check_budget()
-        run = slice(lo, lo + _HISTORY)
+        run = slice(lo, lo + TUNING.history)
         parts.append(seen.admit(hashes[run], tuple(k[run] for k in keys)) + lo)
     return np.concatenate(parts)

@@ -24,7 +24,6 @@ import numpy.typing as npt
 
 from differential import small
 from differential.batch import (
-    SORTED_FROM,
     Column,
     Updates,
     compact_uniform,
@@ -40,6 +39,7 @@ from differential.batch import (
 from differential.budget import check_budget
 from differential.time import Antichain, Times, advance_by, uniform_times
 from differential.trace.index import LookupCache
+from differential.tuning import TUNING
 
 Hashes = npt.NDArray[np.int64]
 
@@ -74,7 +74,7 @@ def key_hash(columns: Sequence[Column]) -> Hashes:
     if not columns:
         return np.zeros(0, dtype=np.int64)
     n = len(columns[0])
-    if n <= small.FEW:
+    if n <= TUNING.few:
         bits = [_as_int64(col).view(np.uint64).tolist() for col in columns]
         return np.array(small.mixed_hash(bits, n), dtype=np.int64)
     patterns = [_as_int64(col).view(np.uint64) for col in columns]
@@ -205,9 +205,9 @@ class Batch:
         else:
             hashes = np.zeros(len(updates.diffs), dtype=np.int64)
         identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
-        if len(hashes) <= small.FEW and integral(updates.columns):
+        if len(hashes) <= TUNING.few and integral(updates.columns):
             return _build_few(updates, key_arity, description, times, hashes)
-        if len(hashes) >= SORTED_FROM:  # in order already (a sorted load): no sort
+        if len(hashes) >= TUNING.sorted_from:  # in order already (a sorted load): no sort
             found = _build_in_order(updates.with_times(times), key_arity, description, hashes)
             if found is not None:
                 return found

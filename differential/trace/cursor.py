@@ -18,7 +18,6 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from differential import small
 from differential.batch import (
     Column,
     Updates,
@@ -32,6 +31,7 @@ from differential.batch import (
 from differential.time import Time, uniform_times
 from differential.trace.batch import Batch, Hashes
 from differential.trace.index import HashIndex
+from differential.tuning import TUNING
 
 Index = npt.NDArray[np.intp]
 
@@ -55,22 +55,9 @@ def expand_ranges(lo: Index, hi: Index) -> tuple[Index, Index]:
     return owner, positions
 
 
-# Batches of at most this many entries are searched as a Python list of their
-# hashes (built once per batch) when a few keys are looked up: `bisect` costs a
-# fraction of a microsecond, a `searchsorted` call about two.
-_LISTED = 1024
-
-# Matched entries beyond which a few keys' ranges are expanded with numpy after all.
-_EXPANDED = 256
-
-# Fewer query keys than this are binary-searched even in an indexed batch: two
-# `searchsorted` calls cost less than the probe rounds' numpy calls.
-_FEW_KEYS = 64
-
-
 def _index(batch: Batch, queries: int) -> HashIndex | None:
     """The batch's hash index, if it has (or now earns) one and the query is not tiny."""
-    return None if queries < _FEW_KEYS else batch.cache.index_for(batch.hashes, queries)
+    return None if queries < TUNING.few_keys else batch.cache.index_for(batch.hashes, queries)
 
 
 def key_ranges(batch: Batch, hashes: Hashes) -> tuple[Index, Index]:
@@ -94,7 +81,7 @@ def _ranges(batch: Batch, hashes: Hashes, index: HashIndex | None) -> tuple[Inde
     if index is not None:
         return index.ranges(hashes)
     column = batch.hashes
-    if len(hashes) < _FEW_KEYS:
+    if len(hashes) < TUNING.few_keys:
         return column.searchsorted(hashes, "left"), column.searchsorted(hashes, "right")
     order = np.argsort(hashes)
     sought = hashes[order]
@@ -109,7 +96,7 @@ def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     if len(batch) == 0 or len(hashes) == 0:
         empty = np.empty(0, dtype=np.intp)
         return Matches(empty, empty)
-    if len(hashes) <= small.FEW:
+    if len(hashes) <= TUNING.few:
         return _seek_few(batch, hashes, keys)
     index = _index(batch, len(hashes))
     if index is not None and index.unique:  # a run is one entry: no ranges to expand
@@ -132,7 +119,7 @@ def _seek_few(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     """
     query: list[int] = []
     entry: list[int] = []
-    if len(batch) <= _LISTED:
+    if len(batch) <= TUNING.listed:
         rows = None if batch.identity_hash else python_rows(keys, len(hashes))
         for i, j in _listed_pairs(batch, hashes.tolist(), rows):
             query.append(i)
@@ -140,7 +127,7 @@ def _seek_few(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
         return Matches(np.array(query, dtype=np.intp), np.array(entry, dtype=np.intp))
     lo, hi = _ranges(batch, hashes, None)
     starts, ends = lo.tolist(), hi.tolist()
-    if sum(ends) - sum(starts) > _EXPANDED:  # a few keys with many entries (a hub)
+    if sum(ends) - sum(starts) > TUNING.expanded:  # a few keys with many entries (a hub)
         matches = Matches(*expand_ranges(lo, hi))
     else:
         for i, (start, end) in enumerate(zip(starts, ends, strict=True)):
@@ -247,7 +234,7 @@ def lookup_entries(
     cache = batch.cache
     view = cache.view
     if view is None:
-        if not cache.listable(len(batch), _LISTED):
+        if not cache.listable(len(batch), TUNING.listed):
             return _ranged_entries(batch, keys, found, limit)
         listed, stored = cache.listed(batch.hashes, batch.keys, batch.identity_hash)
         values, times, diffs = cache.entries(batch.values, batch.times, batch.diffs)
@@ -340,7 +327,7 @@ def lookup_batch(
     """The entries of `batch` under the query keys, as `(query row, entries)`, or
     None when none matches; `columns` picks the columns gathered (default all)."""
     membership = columns is not None and not columns
-    if membership and batch.key_arity == 2 and len(hashes) >= _FEW_KEYS:
+    if membership and batch.key_arity == 2 and len(hashes) >= TUNING.few_keys:
         return _lookup_dense(batch, keys, hashes)
     return _lookup_sought(batch, keys, hashes, columns)
 

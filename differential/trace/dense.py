@@ -10,8 +10,8 @@ non-negative integers in a small range, and all its entries share one time and
 one diff (a relation loaded at once, as a one-shot query reads it), a bitmap
 over the grid `[0, x_max] x [0, y_max]` answers the lookup: one gather per
 candidate, and every match has the batch's time and diff (a consolidated batch
-holds a pair once per time). The grid may take at most `_BYTES_PER_ENTRY` bytes
-per entry and `_MAX_BYTES` in all (wiki-Vote's 100k edges over 8,300 nodes:
+holds a pair once per time). The grid may take at most `TUNING.dense_bytes_per_entry` bytes
+per entry and `TUNING.dense_max_bytes` in all (wiki-Vote's 100k edges over 8,300 nodes:
 8.6 MB, 85 bytes per entry; ADR 0028).
 """
 
@@ -23,9 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from differential.batch import Column
-
-_BYTES_PER_ENTRY = 128
-_MAX_BYTES = 1 << 25
+from differential.tuning import TUNING
 
 
 class DensePairs:
@@ -51,7 +49,7 @@ class DensePairs:
         if int(columns[0].min()) < 0 or int(columns[1].min()) < 0:
             return None
         cells = _cells(int(columns[0].max()), int(columns[1].max()))
-        if cells > 8 * min(_MAX_BYTES, _BYTES_PER_ENTRY * n):
+        if cells > 8 * min(TUNING.dense_max_bytes, TUNING.dense_bytes_per_entry * n):
             return None
         if not (bool((diffs == diffs[0]).all()) and bool((times == times[:, :1]).all())):
             return None

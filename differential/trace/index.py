@@ -23,9 +23,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential import small
 from differential.batch import Column, python_rows, python_times
 from differential.trace.dense import DensePairs
+from differential.tuning import TUNING
 
 Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
@@ -34,8 +34,6 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits pick the
 _EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not indexed)
 _MIX_INT = int(_MIX)
 _MASK64 = (1 << 64) - 1
-_CHUNK = 1 << 18  # query keys probed at once
-_LOAD = 3  # slots per key at most: linear probing stays short below 1/3 full
 
 
 class HashTable:
@@ -46,7 +44,7 @@ class HashTable:
     """
 
     def __init__(self, capacity: int) -> None:
-        slots = max(16, _LOAD * capacity)
+        slots = max(16, TUNING.index_load * capacity)
         self.size = 0
         self._slots_n = np.uint64(slots)
         self._slots_int = slots
@@ -60,7 +58,7 @@ class HashTable:
         return not bool((hashes == _EMPTY).any())
 
     def fits(self, more: int) -> bool:
-        return (self.size + more) * _LOAD <= len(self._keys)
+        return (self.size + more) * TUNING.index_load <= len(self._keys)
 
     def _slots(self, hashes: Hashes) -> Index:
         with np.errstate(over="ignore"):
@@ -96,8 +94,8 @@ class HashTable:
 
     def insert(self, hashes: Hashes, values: Index) -> None:
         """Add distinct hashes, none present yet, with their values (room permitting)."""
-        for at in range(0, len(hashes), _CHUNK):
-            self._place(hashes[at : at + _CHUNK], values[at : at + _CHUNK])
+        for at in range(0, len(hashes), TUNING.index_chunk):
+            self._place(hashes[at : at + TUNING.index_chunk], values[at : at + TUNING.index_chunk])
         self.size += len(hashes)
 
     def _place(self, hashes: Hashes, values: Index) -> None:
@@ -128,8 +126,8 @@ class HashTable:
     def find(self, hashes: Hashes) -> Index:
         """The value of each query hash, or -1 where absent."""
         found = np.empty(len(hashes), dtype=np.intp)
-        for at in range(0, len(hashes), _CHUNK):
-            found[at : at + _CHUNK] = self._probe(hashes[at : at + _CHUNK])
+        for at in range(0, len(hashes), TUNING.index_chunk):
+            found[at : at + TUNING.index_chunk] = self._probe(hashes[at : at + TUNING.index_chunk])
         return found
 
     def _probe(self, hashes: Hashes) -> Index:
@@ -197,22 +195,6 @@ class HashIndex:
         """The arrays it holds (for measuring its memory)."""
         held = self._table.arrays()
         return held if self._bounds is None else [*held, self._bounds]
-
-
-# Few-key lookups read a large batch (up to `_LISTED_MAX` entries) as Python lists
-# once asked `rows / _LISTED_COST` times: a lookup by binary search and numpy
-# slices costs about as much as converting 32 entries to Python values.
-_LISTED_MAX = 1 << 16
-_LISTED_COST = 32
-# A batch is indexed once asked about `_ASKED_PER_ENTRY` query keys per entry, and
-# a batch of fewer than `_MIN_INDEXED` entries as if it had that many: a binary
-# search costs 150-300 ns per key even in a batch that fits in cache (a
-# mispredicted branch per step), a probe 50-70 ns, so a small batch asked about
-# many more keys than it holds (a round's new edges, which a streamed delta query
-# validates every candidate against) earns an index too; the build's fixed cost
-# (about 0.2 ms) is what the floor repays.
-_MIN_INDEXED = 1 << 14
-_ASKED_PER_ENTRY = 1 / 8
 
 
 # A batch as Python lists: sorted hashes, key rows (None: the hash is the key),
@@ -292,12 +274,12 @@ class LookupCache:
         """Whether a few keys looked up by Python values should read the batch of
         `rows` entries as Python lists (`listed`, `entries`): always for a batch of
         at most `small` rows; for a larger one once it has been asked often enough
-        to repay converting it (`_LISTED_COST`), and never past `_LISTED_MAX` rows
+        to repay converting it (`TUNING.listed_cost`), and never past `TUNING.listed_max` rows
         (the lists cost about 150 bytes an entry)."""
         if rows <= small or self._entries is not None:
             return True
         self.asked_few += 1
-        return rows <= _LISTED_MAX and self.asked_few * _LISTED_COST >= rows
+        return rows <= TUNING.listed_max and self.asked_few * TUNING.listed_cost >= rows
 
     def index_for(self, hashes: Hashes, queries: int) -> HashIndex | None:
         """The index of the sorted column `hashes`, if built or now worth building."""
@@ -305,7 +287,7 @@ class LookupCache:
         if shared.index is None:
             shared.asked += queries
             n = len(hashes)
-            worth = shared.asked >= max(n, _MIN_INDEXED) * _ASKED_PER_ENTRY
+            worth = shared.asked >= max(n, TUNING.min_indexed) * TUNING.asked_per_entry
             if worth and HashIndex.indexable(hashes):
                 shared.index = HashIndex(hashes)
         return shared.index
@@ -322,7 +304,7 @@ class LookupCache:
         if self.dense is None:
             self.dense_asked += queries
             n = len(diffs)
-            if n >= _MIN_INDEXED and self.dense_asked >= n * _ASKED_PER_ENTRY:
+            if n >= TUNING.min_indexed and self.dense_asked >= n * TUNING.asked_per_entry:
                 self.dense = DensePairs.of(columns, times, diffs) or False
         return self.dense if isinstance(self.dense, DensePairs) else None
 
@@ -389,7 +371,7 @@ class KeySet:
 
     def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
         """Add the keys not in the set yet (keys may repeat): the rows added, one per key."""
-        if len(hashes) <= small.FEW:
+        if len(hashes) <= TUNING.few:
             return np.array(self._admit_few(hashes.tolist(), keys), dtype=np.intp)
         return self._admit_many(hashes, keys)
 

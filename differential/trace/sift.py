@@ -23,20 +23,20 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
+from differential.tuning import TUNING
+
 Hashes = npt.NDArray[np.int64]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits pick the bit
-_BITS_PER_KEY = 16
-_MIN_BITS = 1 << 20
 
 
 class Sieve:
     """A one-hash Bloom filter over int64 hashes, sized for `capacity` of them."""
 
     def __init__(self, capacity: int) -> None:
-        bits = max(_MIN_BITS, _BITS_PER_KEY * capacity)
+        bits = max(TUNING.sieve_min_bits, TUNING.sieve_bits_per_key * capacity)
         self.log_bits = (bits - 1).bit_length()  # a power of two: the top bits pick
-        self.capacity = (1 << self.log_bits) // _BITS_PER_KEY
+        self.capacity = (1 << self.log_bits) // TUNING.sieve_bits_per_key
         self.added = 0
         self._bytes = np.zeros(1 << (self.log_bits - 3), dtype=np.uint8)
 

@@ -3,14 +3,14 @@
 Layer: differential (trace).
 
 Invariant, whenever a reader sees the batches: they are ordered oldest to
-newest and, in a trace of more than `_SMALL_TRACE` entries, each batch is more
+newest and, in a trace of more than `TUNING.small_trace` entries, each batch is more
 than twice the size of the one after it, except for a tail of at most
-`_SMALL_BATCHES` batches of at most `_TAIL` entries each; so a trace of `n`
+`TUNING.small_batches` batches of at most `TUNING.tail` entries each; so a trace of `n`
 entries has O(log n) batches and each entry takes part in O(log n) merges
 (amortized merging; differential-dataflow spreads that work with fuel, we do it
-when a reader next looks). A smaller trace holds at most `_SMALL_BATCHES` batches.
+when a reader next looks). A smaller trace holds at most `TUNING.small_batches` batches.
 Appends only queue batches: nothing merges until someone reads (or
-`_LAZY_BATCHES` wait).
+`TUNING.lazy_batches` wait).
 
 Compaction: readers hold `TraceHandle`s, each with a frontier saying how far
 back it may still look. The trace's `since` is the lower envelope of those
@@ -22,7 +22,7 @@ Merges happen when someone reads, so a trace nobody reads (a join's side that
 only the other side's changes would look up) would keep every update it was
 ever given. Its owner therefore calls `advance` once the frontier has moved
 (an epoch closed): a trace that holds more than twice what its last full
-compaction left, plus `small.FEW`, merges everything into one batch compacted
+compaction left, plus `TUNING.few`, merges everything into one batch compacted
 to `since`. What a trace holds thus stays within a constant factor of its
 compacted contents however often they change, and each compaction is paid for
 by at least as many updates as it reads (ADR 0040).
@@ -35,7 +35,6 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential import small
 from differential.batch import (
     Column,
     Updates,
@@ -51,24 +50,7 @@ from differential.time import Antichain, Time, join_times, le, less_equal, unifo
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import Entry, FewKeys, Index, lookup_batch, lookup_entries
 from differential.trace.sift import Sieve
-
-_LAZY_BATCHES = 32  # appended batches that may wait unmerged for a reader
-# A trace of at most `_SMALL_TRACE` entries holds at most `_SMALL_BATCHES` batches
-# and merges them all at once: below that size a merge costs its fixed numpy
-# overhead (about 100 us), far more than looking keys up in a few more batches.
-_SMALL_TRACE = 256
-_SMALL_BATCHES = 4
-# In a larger trace, batches of at most `_TAIL` entries (the last few epochs' or
-# iterations') wait at the end, at most `_SMALL_BATCHES` of them, and then merge
-# all at once: a trace growing by one small batch per commit merges a few times
-# per `_TAIL` commits instead of about twice per commit.
-_TAIL = 64
-# A lookup of keys that are mostly absent (`Spine.sifted`), of this many keys in a
-# trace of this many batches or more, asks the trace's sieve first (`trace.sift`):
-# one bit read per key instead of a probe per key and batch, for the keys no batch
-# holds.
-_SIFTED_KEYS = 1 << 12
-_SIFTED_BATCHES = 3
+from differential.tuning import TUNING
 
 
 class TraceHandle:
@@ -138,7 +120,7 @@ class Spine:
         `latest`: the coordinate-wise maximum of their times, when the caller knows it."""
         if len(updates) == 0:
             return
-        if len(updates) <= small.FEW and self._recent.fits(updates.columns, len(updates)):
+        if len(updates) <= TUNING.few and self._recent.fits(updates.columns, len(updates)):
             self._recent.add(updates, lower)
             if latest is None:
                 latest = tuple(updates.times.max(axis=1).tolist())
@@ -159,7 +141,7 @@ class Spine:
             self._unmerged += 1
         for batch in batches:
             self._sieved(batch)
-        if self._unmerged > _LAZY_BATCHES:
+        if self._unmerged > TUNING.lazy_batches:
             self._maintain()
 
     def append(self, batch: Batch) -> None:
@@ -169,7 +151,7 @@ class Spine:
         if not len(batch):
             return
         self.latest = join_times(self.latest, tuple(batch.times.max(axis=1).tolist()))
-        if len(batch) <= small.FEW and self._recent.fits(batch.columns, len(batch)):
+        if len(batch) <= TUNING.few and self._recent.fits(batch.columns, len(batch)):
             self._recent.hold(batch)
             return
         self._arrange_recent()  # batches stay in the order they came
@@ -179,7 +161,7 @@ class Spine:
         self._batches.append(batch)
         self._unmerged += 1
         self._sieved(batch)
-        if self._unmerged > _LAZY_BATCHES:
+        if self._unmerged > TUNING.lazy_batches:
             self._maintain()
 
     def _sieved(self, batch: Batch) -> None:
@@ -213,18 +195,18 @@ class Spine:
         a small trace merges all its batches once it holds more than a few."""
         self._unmerged = 0
         batches = self._batches
-        if sum(len(b) for b in batches) <= _SMALL_TRACE:
-            if len(batches) > _SMALL_BATCHES:
+        if sum(len(b) for b in batches) <= TUNING.small_trace:
+            if len(batches) > TUNING.small_batches:
                 merged = merge(batches, self.since)
                 batches[:] = [merged] if len(merged) else []
             return
         tail = len(batches)
-        while tail and len(batches[tail - 1]) <= _TAIL:
+        while tail and len(batches[tail - 1]) <= TUNING.tail:
             tail -= 1
-        if len(batches) - tail > _SMALL_BATCHES:  # merge the small batches at once
+        if len(batches) - tail > TUNING.small_batches:  # merge the small batches at once
             merged = merge(batches[tail:], self.since)
             batches[tail:] = [merged] if len(merged) else []
-            if len(merged) <= _TAIL:
+            if len(merged) <= TUNING.tail:
                 return
             tail = len(batches)
         while True:  # the geometric invariant, among the batches before the tail
@@ -265,13 +247,13 @@ class Spine:
     def overgrown(self, waiting: int = 0) -> bool:
         """Whether the trace, with `waiting` more updates its owner holds for it
         unarranged, holds more than twice what its last full compaction left (plus
-        `small.FEW`). The first call measures and answers False: what a dataflow's
+        `TUNING.few`). The first call measures and answers False: what a dataflow's
         first epoch left is taken as compact, so starting one sorts nothing more."""
         held = len(self) + waiting
         if self._settled is None:
             self._settled = held
             return False
-        return held > 2 * self._settled + small.FEW
+        return held > 2 * self._settled + TUNING.few
 
     def advance(self, since: Antichain) -> None:
         """Readers without handles will look at times beyond `since` only (the
@@ -331,7 +313,7 @@ class Spine:
         (a join's validations): the trace's own batches are asked only about the keys
         its sieve passes, when enough keys meet enough batches for that to pay."""
         own = {id(b) for b in self.batches}
-        sift = len(hashes) >= _SIFTED_KEYS and len(own) >= _SIFTED_BATCHES
+        sift = len(hashes) >= TUNING.sifted_keys and len(own) >= TUNING.sifted_batches
         rows = np.flatnonzero(self.sieve().passes(hashes)) if sift else None
         passed = (keys, hashes) if rows is None else ([k[rows] for k in keys], hashes[rows])
         parts = []
@@ -422,10 +404,6 @@ class Spine:
         return Updates.empty(len(dtypes), self.depth, dtypes)
 
 
-# Rows that may wait unarranged in a trace (integer columns only, like every list path).
-_RECENT_ROWS = 256
-
-
 class _Recent:
     """Updates and batches of a few rows each, appended to a trace without merging
     them, and indexed by key in a dict: a reader of a few keys finds them in Python,
@@ -447,7 +425,7 @@ class _Recent:
         self.loose, self.indexed = False, 0
 
     def fits(self, columns: Sequence[Column], rows: int) -> bool:
-        return bool(columns) and self.rows + rows <= _RECENT_ROWS and integral(columns)
+        return bool(columns) and self.rows + rows <= TUNING.recent_rows and integral(columns)
 
     def add(self, updates: Updates, lower: Antichain) -> None:
         self.parts.append(updates)

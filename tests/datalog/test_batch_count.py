@@ -25,6 +25,7 @@ from differential.dataflow import Stream
 from differential.engine import Engine
 from differential.operators.linear import project
 from differential.trace.dense import DensePairs
+from differential.tuning import TUNING, tuned
 from tests.datalog.answers import Recorder
 
 PROGRAM = """
@@ -141,7 +142,7 @@ def test_a_triangle_count_through_bitmaps_equals_python() -> None:
         return built[-1]
 
     with (
-        mock.patch("differential.trace.index._MIN_INDEXED", 0),
+        tuned(TUNING.but(min_indexed=0)),
         mock.patch.object(DensePairs, "of", staticmethod(spy)),
     ):
         db = Database()

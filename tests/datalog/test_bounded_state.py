@@ -6,7 +6,7 @@ the answer comes back after every second commit, so what the database stores
 view's arrangements) must not grow with the number of commits, whether the query
 has a constant or not (multi-tenant dataflows, magic sets with tenancy off),
 recursive or not, with aggregates and negation, or read through a view. Each
-trace may hold up to twice its compacted contents plus `small.FEW`; the bound
+trace may hold up to twice its compacted contents plus `TUNING.few`; the bound
 checked is twice what the database stores right after subscribing, plus `FEW` per
 trace, which a linear growth passes within a few dozen commits. Answers are
 checked against the reference evaluator after every commit.
@@ -24,8 +24,8 @@ from datalog import Change, Database
 from datalog.eval import reference
 from datalog.lang.checks import check_query
 from datalog.lang.parser import parse_query
-from differential import small
 from differential.trace.spine import Spine
+from differential.tuning import TUNING
 
 PROGRAM = """
 .decl edge(x: number, y: number)
@@ -138,7 +138,7 @@ def test_toggling_an_edge_keeps_stored_updates_flat(
         edges = toggle(db, n)
         held = traces(db)
         seen |= {trace for trace, updates in held.items() if updates}
-        bound = 2 * start + small.FEW * len(seen)
+        bound = 2 * start + TUNING.few * len(seen)
         assert sum(held.values()) <= bound, f"toggle {n}: {held}"
         if n < 2:  # the answers of the two states the database alternates between
             answers[n % 2 == 0] = [expected(db, q, edges) for q in case.queries]
@@ -169,8 +169,8 @@ def test_history_is_kept_for_base_relations_only(monkeypatch: pytest.MonkeyPatch
         sub.close()
         edges = toggle(db, 2 * n + 1)  # and is retracted
         edges_at[db.epoch] = edges
-        assert len(view.input.presence) <= 2 * closure + small.FEW, f"toggle {n}"
-        assert len(parameters.presence) <= 2 * 2 + small.FEW, f"toggle {n}"
+        assert len(view.input.presence) <= 2 * closure + TUNING.few, f"toggle {n}"
+        assert len(parameters.presence) <= 2 * 2 + TUNING.few, f"toggle {n}"
     assert len(db.engine.inputs["edge"].presence) >= TOGGLES // 2
     for epoch in random.Random(7).sample(sorted(edges_at), 20):
         want = expected(db, "tc(3, y)", edges_at[epoch])

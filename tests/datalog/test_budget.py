@@ -16,6 +16,7 @@ from datalog import Database, DatalogError
 from datalog.lang import functions as functions_module
 from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, UnsupportedError
 from differential.budget import Interrupted
+from differential.tuning import TUNING, tuned
 
 PROGRAM = """
 .decl e(x: number, y: number)
@@ -248,18 +249,14 @@ def test_a_row_limit_refuses_a_cross_product_before_it_is_built() -> None:
 def test_steps_run_in_parts_and_counted_under_a_row_limit_give_the_reference_answers() -> None:
     """Sorts, reduces, joins and extensions split in parts as tiny as can be, and the
     pairs of every join counted first (as under a row limit), meet the reference."""
-    from differential import batch, small
-    from differential.operators import join, reduce
+    from differential.operators import join
     from joins import delta_query
     from tests.datalog import test_engine_vs_reference as against
 
     unlimited = 10**12
     with (
-        mock.patch.object(small, "FEW", 0),  # the numpy kernels, whatever the size
-        mock.patch.object(batch, "_SORT_PART", 3),
-        mock.patch.object(reduce, "_HISTORY", 2),
-        mock.patch.object(join, "_PAIRS", 2),
-        mock.patch.object(delta_query, "_PROPOSALS", 2),
+        # the numpy kernels whatever the size, and every part as small as can be
+        tuned(TUNING.but(few=0, sort_part=3, history=2, pairs=2, proposals=2)),
         mock.patch.object(join, "row_limit", lambda: unlimited),
         mock.patch.object(delta_query, "row_limit", lambda: unlimited),
     ):

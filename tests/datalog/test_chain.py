@@ -27,6 +27,7 @@ from differential.engine import Dataflow
 from differential.operators import chain, iterate
 from differential.operators.arrange import ArrangeOp
 from differential.operators.reduce import ReduceOp
+from differential.tuning import TUNING, tuned
 
 Row = tuple[int, int]
 STEPS = st.sampled_from(["x + 1", "x + 3", "x - 2", "x * 3", "y", "x bxor y", "-x", "7"])
@@ -165,7 +166,7 @@ def test_the_counter_takes_the_fused_rounds() -> None:
     assert any(taken)
 
 
-@mock.patch.object(chain, "_HANDOVER", 64)
+@tuned(TUNING.but(handover=64))
 def test_a_mutual_chain_takes_the_fused_rounds() -> None:
     """`b(x + 1) :- a(x)` and `a(x) :- b(x)`: two distincts, each feeding the other."""
     program = (

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from datalog.db.database import Database
 from differential.operators import later_rounds
+from differential.tuning import TUNING, tuned
 from tests.datalog.test_chain import fusion
 from tests.datalog.test_chain import inner_state as chain_state
 from tests.datalog.test_chain import run as run_answers
@@ -108,7 +109,7 @@ def test_later_epochs_give_the_scheduler_answers(program: str, commits: list) ->
     assert run(program, commits, True) == run(program, commits, False)
 
 
-@mock.patch.object(later_rounds, "_HANDOVER", 16)
+@tuned(TUNING.but(later_handover=16))
 @settings(max_examples=30, deadline=None)
 @given(programs(), commits)
 def test_later_epochs_hand_over_in_chunks(program: str, commits: list) -> None:
@@ -148,7 +149,7 @@ def test_fusion_off_runs_no_later_rounds() -> None:
     assert taken == []
 
 
-@mock.patch.object(later_rounds, "_HANDOVER", 64)
+@tuned(TUNING.but(later_handover=64))
 def test_a_mutual_chain_takes_the_later_rounds() -> None:
     """`q(x + 1, y) :- p(x, y)` and `p(x, y) :- q(x, y)`: two distincts; a second
     chain, a retraction and a re-seed, each in its own epoch."""

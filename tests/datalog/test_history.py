@@ -32,7 +32,7 @@ from datalog.lang.errors import (
 )
 from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
-from differential.trace import spine
+from differential.tuning import TUNING
 from tests.datalog.programs import (
     BASE,
     Generated,
@@ -351,11 +351,11 @@ def test_compaction_drops_history_older_than_kept() -> None:
         sizes[history] = len(edge.presence)
         # 600 changes, but at most a bounded tail of recent ones waits unmerged (and
         # uncompacted) in a live arrangement: it holds no history
-        bound = 100 + spine._RECENT_ROWS
+        bound = 100 + TUNING.recent_rows
         assert all(len(a) <= bound for a in edge.arrangements.values()), history
         assert db.query("reach(0, y)", as_of=db.epoch - 8) == db.query("reach(0, y)")
         assert len(db.query("reach(0, y)", as_of=db.epoch - 9)) == 18  # (18, 19) retracted
-    assert sizes[10] <= 100 + spine._RECENT_ROWS and sizes[None] >= 600, sizes
+    assert sizes[10] <= 100 + TUNING.recent_rows and sizes[None] >= 600, sizes
 
 
 def test_a_reopened_database_reads_back_to_its_snapshot(tmp_path: Path) -> None:

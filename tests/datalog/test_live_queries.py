@@ -10,6 +10,7 @@ import pytest
 from datalog import Change, Database, ManualClock
 from datalog.lang.errors import DatalogError, TransactionError, UnsupportedError
 from differential.engine import Engine
+from differential.tuning import TUNING, tuned
 
 PROGRAM = """
 .decl edge(x: number, y: number)
@@ -318,8 +319,7 @@ def test_a_budget_stops_a_huge_product_between_two_chunks_and_changes_nothing(
             raise Interrupted("stopped: the computation ran past its time budget")
 
     with (
-        mock.patch.object(join, "_PAIRS", 1_000),
-        mock.patch.object(delta_query, "_PROPOSALS", 1_000),
+        tuned(TUNING.but(pairs=1_000, proposals=1_000)),
         mock.patch.object(join, "check_budget", check),
         mock.patch.object(delta_query, "check_budget", check),
         pytest.raises(BudgetExceeded),

@@ -4,27 +4,19 @@ built from rows in order, one repeated time or diff held once, the packed key ha
 
 from __future__ import annotations
 
-from unittest import mock
-
 import numpy as np
 import pyarrow as pa
 
 from datalog import Database
-from differential import batch, small
-from differential import time as time_module
-from differential.trace import batch as trace_batch
+from differential.tuning import TUNING, tuned
 
 
 def test_every_shortcut_at_its_smallest_gives_the_reference_answers() -> None:
     from tests.datalog import test_engine_vs_reference as against
 
     with (
-        mock.patch.object(small, "FEW", 0),  # the numpy kernels, whatever the size
-        mock.patch.object(batch, "SORTED_FROM", 2),
-        mock.patch.object(trace_batch, "SORTED_FROM", 2),
-        mock.patch.object(batch, "_PROBE", 2),
-        mock.patch.object(batch, "_VALUE_SORT_PART", 3),
-        mock.patch.object(time_module, "UNIFORM_FROM", 2),
+        # the numpy kernels whatever the size, every sorted-input shortcut at its smallest
+        tuned(TUNING.but(few=0, sorted_from=2, probe=2, value_sort_part=3, uniform_from=2)),
     ):
         against.test_subscriptions_and_queries_equal_the_reference_after_every_commit()
 

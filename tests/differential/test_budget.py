@@ -26,6 +26,7 @@ from differential.budget import (
     row_limit,
     unbudgeted,
 )
+from differential.tuning import TUNING, tuned
 
 
 class Clock:
@@ -214,7 +215,7 @@ def test_a_sort_in_parts_orders_rows_as_one_sort_does(
     if floats:
         columns.append(rng.integers(0, 4, n) / 2)
     times = rng.integers(0, 3, (2, n))
-    with mock.patch.object(batch, "_SORT_PART", part):
+    with tuned(TUNING.but(sort_part=part)):
         order = batch.sort_order(columns, times, stable)
     keys = [*columns, *times]
     whole = batch.sort_order(columns, times, stable=True)
@@ -240,7 +241,7 @@ def test_a_sort_in_parts_checks_the_budget_between_its_parts() -> None:
     rows = np.arange(1000)[::-1].copy()
     with (
         mock.patch.object(own, "check", counting),
-        mock.patch.object(batch, "_SORT_PART", 100),
+        tuned(TUNING.but(sort_part=100)),
         own.running(),
         own.limit(seconds=5),
         pytest.raises(Interrupted),

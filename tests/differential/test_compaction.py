@@ -1,6 +1,6 @@
 """Physical compaction of live traces (ADR 0040): whatever a live dataflow or an input
 is given, epoch after epoch, it holds within twice its compacted contents plus
-`small.FEW`, readers' handles (history kept for `as_of`) still hold compaction back,
+`TUNING.few`, readers' handles (history kept for `as_of`) still hold compaction back,
 and internal inputs (views, parameter relations) keep no history."""
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ from collections import Counter
 
 import numpy as np
 
-from differential import small
 from differential.batch import Updates
 from differential.engine import Dataflow, Engine
 from differential.operators.arrange import ArrangeOp
 from differential.operators.join import JoinOp
 from differential.time import Antichain
 from differential.trace.spine import Spine
+from differential.tuning import TUNING
 from tests.differential.harness import (
     I64,
     Accumulated,
@@ -48,7 +48,7 @@ def test_spine_advance_bounds_a_trace_nobody_reads() -> None:
         diff = -1 if epoch % 2 == 0 else 1
         spine.insert(Updates.at([np.array([3], dtype=np.int64)], (epoch,), diff), ZERO, ZERO)
         spine.advance(Antichain([(epoch + 1,)]))
-        assert len(spine) <= 2 * 10 + small.FEW, f"epoch {epoch}"
+        assert len(spine) <= 2 * 10 + TUNING.few, f"epoch {epoch}"
     assert sorted(spine.accumulate(None).rows()) == [(k, (0,), 1) for k in range(10)]
 
 
@@ -93,7 +93,7 @@ def test_an_arrangement_nobody_reads_stays_bounded() -> None:
     start = arranged.arranged_size()[0]
     for n in range(TOGGLES):
         toggle(engine, "a", (1, 4), n)
-        assert arranged.arranged_size()[0] <= 2 * start + small.FEW, f"toggle {n}"
+        assert arranged.arranged_size()[0] <= 2 * start + TUNING.few, f"toggle {n}"
         expected = {(1, y): 1 for y in (1, 7, 10, *((4,) if n % 2 else ()))}
         assert out.rows() == expected, f"toggle {n}"
     engine.commit({"b": requests([(True, (2,))], 1)})  # now the arrangement is read
@@ -112,12 +112,12 @@ def test_an_iteration_scope_stays_bounded_and_exact() -> None:
     for n in range(TOGGLES):
         toggle(engine, "edge", (5, 6), n)
         for i, updates in held(df).items():
-            assert updates <= 2 * start[i] + small.FEW, f"toggle {n}, operator {i}"
+            assert updates <= 2 * start[i] + TUNING.few, f"toggle {n}, operator {i}"
         edges = set(chain) - ({(5, 6)} if n % 2 == 0 else set())
         assert out.rows() == reach_reference(edges, {(3,)}), f"toggle {n}"
     for name in ("edge", "root"):
         for arrangement in engine.inputs[name].arrangements.values():
-            assert len(arrangement) <= 2 * (len(chain) + 1) + small.FEW
+            assert len(arrangement) <= 2 * (len(chain) + 1) + TUNING.few
 
 
 def test_base_inputs_keep_history_and_internal_ones_do_not() -> None:
@@ -127,7 +127,7 @@ def test_base_inputs_keep_history_and_internal_ones_do_not() -> None:
     for n in range(TOGGLES):  # inserted at even `n`, retracted at odd
         engine.commit({"base": requests([(n % 2 == 0, (7,))], 1)})
         engine.commit({"internal": requests([(n % 2 == 0, (7,))], 1)})
-        assert len(internal.presence) <= 2 + small.FEW, f"toggle {n}"
+        assert len(internal.presence) <= 2 + TUNING.few, f"toggle {n}"
     assert len(base.presence) >= TOGGLES  # the history `as_of` reads
     for epoch in range(1, engine.epoch + 1):
         present = (epoch + 1) // 2 % 2 == 1  # `base` changes at odd epochs
@@ -143,6 +143,6 @@ def test_a_view_input_keeps_no_history() -> None:
     view = engine.create_view("a-view", "a [view]", df, output)
     for n in range(TOGGLES):
         toggle(engine, "a", (4, 5), n)
-        assert len(view.presence) <= 2 * 10 + small.FEW, f"toggle {n}"
+        assert len(view.presence) <= 2 * 10 + TUNING.few, f"toggle {n}"
     rows = sorted(view.presence.spine.accumulate(None).rows())
     assert rows == [(k, k + 1, (0,), 1) for k in range(10)]

@@ -9,18 +9,16 @@ triangles through it.
 
 from __future__ import annotations
 
-from unittest import mock
-
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from differential.batch import Updates
 from differential.time import Antichain
-from differential.trace import dense as dense_module
 from differential.trace.batch import Batch, Description, key_hash
 from differential.trace.cursor import lookup_batch
 from differential.trace.dense import DensePairs
+from differential.tuning import TUNING, tuned
 
 SMALL = st.integers(-2, 40)
 PAIRS = st.lists(st.tuples(SMALL, SMALL), max_size=120)
@@ -63,17 +61,17 @@ def test_the_bitmap_answers_as_the_hash_lookup(
     if shape == "values":
         rows = [(*r, i % 3) for i, r in enumerate(rows)]
     asked = [*queries, *(q for r in rows[:20] for q in _around(r[0], r[1], rows))]
-    asked *= 64 // len(asked) + 1  # at least `_FEW_KEYS` queries: a lookup of many keys
+    asked *= 64 // len(asked) + 1  # at least `TUNING.few_keys` queries: a lookup of many keys
     keys = [np.array([q[i] for q in asked], dtype=dtype) for i in range(2)]
     dense, hashed = _batch(rows, times, diffs, dtype), _batch(rows, times, diffs, dtype)
-    with mock.patch("differential.trace.index._MIN_INDEXED", 0):
+    with tuned(TUNING.but(min_indexed=0)):
         hashed.cache.dense = False  # this twin never builds the bitmap
         got = lookup_batch(dense, keys, key_hash(keys), [])
         want = lookup_batch(hashed, keys, key_hash(keys), [])
     built = isinstance(dense.cache.dense, DensePairs)
     uniform = len(set(times)) == len(set(diffs)) == 1 and shape != "values"
     grid = (max(r[0] for r in rows) + 1) * (max(r[1] for r in rows) + 1)
-    small = grid <= 8 * dense_module._BYTES_PER_ENTRY * n
+    small = grid <= 8 * TUNING.dense_bytes_per_entry * n
     assert built == (uniform and small and min(min(r[:2]) for r in rows) >= 0)
     assert _answer(got) == _answer(want)
 

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from unittest import mock
-
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from differential import small
 from differential.trace.index import HashIndex, KeySet, LookupCache
+from differential.tuning import TUNING, tuned
 
 INT64 = st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1)
 # Values that share their low bits or high bits: the worst case for slot choice.
@@ -114,7 +112,7 @@ def test_admit_adds_each_new_key_once_even_when_keys_repeat(
     few: int, batches: list[list[tuple[int, int]]], collide: bool
 ) -> None:
     """Both ways in (numpy rounds for many keys, Python for a few) agree with a set."""
-    with mock.patch.object(small, "FEW", few):
+    with tuned(TUNING.but(few=few)):
         _admit_matches_a_python_set(batches, collide)
 
 
@@ -136,7 +134,7 @@ def test_the_smallest_integer_is_a_key_like_any_other(few: int) -> None:
     """Its identity hash equals the table's free-slot marker: it must still be admitted
     once, and found present afterwards."""
     smallest = np.iinfo(np.int64).min
-    with mock.patch.object(small, "FEW", few):
+    with tuned(TUNING.but(few=few)):
         seen = KeySet([np.dtype(np.int64)], identity=True)
         keys = np.array([smallest, 5, smallest], dtype=np.int64)
         assert seen.admit(keys, [keys]).tolist() == [0, 1]

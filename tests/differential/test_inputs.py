@@ -7,16 +7,15 @@ arrangement, and the input's accumulated state is compared with the model.
 from __future__ import annotations
 
 from collections import Counter
-from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from differential import small
 from differential.engine import Engine
 from differential.inputs import Semantics
+from differential.tuning import TUNING, tuned
 from tests.differential.harness import I64, Accumulated, Op, Row, collection, counter, requests
 from tests.differential.strategies import ops
 
@@ -74,7 +73,7 @@ STREAMS = st.lists(ops(2, 3, max_size=8), min_size=1, max_size=6)
 @given(stream=STREAMS)
 def test_set_semantics_commit_exactly_the_change_of_the_set(few: int, stream: Stream) -> None:
     note(f"stream: {stream}")
-    with mock.patch.object(small, "FEW", few):
+    with tuned(TUNING.but(few=few)):
         obs, model = Observed("set"), set[Row]()
         for txn in stream:
             after = set_model(model, txn)

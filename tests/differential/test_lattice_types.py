@@ -13,31 +13,29 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from differential import small
 from differential.batch import Updates
 from differential.dataflow import Scope, Stream
-from differential.operators import join
 from differential.operators.arrange import ArrangeOp
 from differential.operators.join import JoinOp
 from differential.operators.reduce import ReduceOp, count, distinct, maximum, minimum
 from differential.time import Time
+from differential.tuning import TUNING, tuned
 from tests.differential.test_lattice import _check, _collect
 
 
-@pytest.fixture(scope="module", params=[0, 2, small.FEW])
+@pytest.fixture(scope="module", params=[0, 2, TUNING.few])
 def few_limit(request: pytest.FixtureRequest) -> Iterator[int]:
     """The small-batch limit: off (numpy), on (as the engine runs), and so low that
     one operator moves between rows and columns from step to step (keys scheduled as
     rows meet keys as columns, lookups refused past their limit go to numpy)."""
     limit = request.param
-    with mock.patch.object(small, "FEW", limit), mock.patch.object(join, "_FEW_PAIRS", 8 * limit):
+    with tuned(TUNING.but(few=limit)), tuned(TUNING.but(few_pairs=8 * limit)):
         yield limit
 
 

@@ -18,9 +18,7 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from differential import batch as updates_module
 from differential import small
-from differential import time as time_module
 from differential.batch import (
     Updates,
     concat,
@@ -42,6 +40,7 @@ from differential.batch import (
 from differential.inputs import Input, Requests
 from differential.time import Antichain, shifted, uniform_times
 from differential.trace.batch import Batch, Description, key_hash, ordered_hash, rows_of_hashes
+from differential.tuning import TUNING, tuned
 from tests.differential.strategies import as_column, updates
 
 KINDS = st.sampled_from([("i",), ("i", "i"), ("i", "i", "i"), ("f", "i"), ("i", "f")])
@@ -52,12 +51,15 @@ def shortcuts(on: bool) -> Iterator[None]:
     """Every size threshold of the shortcuts at its smallest (`on`) or out of reach."""
     big = 1 << 40
     with (
-        mock.patch.object(small, "FEW", 0),
-        mock.patch.object(updates_module, "SORTED_FROM", 2 if on else big),
-        mock.patch.object(updates_module, "_PROBE", 2),
-        mock.patch.object(updates_module, "_VALUE_SORT_PART", 3 if on else big),
-        mock.patch.object(time_module, "UNIFORM_FROM", 2 if on else big),
-        mock.patch("differential.trace.batch.SORTED_FROM", 2 if on else big),
+        tuned(
+            TUNING.but(
+                few=0,
+                sorted_from=2 if on else big,
+                probe=2,
+                value_sort_part=3 if on else big,
+                uniform_from=2 if on else big,
+            )
+        ),
     ):
         yield
 
@@ -245,7 +247,7 @@ VALUES = st.one_of(st.integers(0, 2**23 - 1), st.sampled_from([2**23, -1, 2**63 
 @given(st.integers(2, 3), st.lists(st.lists(VALUES, min_size=3, max_size=3), max_size=40))
 def test_the_packed_key_hash_equals_its_row_by_row_twin(width: int, rows: list[list[int]]) -> None:
     columns = [np.array([r[c] for r in rows], dtype=np.int64) for c in range(width)]
-    with mock.patch.object(small, "FEW", 0):
+    with tuned(TUNING.but(few=0)):
         vectorized = key_hash(columns).tolist()
     patterns = [[v & (2**64 - 1) for v in c.tolist()] for c in columns]
     assert vectorized == small.mixed_hash(patterns, len(rows))

@@ -3,19 +3,17 @@ find what lookups batch by batch find."""
 
 from __future__ import annotations
 
-from unittest import mock
-
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from differential.batch import Updates
 from differential.time import Antichain
-from differential.trace import spine as spine_module
 from differential.trace.batch import Batch, Description, key_hash
 from differential.trace.cursor import lookup_batch
 from differential.trace.sift import Sieve
 from differential.trace.spine import Spine
+from differential.tuning import TUNING, tuned
 
 ZERO = Antichain([(0,)])
 INT64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
@@ -69,9 +67,7 @@ def test_sifted_lookups_find_what_each_batch_finds(
     description = Description(ZERO, ZERO, Antichain())
     pending = Batch.build(pairs(rng, 50, len(sizes)), 2, description)
     with (
-        mock.patch.object(spine_module, "_SIFTED_KEYS", 1),
-        mock.patch.object(spine_module, "_SIFTED_BATCHES", 1),
-        mock.patch("differential.trace.sift._MIN_BITS", 64),
+        tuned(TUNING.but(sifted_keys=1, sifted_batches=1, sieve_min_bits=64)),
     ):
         for epoch, n in enumerate(sizes):
             diff = -1 if epoch % 3 == 2 else 1

@@ -20,10 +20,9 @@ from differential import small
 from differential.batch import Updates, consolidate, python_times
 from differential.time import Antichain
 from differential.trace import batch as trace_batch
-from differential.trace import cursor
-from differential.trace import index as trace_index
 from differential.trace.batch import Batch, Description, key_hash
 from differential.trace.cursor import Entry, FewKeys, lookup_batch, lookup_entries, python_entries
+from differential.tuning import TUNING, tuned
 from tests.differential.strategies import updates
 
 T = TypeVar("T")
@@ -33,7 +32,7 @@ EXTREMES = st.sampled_from([0, 1, -1, 2**63 - 1, -(2**63), 2**62, -(2**62)])
 
 @contextmanager
 def few(limit: int) -> Iterator[None]:
-    with mock.patch.object(small, "FEW", limit):
+    with tuned(TUNING.but(few=limit)):
         yield
 
 
@@ -115,7 +114,7 @@ def test_looking_up_few_keys_in_python_equals_numpy(u: Updates, probe: list[int]
     keys = (np.array(probe, dtype=np.int64),)
     hashes = key_hash(keys)
     expected = both_ways(lambda: lookup_batch(batch, keys, hashes))[1]
-    with mock.patch.object(cursor, "_LISTED", 0):  # binary search, then ranges in Python
+    with tuned(TUNING.but(listed=0)):  # binary search, then ranges in Python
         searched = both_ways(lambda: lookup_batch(batch, keys, hashes))[0]
     listed = both_ways(lambda: lookup_batch(batch, keys, hashes))[0]  # bisect in Python
     for found in (searched, listed):
@@ -146,8 +145,7 @@ def test_few_keys_of_two_columns_find_exactly_their_entries(
     expected = sorted((q, e) for q, p in enumerate(probe) for e, k in enumerate(stored) if k == p)
     for listed, expanded in ((0, 0), (0, 1_000), (1_000, 0)):  # list, or search (and expand)
         with (
-            mock.patch.object(cursor, "_LISTED", listed),
-            mock.patch.object(cursor, "_EXPANDED", expanded),
+            tuned(TUNING.but(listed=listed, expanded=expanded)),
         ):
             python, vectorized = both_ways(lambda: lookup_batch(batch, keys, hashes))
         for found in (python, vectorized):
@@ -179,8 +177,7 @@ def test_entries_of_a_few_keys_stop_past_their_limit(
     # by ranges; a large batch listed once asked enough (from then on); a small one
     for listed, cost in ((0, 0), (0, 10**9), (1_000, 0)):
         with (
-            mock.patch.object(cursor, "_LISTED", listed),
-            mock.patch.object(trace_index, "_LISTED_COST", cost),
+            tuned(TUNING.but(listed=listed, listed_cost=cost)),
         ):
             found: list[Entry] = []
             assert lookup_entries(batch, FewKeys.of(keys, hashing(keys)), found)

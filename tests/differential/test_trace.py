@@ -14,11 +14,12 @@ from hypothesis import strategies as st
 from differential.batch import Updates
 from differential.time import Antichain
 from differential.trace import batch as trace_batch
-from differential.trace import cursor, index
+from differential.trace import cursor
 from differential.trace import spine as spine_module
 from differential.trace.batch import Batch, Description, key_hash, merge
 from differential.trace.cursor import Entry, FewKeys, python_entries
 from differential.trace.spine import Spine
+from differential.tuning import TUNING, tuned
 from tests.differential.strategies import as_column, time_lists, updates
 
 KEYED = st.sampled_from(
@@ -47,15 +48,15 @@ def test_spine_keeps_a_logarithmic_number_of_batches(sizes: list[int]) -> None:
         total += n
         lengths = [len(b) for b in spine.batches]
         assert sum(lengths) == total == len(spine)
-        if total <= spine_module._SMALL_TRACE:
-            assert len(lengths) <= spine_module._SMALL_BATCHES
+        if total <= TUNING.small_trace:
+            assert len(lengths) <= TUNING.small_batches
         else:  # geometric sizes, then a short tail of small batches
             head = len(lengths)
-            while head and lengths[head - 1] <= spine_module._TAIL:
+            while head and lengths[head - 1] <= TUNING.tail:
                 head -= 1
-            assert len(lengths) - head <= spine_module._SMALL_BATCHES
+            assert len(lengths) - head <= TUNING.small_batches
             assert all(old > 2 * new for old, new in itertools.pairwise(lengths[:head]))
-            assert spine.batch_count <= math.log2(total) + 1 + spine_module._SMALL_BATCHES
+            assert spine.batch_count <= math.log2(total) + 1 + TUNING.small_batches
 
 
 @st.composite
@@ -87,8 +88,7 @@ def test_lookups_of_many_keys_equal_a_dict_reference(
             by_key[tuple(row[:k])][tuple(row[k:-1])] += row[-1]  # type: ignore[operator]
     for smallest in (0, 1 << 30):  # through hash indexes, and by binary search
         with (
-            mock.patch.object(index, "_MIN_INDEXED", smallest),
-            mock.patch.object(cursor, "_FEW_KEYS", 0),
+            tuned(TUNING.but(min_indexed=smallest, few_keys=0)),
         ):
             check_lookup(spine, queries, by_key)
 
@@ -210,8 +210,8 @@ def test_an_interrupt_while_held_batches_join_the_trace_loses_none_of_them() -> 
         )
         spine.append(batch)
     with (
-        mock.patch.object(spine_module, "_LAZY_BATCHES", 0),  # every batch restores the
-        mock.patch.object(spine_module, "_SMALL_BATCHES", 1),  # invariant: the second merges
+        # every batch restores the invariant: the second merges
+        tuned(TUNING.but(lazy_batches=0, small_batches=1)),
         mock.patch.object(spine_module, "merge", _raising_once(merge)),
     ):
         try:
@@ -262,7 +262,7 @@ def test_many_keys_are_found_as_by_a_per_key_scan() -> None:
         keys = rng.integers(0, 3_000, size=4_000, dtype=np.int64)
         spine.insert(Updates.at([keys, keys * 10 + epoch], (epoch,)), ZERO, ZERO)
     probe = rng.integers(-10, 6_000, size=20_000, dtype=np.int64)
-    with mock.patch.object(index, "_MIN_INDEXED", 1_000):
+    with tuned(TUNING.but(min_indexed=1_000)):
         owner, found = spine.lookup([probe])
     assert all(b.cache.index is not None for b in spine.batches)
     assert np.array_equal(found.columns[0], probe[owner])
@@ -340,7 +340,7 @@ def test_key_ranges_are_found_with_the_keys_in_any_order(
     keys = np.array(entries, dtype=np.int64)
     batch = Batch.build(Updates.at([keys, keys], (0,)), 1, Description(ZERO, ZERO, Antichain()))
     hashes = key_hash([np.array(asked, dtype=np.int64)])
-    with mock.patch.object(index, "_MIN_INDEXED", 1 << 30):
+    with tuned(TUNING.but(min_indexed=1 << 30)):
         lo, hi = cursor.key_ranges(batch, hashes)
     assert np.array_equal(lo, batch.hashes.searchsorted(hashes, "left"))
     assert np.array_equal(hi, batch.hashes.searchsorted(hashes, "right"))

@@ -22,6 +22,7 @@ from differential.batch import Updates
 from differential.engine import Engine
 from differential.operators.shared import ImportOp
 from differential.trace.batch import key_hash
+from differential.tuning import TUNING
 from joins import few
 from joins.extenders import CollectionExtender, Prefixes
 from tests.differential.harness import new_engine, requests
@@ -133,7 +134,7 @@ def test_checking_a_bound_binding_equals_the_numpy_filter(
 
 
 def test_a_hub_sends_the_pipeline_back_to_numpy() -> None:
-    hub = [(True, (0, y)) for y in range(few.LIMIT + 1)]
+    hub = [(True, (0, y)) for y in range(TUNING.few_pairs + 1)]
     h = History([hub], [])
     prefixes = few.prefixes_of(_prefixes(["x"], [((0,), 1, 1)]).updates)
     binding = few.Binding(0, h.by_first, False)

@@ -13,11 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 from datalog import Database
-from differential.operators import arrange
-from differential.trace import spine
+from differential.tuning import TUNING, tuned
 
 
 def stored(stats: dict[str, Any]) -> int:
@@ -57,11 +55,11 @@ def live_counts(db: Database) -> tuple[int, int, int, dict[str, int]]:
 # updates then reach their steady size within a few commits, so a test can tell
 # bounded from growing state in tens of commits (with the defaults, a toggled fact
 # grows the state for thousands of commits before it levels off).
-EAGER_SPINE = {"_RECENT_ROWS": 8, "_SMALL_TRACE": 16, "_TAIL": 4, "_LAZY_BATCHES": 4}
-EAGER_ARRANGE = {"_DEFERRED": 4, "_DEFERRED_ROWS": 16}
+EAGER = {"recent_rows": 8, "small_trace": 16, "tail": 4, "lazy_batches": 4}
+EAGER |= {"deferred": 4, "deferred_rows": 16}
 
 
 @contextmanager
 def eager_compaction() -> Iterator[None]:
-    with mock.patch.multiple(spine, **EAGER_SPINE), mock.patch.multiple(arrange, **EAGER_ARRANGE):
+    with tuned(TUNING.but(**EAGER)):
         yield

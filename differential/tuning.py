@@ -1,0 +1,180 @@
+"""Every threshold that picks a tactic or sizes a part, in one value (ADR 0049).
+
+Layer: differential (bottom). Imports the standard library only.
+
+The operators own their algorithms once; where an algorithm has two tactics (Python
+lists for a few rows, numpy columns for many; a fused round or a scheduled one; a
+binary search or a hash index), or runs in parts (a sort, a join's product, a
+reduce's history), the choice and the part sizes are read from `TUNING`, the one
+`Tuning` in force. None of them changes a result, only how it is computed: that is
+why one value per process is enough, and why tests may run every preset against
+the default and expect the same answers.
+
+Tests and benchmarks choose a preset with `tuned(...)` (a context manager; it
+restores the previous tuning on exit):
+
+    with tuned(Tuning.columns_only()):      # numpy kernels at every size
+        ...
+    with tuned(Tuning.default().but(sort_part=3)):  # one threshold moved
+        ...
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+
+@dataclass
+class Tuning:
+    """The thresholds of every tactic choice and part size, with their owners."""
+
+    # -- rows or columns (ADR 0012) ---------------------------------------------------
+    # Rows at or below which consolidation and hashing run on Python lists
+    # (`differential.small`), and a trace's few waiting rows stay unarranged.
+    few: int = 32
+    # Matches of a few changes beyond which numpy joins them (`operators.join`), and
+    # entries a few-change lookup may gather before a delta query goes to numpy.
+    few_pairs: int = 256
+    # A reduce step whose history has at most `few * reduce_list_factor` entries runs
+    # on lists (`operators.reduce`).
+    reduce_list_factor: int = 8
+    # Rows that may wait unarranged in a trace (`trace.spine`, integer columns only).
+    recent_rows: int = 256
+    # Batches of at most this many entries are searched as a Python list of their
+    # hashes when a few keys are looked up (`trace.cursor`): `bisect` costs a
+    # fraction of a microsecond, a `searchsorted` call about two.
+    listed: int = 1024
+    # Matched entries beyond which a few keys' ranges are expanded with numpy.
+    expanded: int = 256
+    # Fewer query keys than this are binary-searched even in an indexed batch.
+    few_keys: int = 64
+    # Few-key lookups read a large batch (up to `listed_max` entries) as Python lists
+    # once asked `rows / listed_cost` times (`trace.index`).
+    listed_max: int = 1 << 16
+    listed_cost: int = 32
+
+    # -- indexes and sieves -------------------------------------------------------------
+    # A batch is indexed once asked about `asked_per_entry` query keys per entry, and a
+    # batch of fewer than `min_indexed` entries as if it had that many (`trace.index`):
+    # the build's fixed cost (about 0.2 ms) is what the floor repays.
+    min_indexed: int = 1 << 14
+    asked_per_entry: float = 1 / 8
+    # Slots per key at most in a hash index: linear probing stays short below 1/3 full.
+    index_load: int = 3
+    # Query keys an index probes at once.
+    index_chunk: int = 1 << 18
+    # A lookup of this many keys or more, in a trace of `sifted_batches` batches or
+    # more, asks the trace's sieve first (`trace.sift`); its size per key and floor.
+    sifted_keys: int = 1 << 12
+    sifted_batches: int = 3
+    sieve_bits_per_key: int = 16
+    sieve_min_bits: int = 1 << 20
+    # A dense pair table (`trace.dense`): bytes per entry it may spend, and at most.
+    dense_bytes_per_entry: int = 128
+    dense_max_bytes: int = 1 << 25
+
+    # -- spines (`trace.spine`) -----------------------------------------------------------
+    # Appended batches that may wait unmerged for a reader.
+    lazy_batches: int = 32
+    # A trace of at most `small_trace` entries holds at most `small_batches` batches
+    # and merges them all at once (a merge's fixed cost is about 100 us).
+    small_trace: int = 256
+    small_batches: int = 4
+    # In a larger trace, batches of at most `tail` entries wait at the end, at most
+    # `small_batches` of them, and then merge all at once.
+    tail: int = 64
+    # An arrangement nobody reads concatenates its updates every `deferred` times and
+    # arranges them once they outgrow `deferred_rows` and the trace (`operators.arrange`).
+    deferred: int = 32
+    deferred_rows: int = 4096
+
+    # -- sorted input, uniform columns (ADR 0044) -------------------------------------------
+    # Rows from which a sort first checks whether its input is in order already.
+    sorted_from: int = 1 << 12
+    # Rows `in_order` checks at once.
+    probe: int = 1 << 16
+    # Rows from which one repeated time is held as one value (`time.uniform_times`).
+    uniform_from: int = 1 << 10
+
+    # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
+    # Rows one argsort handles at most (about a tenth of a second).
+    sort_part: int = 1 << 21
+    # Rows one value sort of int64 handles at most.
+    value_sort_part: int = 1 << 24
+    # Pairs a join builds at once (a larger product is chunked by changes).
+    pairs: int = 1 << 20
+    # History entries a reduce step handles at once (a larger step goes by runs of keys).
+    history: int = 1 << 21
+    # Candidates a delta query proposes and validates at once, and prefixes it extends at
+    # once when their proposal counts are unknown (`joins.delta_query`).
+    proposals: int = 1 << 20
+    prefixes: int = 1 << 16
+
+    # -- estimates --------------------------------------------------------------------------
+    # Changes whose matches a join counts to estimate a product's size.
+    join_sample: int = 256
+    # Changes a delta query samples to estimate a pipeline's cost.
+    pipeline_sample: int = 512
+
+    # -- fused rounds (ADR 0029, 0034) ----------------------------------------------------------
+    # New (first epoch) or changed (later epochs) keys at which a fused chain hands the
+    # rounds so far to the scheduled operators.
+    handover: int = 4096
+    later_handover: int = 4096
+
+    @classmethod
+    def default(cls) -> Tuning:
+        """The tuning measured on the benchmarks (the ADRs cited per field)."""
+        return cls()
+
+    @classmethod
+    def columns_only(cls) -> Tuning:
+        """Numpy kernels at every size: no Python-list tactic, no waiting rows."""
+        return cls(few=0, few_pairs=0, recent_rows=0, listed=0, listed_max=0, few_keys=0)
+
+    @classmethod
+    def rows_first(cls) -> Tuning:
+        """The Python-list tactics up to ten times further than measured best."""
+        return cls(few=320, few_pairs=2560, listed=10240, expanded=2560, few_keys=640)
+
+    @classmethod
+    def small_parts(cls) -> Tuning:
+        """Every part a few rows: each split path (sorts, products, histories,
+        proposals, sorted-input checks) runs at sizes a test can afford."""
+        return cls(
+            sort_part=3,
+            value_sort_part=3,
+            pairs=2,
+            history=2,
+            proposals=2,
+            prefixes=2,
+            probe=2,
+            index_chunk=2,
+        )
+
+    def but(self, **changes: object) -> Tuning:
+        """This tuning with the named thresholds changed."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+TUNING = Tuning()  # the tuning in force: modules read its fields when they decide
+
+
+@contextmanager
+def tuned(tuning: Tuning) -> Iterator[Tuning]:
+    """Within the block, `tuning` is in force (for the whole process: tactics change
+    no result, so no thread or database sees a different answer)."""
+    saved = dataclasses.replace(TUNING)
+    _assign(tuning)
+    try:
+        yield TUNING
+    finally:
+        _assign(saved)
+
+
+def _assign(tuning: Tuning) -> None:
+    for field in dataclasses.fields(Tuning):
+        setattr(TUNING, field.name, getattr(tuning, field.name))
