@@ -26,6 +26,7 @@ long (joins, reduces, delta queries, chains) check it between chunks too.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
@@ -39,6 +40,7 @@ from differential.budget import remaining as remaining
 from differential.budget import row_limit as row_limit
 from differential.budget import unbudgeted as unbudgeted
 from differential.time import Time, split_by_time
+from differential.tuning import TUNING
 
 Receiver = Callable[[Updates], None]
 
@@ -91,6 +93,7 @@ class Stream:
         producer: Operator | None = None,
     ) -> None:
         self.scope = scope
+        self.relay: Relay = scope.relay
         self.dtypes = tuple(np.dtype(d) for d in dtypes)
         self.name = name
         self.receivers: list[Receiver] = []
@@ -105,9 +108,26 @@ class Stream:
         self.receivers.append(receiver)
 
     def send(self, updates: Updates) -> None:
-        if len(updates):
+        """Hand `updates` to every receiver now; past `TUNING.relay_depth` nested
+        sends (a chain of thousands of maps), to the outermost send instead."""
+        if not len(updates):
+            return
+        relay = self.relay
+        if relay.depth >= TUNING.relay_depth:
+            relay.waiting.extend((receive, updates) for receive in self.receivers)
+            return
+        relay.depth += 1
+        try:
             for receive in self.receivers:
                 receive(updates)
+            if relay.depth == 1:
+                while relay.waiting:
+                    receive, waiting = relay.waiting.popleft()
+                    receive(waiting)
+        finally:
+            relay.depth -= 1
+            if not relay.depth:
+                relay.waiting.clear()  # what a failure left is not delivered later
 
     def empty(self) -> Updates:
         return Updates.empty(self.arity, self.scope.depth, self.dtypes)
@@ -149,12 +169,23 @@ class Operator:
         return ()
 
 
+class Relay:
+    """The sends in progress in one dataflow: how deep they nest, and what waits for
+    the outermost one (`Stream.send`). Stateless operators deliver synchronously, so
+    a long chain of them would otherwise recurse once per operator."""
+
+    def __init__(self) -> None:
+        self.depth = 0
+        self.waiting: deque[tuple[Receiver, Updates]] = deque()
+
+
 class Scope:
     """Operators sharing one time depth, run to quiescence by `run`."""
 
     def __init__(self, depth: int, parent: Scope | None = None, name: str = "root") -> None:
         self.depth = depth
         self.parent = parent
+        self.relay: Relay = Relay() if parent is None else parent.relay
         self.name = name
         self.operators: list[Operator] = []
         self.steps = 0

@@ -125,6 +125,11 @@ class Tuning:
     handover: int = 4096
     later_handover: int = 4096
 
+    # -- dataflows ----------------------------------------------------------------------------
+    # Nested sends of stateless operators after which updates wait for the outermost
+    # send (`dataflow.Stream.send`): a chain of thousands of maps stays off the stack.
+    relay_depth: int = 64
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""

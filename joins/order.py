@@ -48,23 +48,58 @@ def variable_order(
     """The order in which pipeline `source` binds the remaining variables, or None.
 
     `constants` are variables equal to a constant; `validators` are bindings
-    that never propose (negated ones).
+    that never propose (negated ones). Each variable's binders are kept up to
+    date as variables are bound, so a step looks only at the candidates (the
+    variables next to bound ones) and the bindings of the variable it binds: a
+    body of `n` atoms in a chain costs `n` steps, not `n ** 3`.
     """
     bound = set(patterns[source])
     every = [v for j, vars_ in enumerate(patterns) if j not in validators for v in vars_]
     remaining = list(dict.fromkeys(v for v in every if v not in bound))
+    position = {var: i for i, var in enumerate(remaining)}
+    proposers = _proposers(patterns, source, validators)
+    binders: dict[str, set[int]] = {var: set() for var in remaining}
+    for var in remaining:
+        for j in proposers.get(var, ()):
+            if set(patterns[j]) - {var} <= bound:
+                binders[var].add(j)
+    candidates = {var for var in remaining if binders[var] or var in constants}
     order: list[str] = []
-    while remaining:
-        scored = []
-        for position, var in enumerate(remaining):
-            binders = [j for j in constraining(patterns, var, bound, validators) if j != source]
-            if binders or var in constants:
-                smallest = min((sizes[j] for j in binders), default=0)
-                scored.append((var not in constants, -len(binders), smallest, position, var))
-        if not scored:
+    while len(order) < len(remaining):
+        if not candidates:
             return None
-        var = min(scored)[4]
+        var = min(candidates, key=lambda v: _score(v, binders[v], sizes, constants, position))
         order.append(var)
         bound.add(var)
-        remaining.remove(var)
+        candidates.discard(var)
+        for j in proposers.get(var, ()):  # its bindings may now bind their other variable
+            for other in set(patterns[j]) - bound:
+                if set(patterns[j]) - {other} <= bound:
+                    binders[other].add(j)
+                    candidates.add(other)
     return order
+
+
+def _proposers(
+    patterns: Sequence[tuple[str, ...]], source: int, validators: Collection[int]
+) -> dict[str, list[int]]:
+    """Variable -> the binary bindings (not the source, not validators) holding it."""
+    found: dict[str, list[int]] = {}
+    for j, vars_ in enumerate(patterns):
+        if len(vars_) == 2 and j != source and j not in validators:
+            for var in set(vars_):
+                found.setdefault(var, []).append(j)
+    return found
+
+
+def _score(
+    var: str,
+    binders: set[int],
+    sizes: Sequence[int],
+    constants: Collection[str],
+    position: dict[str, int],
+) -> tuple[bool, int, int, int]:
+    """Constants first, then the most constraining bindings, the smallest relation,
+    body order."""
+    smallest = min((sizes[j] for j in binders), default=0)
+    return (var not in constants, -len(binders), smallest, position[var])

@@ -123,7 +123,7 @@ def plan_pipeline(
         plan.used.update(stage.proposers)
         plan.done_constants.update(stage.constants)
         plan.bound.add(var)
-        plan.settle(stage)
+        plan.settle(stage, var)
         stages.append(stage)
     return Pipeline(source, first, stages)
 
@@ -137,34 +137,58 @@ class _Planner:
     bound: set[str]
     done_constants: set[int] = field(default_factory=set)
     done_predicates: set[int] = field(default_factory=set)
+    # Variable -> the bindings, constants and predicates that mention it, in order: a
+    # step looks only at what the variable it binds can change (a long body costs
+    # each binding a few looks, not one per step).
+    by_var: dict[str, list[int]] = field(default_factory=dict)
+    constants_of: dict[str, list[int]] = field(default_factory=dict)
+    predicates_of: dict[str, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for j, p in enumerate(self.patterns):
+            for var in dict.fromkeys(p.vars):
+                self.by_var.setdefault(var, []).append(j)
+        for k, const in enumerate(self.constants):
+            self.constants_of.setdefault(const.var, []).append(k)
+        for k, pred in enumerate(self.predicates):
+            for var in sorted(pred.needs):
+                self.predicates_of.setdefault(var, []).append(k)
 
     def proposers(self, var: str) -> list[int]:
         """Unused positive bindings that can propose `var`: binary ones whose other
         variable is bound, unary ones on `var`."""
         return [
             j
-            for j, p in enumerate(self.patterns)
+            for j in self.by_var.get(var, ())
             if j not in self.used
-            and not p.negated
-            and var in p.vars
+            and not (p := self.patterns[j]).negated
             and len(p.vars) <= 2
             and (set(p.vars) - {var}) <= self.bound
         ]
 
-    def settle(self, stage: Stage) -> None:
-        """Add to `stage` every binding, constant and predicate now bound and unused."""
-        for j, p in enumerate(self.patterns):
+    def settle(self, stage: Stage, var: str | None = None) -> None:
+        """Add to `stage` every binding, constant and predicate now bound and unused
+        (`var`: the one just bound, the only one whose bindings can have changed)."""
+        patterns: Sequence[int] = range(len(self.patterns))
+        constants: Sequence[int] = range(len(self.constants))
+        predicates: Sequence[int] = range(len(self.predicates))
+        if var is not None:
+            patterns = self.by_var.get(var, [])
+            constants = self.constants_of.get(var, [])
+            predicates = sorted(set(self.predicates_of.get(var, [])))
+        for j in patterns:
+            p = self.patterns[j]
             if j not in self.used and set(p.vars) <= self.bound:
                 if p.negated:
                     stage.negations.append(j)
                 else:
                     (stage.unary if len(p.vars) == 1 else stage.complete).append(j)
                 self.used.add(j)
-        for k, const in enumerate(self.constants):
-            if k not in self.done_constants and const.var in self.bound:
+        for k in constants:
+            if k not in self.done_constants and self.constants[k].var in self.bound:
                 stage.fixed.append(k)
                 self.done_constants.add(k)
-        for k, pred in enumerate(self.predicates):
-            if k not in self.done_predicates and pred.needs <= self.bound:
+        for k in predicates:
+            if k not in self.done_predicates and self.predicates[k].needs <= self.bound:
                 stage.predicates.append(k)
                 self.done_predicates.add(k)

@@ -125,12 +125,15 @@ def stratify(
     components = strongly_connected_components(graph)
     component_of = {name: i for i, members in enumerate(components) for name in members}
     heads = {rule.head.name for rule in rules} | set(subsumed)
+    by_component: dict[int, list[Rule]] = {}
+    for rule in rules:
+        by_component.setdefault(component_of[rule.head.name], []).append(rule)
     strata = []
-    for members in components:
+    for i, members in enumerate(components):
         if not heads.intersection(members):
             continue
         recursive = len(members) > 1 or members[0] in graph[members[0]]
-        chosen = tuple(rule for rule in rules if rule.head.name in members)
+        chosen = tuple(by_component.get(i, ()))  # in program order
         strata.append(Stratum(frozenset(members), chosen, recursive))
     errors = _negative_cycles(edges, graph, component_of, source)
     return tuple(strata), errors

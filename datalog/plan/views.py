@@ -28,9 +28,8 @@ from __future__ import annotations
 from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from datalog.lang.checks import dependencies
-from datalog.lang.pretty import format_rule
 from datalog.lang.strata import reads
+from datalog.plan.closures import Closures
 
 if TYPE_CHECKING:
     from datalog.eval.functors import FunctorBinding
@@ -85,6 +84,7 @@ class Views:
         self.engine = planner.engine
         self.program = planner.original
         self.notes: dict[str, Sequence[str]] = {}  # view name -> how it was planned
+        self._closures: Closures | None = None
 
     def read(self, relations: Iterable[str]) -> dict[str, str]:
         """Relation -> view input for the shared derived relations reached from
@@ -125,16 +125,22 @@ class Views:
         return {self.key(r) for r in relations if self._shareable(r)}
 
     def _shareable(self, relation: str) -> bool:
-        program = self.program
-        derived = any(r.head.name == relation for r in program.rules)
-        if not derived and relation not in program.dominances:
+        closures = self.closures()
+        stratum = closures.stratum_of.get(relation)
+        if stratum is None:
             return False  # a base relation: already shared by the engine
-        stratum = next((s for s in program.strata if relation in s.relations), None)
-        if stratum is not None and len(stratum.relations) > 1:
+        if len(stratum.relations) > 1:
             return False  # mutual recursion: its stratum is computed as one whole
-        inputs = self.engine.inputs
-        deps = dependencies(program, {relation})
-        return not any(inputs[n].late for n in deps if n in inputs)
+        return not closures.late(relation, self._late())
+
+    def closures(self) -> Closures:
+        """The program's closures, summarized on first use (one pass over its rules)."""
+        if self._closures is None:
+            self._closures = Closures(self.program, self._late())
+        return self._closures
+
+    def _late(self) -> set[str]:
+        return {name for name, found in self.engine.inputs.items() if found.late}
 
     def _view(self, relation: str) -> str | None:
         key = self.key(relation)
@@ -172,18 +178,10 @@ class Views:
         return name
 
     def key(self, relation: str) -> Hashable:
-        """What decides the view of `relation` (module docstring)."""
-        program = self.program
-        deps = dependencies(program, {relation})
-        rules = tuple(sorted(format_rule(r) for r in program.rules if r.head.name in deps))
-        subsumed = sorted(deps & program.dominances.keys())
-        clauses = tuple(repr(program.dominances[d]) for d in subsumed)
-        columns = tuple(
-            (d, program.schema[d].types, program.schema[d].semantics)
-            for d in sorted(deps)
-            if d in program.schema
-        )
-        text = "\n".join(rules)
-        bound = self.planner.functors.items()
-        functors = tuple(sorted((n, b) for n, b in bound if f"@{n}(" in text))
-        return (relation, self.planner.join_plan, rules, clauses, columns, functors)
+        """What decides the view of `relation` (module docstring): the relation, the
+        join plan, the digest of its closure and the functions bound to the functors
+        that closure calls (`datalog.plan.closures`)."""
+        closures = self.closures()
+        called = closures.functors(relation)
+        bound = sorted((n, f) for n, f in self.planner.functors.items() if n in called)
+        return (relation, self.planner.join_plan, closures.digest(relation), tuple(bound))

@@ -11,6 +11,8 @@ from typing import Any
 from unittest import mock
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from datalog import Database, DatalogError
 from datalog.lang import functions as functions_module
@@ -246,12 +248,16 @@ def test_a_row_limit_refuses_a_cross_product_before_it_is_built() -> None:
         assert len(db.query("q(x, y)")) == 90_000
 
 
-def test_steps_run_in_parts_and_counted_under_a_row_limit_give_the_reference_answers() -> None:
+@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(data=st.data())
+def test_steps_run_in_parts_and_counted_under_a_row_limit_give_the_reference_answers(
+    data: st.DataObject,
+) -> None:
     """Sorts, reduces, joins and extensions split in parts as tiny as can be, and the
     pairs of every join counted first (as under a row limit), meet the reference."""
     from differential.operators import join
     from joins import delta_query
-    from tests.datalog import test_engine_vs_reference as against
+    from tests.datalog.test_engine_vs_reference import check_against_reference
 
     unlimited = 10**12
     with (
@@ -260,7 +266,7 @@ def test_steps_run_in_parts_and_counted_under_a_row_limit_give_the_reference_ans
         mock.patch.object(join, "row_limit", lambda: unlimited),
         mock.patch.object(delta_query, "row_limit", lambda: unlimited),
     ):
-        against.test_subscriptions_and_queries_equal_the_reference_after_every_commit()
+        check_against_reference(data)
 
 
 def test_a_budget_spent_after_the_commit_point_does_not_fail_the_committed_epoch() -> None:

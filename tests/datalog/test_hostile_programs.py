@@ -141,3 +141,38 @@ def test_typing_a_long_sum_looks_at_each_term_a_few_times() -> None:
     with mock.patch.object(term_types, "fixed_type", counted):
         check_program(program)
     assert 0 < len(calls) < 30 * 400
+
+
+def test_a_chain_of_thousands_of_copying_rules_runs_off_the_stack() -> None:
+    """`r{i}(x) :- r{i-1}(x).` 3,000 times: each rule is a stateless map, and maps
+    delivered to each other recursively (3,000: RecursionError in `Stream.send`)."""
+    n = 3000
+    decls = "".join(f".decl r{i}(x: number)\n" for i in range(n + 1))
+    rules = "".join(f"r{i}(x) :- r{i - 1}(x).\n" for i in range(1, n + 1))
+    db = Database()
+    db.define(decls + rules + "r0(1).\n")
+    assert db.query(f"r{n}(x)") == [(1,)]  # a one-shot dataflow, from scratch
+    got: list[list[tuple[object, ...]]] = []
+    db.subscribe(f"r{n}(x)", lambda change: got.append(change.rows))
+    db.insert("r0", [(2,)])
+    assert got == [[(1,)], [(2,)]]
+    assert db.query(f"r{n}(x)") == [(1,), (2,)]
+
+
+def test_planning_a_chain_formats_each_rule_a_few_times_not_once_per_reader() -> None:
+    """Each view key listed every rule below its relation: a chain of `n` rules
+    formatted about `n * n / 2` rules to plan (98 s to subscribe to the end of 3,000)."""
+    from datalog.plan import closures
+
+    n = 400
+    decls = "".join(f".decl r{i}(x: number)\n" for i in range(n + 1))
+    rules = "".join(f"r{i}(x) :- r{i - 1}(x).\n" for i in range(1, n + 1))
+    db = Database()
+    db.define(decls + rules + "r0(1).\n")
+    db.subscribe("r1(x)", lambda change: None)  # a second live reader: views are keyed
+    calls: list[object] = []
+    original = closures.format_rule
+    counted = lambda rule: (calls.append(rule), original(rule))[1]  # noqa: E731
+    with mock.patch.object(closures, "format_rule", counted):
+        db.subscribe(f"r{n}(x)", lambda change: None)
+    assert 0 < len(calls) <= 3 * n
