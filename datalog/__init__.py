@@ -27,6 +27,7 @@ _EXPORTS: dict[str, str] = {
     "Subscription": "datalog.db.live",
     "Pacing": "datalog.db.pacing",
     "ManualClock": "datalog.db.pacing",
+    "Clock": "datalog.db.pacing",
     "parse_program": "datalog.lang.parser",
     "parse_query": "datalog.lang.parser",
     "DatalogError": "datalog.lang.errors",
@@ -47,9 +48,13 @@ _EXPORTS: dict[str, str] = {
     "RowLimitExceeded": "datalog.lang.errors",
     "FunctorError": "datalog.lang.errors",
     "FactNotFoundError": "datalog.lang.errors",
+    "FactHoldsError": "datalog.lang.errors",
     "EpochError": "datalog.lang.errors",
     "HistoryCompactedError": "datalog.lang.errors",
     "Derivation": "datalog.db.provenance",
+    "WhyNot": "datalog.db.whynot",
+    "WhyChange": "datalog.db.whywatch",
+    "WhySubscription": "datalog.db.whywatch",
     "UnboundFunctorError": "datalog.lang.errors",
     "FactFileError": "datalog.io.sources.csv",
     "DurabilityError": "datalog.storage.frames",
@@ -67,6 +72,7 @@ __all__ = [
     "Subscription",
     "Pacing",
     "ManualClock",
+    "Clock",
     "parse_program",
     "parse_query",
     "DatalogError",
@@ -87,9 +93,13 @@ __all__ = [
     "RowLimitExceeded",
     "FunctorError",
     "FactNotFoundError",
+    "FactHoldsError",
     "EpochError",
     "HistoryCompactedError",
     "Derivation",
+    "WhyNot",
+    "WhyChange",
+    "WhySubscription",
     "UnboundFunctorError",
     "FactFileError",
     "DurabilityError",
@@ -103,9 +113,11 @@ if TYPE_CHECKING:
     from datalog.db.change import Change
     from datalog.db.database import Database
     from datalog.db.live import Subscription
-    from datalog.db.pacing import ManualClock, Pacing
+    from datalog.db.pacing import Clock, ManualClock, Pacing
     from datalog.db.provenance import Derivation
     from datalog.db.transaction import Transaction
+    from datalog.db.whynot import WhyNot
+    from datalog.db.whywatch import WhyChange, WhySubscription
     from datalog.eval.functors import functors_in_file, vectorized
     from datalog.io.sources.csv import FactFileError
     from datalog.lang.errors import (
@@ -118,6 +130,7 @@ if TYPE_CHECKING:
         DatalogSyntaxError,
         DuplicateDeclarationError,
         EpochError,
+        FactHoldsError,
         FactNotFoundError,
         FunctorError,
         HistoryCompactedError,

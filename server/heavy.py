@@ -4,7 +4,7 @@ Layer: server — may import only the public API of datalog.
 
 The engine thread first gives a request a short slice of time (`HistoryLimits.slice`).
 One that runs past it is stopped there, which changes nothing, and becomes a `Heavy`
-request: a one-shot read (`query`, `explain`, `why`) is then answered by a forked
+request: a one-shot read (`query`, `explain`, `why`, `why_not`, `what_if`) is answered by a forked
 child from its copy of the database, and anything that changes the database or
 starts a live query (`define`, `transact`, `redefine`, `subscribe`) is first tried
 in a child, and done on the engine thread, with its whole budget, only if the child
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from server.feeds import HistoryLimits
     from server.workers import Outcome
 
-READS = frozenset({"query", "explain", "why"})  # answered by the child itself
+READS = frozenset({"query", "explain", "why", "why_not", "what_if"})  # answered by the child
 SLICED = READS | {"define", "transact", "redefine", "subscribe"}  # may leave the engine
 
 ANSWER = b"R"  # a child's output: the reply's JSON follows

@@ -18,6 +18,7 @@ from datalog import DatalogError, DatalogErrors
 CATEGORIES = ("incorrect", "not_found", "conflict", "unsupported", "fault")
 PLANS = ("auto", "wcoj", "binary")
 MAX_ID_LENGTH = 200
+MAX_WHY_DEPTH = 10  # levels of nested explanations a `why_not` may ask for
 
 Rows = dict[str, list[tuple[Any, ...]]]
 RequestId = str | int | None
@@ -228,6 +229,26 @@ def _parse_why(m: dict[str, Any]) -> dict[str, Any]:
     return {"fact": _text(m, "fact"), "as_of": _as_of(m)}
 
 
+def _parse_why_not(m: dict[str, Any]) -> dict[str, Any]:
+    depth = _optional_int(m, "depth")
+    if depth is not None and depth > MAX_WHY_DEPTH:
+        raise ProtocolError(f"`depth` must be an integer from 0 to {MAX_WHY_DEPTH}")
+    return {"fact": _text(m, "fact"), "as_of": _as_of(m), "depth": 3 if depth is None else depth}
+
+
+def _parse_what_if(m: dict[str, Any]) -> dict[str, Any]:
+    queries = m.get("queries")
+    if queries is not None and (
+        not isinstance(queries, list) or not all(isinstance(q, str) and q for q in queries)
+    ):
+        raise ProtocolError("`queries` must be a list of query texts")
+    return {"inserts": _rows(m, "inserts"), "retracts": _rows(m, "retracts"), "queries": queries}
+
+
+def _parse_subscribe_why(m: dict[str, Any]) -> dict[str, Any]:
+    return {"fact": _text(m, "fact"), "granularity": _granularity(m)}
+
+
 def _parse_unsubscribe(m: dict[str, Any]) -> dict[str, Any]:
     subscription = _optional_int(m, "subscription")
     if subscription is None:
@@ -253,6 +274,9 @@ _PARSERS = {
     "unsubscribe": _parse_unsubscribe,
     "explain": _parse_explain,
     "why": _parse_why,
+    "why_not": _parse_why_not,
+    "subscribe_why": _parse_subscribe_why,
+    "what_if": _parse_what_if,
     "stats": _parse_nothing,
     "ping": _parse_nothing,
 }

@@ -23,13 +23,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Protocol
 
-from datalog import BudgetExceeded, Database, DatalogError, RowLimitExceeded
+from datalog import BudgetExceeded, Database, DatalogError, RowLimitExceeded, WhySubscription
+from server import whys
 from server.feeds import Feed, HistoryLimits, Outbox, Watch, feed_bytes
 from server.heavy import ANSWER, PASSED, SLICED, Heavy, text_bytes
 from server.protocol import ProtocolError, Request, encode, error_reply, parse_request, reply
 
 _log = logging.getLogger("deltalog.server")
-READS = frozenset({"query", "explain", "why", "subscribe"})  # requests bound by `--max-rows`
+READS = frozenset({"query", "explain", "why", "why_not", "subscribe", "subscribe_why", "what_if"})
+# (requests bound by `--max-rows`)
 
 
 class Host(Protocol):
@@ -55,6 +57,7 @@ class Session:
     number: int
     authenticated: bool
     watches: dict[int, Watch] = field(default_factory=dict)
+    whys: dict[int, WhySubscription] = field(default_factory=dict)  # `subscribe_why`s
     next_watch: int = 1
     closed: bool = False
 
@@ -120,6 +123,8 @@ class Hub:
         self.sessions.pop(session.number, None)
         for watch in list(session.watches.values()):
             self._unwatch(session, watch)
+        for number in list(session.whys):
+            self.db.unsubscribe_why(session.whys.pop(number))
 
     def send(self, session: Session, message: dict[str, Any]) -> None:
         self.send_text(session, encode(message))
@@ -334,6 +339,25 @@ class Hub:
                 "JSON; ask about a tuple closer to the base facts, or use the Python API"
             ) from None
 
+    def _on_why_not(self, session: Session, request: Request) -> str:
+        return self._fits(whys.absence(self.db, request, self._epoch_of(request.fields)))
+
+    def _on_what_if(self, session: Session, request: Request) -> str:
+        return self._fits(whys.what_if(self.db, request))
+
+    def _on_subscribe_why(self, session: Session, request: Request) -> str:
+        number = session.next_watch
+        session.next_watch += 1
+        send, budget = partial(self.send_text, session), self.limits.seconds
+        sub, first = whys.subscribe(self.db, request, number, send, budget, self.host)
+        try:
+            answer = self._fits(first)
+        except BaseException:
+            self.db.unsubscribe_why(sub)
+            raise
+        session.whys[number] = sub
+        return answer
+
     def _on_stats(self, session: Session, request: Request) -> dict[str, Any]:
         feeds = {
             key: {"watchers": len(f.watches), "history_epochs": len(f.history),
@@ -415,6 +439,9 @@ class Hub:
     def _on_unsubscribe(self, session: Session, request: Request) -> dict[str, Any]:
         number = request.fields["subscription"]
         watch = session.watches.get(number)
+        if watch is None and number in session.whys:
+            self.db.unsubscribe_why(session.whys.pop(number))
+            return reply(request, "unsubscribed", subscription=number)
         if watch is None:
             raise ProtocolError(f"no subscription {number} on this connection", "not_found")
         self._unwatch(session, watch)

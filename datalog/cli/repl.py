@@ -31,12 +31,15 @@ Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x
 :retract REL (1, 2) ... retract rows in one transaction
 :redefine REL RULES     replace every rule of REL by RULES (on one line; none: no rules)
                         at one new epoch, e.g. :redefine reach reach(x, y) :- edge(x, y).
+:what-if insert|retract REL (1, 2) ...
+                        what each watched query would receive, committing nothing
 :watch QUERY            subscribe: print every change of the answer with its epoch
 :unwatch [N]            stop watch N (default: every watch)
 :explain QUERY          show the strata, plans and shared arrangements of a query
 :why FACT               why a fact holds: a proof tree of minimal height, e.g. :why reach(1, 3)
+:why-not FACT           why a fact does not hold: each rule's first failing premise
 :asof E QUERY           the answer as of the end of epoch E, e.g. :asof 3 reach(1, y)
-:asof E :why FACT       why a fact held at the end of epoch E
+:asof E :why FACT       why a fact held at the end of epoch E (:why-not FACT too)
 :stats                  relations, dataflows and live queries
 :help                   this text
 :quit                   leave (also end of input)"""
@@ -66,6 +69,8 @@ class Session:
             "unwatch": self.unwatch,
             "explain": self.explain,
             "why": self.why,
+            "why-not": self.why_not,
+            "what-if": self.what_if,
             "asof": self.as_of,
             "stats": self.stats,
             "help": lambda _rest: print(HELP),
@@ -129,6 +134,21 @@ class Session:
         after = self._rows_of(relation)
         print(_changed(inserting, rows, before, after, self.db.epoch))
 
+    def what_if(self, rest: str) -> None:
+        """`:what-if insert REL (1, 2) ...`: each live query's change, not committed."""
+        verb, _, rest = rest.partition(" ")
+        relation, _, values = rest.strip().partition(" ")
+        if verb not in ("insert", "retract") or not relation:
+            raise DatalogError("usage: :what-if insert REL (1, 2) ... (or retract)")
+        rows = {relation: parse_rows(values)}
+        found = self.db.what_if(*((rows, None) if verb == "insert" else (None, rows)))
+        if not found:
+            print("no live query: :watch one first")
+        for query, change in found.items():
+            print(f"{query} at epoch {change.epoch}: {_rows(len(change.rows))} would change")
+            for line in change_lines(change):
+                print(f"  {line}")
+
     def _rows_of(self, relation: str) -> set[tuple[Any, ...]] | None:
         """The rows of a set (or last-write-wins) relation now; None for a multiset
         relation (whose changes are its rows, with their counts) or an unknown one."""
@@ -168,13 +188,20 @@ class Session:
             raise DatalogError("a fact is missing, e.g. `:why reach(1, 3)`")
         print(self.db.why(text.strip(), as_of=as_of))
 
+    def why_not(self, text: str, as_of: int | None = None) -> None:
+        if not text.strip():
+            raise DatalogError("a fact is missing, e.g. `:why-not reach(1, 9)`")
+        print(self.db.why_not(text.strip(), as_of=as_of))
+
     def as_of(self, rest: str) -> None:
         """`:asof E QUERY` (or `?- QUERY`), `:asof E :why FACT`: as of epoch E."""
         epoch, _, line = rest.partition(" ")
         line = line.strip()
         if not re.fullmatch(r"[+-]?\d+", epoch) or not line:
             raise DatalogError("usage: `:asof EPOCH QUERY` or `:asof EPOCH :why FACT`")
-        if line.startswith(":why"):
+        if line.startswith(":why-not"):
+            self.why_not(line.removeprefix(":why-not"), as_of=int(epoch))
+        elif line.startswith(":why"):
             self.why(line.removeprefix(":why"), as_of=int(epoch))
         elif line.startswith(":"):
             raise DatalogError("`:asof` takes a query or `:why FACT`")

@@ -19,7 +19,7 @@ point takes the database's lock.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,7 @@ from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
 from datalog.lang import system
 from datalog.lang.ast import Program, Query
-from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query, dependencies
 from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, TransactionError, UnsupportedError
 from datalog.lang.parser import parse_query
 from datalog.lang.pretty import format_query
@@ -57,8 +57,13 @@ from differential.engine import Engine
 from differential.inputs import Requests
 
 if TYPE_CHECKING:
+    from datalog.db.change import Change
     from datalog.db.live import LiveQuery
     from datalog.db.provenance import Derivation
+    from datalog.db.states import Reading
+    from datalog.db.whatif import Hypothetical
+    from datalog.db.whynot import WhyNot
+    from datalog.db.whywatch import WhyCallback, WhySubscription
 
 
 class Database:
@@ -192,6 +197,41 @@ class Database:
             if not tx.done:
                 tx.commit()
 
+    @contextmanager
+    def hypothetical(self, queries: Sequence[str] | None = None) -> Iterator[Hypothetical]:
+        """A transaction that is never committed: on leaving the block, `tx.changes`
+        holds, for each live query (or each of `queries`), the `Change` committing
+        it would deliver; nothing changes (`datalog.db.whatif`, docs/adr/0047)."""
+        from datalog.db.whatif import Hypothetical
+
+        with self.lock:
+            self.queries.refuse_in_callback("what_if")
+            base = Transaction(self.state, self.symbols, self.epochs)
+            tx = Hypothetical(base, lambda text, callback: self.subscribe(text, callback), queries)
+            try:
+                yield tx
+            except BaseException:
+                tx.discard()
+                raise
+            if not tx.done:
+                tx.commit()
+
+    def what_if(
+        self,
+        inserts: Mapping[str, object] | None = None,
+        retracts: Mapping[str, object] | None = None,
+        queries: Sequence[str] | None = None,
+    ) -> dict[str, Change]:
+        """What committing `inserts` and `retracts` ({relation: rows}) would deliver to
+        each live query (or each of `queries`, by its text), without committing
+        (`hypothetical`)."""
+        with self.hypothetical(queries) as tx:
+            for relation, rows in (inserts or {}).items():
+                tx.insert(relation, rows)
+            for relation, rows in (retracts or {}).items():
+                tx.retract(relation, rows)
+        return tx.changes
+
     def insert(self, relation: str, rows: object) -> int:
         with self.transaction() as tx:
             tx.insert(relation, rows)
@@ -307,9 +347,94 @@ class Database:
         from the base relations of that epoch)."""
         from datalog.db.provenance import why
 
+        with self.lock, self._read_only(fact):
+            return why(self._past(), self._reading(as_of), fact, as_of)
+
+    def why_not(
+        self, fact: str, as_of: int | None = None, depth: int = 3, size: int = 100
+    ) -> WhyNot:
+        """Why the ground `fact` (`"reach(1, 9)"`) does not hold now, or did not at the
+        end of epoch `as_of`: for each rule whose head unifies with it, the premises
+        that hold under its best candidate bindings and the first that fails, missing
+        derived tuples explained in turn `depth` levels deep, at most `size` rules
+        tried in all (`datalog.db.whynot`, docs/adr/0045). A fact that holds raises
+        `FactHoldsError` (`why` explains it)."""
+        from datalog.db.whynot import why_not
+
+        with self.lock, self._read_only(fact):
+            return why_not(self._reading(as_of), self.functors, fact, depth, size)
+
+    def subscribe_why(
+        self,
+        fact: str,
+        callback: WhyCallback,
+        granularity: dict[str, float] | None = None,
+        budget: float | None = None,
+        clock: Clock | None = None,
+    ) -> WhySubscription:
+        """Call `callback` with a `WhyChange` holding the ground `fact`'s explanation
+        now (`why`'s `Derivation` while it holds, else `why_not`'s `WhyNot`), then
+        again at every epoch where the explanation changes, paced by `granularity` as
+        `subscribe` is. An epoch that writes no relation the fact depends on and gives
+        none new rules costs nothing; `budget` (seconds) bounds each explanation again
+        (one that fails is kept in `errors` and tried at the next epoch). `clock`
+        paces it instead of the database's (a server's event loop). Takes no epoch
+        (`datalog.db.whywatch`, docs/adr/0045)."""
+        from datalog.db.whywatch import WhySubscription, WhyWatch, wake_later
+
         with self.lock:
-            self.introspection.prepare(fact)
-            return why(self._past(), fact, as_of)
+            self.queries.refuse_in_callback("subscribe")
+            epoch, clock = self.engine.epoch, clock or self.clock
+            pacing = Pacing.of(granularity, epoch, clock.now)
+            sub = WhySubscription(fact, callback)
+            watch = WhyWatch(sub, lambda: self._explanation(fact), self.queries.calling,
+                             lambda: self.lock.budget.limit(budget), pacing)  # fmt: skip
+            first = watch.start(epoch)
+            if pacing is not None:
+                pacing.wake = wake_later(clock, self.lock, lambda: self.engine.epoch, watch)
+            sub.unsubscribe, sub.latest = self.unsubscribe_why, first
+            self.queries.watches.append(watch)
+            try:
+                with self.queries.calling():
+                    callback(first)
+            except BaseException:  # no orphan: the caller never got a handle to it
+                self.unsubscribe_why(sub)
+                raise
+            return sub
+
+    def unsubscribe_why(self, sub: WhySubscription) -> None:
+        with self.lock:
+            sub.active = False
+            watches = self.queries.watches
+            watches[:] = [w for w in watches if getattr(w, "sub", None) is not sub]
+
+    def _explanation(self, fact: str) -> tuple[Derivation | WhyNot, frozenset[str]]:
+        """`fact`'s explanation now (a proof, or why not) and the relations it reads."""
+        from datalog.db.provenance import target, why
+        from datalog.db.whynot import why_not
+        from datalog.lang.errors import FactHoldsError
+
+        with self._read_only(fact):
+            reading = self._reading(None)
+            relation, _ = target(reading.checked, fact, "subscribe_why")
+            reads = frozenset(dependencies(reading.checked, [relation]))
+            try:
+                return why_not(reading, self.functors, fact), reads
+            except FactHoldsError:
+                return why(self._past(), reading, fact), reads
+
+    def _reading(self, as_of: int | None) -> Reading:
+        """How explanations read the relations at the end of epoch `as_of` (now: None)."""
+        from datalog.db.states import Reading
+
+        view = self._past().view(as_of)
+        return Reading(
+            view.epoch,
+            view.checked,
+            lambda text: self._answer(text, "auto", as_of)[0],
+            view.state,
+            self.symbols,
+        )
 
     def stats(self) -> dict[str, object]:
         with self.lock:

@@ -124,13 +124,14 @@ class Epochs:
         """The write happened (epoch `epoch`): finish it whatever fails, and raise the
         first failure (`failure`, if the epoch raised one) last."""
         change = write.change
+        touched = frozenset(write.requests) | (change.heads if change else frozenset())
         if change is not None:
             try:
                 self.program.committed(change, epoch, self.engine.oldest_readable())
             except BaseException as error:
                 failure = failure or error
             self.live.mark_current()
-        failure = self.live.settle(epoch, write.new_epoch) or failure
+        failure = self.live.settle(epoch, write.new_epoch, touched) or failure
         if failure is not None:
             raise failure
 

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from datalog.db.history import EpochView, Past
+from datalog.db.states import Reading, States
 from datalog.eval.functors import bind_program
 from datalog.eval.heights import HeightSolver, Prepared, Table, minimal_heights, prepare
 from datalog.eval.reference import Env, Row, Solver
@@ -37,19 +38,20 @@ from datalog.lang.ast import (
     Comparison,
     Const,
     Negation,
+    Rule,
     Term,
     Var,
     Wildcard,
 )
 from datalog.lang.checks import CheckedProgram, check_query, dependencies
-from datalog.lang.errors import DatalogSemanticError, FactNotFoundError
+from datalog.lang.errors import DatalogSemanticError, FactNotFoundError, UnsupportedError
 from datalog.lang.functions import Value
 from datalog.lang.parser import parse_query
 from datalog.lang.passes.variables import aggregates_in, literal_terms, map_term, subterms
 from datalog.lang.pretty import format_rule, format_term
 from datalog.lang.schema import Schema
 
-__all__ = ["Derivation", "Fact", "RuleSource", "why"]
+__all__ = ["Derivation", "Fact", "RuleSource", "format_fact", "rule_source", "target", "why"]
 
 Kind = Literal["base", "rule", "negation", "aggregate"]
 
@@ -141,19 +143,29 @@ class Derivation:
         }
 
 
-def why(past: Past, text: str, as_of: object | None = None) -> Derivation:
+def why(past: Past, reading: Reading, text: str, as_of: object | None = None) -> Derivation:
     """A proof of minimal height that the ground fact `text` holds now, or at the end
-    of epoch `as_of` (call it under the database's lock)."""
+    of epoch `as_of` (call it under the database's lock; `reading` reads that epoch)."""
     view = past.view(as_of)
-    relation, row = _target(view.checked, text)
+    relation, row = target(view.checked, text)
     checked = bind_program(view.checked, past.functors, [relation])
     needed = dependencies(checked, [relation])
     base = _base(view, past.symbols, needed)
-    tables = minimal_heights(checked, base, needed, demand=(relation, row))
+    final = _subsumed(reading, checked, needed)
+    tables = minimal_heights(checked, base, needed, demand=(relation, row), allowed=final)
     if row not in tables[relation].heights:
-        fact = _format_fact(relation, row, checked.schema.types(relation))
+        fact = format_fact(relation, row, checked.schema.types(relation))
+        if row in final.get(relation, ()):
+            raise UnsupportedError(
+                f"`{fact}` holds, but every derivation of it uses tuples that subsumption "
+                "removed since (ADR 0017's inflationary semantics): it has no proof from "
+                "the tuples that hold now"
+            )
         when = f"now (epoch {view.epoch})" if as_of is None else f"at epoch {view.epoch}"
-        raise FactNotFoundError(f"`{fact}` does not hold: the tuple is not in `{relation}` {when}")
+        raise FactNotFoundError(
+            f"`{fact}` does not hold: the tuple is not in `{relation}` {when}; "
+            "`why_not` explains why"
+        )
     rules: dict[str, list[Prepared]] = {}
     for rule in checked.rules:
         if rule.head.name in needed:
@@ -162,14 +174,14 @@ def why(past: Past, text: str, as_of: object | None = None) -> Derivation:
     return _Prover(tables, rules, checked.schema).prove(relation, row)
 
 
-def _target(program: CheckedProgram, text: str) -> tuple[str, Row]:
+def target(program: CheckedProgram, text: str, what: str = "why") -> tuple[str, Row]:
     """The relation and values of the ground fact `text`; the usual errors (unknown
     relation, arity, types) with positions, and one for a variable or wildcard."""
     query = parse_query(text)
     literal = query.body[0] if len(query.body) == 1 else None
     if not isinstance(literal, Atom):
         span = query.body[0].span if query.body else query.span
-        message = "`why` explains one fact, such as `reach(1, 4)`"
+        message = f"`{what}` explains one fact, such as `reach(1, 4)`"
         raise DatalogSemanticError(message, span, text)
     check_query(query, program.schema)
     kinds = program.schema.types(literal.name)
@@ -178,7 +190,7 @@ def _target(program: CheckedProgram, text: str) -> tuple[str, Row]:
     for arg, kind in zip(literal.args, kinds, strict=True):
         value = None if _open_term(arg) else solver.value(arg, {}, kind)
         if value is None:
-            message = f"`why` needs a ground fact: `{format_term(arg)}` is not a constant"
+            message = f"`{what}` needs a ground fact: `{format_term(arg)}` is not a constant"
             raise DatalogSemanticError(message, arg.span, text)
         values.append(value)
     return literal.name, tuple(values)
@@ -191,6 +203,19 @@ def _open_term(term: Term) -> bool:
         isinstance(t, Var | Wildcard | Aggregate) or (isinstance(t, Call) and t.functor)
         for t in subterms(term)
     )
+
+
+def _subsumed(reading: Reading, checked: CheckedProgram, needed: set[str]) -> dict[str, set[Row]]:
+    """The tuples that hold of each needed relation of a stratum with subsumption: a
+    proof may use only those (a subsumed tuple was removed; without the bound, a
+    cycle of ever longer paths never ends)."""
+    states = States(reading, None)
+    found: dict[str, set[Row]] = {}
+    for stratum in checked.strata:
+        if stratum.relations & checked.dominances.keys():
+            for name in stratum.relations & needed:
+                found[name] = set(states[name].lookup((), ()))
+    return found
 
 
 def _base(view: EpochView, symbols: SymbolTable, relations: set[str]) -> dict[str, list[Row]]:
@@ -233,7 +258,7 @@ class _Prover:
 
     def _node(self, relation: str, row: Row) -> Derivation:
         height = self.tables[relation].heights[row]
-        text = _format_fact(relation, row, self.schema.types(relation))
+        text = format_fact(relation, row, self.schema.types(relation))
         kind: Kind = "base" if height == 0 else "rule"
         return Derivation(kind, text, Fact(relation, row, text), height=height)
 
@@ -279,7 +304,7 @@ class _Prover:
             None if isinstance(arg, Wildcard) else solver.value(arg, env, kind)
             for arg, kind in zip(atom.args, kinds, strict=True)
         )
-        text = "!" + _format_fact(atom.name, values, kinds)
+        text = "!" + format_fact(atom.name, values, kinds)
         return Derivation("negation", text, Fact(atom.name, values, text))
 
 
@@ -321,7 +346,7 @@ def _aggregates(
             shown = map_term(
                 aggregate, partial(_constant, group=group, env=env, types=solver.types)
             )
-            text = f"{prefix}{format_term(shown)} = {_format_value(value, None)}"
+            text = f"{prefix}{format_term(shown)} = {format_value(value, None)}"
             leaves.append(Derivation("aggregate", text))
     return leaves
 
@@ -333,16 +358,20 @@ def _constant(term: Term, group: frozenset[str], env: Env, types: Mapping[str, C
 
 
 def _source(prepared: Prepared) -> RuleSource:
-    span = prepared.rule.span
-    return RuleSource(format_rule(prepared.rule), span.line, span.column)
+    return rule_source(prepared.rule)
 
 
-def _format_fact(relation: str, values: Sequence[Value | None], kinds: Sequence[ColumnType]) -> str:
-    shown = ", ".join(_format_value(v, k) for v, k in zip(values, kinds, strict=True))
+def rule_source(rule: Rule) -> RuleSource:
+    """The rule as checked, pretty-printed, with its line and column."""
+    return RuleSource(format_rule(rule), rule.span.line, rule.span.column)
+
+
+def format_fact(relation: str, values: Sequence[Value | None], kinds: Sequence[ColumnType]) -> str:
+    shown = ", ".join(format_value(v, k) for v, k in zip(values, kinds, strict=True))
     return f"{relation}({shown})"
 
 
-def _format_value(value: Value | None, kind: ColumnType | None) -> str:
+def format_value(value: Value | None, kind: ColumnType | None) -> str:
     if value is None:
         return "_"
     if isinstance(value, str):

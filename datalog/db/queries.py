@@ -28,6 +28,7 @@ import logging
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
+from typing import Protocol
 
 from datalog.db.change import Callback, Change
 from datalog.db.definitions import ProgramState
@@ -51,6 +52,13 @@ from differential.time import column
 _log = logging.getLogger("deltalog")
 
 
+class Watch(Protocol):
+    """Something kept current at every epoch after the live queries (an explanation,
+    `datalog.db.whywatch`), told which relations the epoch wrote or gave new rules."""
+
+    def at_epoch(self, epoch: int, touched: frozenset[str]) -> None: ...
+
+
 class LiveQueries:
     """Every live query of one database (module docstring)."""
 
@@ -69,6 +77,7 @@ class LiveQueries:
         self.tenants = Tenants(Context(engine, symbols, functors, self.deliver))
         self.delivering = 0  # >0 while subscribers are being called
         self.suspect = False  # something failed: `repair` looks for what it broke
+        self.watches: list[Watch] = []  # told of every epoch (`Database.subscribe_why`)
 
     # -- subscriptions ----------------------------------------------------------------
 
@@ -234,9 +243,12 @@ class LiveQueries:
         for live, new in self.rebuild(affected).items():
             live.held = _difference(live.answer(), new, self.engine.epoch)
 
-    def settle(self, epoch: int, new_epoch: bool) -> BaseException | None:
-        """After a write happened (a new `epoch`, or none): every step runs whatever an
-        earlier one raised; the first failure is returned, to be raised last."""
+    def settle(
+        self, epoch: int, new_epoch: bool, touched: frozenset[str] = frozenset()
+    ) -> BaseException | None:
+        """After a write happened (a new `epoch`, or none; `touched`: the relations it
+        wrote or gave new rules): every step runs whatever an earlier one raised; the
+        first failure is returned, to be raised last."""
         failure: BaseException | None = None
         steps: list[Callable[[], object]] = [
             (lambda: self.tenants.committed(epoch)) if new_epoch else (lambda: None),
@@ -244,6 +256,7 @@ class LiveQueries:
             lambda: self._deliver_held(epoch),
             self.share_views,
             lambda: self.tick(epoch),
+            lambda: self._tell_watches(epoch, touched),
             self.repair_if_suspect,  # what a step above left half-way, at this epoch
         ]
         for step in steps:
@@ -273,6 +286,18 @@ class LiveQueries:
             for live in list(self.by_key.values()):
                 if any(s.pacing is not None for s in live.subscribers):
                     failure = live.tick(epoch) or failure
+        if failure is not None:
+            raise failure
+
+    def _tell_watches(self, epoch: int, touched: frozenset[str]) -> None:
+        """Each watch sees the epoch, whatever another one raises (each keeps its own
+        errors; what is raised here is a `BaseException`, raised last)."""
+        failure: BaseException | None = None
+        for watch in list(self.watches):
+            try:
+                watch.at_epoch(epoch, touched)
+            except BaseException as error:
+                failure = failure or error
         if failure is not None:
             raise failure
 

@@ -122,11 +122,11 @@ class Tenants:
         """A member for `key` holding `snapshot` (its answer now), in the shared
         dataflow of `shape`, created if need be; its parameter joins with the next
         commit (or stays, if its last member left since the last commit)."""
+        member = LiveQuery.empty(key, checked.answer_types, checked.answer_vars, plan)
+        member.reset(snapshot)  # first: if it fails, no dataflow was made for nobody
+        param = self._encode(shape)
         tkey = shape.key if plan == "auto" else f"{shape.key} [plan={plan}]"
         tenant = self.by_key.get(tkey) or self._create(tkey, shape, plan, program)
-        param = self._encode(shape)
-        member = LiveQuery.empty(key, checked.answer_types, checked.answer_vars, plan)
-        member.reset(snapshot)
         member.plan, member.tenant, member.param = tenant.plan, tenant, param
         if param in tenant.retiring:  # still in the input: it stays, and is current
             tenant.retiring.discard(param)

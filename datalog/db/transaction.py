@@ -50,6 +50,7 @@ class Transaction:
         self.change: ProgramChange | None = None  # the program they make
         self.done = False
         self.interned: tuple[int, int] | None = None  # symbol ids only its rows added
+        self.committing = False  # its commit began: `Epochs.commit` owns the undo
 
     def __repr__(self) -> str:
         rows = sum(len(columns[0]) for _, columns, _ in self.parts)
@@ -104,8 +105,14 @@ class Transaction:
 
     def discard(self) -> None:
         """It will not commit: forget the symbols only its rows added, if nothing was
-        interned after them (a failed commit leaves the symbol table as it was)."""
+        interned after them (a failed commit leaves the symbol table as it was). Once
+        its commit began, the commit decides: it forgot them if it undid the epoch, and
+        an epoch that happened keeps them (a failure after its commit point)."""
         self.done = True
+        if not self.committing:
+            self._forget()
+
+    def _forget(self) -> None:
         if self.interned is not None and self.interned[1] == len(self.symbols):
             self.symbols.forget_from(self.interned[0])
         self.interned = None
@@ -119,7 +126,8 @@ class Transaction:
         change = self.change
         if change is not None and change.base is not self.program.program:  # defined since
             change = definitions.redefined_all(self.program, self.redefinitions)
-        write = Write("commit", self._record, self.requests(), change, undo=self.discard)
+        write = Write("commit", self._record, self.requests(), change, undo=self._forget)
+        self.committing = True
         return self.epochs.commit(write)
 
     def _record(self, epoch: int) -> Record:

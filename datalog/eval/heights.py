@@ -18,7 +18,7 @@ and no relation the stratum reads holds a tuple of height L or more.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, KeysView, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, KeysView, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
@@ -227,6 +227,7 @@ def minimal_heights(
     base: Mapping[str, Iterable[Row]],
     relations: Iterable[str],
     demand: tuple[str, Row] | None = None,
+    allowed: Mapping[str, Collection[Row]] | None = None,
 ) -> dict[str, Table]:
     """The minimal height of every tuple of `relations` (closed under dependencies)
     over the `base` tuples, which have height 0.
@@ -235,12 +236,18 @@ def minimal_heights(
     restricted to the tuples that agree with it on its invariant columns (see
     `invariant_columns`): `reach(1, y)` only, say, for `reach(1, 4)`. Only tuples
     that agree there can be premises of the demanded tuple, so its height and
-    proofs are unchanged."""
+    proofs are unchanged.
+
+    `allowed` restricts relations to the tuples that hold (those of strata with
+    subsumption: a subsumed tuple is not a premise, and ever longer paths around a
+    cycle would otherwise never end)."""
+    allowed = allowed or {}
     tables = {name: Table() for name in relations}
     fixed = _fixed_columns(checked, demand)
     for name, rows in base.items():
         for row in rows:
-            if demand is None or name != demand[0] or _agrees(row, demand[1], fixed):
+            wanted = demand is None or name != demand[0] or _agrees(row, demand[1], fixed)
+            if wanted and _holds(allowed, name, row):
                 tables[name].add(row, 0)
     for stratum in checked.strata:
         if stratum.relations & tables.keys():
@@ -248,7 +255,7 @@ def minimal_heights(
             if demand is not None and demand[0] in stratum.relations:
                 seeded = (_seeded(rule, demand[1], fixed) for rule in rules)
                 rules = [rule for rule in seeded if rule is not None]
-            _evaluate_stratum(rules, tables, checked.schema)
+            _evaluate_stratum(rules, tables, checked.schema, allowed)
     return tables
 
 
@@ -285,6 +292,10 @@ def _fixed_columns(checked: CheckedProgram, demand: tuple[str, Row] | None) -> l
     return []
 
 
+def _holds(allowed: Mapping[str, Collection[Row]], name: str, row: Row) -> bool:
+    return name not in allowed or row in allowed[name]
+
+
 def _agrees(row: Row, wanted: Row, columns: Sequence[int]) -> bool:
     return all(row[i] == wanted[i] for i in columns)
 
@@ -300,16 +311,22 @@ def _seeded(rule: Prepared, wanted: Row, columns: Sequence[int]) -> Prepared | N
     return replace(rule, seed=seed)
 
 
-def _evaluate_stratum(rules: list[Prepared], tables: dict[str, Table], schema: Schema) -> None:
+def _evaluate_stratum(
+    rules: list[Prepared],
+    tables: dict[str, Table],
+    schema: Schema,
+    allowed: Mapping[str, Collection[Row]],
+) -> None:
     reads = {atom.name for rule in rules for atom in rule.positives}
     level = 1
     while True:
         new: dict[tuple[str, Row], None] = {}
         for rule in rules:
             remaining()  # stops here once a budget is spent (`Database.budget`)
+            name = rule.head.name
             for row in _round(rule, tables, schema, level):
-                if row not in tables[rule.head.name].heights:
-                    new[(rule.head.name, row)] = None
+                if row not in tables[name].heights and _holds(allowed, name, row):
+                    new[(name, row)] = None
         for name, row in new:
             tables[name].add(row, level)
         if not new and all(tables[name].top < level for name in reads):

@@ -153,6 +153,12 @@ class FactNotFoundError(DatalogError):
     category = "not_found"
 
 
+class FactHoldsError(DatalogError):
+    """`why_not` was asked about a tuple that is in its relation (`why` explains it)."""
+
+    category = "conflict"
+
+
 class EpochError(DatalogError):
     """`as_of` names no readable epoch: not an integer, negative, or after the current
     epoch. `oldest` and `current` are the readable range's ends."""

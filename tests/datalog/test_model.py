@@ -409,6 +409,24 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         full = reference.evaluate(replace(program, facts=()), facts)
         check_proof(proof, program, full, levels(program, facts, full))
 
+    @rule(data=st.data())
+    def what_if(self, data: st.DataObject) -> None:
+        """A hypothetical transaction answers what committing it would deliver (the
+        reference's answer after minus before) and changes nothing: no epoch, no log,
+        no subscriber told, every later step as if it never ran (docs/adr/0047)."""
+        ops = data.draw(self.ops(max_ops=3), label="ops")
+        query = data.draw(self.queries(), label="query")
+        note(f"what_if {ops} for {query!r}")
+        with self.reading(), self.database.hypothetical([query]) as tx:
+            self.apply_ops(tx, ops, data)
+        before = self.model.current.answer(query)
+        after = self.model.written(ops).current.answer(query)
+        change = tx.changes[query]
+        got = as_rows(zip(change.rows, change.diffs, strict=True))
+        assert got == as_rows(
+            [*((r, 1) for r in after - before), *((r, -1) for r in before - after)]
+        )
+
     # -- durability -------------------------------------------------------------------------
 
     @rule()

@@ -169,7 +169,8 @@ def test_an_unsubscription_interrupted_while_its_dataflow_is_dropped_leaves_none
 
 
 @pytest.mark.parametrize(
-    ("query", "point"), [("tc(x, y)", "insert"), ("tc(x, y)", "build"), ("tc(1, y)", "build")]
+    ("query", "point"),
+    [("tc(x, y)", "insert"), ("tc(x, y)", "build"), ("tc(1, y)", "build"), ("tc(1, y)", "insert")],
 )
 def test_a_subscription_interrupted_inside_the_engine_leaves_no_dataflow_nor_subscriber(
     query: str, point: str

@@ -238,3 +238,26 @@ def test_a_memory_error_delivering_a_rule_change_is_repaired_at_its_epoch(
         db.redefine("reach", "reach(x, y) :- edge(x, y).")
     check(db, subs)
     assert [c.epoch for c in seen[1:]] == [db.epoch]
+
+
+@pytest.mark.parametrize("explicit", [True, False])
+def test_a_failure_after_the_commit_point_keeps_the_symbols_of_the_epoch(
+    monkeypatch: pytest.MonkeyPatch, explicit: bool
+) -> None:
+    """`tx.commit()` inside the block, then a fault after the commit point (sealing the
+    inputs): the block's exit discarded the transaction, forgetting the symbols of an
+    epoch that happened, and every later read raised `KeyError: unknown symbol id`."""
+    from differential.inputs import Input
+
+    db = Database()
+    db.define(".decl s(x: symbol)")
+    epoch = db.epoch
+    seal = failing_once(monkeypatch, Input, "seal")
+    with seal as fired, pytest.raises(Fault), db.transaction() as tx:
+        tx.insert("s", [("new",)])
+        if explicit:
+            tx.commit()
+    assert fired and db.epoch == epoch + 1  # the fault came after the commit point
+    assert db.query("s(x)") == [("new",)]
+    db.insert("s", [("newer",)])
+    assert db.query("s(x)") == [("new",), ("newer",)]

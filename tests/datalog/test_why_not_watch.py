@@ -1,0 +1,158 @@
+"""`Database.subscribe_why`: a fact's explanation kept current (docs/adr/0045), by
+example: snapshot, one change per epoch where it changes, nothing explained at epochs
+that touch none of its relations, pacing, unsubscribing and failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from datalog import Database, Derivation, ManualClock, WhyChange, WhyNot
+from datalog.lang.errors import TransactionError
+
+TC = """
+.decl edge(src: number, dst: number)
+.decl other(x: number)
+.decl reach(src: number, dst: number)
+reach(x, y) :- edge(x, y).
+reach(x, z) :- reach(x, y), edge(y, z).
+"""
+
+
+def tc(edges: list[tuple[int, int]], clock: ManualClock | None = None) -> Database:
+    db = Database(clock=clock)
+    db.define(TC)
+    db.insert("edge", edges)
+    return db
+
+
+def test_a_snapshot_then_the_explanation_again_at_each_epoch_where_it_changes() -> None:
+    db = tc([(1, 2), (2, 3)])
+    got: list[WhyChange] = []
+    sub = db.subscribe_why("reach(1, 4)", got.append)
+    start = db.epoch
+    assert [(c.epoch, c.snapshot, c.holds) for c in got] == [(start, True, False)]
+    assert isinstance(got[0].explanation, WhyNot)
+    db.insert("edge", [(3, 4)])  # now it holds, through 1 -> 2 -> 3 -> 4
+    db.insert("edge", [(1, 4)])  # a shorter proof
+    db.insert("edge", [(5, 6)])  # the proof stays: nothing is delivered
+    db.retract("edge", [(1, 4), (3, 4)])  # absent again
+    assert [(c.epoch, c.holds) for c in got[1:]] == [
+        (start + 1, True),
+        (start + 2, True),
+        (start + 4, False),
+    ]
+    proof = got[2].explanation
+    assert isinstance(proof, Derivation) and proof.height == 1
+    assert str(got[3].explanation) == str(got[0].explanation)
+    assert sub.latest is got[-1] and sub.explained == 4
+
+
+def test_an_epoch_that_touches_none_of_its_relations_explains_nothing() -> None:
+    db = tc([(1, 2)])
+    sub = db.subscribe_why("reach(1, 4)", lambda change: None)
+    for i in range(20):
+        db.insert("other", [(i,)])
+    db.define(".decl unrelated(x: number)\nunrelated(x) :- other(x).")
+    assert sub.explained == 0
+    db.insert("edge", [(7, 8)])  # touches `edge`: explained again, unchanged, not delivered
+    assert sub.explained == 1
+
+
+def test_new_rules_for_a_relation_it_reads_are_a_change() -> None:
+    db = tc([(1, 2), (2, 3)])
+    got: list[WhyChange] = []
+    db.subscribe_why("reach(1, 3)", got.append)
+    db.redefine("reach", "reach(x, y) :- edge(x, y).")
+    assert [c.holds for c in got] == [True, False]
+    assert got[1].epoch == db.epoch
+    db.define("reach(x, z) :- edge(x, y), edge(y, z).")  # another rule, a new proof
+    assert [c.holds for c in got] == [True, False, True]
+    assert "edge(x, y), edge(y, z)" in str(got[2].explanation)
+
+
+def test_subscribing_takes_no_epoch_and_closing_stops_the_deliveries() -> None:
+    db = tc([(1, 2)])
+    epoch = db.epoch
+    got: list[WhyChange] = []
+    with db.subscribe_why("reach(1, 3)", got.append) as sub:
+        assert db.epoch == epoch and sub.active
+        db.insert("edge", [(2, 3)])
+    assert not sub.active and not db.queries.watches
+    db.retract("edge", [(2, 3)])
+    assert len(got) == 2
+
+
+def test_paced_deliveries_hold_the_latest_explanation_and_drop_what_cancels_out() -> None:
+    clock = ManualClock()
+    db = tc([(1, 2)], clock)
+    got: list[WhyChange] = []
+    db.subscribe_why("reach(1, 3)", got.append, granularity={"epochs": 3})
+    db.insert("edge", [(2, 3)])  # holds
+    db.retract("edge", [(2, 3)])  # and no longer: back to what the subscriber holds
+    db.insert("other", [(1,)])  # the third epoch: nothing new to deliver
+    assert len(got) == 1  # released nothing: it cancelled out
+    epoch = db.insert("edge", [(1, 3)])  # three epochs have passed: delivered at once
+    db.retract("edge", [(1, 3)])  # held: the next release is three epochs after it
+    db.insert("edge", [(1, 3)])
+    assert [(c.epoch, c.holds) for c in got[1:]] == [(epoch, True)]
+    timed: list[WhyChange] = []
+    db.subscribe_why("reach(1, 5)", timed.append, granularity={"seconds": 2})
+    db.insert("edge", [(3, 5)])
+    assert len(timed) == 1
+    clock.advance(2.5)  # the wake-up delivers without another commit
+    assert [c.holds for c in timed] == [False, True]
+
+
+def test_a_subscriber_that_raises_keeps_its_error_and_the_epoch_happens() -> None:
+    db = tc([(1, 2)])
+    calls: list[WhyChange] = []
+
+    def fails(change: WhyChange) -> None:
+        calls.append(change)
+        if not change.snapshot:
+            raise ValueError("a subscriber's bug")
+
+    sub = db.subscribe_why("reach(1, 3)", fails)
+    epoch = db.insert("edge", [(2, 3)])
+    assert db.query("reach(1, 3)") == [()] and calls[-1].epoch == epoch
+    assert sub.error_count == 1 and isinstance(sub.errors[0], ValueError)
+
+
+def test_a_snapshot_that_raises_leaves_no_watch() -> None:
+    db = tc([(1, 2)])
+
+    def fails(change: WhyChange) -> None:
+        raise ValueError("no")
+
+    with pytest.raises(ValueError):
+        db.subscribe_why("reach(1, 3)", fails)
+    assert not db.queries.watches
+
+
+def test_commits_from_inside_the_callback_are_refused() -> None:
+    db = tc([(1, 2)])
+    refused: list[Exception] = []
+
+    def commits(change: WhyChange) -> None:
+        if not change.snapshot:
+            try:
+                db.insert("edge", [(9, 9)])
+            except TransactionError as error:
+                refused.append(error)
+
+    db.subscribe_why("reach(1, 3)", commits)
+    db.insert("edge", [(2, 3)])
+    assert len(refused) == 1 and db.query("edge(9, 9)") == []
+
+
+def test_an_explanation_that_fails_is_kept_and_tried_again_at_the_next_epoch() -> None:
+    db = tc([(1, 2)])
+    got: list[WhyChange] = []
+    sub = db.subscribe_why("reach(1, 3)", got.append, budget=0.0)  # every explanation fails
+    db.insert("edge", [(2, 3)])
+    assert len(got) == 1 and sub.error_count == 1  # the commit happened regardless
+    assert db.query("reach(1, 3)") == [()]
+    watch = db.queries.watches[0]
+    watch.limit = lambda: db.budget(None)  # the budget allows it again
+    db.insert("other", [(1,)])  # touches nothing it reads: still explained, being stale
+    assert [c.holds for c in got] == [False, True] and sub.explained == 1
