@@ -33,6 +33,7 @@ from datalog.lang.passes.declare_relations import declare_relations
 from datalog.lang.passes.fold_facts import fold_facts
 from datalog.lang.passes.infer_types import Types, infer_clause_types, infer_types
 from datalog.lang.passes.instantiate_components import instantiate_components
+from datalog.lang.passes.lift_aggregates import lift_body
 from datalog.lang.passes.normalize_disjunctions import (
     check_aggregate_disjunctions,
     expand_body,
@@ -170,7 +171,7 @@ def check_query(query: Query, schema: Schema) -> CheckedQuery:
     check_clause_patterns(ctx, (), query.body)
     answer_vars = _answer_variables(query.body)
     bodies = [
-        cast_body(ctx, signed_body(scope_aggregates(body), schema.functors))
+        cast_body(ctx, signed_body(scope_aggregates(lift_body(body)), schema.functors))
         for body in expand_body(query.body)
     ]
     types = []

@@ -185,7 +185,10 @@ class BodyCompiler:
         def add_key(u: Updates) -> Updates:
             return u.with_columns((np.zeros(len(u), dtype=np.int64), *u.columns))
 
-        return ArrangeOp(map_updates(stream, add_key, dtypes), 1)
+        def add_key_row(row: tuple[object, ...]) -> tuple[object, ...]:
+            return (0, *row)
+
+        return ArrangeOp(map_updates(stream, add_key, dtypes, rows=add_key_row), 1)
 
     def unit(self) -> Binding:
         """One row with no variables (the start of a body without positive atoms)."""

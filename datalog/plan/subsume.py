@@ -84,6 +84,10 @@ def dominance_reducer(dominances: Sequence[Dominance], symbols: SymbolTable) -> 
             keep = ~_beaten(owner, values, holds, ranks)
         return owner[keep], [v[keep] for v in values], np.ones(int(keep.sum()), np.int64)
 
+    if extreme is not None and extreme.least and kinds[extreme.column] == "number":
+        others = set(range(len(kinds))) - {extreme.column}
+        if key and others <= set(key):  # the tuple is its group and the least value
+            reduce.growing_least = extreme.column  # type: ignore[attr-defined]
     return reduce
 
 

@@ -36,14 +36,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Sequence
+from typing import cast
 
 import numpy as np
 
 from differential import small
 from differential.batch import Column, Diffs, Updates, python_rows
-from differential.dataflow import Receiver, Scope, Stream, check_budget
+from differential.dataflow import Operator, Receiver, Scope, Stream, check_budget
 from differential.operators import later_rounds
 from differential.operators.arrange import ArrangeOp
+from differential.operators.chain_joins import JoinStage
+from differential.operators.join import JoinOp
 from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
 from differential.operators.reduce import ReduceOp, distinct
 from differential.time import Time, Times, column
@@ -52,7 +55,8 @@ from differential.trace.cursor import columns_of
 from differential.tuning import TUNING
 
 Fused = Callable[[Time], bool]
-Path = list[RowMap]  # the row forms along one way from a variable to a distinct
+Stage = RowMap | JoinStage
+Path = list[Stage]  # the row forms along one way from a variable to a distinct
 
 
 class Relation:
@@ -105,10 +109,12 @@ class Chain:
     """Distincts fed back to themselves (and each other) through linear edges with
     row forms: the recursive relations of one iteration scope."""
 
-    def __init__(self, scope: Scope, relations: list[Relation]) -> None:
+    def __init__(self, scope: Scope, relations: list[Relation], joins: list[JoinStage]) -> None:
         self.scope = scope
         self.relations = relations
+        self.joins = joins  # on the paths: joins with sides the rounds do not change
         own = {id(op) for r in relations for op in (r.reduce, r.arrange)}
+        own |= {id(join.dynamic) for join in joins}  # (its queue: `_start`)
         self.others = [op for op in scope.operators if id(op) not in own]
 
     def run(self, time: Time) -> bool:
@@ -118,6 +124,8 @@ class Chain:
         if parts is None:
             return False
         start = self._start(time, parts)
+        if start is None and self.joins:  # (later rounds follow maps and filters only)
+            return False
         if start is None:  # history beyond `time`, or retractions: key by key
             return later_rounds.run(self, time, [_counts(p) for p in parts])
         rows, diffs = start
@@ -148,12 +156,22 @@ class Chain:
             (r.admitter(record), r.paths) for r, record in zip(self.relations, rounds, strict=True)
         ]
         empty, new = [()] * len(steps), 0
+        joins, record = self.joins, rounds[0]
         while new < TUNING.handover:
             images: list[list[Row]] = list(map(list, empty))
             count = 0
             for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
                 fresh = admit(rows)
+                if not fresh:
+                    continue
                 new += len(fresh)
+                if joins:
+                    iteration = record.iteration()
+                    for join in joins:  # the rows they receive are the next round's
+                        join.iteration = iteration
+                    for path, target in paths:
+                        count += _route(path, target, fresh, images)
+                    continue
                 for path, target in paths:  # each new row one round later
                     count += _through(path, fresh, images[target])
             inputs = images
@@ -166,12 +184,19 @@ class Chain:
         steps without the per-round lists of rows by relation."""
         (relation,), (record,), (rows,) = self.relations, rounds, inputs
         admit, paths = relation.admitter(record), [path for path, _ in relation.paths]
-        outputs = record.outputs
+        outputs, joins, targets = record.outputs, self.joins, [t for _, t in relation.paths]
         while len(outputs) < TUNING.handover:
             fresh = admit(rows)
             rows = []
-            for path in paths:
-                _through(path, fresh, rows)
+            if joins:
+                iteration = record.iteration()
+                for join in joins:  # the rows they receive are the next round's
+                    join.iteration = iteration
+                for path, target in zip(paths, targets, strict=True):
+                    _route(path, target, fresh, [rows])
+            else:
+                for path in paths:
+                    _through(path, fresh, rows)
             if not 0 < len(rows) <= TUNING.few:
                 break
         return [rows]
@@ -185,7 +210,8 @@ class Chain:
         if any(not set(r.arrange.queue.buckets) <= {time} for r in self.relations):
             return None
         parts = [r.arrange.queue.buckets.get(time, []) for r in self.relations]
-        return None if sum(len(p) for ps in parts for p in ps) > TUNING.few else parts
+        staged = [p for j in self.joins for p in j.dynamic.queue.buckets.get(time, [])]
+        return None if sum(len(p) for ps in [*parts, staged] for p in ps) > TUNING.few else parts
 
     def _start(
         self, time: Time, parts: list[list[Updates]]
@@ -201,8 +227,19 @@ class Chain:
             return None
         if not all(relation.growing_at(time) for relation in self.relations):
             return None
+        if not all(join.ready(time) for join in self.joins):
+            return None
+        staged = [_staged(join, time) for join in self.joins]
+        if None in staged:
+            return None
         for relation in self.relations:
             relation.arrange.queue.buckets.pop(time, None)
+        for join in self.joins:  # what they receive now is at `time`, through every join
+            join.iteration = time[-1]
+        for join, sent in zip(self.joins, staged, strict=True):
+            join.dynamic.queue.buckets.pop(time, None)
+            if sent:  # rows already at the join's side: the rest of their way now
+                _route([join], -1, sent, rows)
         return rows, diffs
 
     def _hand_over(self, rounds: list[_Rounds]) -> None:
@@ -211,6 +248,20 @@ class Chain:
         for relation, record in zip(self.relations, rounds, strict=True):
             if record.inputs:
                 _hand_over(relation, record)
+        for join in self.joins:
+            join.hand_over(rounds[0].start[:-1])
+
+
+def _staged(join: JoinStage, time: Time) -> list[Row] | None:
+    """The rows waiting at `time` in the join's dynamic side, each repeated by its
+    multiplicity (None: a retraction among them)."""
+    rows: list[Row] = []
+    for part in join.dynamic.queue.buckets.get(time, []):
+        for row, n in zip(python_rows(part.columns, len(part)), part.diffs.tolist(), strict=True):
+            if n <= 0:
+                return None
+            rows.extend([row] * n)
+    return rows
 
 
 def _hand_over(relation: Relation, rounds: _Rounds) -> None:
@@ -307,15 +358,57 @@ def fused_rounds(scope: Scope) -> Fused | None:
     if not relations:
         return None
     targets: dict[Receiver, int] = {r.arrange.queue.push: i for i, r in enumerate(relations)}
+    graph = _Graph(scope)
     for relation in relations:
         variable = next(r for r in relation.reduce.output.receivers if isinstance(r, Feedback))
-        paths = _paths_into(variable.out, targets)
+        paths = _paths_into(variable.out, targets, graph)
         if paths is None:
             return None
         relation.paths = paths
-    chain = Chain(scope, relations)
+    joins = list(graph.stages.values())
+    own = {id(op) for r in relations for op in (r.reduce, r.arrange)}
+    moving = own | {id(join.dynamic) for join in joins}
+    if any(id(join.static) in moving for join in joins):  # (a side the rounds change)
+        return None
+    chain = Chain(scope, relations, joins)
     read = {id(arranged) for op in chain.others for arranged in op.inputs()}
     return None if any(id(r.arrange) in read for r in relations) else chain.run
+
+
+class _Graph:
+    """Who reads each arrangement of a scope, and the join stages met so far."""
+
+    def __init__(self, scope: Scope) -> None:
+        ops = scope.operators
+        self.arranges: dict[Receiver, ArrangeOp] = {
+            op.queue.push: op for op in ops if isinstance(op, ArrangeOp)
+        }
+        self.readers: dict[int, list[Operator]] = {}
+        for op in ops:
+            for read in op.inputs():
+                self.readers.setdefault(id(read), []).append(op)
+        self.stages: dict[int, JoinStage] = {}
+
+    def join_at(self, receiver: Receiver, targets: dict[Receiver, int]) -> JoinStage | None:
+        """The join stage fed by `receiver`, when it is an arrangement read only by a
+        join of integer columns with another arrangement, with the ways its output
+        reaches `targets` (None otherwise)."""
+        arrange = self.arranges.get(receiver)
+        readers = self.readers.get(id(arrange), []) if arrange is not None else []
+        if arrange is None or len(readers) != 1 or not isinstance(readers[0], JoinOp):
+            return None
+        join = readers[0]
+        static = join.right if join.left is arrange else join.left
+        if static is arrange or not all(d.kind in "iu" for d in join.layout):
+            return None
+        stage = self.stages.get(id(arrange))
+        if stage is None:
+            stage = self.stages[id(arrange)] = JoinStage(join, arrange, static)
+            onward = _paths_into(join.output, targets, self)
+            if onward is None:
+                return None
+            stage.onward = cast(list[tuple[list[object], int]], onward)
+        return stage
 
 
 def _relation_at(op: object) -> Relation | None:
@@ -334,7 +427,9 @@ def _relation_at(op: object) -> Relation | None:
     return Relation(op, arrange, leaves)
 
 
-def _paths_into(stream: Stream, targets: dict[Receiver, int]) -> list[tuple[Path, int]] | None:
+def _paths_into(
+    stream: Stream, targets: dict[Receiver, int], graph: _Graph
+) -> list[tuple[Path, int]] | None:
     """The ways rows sent on `stream` reach one of `targets`, each the row forms met
     on it and the target's index (None: a receiver on the way has no row form)."""
     paths: list[tuple[Path, int]] = []
@@ -344,9 +439,13 @@ def _paths_into(stream: Stream, targets: dict[Receiver, int]) -> list[tuple[Path
             continue
         onward = _onward(receiver)
         if onward is None:
-            return None
+            join = graph.join_at(receiver, targets)
+            if join is None:
+                return None
+            paths.append(([join], -1))  # (the join routes its images: `_route`)
+            continue
         stage, out = onward
-        rest = _paths_into(out, targets)
+        rest = _paths_into(out, targets, graph)
         if rest is None:
             return None
         paths.extend(([stage, *path] if stage is not same else path, t) for path, t in rest)
@@ -364,14 +463,36 @@ def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
     return None
 
 
-def _through(path: Sequence[RowMap], rows: Iterable[Row], out: list[Row]) -> int:
+def _route(path: Path, target: int, rows: list[Row], images: list[list[Row]]) -> int:
+    """Send `rows` along `path` into `images` (rows per relation): through its maps
+    into `images[target]`, or, when the path ends at a join (`target` -1), through
+    the join and on along each of its ways; how many rows arrived."""
+    join = path[-1] if path else None
+    if join.__class__ is not JoinStage:
+        return _through(path, rows, images[target])
+    passed: list[Row] = rows
+    if len(path) > 1:
+        passed = []
+        _through(path[:-1], rows, passed)
+    joined = join.join_rows(passed)
+    count = 0
+    for onward, to in join.onward:
+        count += _route(onward, to, joined, images)  # type: ignore[arg-type]
+    return count
+
+
+def _through(path: Sequence[Stage], rows: Iterable[Row], out: list[Row]) -> int:
     """Append to `out` each row's image through the maps and filters of `path` (a
-    filter's None drops the row); how many were appended."""
+    filter's None drops the row); how many were appended. (Paths without joins.)"""
     before = len(out)
+    if len(path) == 1:  # (most paths: one map or filter)
+        one: RowMap = path[0]  # type: ignore[assignment]
+        out.extend([mapped for row in rows if (mapped := one(row)) is not None])
+        return len(out) - before
     for row in rows:
         image: Row | None = row
         for stage in path:
-            image = stage(image)  # type: ignore[arg-type]  # None: dropped
+            image = stage(image)  # type: ignore[arg-type, operator]  # None: dropped
             if image is None:
                 break
         else:

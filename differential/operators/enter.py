@@ -83,6 +83,10 @@ class EnterArranged(Arranged):
     def visible(self, time: Time, include_delta: bool) -> int:
         return self.outer.visible(time[:-1], include_delta or time[-1] != 0)
 
+    def history_before(self, time: Time) -> bool:
+        # Entries come in at iteration 0 of their outer time.
+        return self.outer.history_before(time[:-1])
+
     def describe(self) -> str:
         return f"enter({self.outer.describe()})"
 

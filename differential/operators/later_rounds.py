@@ -28,7 +28,7 @@ that condition key by key (ADR 0034):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -135,7 +135,8 @@ def _rounds(
     while True:
         images: list[Counts] = [{} for _ in relations]
         for relation, record, counts in zip(relations, rounds, rows):  # noqa: B905
-            changed += record.step(counts, iteration, relation.paths, images)
+            paths = cast(list[tuple[list[RowMap], int]], relation.paths)  # (no joins here)
+            changed += record.step(counts, iteration, paths, images)
         rows, iteration = images, iteration + 1
         if changed >= TUNING.later_handover or iteration == until or not _going(rows):
             return rows, iteration

@@ -37,6 +37,7 @@ from differential.batch import (
 )
 from differential.dataflow import Operator, Stream, check_budget
 from differential.operators.arrange import Arranged, Owner
+from differential.operators.reduce_extreme import extreme_step
 from differential.time import (
     Antichain,
     Time,
@@ -118,6 +119,11 @@ class ReduceOp(Operator):
                 return
         self.settle()
         self.seen = None  # the trace may now lose keys: read it from here on
+        least = getattr(self.reducer, "growing_least", None)
+        if least is not None and time not in self.scheduled and self.source.history_before(time):
+            change = extreme_step(self.source, least, time, self._current_output, self._reduce)
+            self._emit(change, time)
+            return
         keys = self._keys_at(time)
         if keys is None:
             return

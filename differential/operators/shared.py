@@ -165,6 +165,12 @@ class ImportOp(BatchesArranged):
         pending = self._pending_seen(time, include_delta)
         return len(self.shared.spine) + (len(pending) if pending is not None else 0)
 
+    def history_before(self, time: Time) -> bool:
+        if self.snapshot is not None:  # the whole trace, at `start`
+            return self.start <= time[0]
+        epoch = self.shared.pending_epoch
+        return self.shared.spine.all_at_or_before(time) and (epoch is None or epoch <= time[0])
+
     def advance(self, epoch: int) -> None:
         self.snapshot = None
         self.handle.set_frontier(Antichain([(epoch,)]))

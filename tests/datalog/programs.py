@@ -14,10 +14,11 @@ drawn, so that (almost) every draw passes `check_program`:
 - bodies join atoms on shared variables (repeated variables, constants and
   wildcards inside atoms; sometimes a triangle, a cyclic join), then add
   comparisons, negations, aggregates (`count`, `sum`, `min`, `max`, `mean`,
-  grouped by an outer variable or not), arithmetic bindings and string
-  functions. Anything that makes new values (arithmetic, `cat`, `to_string`)
-  stays out of recursive rules, except `y = x + 1` guarded by `y < 5`, so every
-  program reaches a finite fixpoint.
+  grouped by an outer variable or not, bound to a variable or used as an
+  expression in its place: a head argument, an atom's, in arithmetic),
+  arithmetic bindings and string functions. Anything that makes new values
+  (arithmetic, `cat`, `to_string`) stays out of recursive rules, except
+  `y = x + 1` guarded by `y < 5`, so every program reaches a finite fixpoint.
 
 Streams are lists of transactions over the base relations; each change is
 `(insert|retract, relation, row)`, drawn against a model of the current facts
@@ -27,6 +28,7 @@ ones and change one relation several times in one transaction.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import count as counter
@@ -104,9 +106,18 @@ class Body:
     fresh: counter[int]
     literals: list[str] = field(default_factory=list)
     types: dict[str, str] = field(default_factory=dict)  # positively bound variables
+    inlined: dict[str, str] = field(default_factory=dict)  # variable -> aggregate in its place
 
     def new_var(self, kind: str, prefix: str = "v") -> str:
         return f"{prefix}{next(self.fresh)}"
+
+    def rule(self, head: str, args: Sequence[str]) -> str:
+        """The rule `head(args) :- body.`, each inlined aggregate written in its
+        result's place."""
+        text = f"{head}({', '.join(args)}) :- {', '.join(self.literals)}."
+        for var, aggregate in self.inlined.items():
+            text = re.sub(rf"\b{var}\b", aggregate, text)
+        return text
 
     def bound(self, kind: str) -> list[str]:
         return sorted(v for v, k in self.types.items() if k == kind)
@@ -195,7 +206,11 @@ class Body:
                 args.append("_")
         result = self.new_var("number", "n")
         head = "count" if function == "count" else f"{function} {target}"
-        self.literals.append(f"{result} = {head} : {{ {relation}({', '.join(args)}) }}")
+        aggregate = f"{head} : {{ {relation}({', '.join(args)}) }}"
+        if self.draw(st.integers(0, 2)) == 0:  # used as an expression wherever `result` is
+            self.inlined[result] = aggregate
+        else:
+            self.literals.append(f"{result} = {aggregate}")
         self.types[result] = "float" if function == "mean" else "number"
 
     def arithmetic(self, recursive: bool) -> None:
@@ -236,8 +251,11 @@ class Body:
         form = self.draw(st.sampled_from(forms))
         if form == "ord":
             y, expr = self.new_var("number"), f"ord({self.draw(st.sampled_from(symbols))})"
-        elif form == "member":
-            x = self.draw(st.sampled_from(numbers))
+        elif form == "member":  # `range` tests a variable, not an inlined aggregate
+            tested = [n for n in numbers if n not in self.inlined]
+            if not tested:
+                return
+            x = self.draw(st.sampled_from(tested))
             self.literals.append(
                 f"{x} = range({self.draw(st.sampled_from(('-1, 3', '4, 0, -2')))})"
             )
@@ -308,7 +326,7 @@ def rule_text(
         elif extra == "souffle":
             body.souffle_functor()
     args = body.head_args(kinds, recursive)
-    return f"{head}({', '.join(args)}) :- {', '.join(body.literals)}."
+    return body.rule(head, args)
 
 
 EXTRAS = ("comparison", "comparison", "negation", "aggregate", "arithmetic", "string", "souffle")

@@ -88,7 +88,7 @@ def asking_rule(draw: st.DrawFn, generated: Generated, head: str, fresh: Any) ->
     chosen = [k for k in ("number", "symbol") if body.bound(k)]
     kinds_out: Types = tuple(draw(st.lists(st.sampled_from(chosen), max_size=2))) if chosen else ()
     head_args = body.head_args(kinds_out, recursive=False)
-    return f"{head}({', '.join(head_args)}) :- {', '.join(body.literals)}.", kinds_out
+    return body.rule(head, head_args), kinds_out
 
 
 @st.composite

@@ -27,6 +27,7 @@ from datalog.lang.ast import (
 from datalog.lang.errors import DatalogSemanticError, RangeRestrictionError
 from datalog.lang.passes.check_names import NIL
 from datalog.lang.passes.context import CheckContext
+from datalog.lang.passes.lift_aggregates import is_lifted
 from datalog.lang.passes.variables import (
     aggregate_groups,
     aggregates_in,
@@ -49,6 +50,12 @@ def check_range_restriction(ctx: CheckContext) -> None:
 
 def check_fact(ctx: CheckContext, fact: Rule) -> None:
     name = fact.head.name
+    aggregates = [found for arg in fact.head.args for found in aggregates_in(arg)]
+    for aggregate in aggregates:  # its body's variables are its own: not reported
+        message = f"fact `{name}` contains an aggregate; write it as a rule with a body"
+        ctx.report(DatalogSemanticError, message, aggregate.span)
+    if aggregates:
+        return
     for node in nodes(fact.head.args, ()):
         if isinstance(node, Var) and node.name != NIL:  # `nil`: refused by check_names
             message = f"fact `{name}` must be ground, but has variable `{node.name}`"
@@ -56,8 +63,6 @@ def check_fact(ctx: CheckContext, fact: Rule) -> None:
         elif isinstance(node, Wildcard):
             message = f"fact `{name}` must be ground, but has a wildcard `_`"
             ctx.report(RangeRestrictionError, message, node.span)
-        elif isinstance(node, Aggregate):
-            ctx.report(DatalogSemanticError, f"fact `{name}` contains an aggregate", node.span)
 
 
 def check_clause(ctx: CheckContext, head: Atom | None, body: Sequence[Literal]) -> None:
@@ -66,7 +71,9 @@ def check_clause(ctx: CheckContext, head: Atom | None, body: Sequence[Literal]) 
     reported: set[str] = set()
 
     def unbound(var: Var, where: str) -> None:
-        if var.name not in reported and var.name != NIL:  # `nil`: refused by check_names
+        # `nil` is refused by check_names; a lifted aggregate's variable is unbound
+        # only when its aggregate's group is, which the aggregate reports
+        if var.name not in reported and var.name != NIL and not is_lifted(var.name):
             reported.add(var.name)
             message = f"variable `{var.name}` in {where} is not bound by a positive atom"
             ctx.report(RangeRestrictionError, message, var.span)
@@ -115,11 +122,7 @@ def _check_head(ctx: CheckContext, head: Atom, bound: set[str], unbound: Unbound
                 f"wildcard `_` in the head of `{head.name}`; every head argument must be bound"
             )
             ctx.report(RangeRestrictionError, message, node.span)
-        elif isinstance(node, Aggregate):
-            message = "an aggregate cannot stand in a rule head; bind it to a variable in the body"
-            ctx.report(DatalogSemanticError, message, node.span)
-            return
-    for arg in head.args:
+    for arg in head.args:  # (aggregates were lifted into the body: `lift_aggregates`)
         _require(arg, bound, "the head", unbound)
 
 

@@ -33,6 +33,7 @@ from datalog.lang.ast import (
 from datalog.lang.errors import TypeMismatchError
 from datalog.lang.functions import BITWISE_OPS, FUNCTORS, GENERATORS, castable
 from datalog.lang.passes.context import CheckContext
+from datalog.lang.passes.lift_aggregates import is_lifted
 from datalog.lang.passes.term_types import Memo, fixed_type, resolve_type
 from datalog.lang.passes.variables import nodes
 
@@ -94,7 +95,13 @@ class TermChecker:
             return
         lt, rt = self.fixed(left), self.fixed(right)
         if lt is not None and rt is not None and lt != rt:
-            self.mismatch(f"cannot compare {lt} with {rt} (`{op}`)", comparison)
+            lifted = isinstance(left, Var) and is_lifted(left.name)  # `lift_aggregates`
+            message = (
+                f"the aggregate gives {rt} where {lt} is expected"
+                if lifted
+                else f"cannot compare {lt} with {rt} (`{op}`)"
+            )
+            self.mismatch(message, comparison)
             self.check(left, None, "")
             self.check(right, None, "")
             return

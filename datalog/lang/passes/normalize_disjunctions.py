@@ -1,4 +1,5 @@
-"""Pass: expand disjunctions into several rules, set facts apart, scope aggregates.
+"""Pass: expand disjunctions into several rules, set facts apart, lift and scope
+aggregates.
 
 Layer: datalog. `h :- a, (b ; c), d.` becomes `h :- a, b, d.` and `h :- a, c, d.`
 (distributing the disjunction over the conjunction, recursively). A disjunction
@@ -12,6 +13,7 @@ from collections.abc import Sequence
 from datalog.lang.ast import Aggregate, Atom, Decl, Disjunction, Literal, Rule, Var, Wildcard
 from datalog.lang.errors import UnsupportedError
 from datalog.lang.passes.context import CheckContext
+from datalog.lang.passes.lift_aggregates import lift_aggregates
 from datalog.lang.passes.scope_aggregates import scope_aggregates
 from datalog.lang.passes.variables import nodes
 
@@ -23,7 +25,8 @@ def normalize_disjunctions(ctx: CheckContext) -> None:
             continue
         check_aggregate_disjunctions(ctx, (rule.head, *rule.body))
         for body in expand_body(rule.body):
-            ctx.rules.append(Rule(rule.head, scope_aggregates(body), rule.span))
+            head, lifted = lift_aggregates(rule.head, body)
+            ctx.rules.append(Rule(head, scope_aggregates(lifted), rule.span))
     for decl in ctx.program.decls:
         if "eqrel" in decl.qualifiers and decl.arity == 2:
             ctx.rules.extend(equivalence_rules(decl))

@@ -1,0 +1,139 @@
+"""A growing step for reduces that keep a group's least (or greatest) value.
+
+Layer: differential (operators). Imports `batch`, `time`, `trace`.
+
+WCC, SSSP and BFS are subsumptions that keep, per group, the tuple with the least
+label, distance or level (`datalog.plan.subsume`). In their first evaluation each
+round re-read the whole input history of every key it touched (every candidate
+ever proposed, and retracted when its proposer improved): 0.4M-1.6M entries a
+round on a 200k-edge graph, most of WCC's time (ADR 0046).
+
+While the input has no history beyond the step's time (and nothing is scheduled
+there) the output accumulated so far is the reducer's of the input accumulated so
+far, so a key's new extreme follows from its current output `o` and the step's own
+changes alone: with `m` the least value inserted (net, per value) and `r` the least
+retracted, the new least is `min(o, m)` whenever `r > min(o, m)` (nothing at or
+below it goes). Only least values of `number` columns (WCC, SSSP and BFS all keep
+the least). This relies on collections holding no negative multiplicity at
+any time (true of every Datalog collection); `m` is then present after the step.
+Keys where it does not apply (a retraction at or below the new least, no output
+and no insertion) take the general path. A reducer offers this step by carrying
+`growing_least = column` (its value column), and only when its output tuple is
+the key and that one column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column, Updates, concat, consolidate, run_starts
+from differential.operators.arrange import Arranged, ArrangeOp, Owner
+from differential.time import Time, column
+from differential.trace.batch import Hashes, key_hash
+
+Current = Callable[[tuple[Column, ...], Hashes, Time], tuple[Owner, list[Column], npt.NDArray]]
+General = Callable[[tuple[Column, ...], Hashes, Time], Updates]
+
+
+def extreme_step(
+    source: Arranged, col: int, time: Time, current: Current, general: General
+) -> Updates | None:
+    """The output change at `time` (None: nothing changed), from the step's changes
+    and each key's current output, whose least value is in value column `col`;
+    `general` reduces the keys this cannot."""
+    if isinstance(source, ArrangeOp):  # arranged and merged as the general path's reads
+        source.settle().batches  # noqa: B018 (leave it: a later epoch's first read must
+        source.delta(time)  # not sort and merge every round's input at once)
+    changes = source.updates_at(time)
+    if changes is None or not len(changes):
+        return None
+    k = source.key_arity
+    # Not consolidated (a value both in and out falls back); times are all `time`.
+    values = changes.columns[k + col].astype(np.int64, copy=False)
+    positive = changes.diffs > 0
+    keys, owner, inserted, retracted = _groups(
+        changes.columns[:k], values, positive, changes.diffs < 0
+    )
+    n = len(inserted)
+    hashes = key_hash(keys)
+    o_owner, o_cols, o_mult = current(keys, hashes, time)
+    o_value = np.full(n, _NONE, dtype=np.int64)
+    o_value[o_owner] = o_cols[col]
+    new = np.minimum(o_value, inserted)
+    odd = np.bincount(o_owner, minlength=n) > 1  # (a set: one output row per key)
+    odd[o_owner[o_mult != 1]] = True
+    ok = (new < _NONE) & (retracted > new) & ~odd
+    changed = ok & (new != o_value)
+    parts = []
+    old = changed[o_owner]
+    if old.any():  # the old least goes
+        rows = o_owner[old]
+        cols = (*(c[rows] for c in keys), *(c[old] for c in o_cols))
+        parts.append(Updates(cols, column(time, len(rows)), -np.ones(len(rows), np.int64)))
+    win = np.flatnonzero(changed[owner] & positive & (values == inserted[owner]))
+    if len(win):  # the least inserted comes, once a key (its value is the tuple)
+        win = win[np.unique(owner[win], return_index=True)[1]]
+        cols = tuple(c[win] for c in changes.columns)
+        parts.append(Updates(cols, column(time, len(win)), np.ones(len(win), np.int64)))
+    rest = np.flatnonzero(~ok)
+    if len(rest):
+        parts.append(general(tuple(c[rest] for c in keys), hashes[rest], time))
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return None
+    return consolidate(concat(parts))
+
+
+_NONE = np.iinfo(np.int64).max  # no value (a key holding it takes the general path)
+
+
+Groups = tuple[tuple[Column, ...], Owner, npt.NDArray[np.int64], npt.NDArray[np.int64]]
+
+
+def _groups(
+    key: Sequence[Column],
+    values: npt.NDArray[np.int64],
+    inserting: npt.NDArray[np.bool_],
+    retracting: npt.NDArray[np.bool_],
+) -> Groups:
+    """The distinct keys (sorted), each row's key index, and per key the least value
+    inserted and the least retracted (`_NONE`: none). One integer key column over a
+    range not much wider than the rows: by index (`np.minimum.at`, no sort)."""
+    if len(key) == 1 and key[0].dtype.kind == "i":
+        low, high = int(key[0].min()), int(key[0].max())
+        if high - low <= 4 * len(values) + 1024:
+            at = key[0] - low
+            present = np.bincount(at, minlength=high - low + 1) > 0
+            slot = np.cumsum(present) - 1
+            owner = slot[at]
+            n = int(present.sum())
+            return (
+                (np.flatnonzero(present).astype(key[0].dtype) + low,),
+                owner,
+                _least(owner, values, inserting, n),
+                _least(owner, values, retracting, n),
+            )
+    order = np.argsort(key[0]) if len(key) == 1 else np.lexsort(tuple(reversed(key)))
+    by_key = [c[order] for c in key]
+    marks = run_starts(by_key)
+    starts = np.flatnonzero(marks)
+    owner = np.empty(len(order), dtype=np.intp)
+    owner[order] = np.cumsum(marks) - 1
+    keys = tuple(c[starts] for c in by_key)
+    return (
+        keys,
+        owner,
+        _least(owner, values, inserting, len(starts)),
+        _least(owner, values, retracting, len(starts)),
+    )
+
+
+def _least(
+    owner: Owner, values: npt.NDArray[np.int64], mask: npt.NDArray[np.bool_], n: int
+) -> npt.NDArray[np.int64]:
+    out = np.full(n, _NONE, dtype=np.int64)
+    np.minimum.at(out, owner[mask], values[mask])
+    return out
