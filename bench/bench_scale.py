@@ -13,7 +13,7 @@ process (`--child`) under an address-space cap (`--memory-cap` GiB; a watchdog a
 kills a child whose resident set passes it), interleaved over `--runs`; the table
 shows medians. Each run reads the Parquet file itself:
 
-- `load`: Deltalog `datalog.sources.parquet.insert_parquet(db, "e", path)` (a set:
+- `load`: Deltalog `datalog.io.sources.parquet.insert_parquet(db, "e", path)` (a set:
   the rows deduplicated) against DuckDB `CREATE TABLE e AS SELECT * FROM
   read_parquet`; Deltalog then reports the bytes each of its structures holds
   (`Input.footprint`). `load-arrow`: Deltalog `db.insert("e",
@@ -119,7 +119,7 @@ def run_deltalog(spec: dict[str, Any]) -> dict[str, Any]:
     from datalog import Database
 
     try:
-        from datalog.sources.parquet import insert_parquet
+        from datalog.io.sources.parquet import insert_parquet
     except ImportError:  # a version before it (measured for comparison): read_table
         insert_parquet = None  # type: ignore[assignment]
 
@@ -179,8 +179,8 @@ def counted(db: Any, name: str) -> tuple[Any, list[int]]:
     so far (`found[0]`), summed as each part of it is produced: nothing is kept, so
     counting hundreds of millions of triangles takes no memory for them (a query or a
     subscription would hold them all)."""
-    from datalog.checks import check_query
-    from datalog.parser import parse_query
+    from datalog.lang.checks import check_query
+    from datalog.lang.parser import parse_query
     from datalog.plan.build import Planner
 
     checked = check_query(parse_query(TRIANGLES), db.checked.schema)

@@ -8,15 +8,15 @@ answer and says so). Each measurement runs in a fresh process
 - **start-up**: creating the session and running a first job.
 - **load**: one Parquet file of a power-law edge list (`--load-rows`, default
   10M), inserted into a `Database` by `pyarrow.parquet.read_table` +
-  `tx.insert` ("direct") and by `datalog.sources.spark.load_frames`, as it is
+  `tx.insert` ("direct") and by `datalog.io.sources.spark.load_frames`, as it is
   and de-duplicated in Spark; seconds exclude session start-up; driver RSS is
   the load's growth of the Python process's peak RSS, next to the growth a
   direct load leaves once its table is dropped (the relation in the database).
 - **evaluate**: single-source reach on power-law graphs (1M and 10M edges) and
-  transitive closure of a DAG with about 1M pairs, by `datalog.spark.evaluate`
+  transitive closure of a DAG with about 1M pairs, by `datalog.io.spark.evaluate`
   (`local[2]` unless `--master`) and by the embedded engine, from the same
   Parquet file; the answers are compared.
-- **demo**: `deltalog run --engine spark` on `datalog/examples/social.dl`.
+- **demo**: `deltalog run --engine spark` on `datalog/cli/examples/social.dl`.
 
 Data is generated (seeded) into `$DELTALOG_DATA/spark-bench` (default
 `../shared/data` beside the repository; see `bench.common.DATA_DIR`) and reused.
@@ -77,7 +77,7 @@ def source_of(path: Path) -> int:
 
 
 def session(master: str) -> Any:
-    from datalog.spark.session import spark_session
+    from datalog.io.spark.session import spark_session
 
     spark = spark_session(master, app="deltalog-bench")
     spark.range(1).count()
@@ -110,7 +110,7 @@ def case_load_direct(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def case_load_spark(args: argparse.Namespace, deduplicate: bool = False) -> dict[str, Any]:
-    from datalog.sources.spark import load_frames, read_parquet
+    from datalog.io.sources.spark import load_frames, read_parquet
 
     path = edges_file("powerlaw", args.load_rows)
     spark = session(args.master)
@@ -144,11 +144,11 @@ def evaluation(args: argparse.Namespace, engine: str) -> dict[str, Any]:
         seconds = time.perf_counter() - start
         columns = [answer.column(i).to_numpy() for i in range(arity)]
     else:
-        from datalog.checks import check_program
-        from datalog.parser import parse_program
-        from datalog.sources.spark import read_parquet
-        from datalog.spark.evaluate import evaluate
-        from datalog.spark.transfer import arrow_batches
+        from datalog.io.sources.spark import read_parquet
+        from datalog.io.spark.evaluate import evaluate
+        from datalog.io.spark.transfer import arrow_batches
+        from datalog.lang.checks import check_program
+        from datalog.lang.parser import parse_program
 
         spark = session(args.master)
         start = time.perf_counter()
@@ -174,8 +174,8 @@ def case_eval_embedded(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def case_demo(args: argparse.Namespace) -> dict[str, Any]:
-    from datalog.cli import EXAMPLES
-    from datalog.spark.run import run
+    from datalog.cli.commands import EXAMPLES
+    from datalog.io.spark.run import run
 
     spark = session(args.master)
     start = time.perf_counter()

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from datalog.database import Database
+from datalog.db.database import Database
 
 PROGRAM = """
 .decl edge(a: number, b: number)

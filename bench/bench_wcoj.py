@@ -40,8 +40,8 @@ from bench.common import DATA_DIR, peak_rss_mb, percentiles, print_table, timed
 from bench.generators import power_law_graph, read_snap
 from bench.peers.duckdb_peer import EdgeDB
 from datalog import Change, Database
-from datalog.checks import check_query
-from datalog.parser import parse_query
+from datalog.lang.checks import check_query
+from datalog.lang.parser import parse_query
 from datalog.plan.build import Planner
 from datalog.plan.wcoj import JoinPlan
 

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyarrow import csv
 
-from datalog.database import Database
+from datalog.db.database import Database
 
 __all__ = ["Relations", "declarations", "load", "load_database", "read_raw", "to_relations"]
 

@@ -1,6 +1,8 @@
 """datalog: the language, the planner and the public API.
 
 Layer: above `joins` and `differential`; may import both, never `server`.
+Inside, packages by role point down: `cli -> io -> db -> plan -> eval -> lang` and
+`db -> storage -> lang` (docs/architecture.md, docs/adr/0048).
 
 The public names below are loaded lazily (PEP 562), so `import datalog` stays
 fast and pulls in neither numpy's dataflow machinery nor any optional extra
@@ -19,47 +21,47 @@ __version__ = "0.1.0"
 
 # Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
-    "Database": "datalog.database",
-    "Transaction": "datalog.transaction",
-    "Change": "datalog.change",
-    "Subscription": "datalog.live",
-    "Pacing": "datalog.pacing",
-    "ManualClock": "datalog.pacing",
-    "Clock": "datalog.pacing",
-    "parse_program": "datalog.parser",
-    "parse_query": "datalog.parser",
-    "DatalogError": "datalog.errors",
-    "DatalogSyntaxError": "datalog.errors",
-    "DatalogSemanticError": "datalog.errors",
-    "DatalogErrors": "datalog.errors",
-    "UnknownNameError": "datalog.errors",
-    "ArityError": "datalog.errors",
-    "TypeMismatchError": "datalog.errors",
-    "RangeRestrictionError": "datalog.errors",
-    "StratificationError": "datalog.errors",
-    "DuplicateDeclarationError": "datalog.errors",
-    "ComponentError": "datalog.errors",
-    "RedefinitionError": "datalog.errors",
-    "TransactionError": "datalog.errors",
-    "UnsupportedError": "datalog.errors",
-    "BudgetExceeded": "datalog.errors",
-    "RowLimitExceeded": "datalog.errors",
-    "FunctorError": "datalog.errors",
-    "FactNotFoundError": "datalog.errors",
-    "FactHoldsError": "datalog.errors",
-    "EpochError": "datalog.errors",
-    "HistoryCompactedError": "datalog.errors",
-    "Derivation": "datalog.provenance",
-    "WhyNot": "datalog.whynot",
-    "WhyChange": "datalog.whywatch",
-    "WhySubscription": "datalog.whywatch",
-    "UnboundFunctorError": "datalog.errors",
-    "FactFileError": "datalog.sources.csv",
+    "Database": "datalog.db.database",
+    "Transaction": "datalog.db.transaction",
+    "Change": "datalog.db.change",
+    "Subscription": "datalog.db.live",
+    "Pacing": "datalog.db.pacing",
+    "ManualClock": "datalog.db.pacing",
+    "Clock": "datalog.db.pacing",
+    "parse_program": "datalog.lang.parser",
+    "parse_query": "datalog.lang.parser",
+    "DatalogError": "datalog.lang.errors",
+    "DatalogSyntaxError": "datalog.lang.errors",
+    "DatalogSemanticError": "datalog.lang.errors",
+    "DatalogErrors": "datalog.lang.errors",
+    "UnknownNameError": "datalog.lang.errors",
+    "ArityError": "datalog.lang.errors",
+    "TypeMismatchError": "datalog.lang.errors",
+    "RangeRestrictionError": "datalog.lang.errors",
+    "StratificationError": "datalog.lang.errors",
+    "DuplicateDeclarationError": "datalog.lang.errors",
+    "ComponentError": "datalog.lang.errors",
+    "RedefinitionError": "datalog.lang.errors",
+    "TransactionError": "datalog.lang.errors",
+    "UnsupportedError": "datalog.lang.errors",
+    "BudgetExceeded": "datalog.lang.errors",
+    "RowLimitExceeded": "datalog.lang.errors",
+    "FunctorError": "datalog.lang.errors",
+    "FactNotFoundError": "datalog.lang.errors",
+    "FactHoldsError": "datalog.lang.errors",
+    "EpochError": "datalog.lang.errors",
+    "HistoryCompactedError": "datalog.lang.errors",
+    "Derivation": "datalog.db.provenance",
+    "WhyNot": "datalog.db.whynot",
+    "WhyChange": "datalog.db.whywatch",
+    "WhySubscription": "datalog.db.whywatch",
+    "UnboundFunctorError": "datalog.lang.errors",
+    "FactFileError": "datalog.io.sources.csv",
     "DurabilityError": "datalog.storage.frames",
     "DatabaseLockedError": "datalog.storage.frames",
     "CorruptLogError": "datalog.storage.frames",
-    "vectorized": "datalog.functors",
-    "functors_in_file": "datalog.functors",
+    "vectorized": "datalog.eval.functors",
+    "functors_in_file": "datalog.eval.functors",
 }
 
 __all__ = [
@@ -108,9 +110,17 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from datalog.change import Change
-    from datalog.database import Database
-    from datalog.errors import (
+    from datalog.db.change import Change
+    from datalog.db.database import Database
+    from datalog.db.live import Subscription
+    from datalog.db.pacing import Clock, ManualClock, Pacing
+    from datalog.db.provenance import Derivation
+    from datalog.db.transaction import Transaction
+    from datalog.db.whynot import WhyNot
+    from datalog.db.whywatch import WhyChange, WhySubscription
+    from datalog.eval.functors import functors_in_file, vectorized
+    from datalog.io.sources.csv import FactFileError
+    from datalog.lang.errors import (
         ArityError,
         BudgetExceeded,
         ComponentError,
@@ -134,16 +144,8 @@ if TYPE_CHECKING:
         UnknownNameError,
         UnsupportedError,
     )
-    from datalog.functors import functors_in_file, vectorized
-    from datalog.live import Subscription
-    from datalog.pacing import Clock, ManualClock, Pacing
-    from datalog.parser import parse_program, parse_query
-    from datalog.provenance import Derivation
-    from datalog.sources.csv import FactFileError
+    from datalog.lang.parser import parse_program, parse_query
     from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
-    from datalog.transaction import Transaction
-    from datalog.whynot import WhyNot
-    from datalog.whywatch import WhyChange, WhySubscription
 
 
 def __getattr__(name: str) -> Any:

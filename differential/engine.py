@@ -304,7 +304,7 @@ class Engine:
         `sealing` is called at the commit point, once everything is computed and
         right before the epoch is decided: whatever raises before it aborts the
         epoch, and from it on the epoch happens (its caller stops deferring
-        interrupts there, `datalog.interrupts`).
+        interrupts there, `datalog.db.interrupts`).
         """
         self.finish_retiring()
         epoch = self.epoch + 1

@@ -30,7 +30,7 @@ except ModuleNotFoundError as missing:  # websockets < 13 has no asyncio package
 from websockets.frames import BINARY, TEXT, CloseCode, Frame
 from websockets.protocol import Event
 
-from datalog.change import Change  # what a Database subscriber receives; loads no engine
+from datalog.db.change import Change  # what a Database subscriber receives; loads no engine
 
 Rows = Mapping[str, Iterable[Iterable[Any]]]
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from server.protocol import ProtocolError, Request, encode, error_reply
 
 if TYPE_CHECKING:
     from server.feeds import HistoryLimits
-    from server.session import Session
     from server.workers import Outcome
 
 READS = frozenset({"query", "explain", "why", "why_not", "what_if"})  # answered by the child
@@ -31,12 +30,16 @@ SLICED = READS | {"define", "transact", "redefine", "subscribe"}  # may leave th
 ANSWER = b"R"  # a child's output: the reply's JSON follows
 PASSED = b"P"  # a child's output: the request finished within its budget
 
+# The session a heavy request came from (`server.session.Session`); generic, so that
+# the session module imports this one and not the reverse.
+S = TypeVar("S")
+
 
 @dataclass(frozen=True, eq=False)
-class Heavy:
+class Heavy(Generic[S]):
     """A request stopped at the end of its slice, to be computed away from the engine."""
 
-    session: Session
+    session: S
     request: Request
     started: float  # time.monotonic() when the engine took it up
 
@@ -63,7 +66,7 @@ def text_bytes(request: Request) -> int:
     return 0
 
 
-def reply_of(heavy: Heavy, outcome: Outcome, limits: HistoryLimits) -> str | None:
+def reply_of(heavy: Heavy[Any], outcome: Outcome, limits: HistoryLimits) -> str | None:
     """On the event loop: the reply a child's outcome makes (its JSON text), or None
     when the child showed that the request finishes in time (do it on the engine)."""
     data = outcome.data

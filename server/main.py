@@ -1,6 +1,6 @@
 """`deltalog serve`: serve one database over WebSocket.
 
-Layer: server — may import only the public API of datalog. `datalog.cli` reaches
+Layer: server — may import only the public API of datalog. `datalog.cli.commands` reaches
 this module by name at run time (docs/adr/0006-server-entry-point.md), so the
 core never imports the server.
 
@@ -238,7 +238,7 @@ def open_database(args: argparse.Namespace) -> Database:
 def define_program(db: Database, path: Path, fact_dir: Path | None) -> None:
     """Define the program in `path`, unless the database has it already (a durable
     one reopened), then load its `.input` files from `fact_dir` if given."""
-    from datalog.sources.csv import load_inputs
+    from datalog.io.sources.csv import load_inputs
 
     try:
         text = path.read_text(encoding="utf-8")

@@ -147,7 +147,7 @@ class Hub:
 
     # --- dispatch ------------------------------------------------------------------------
 
-    def handle(self, session: Session, frame: str | bytes) -> Heavy | None:
+    def handle(self, session: Session, frame: str | bytes) -> Heavy[Session] | None:
         """Act on one frame; any failure becomes an error reply and changes nothing.
 
         A request that may take long first gets a slice of the engine: if it runs
@@ -208,7 +208,7 @@ class Hub:
         if not session.authenticated:  # a malformed frame is no auth either
             self.host.close(session, 1008, "authentication failed")
 
-    def finish(self, heavy: Heavy, proven: bool) -> None:
+    def finish(self, heavy: Heavy[Session], proven: bool) -> None:
         """Do a heavy request on the engine thread: with its whole budget once a child
         has shown that it finishes within it (`proven`), else with what is left of it."""
         if heavy.session.closed:
@@ -220,7 +220,7 @@ class Hub:
         except Exception as error:
             self._fail(heavy.session, heavy.request.id, error, heavy.request.type)
 
-    def compute(self, heavy: Heavy) -> bytes:
+    def compute(self, heavy: Heavy[Session]) -> bytes:
         """In a forked child, with what is left of the budget: a read's reply (`ANSWER`
         and its JSON), or for anything else `PASSED` if it finishes in time (and what
         it did stays in the child), else the error reply."""

@@ -1,11 +1,14 @@
 """The architecture's rules, checked on the source (DESIGN.md §1, docs/adr/0002).
 
 Imports only point down: `server -> datalog -> joins -> differential`, and `server`
-uses only `datalog`. PySpark and websockets are imported only inside functions in
-the core packages, so `import datalog` stays fast. Every package says its layer in
-its `__init__.py` docstring, and no module grows past a hard cap of lines. No module
-reaches into another module's private names (`from m import _x`, or `obj._x` where
-no `_x` is defined in the module itself): what modules share is public.
+uses only `datalog`. Inside `datalog`, the packages by role are layered the same way
+(ADR 0048): `cli -> io -> db -> plan -> eval -> lang`, with `db -> storage -> lang`,
+and no package's modules import each other in a circle. PySpark and websockets are
+imported only inside functions in the core packages, so `import datalog` stays fast.
+Every package says its layer in its `__init__.py` docstring, and no module grows past
+a hard cap of lines. No module reaches into another module's private names
+(`from m import _x`, or `obj._x` where no `_x` is defined in the module itself): what
+modules share is public.
 """
 
 from __future__ import annotations
@@ -186,6 +189,114 @@ def private_reaches(root: Path) -> list[str]:
     return bad
 
 
+# --- inside datalog: packages by role (docs/architecture.md, ADR 0048) -------------
+
+# Each datalog package, the datalog packages it may import, and the core packages
+# below datalog it may import. `lang` and `eval` take only the budget checks of
+# `differential`; only the planner builds `joins` operators.
+DATALOG_LAYERS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
+    "lang": (frozenset(), frozenset({"differential"})),
+    "eval": (frozenset({"lang"}), frozenset({"differential"})),
+    "storage": (frozenset({"lang"}), frozenset()),
+    "plan": (frozenset({"lang", "eval"}), frozenset({"differential", "joins"})),
+    "db": (frozenset({"lang", "eval", "storage", "plan"}), frozenset({"differential"})),
+    "io": (frozenset({"lang", "eval", "db"}), frozenset()),
+    "cli": (frozenset({"lang", "eval", "storage", "db", "io", ""}), frozenset()),
+}
+# "" is the package root, `datalog/__init__.py`: the public names, for the top only.
+
+
+def datalog_layer_violations(root: Path) -> list[str]:
+    """Imports (eager or not) from one datalog package that its layer does not allow,
+    and modules outside any package by role."""
+    bad = [
+        f"{path.relative_to(root)}: a module directly in datalog/ (put it in a package)"
+        for path in sorted((root / "datalog").glob("*.py"))
+        if path.name != "__init__.py"
+    ]
+    for package, (siblings, below) in DATALOG_LAYERS.items():
+        for path in modules_of(root / "datalog", package):
+            for imp in imports_in(path, root):
+                parts = imp.module.split(".")
+                if imp.top == "datalog":
+                    target = parts[1] if len(parts) > 1 and parts[1] in DATALOG_LAYERS else ""
+                    if target != package and target not in siblings:
+                        bad.append(f"{imp} (datalog.{package} may not import datalog.{target})")
+                elif imp.top in CORE and imp.top not in below:
+                    bad.append(f"{imp} (datalog.{package} may not import {imp.top})")
+    return bad
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_graph(root: Path, package: str) -> dict[Path, set[Path]]:
+    """Each module of `package` -> the modules of its own folder it imports, at any
+    depth (in functions and under `TYPE_CHECKING` too: a cycle of types is a cycle).
+    `from pkg import name` depends on the submodule `pkg.name` when there is one."""
+    files = {_module_name(root, path): path for path in modules_of(root, package)}
+    graph: dict[Path, set[Path]] = {}
+    for name, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        base = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                parts = base.split(".")
+                stem = ".".join(parts[: len(parts) - node.level + 1]) if node.level else ""
+                module = ".".join(p for p in (stem, node.module or "") if p)
+                subs = {f"{module}.{a.name}" for a in node.names} & files.keys()
+                targets |= subs or {module}
+        graph[path] = {
+            files[target]
+            for target in targets
+            if target in files and files[target] != path and files[target].parent == path.parent
+        }
+    return graph
+
+
+def import_cycles(root: Path, package: str) -> list[list[str]]:
+    """The strongly connected components (of two modules or more) of `module_graph`."""
+    graph = module_graph(root, package)
+    index: dict[Path, int] = {}
+    low: dict[Path, int] = {}
+    stack: list[Path] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: Path) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = [stack.pop()]
+            while component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                cycles.append(sorted(str(p.relative_to(root)) for p in component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(cycles)
+
+
+# Cycles known and owned by other work, each with where it goes: the fused rounds of
+# `chain` and `later_rounds` drive each other's queues until the operators get a
+# public protocol for them (issue 26, operators as drivers). Nothing else may join.
+KNOWN_CYCLES = [
+    ["differential/operators/chain.py", "differential/operators/later_rounds.py"],
+]
+
+
 # --- the rules, on this repository ---------------------------------------------------
 
 
@@ -223,6 +334,23 @@ def test_no_module_exceeds_the_line_cap() -> None:
 
 def test_no_module_reaches_into_another_modules_private_names() -> None:
     assert private_reaches(ROOT) == []
+
+
+def test_datalog_packages_import_only_the_layers_below() -> None:
+    assert datalog_layer_violations(ROOT) == []
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_import_cycle_inside_a_package(package: str) -> None:
+    assert [c for c in import_cycles(ROOT, package) if c not in KNOWN_CYCLES] == []
+
+
+@pytest.mark.parametrize("package", sorted(DATALOG_LAYERS))
+def test_each_datalog_package_docstring_states_its_layer(package: str) -> None:
+    init = ROOT / "datalog" / package / "__init__.py"
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+    assert docstring is not None, f"{init} has no docstring"
+    assert f"Layer: datalog.{package}" in docstring, f"{init}: the docstring must say its Layer"
 
 
 # --- the checks themselves can fail --------------------------------------------------
@@ -287,3 +415,38 @@ def test_private_reaches_are_found_across_modules_not_within_one(tmp_path: Path)
     _write(tmp_path, "datalog/durable.py", "def log(db):\n    return db._quiet + db.__dict__\n")
     bad = private_reaches(tmp_path)
     assert bad == ["datalog/db.py:1: imports _helper", "datalog/durable.py:2: reaches ._quiet"]
+
+
+def test_datalog_layering_catches_upward_imports_and_loose_modules(tmp_path: Path) -> None:
+    _write(tmp_path, "datalog/loose.py", "x = 1\n")
+    _write(
+        tmp_path,
+        "datalog/lang/parser.py",
+        "from datalog.lang import ast\nfrom datalog.db.database import Database\n"
+        "def later():\n    from joins import delta_query\n",
+    )
+    _write(tmp_path, "datalog/eval/rows.py", "from datalog import Database\n")
+    _write(tmp_path, "datalog/cli/commands.py", "from datalog import Database\nimport datalog\n")
+    bad = datalog_layer_violations(tmp_path)
+    assert bad == [
+        "datalog/loose.py: a module directly in datalog/ (put it in a package)",
+        "datalog/lang/parser.py:2: datalog.db.database (datalog.lang may not import datalog.db)",
+        "datalog/lang/parser.py:4: joins (datalog.lang may not import joins)",
+        "datalog/eval/rows.py:1: datalog (datalog.eval may not import datalog.)",
+    ]
+
+
+def test_cycles_are_found_within_a_folder_through_lazy_and_type_imports(tmp_path: Path) -> None:
+    _write(tmp_path, "joins/__init__.py", "")
+    _write(tmp_path, "joins/a.py", "from joins.b import f\n")
+    _write(
+        tmp_path,
+        "joins/b.py",
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from joins import c\n",
+    )
+    _write(tmp_path, "joins/c.py", "def g():\n    from . import a\n")
+    _write(tmp_path, "joins/d.py", "from joins.a import x\n")  # into the cycle, not in it
+    _write(tmp_path, "joins/sub/e.py", "from joins.d import y\n")  # another folder
+    _write(tmp_path, "joins/sub/__init__.py", "")
+    _write(tmp_path, "joins/f.py", "from joins.sub.e import z\n")
+    assert import_cycles(tmp_path, "joins") == [["joins/a.py", "joins/b.py", "joins/c.py"]]

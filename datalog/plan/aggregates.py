@@ -15,11 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog.ast import (
+from datalog.eval.expressions import DTYPES
+from datalog.lang.ast import (
     Aggregate,
     Atom,
     ColumnType,
@@ -29,9 +29,9 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.expressions import DTYPES
-from datalog.passes.term_types import resolve_type
-from datalog.passes.variables import nodes, replace_aggregates
+from datalog.lang.passes.term_types import resolve_type
+from datalog.lang.passes.variables import nodes, replace_aggregates
+from datalog.plan.binding import Binding, Compiler
 from differential.batch import Column, Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Owner
@@ -47,9 +47,6 @@ from differential.operators.reduce import (
     sum_values,
 )
 
-if TYPE_CHECKING:
-    from datalog.plan.body import Binding, BodyCompiler
-
 
 @dataclass
 class Aggregation:
@@ -58,11 +55,9 @@ class Aggregation:
     term: Aggregate
     result: str
     groups: frozenset[str]
-    compiler: BodyCompiler
+    compiler: Compiler
 
     def apply(self, binding: Binding) -> Binding:
-        from datalog.plan.body import Binding
-
         c = self.compiler
         keys = [v for v in binding.vars if v in self.groups]
         body = tuple(_name_wildcards(lit, c) for lit in self.term.body)
@@ -100,8 +95,6 @@ class Aggregation:
         cross product with the demand)."""
         if not keys:
             return None
-        from datalog.plan.body import Binding
-
         stream = project(binding.stream, [binding.index(v) for v in keys])
         return self.compiler.distinct(Binding(stream, tuple(keys)))
 
@@ -124,8 +117,7 @@ class Aggregation:
         return self.compiler.bind(inner, name, target), name
 
 
-def _join_on(c: BodyCompiler, left: Binding, right: Binding, keys: list[str]) -> Binding:
-    from datalog.plan.body import Binding
+def _join_on(c: Compiler, left: Binding, right: Binding, keys: list[str]) -> Binding:
     from differential.operators.join import JoinOp
 
     a, a_rest = c.arrange(left, keys)
@@ -136,12 +128,8 @@ def _join_on(c: BodyCompiler, left: Binding, right: Binding, keys: list[str]) ->
     return Binding(join.output, out)
 
 
-def _zeros(
-    c: BodyCompiler, outer: Binding, result: Binding, keys: list[str], kind: np.dtype
-) -> Stream:
+def _zeros(c: Compiler, outer: Binding, result: Binding, keys: list[str], kind: np.dtype) -> Stream:
     """Rows of `outer` whose group has no row in `result`, with the aggregate 0."""
-    from datalog.plan.body import Binding
-
     present = Binding(project(result.stream, list(range(len(keys)))), tuple(keys))
     missing = c.antijoin_binding(outer, present)
 
@@ -152,7 +140,7 @@ def _zeros(
 
 
 def lift_aggregates(
-    body: Sequence[Literal], groups: Mapping[int, frozenset[str]], compiler: BodyCompiler
+    body: Sequence[Literal], groups: Mapping[int, frozenset[str]], compiler: Compiler
 ) -> tuple[list[Literal], list[Aggregation]]:
     """The body with each aggregate replaced by a fresh variable, and the aggregations."""
     found: list[Aggregation] = []
@@ -183,7 +171,7 @@ def _aggregate_type(term: Aggregate, types: Mapping[str, ColumnType]) -> ColumnT
     return resolve_type(term.target, types)
 
 
-def _name_wildcards(lit: Literal, c: BodyCompiler) -> Literal:
+def _name_wildcards(lit: Literal, c: Compiler) -> Literal:
     if not isinstance(lit, Atom):
         return lit
     args = tuple(

@@ -8,17 +8,14 @@ Layer: datalog (planner). Imports `differential` and the datalog language.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Var, Wildcard
-from datalog.expressions import DTYPES
+from datalog.eval.expressions import DTYPES
+from datalog.lang.ast import Atom, ColumnType, Comparison, Const, Literal, Var, Wildcard
+from datalog.plan.binding import Compiler
 from differential.dataflow import Stream
 from differential.operators.linear import filter_rows
-
-if TYPE_CHECKING:
-    from datalog.plan.body import BodyCompiler
 
 
 @dataclass
@@ -26,7 +23,7 @@ class AtomView:
     """An atom's positions: its distinct variables, filters and deferred expressions."""
 
     atom: Atom
-    compiler: BodyCompiler
+    compiler: Compiler
     vars: tuple[str, ...]
     positions: list[int]
     equal_columns: list[tuple[int, int]]
@@ -38,7 +35,7 @@ class AtomView:
         return bool(self.equal_columns or self.constants)
 
     @staticmethod
-    def of(atom: Atom, compiler: BodyCompiler) -> AtomView:
+    def of(atom: Atom, compiler: Compiler) -> AtomView:
         view = AtomView(atom, compiler, (), [], [], [], [])
         names: list[str] = []
         for pos, arg in enumerate(atom.args):
@@ -93,5 +90,5 @@ class AtomView:
         return f"({', '.join(args)})"
 
 
-def _column_type(compiler: BodyCompiler, relation: str, pos: int) -> ColumnType:
+def _column_type(compiler: Compiler, relation: str, pos: int) -> ColumnType:
     return compiler.sources.schema.types(relation)[pos]

@@ -8,19 +8,28 @@ aggregate has all the variables it needs, it is applied (filters as early as
 possible); otherwise the next positive atom (the one sharing most bound
 variables) is joined. Joins arrange both sides by the shared variables; a base
 relation's side is the engine's shared arrangement when the atom needs no
-filtering. `x = range(...)` expands each row once per value (`datalog.generators`)
+filtering. `x = range(...)` expands each row once per value (`datalog.eval.generators`)
 as soon as its arguments are bound. Every step is recorded in `notes` for `explain`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from itertools import count as counter
 
 import numpy as np
 
-from datalog.ast import (
+from datalog.eval.expressions import (
+    DTYPES,
+    both,
+    compile_comparison,
+    compile_term,
+    evaluate_comparison,
+)
+from datalog.eval.generators import expand_range
+from datalog.eval.row_terms import row_filter, row_map
+from datalog.eval.symbols import SymbolTable
+from datalog.lang.ast import (
     Atom,
     Call,
     ColumnType,
@@ -30,41 +39,21 @@ from datalog.ast import (
     Term,
     Var,
 )
-from datalog.errors import UnsupportedError
-from datalog.expressions import (
-    DTYPES,
-    both,
-    compile_comparison,
-    compile_term,
-    evaluate_comparison,
-)
-from datalog.generators import expand_range
-from datalog.passes.check_generators import generator_binding
-from datalog.passes.term_types import resolve_type
-from datalog.passes.variables import aggregate_groups, term_variables
+from datalog.lang.errors import UnsupportedError
+from datalog.lang.passes.check_generators import generator_binding
+from datalog.lang.passes.term_types import resolve_type
+from datalog.lang.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
 from datalog.plan.atoms import AtomView
+from datalog.plan.binding import Binding
 from datalog.plan.sources import Sources
 from datalog.plan.wcoj import JoinPlan, delta_query
-from datalog.row_terms import row_filter, row_map
-from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Arranged, ArrangeOp
 from differential.operators.join import JoinOp
 from differential.operators.linear import concat, filter_rows, map_updates, negate, project
 from differential.operators.reduce import ReduceOp, distinct
-
-
-@dataclass(frozen=True)
-class Binding:
-    """`stream`'s column i holds the value of variable `vars[i]`."""
-
-    stream: Stream
-    vars: tuple[str, ...]
-
-    def index(self, name: str) -> int:
-        return self.vars.index(name)
 
 
 class BodyCompiler:

@@ -26,20 +26,21 @@ from itertools import count as counter
 
 import numpy as np
 
-from datalog.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Rule, Var
-from datalog.checks import CheckedProgram, CheckedQuery
-from datalog.expressions import DTYPES
-from datalog.functors import FunctorBinding, bind_program, bind_query
-from datalog.passes.variables import nodes
-from datalog.plan.body import Binding, BodyCompiler
+from datalog.eval.expressions import DTYPES
+from datalog.eval.functors import FunctorBinding, bind_program, bind_query
+from datalog.eval.symbols import SymbolTable
+from datalog.lang.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Rule, Var
+from datalog.lang.checks import CheckedProgram, CheckedQuery
+from datalog.lang.passes.variables import nodes
+from datalog.lang.pretty import format_body, format_rule
+from datalog.lang.strata import Stratum, reads
+from datalog.plan.binding import Binding
+from datalog.plan.body import BodyCompiler
 from datalog.plan.magic import specialize
 from datalog.plan.sources import Sources
 from datalog.plan.subsume import subsume
 from datalog.plan.views import Share, Views
 from datalog.plan.wcoj import JoinPlan
-from datalog.pretty import format_body, format_rule
-from datalog.strata import Stratum, reads
-from datalog.symbols import SymbolTable
 from differential.batch import Updates
 from differential.batch import concat as concat_updates
 from differential.dataflow import Stream

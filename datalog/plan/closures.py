@@ -19,9 +19,9 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Collection
 
-from datalog.checks import CheckedProgram
-from datalog.pretty import format_rule
-from datalog.strata import reads
+from datalog.lang.checks import CheckedProgram
+from datalog.lang.pretty import format_rule
+from datalog.lang.strata import reads
 
 
 class Closures:

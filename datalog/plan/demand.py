@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from datalog.ast import (
+from datalog.lang.ast import (
     Aggregate,
     Atom,
     Comparison,
@@ -60,7 +60,7 @@ from datalog.ast import (
     Term,
     Var,
 )
-from datalog.passes.variables import (
+from datalog.lang.passes.variables import (
     aggregates_in,
     literal_terms,
     replace_aggregates,

@@ -36,12 +36,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from datalog.ast import Aggregate, Atom, Decl, Literal, Negation, Program, Rule, Term, Var
-from datalog.checks import CheckedProgram, CheckedQuery, check_program, dependencies
-from datalog.errors import DatalogError
-from datalog.passes.variables import map_terms, nodes
+from datalog.lang.ast import Aggregate, Atom, Decl, Literal, Negation, Program, Rule, Term, Var
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_program, dependencies
+from datalog.lang.errors import DatalogError
+from datalog.lang.passes.variables import map_terms, nodes
+from datalog.lang.strata import dependency_edges, strongly_connected_components
 from datalog.plan.demand import ORIGINAL, OWN, Bindings, Body, Copy, Demand, adorned, magic
-from datalog.strata import dependency_edges, strongly_connected_components
 
 __all__ = ["MagicPolicy", "Specialized", "adorned", "magic", "specialize", "tenant_specialize"]
 
@@ -112,7 +112,7 @@ def specialize(program: CheckedProgram, query: CheckedQuery) -> Specialized | No
 
 
 def tenant_specialize(program: CheckedProgram, query: CheckedQuery) -> Specialized | None:
-    """Specialize a multi-tenant query `params(p..), body..` (`datalog.tenants`): the
+    """Specialize a multi-tenant query `params(p..), body..` (`datalog.db.tenants`): the
     parameter atom comes first and binds its variables, as constants would, so
     `magic@out@bf(p) :- params(p)` seeds the demand. None when it does not apply."""
     body = query.bodies[0] if len(query.bodies) == 1 else ()

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from datalog.schema import Schema
+from datalog.lang.schema import Schema
 from differential.dataflow import Scope, Stream
 from differential.engine import Dataflow
 from differential.operators.arrange import Arranged, ArrangeOp

@@ -2,7 +2,7 @@
 
 Layer: datalog (planner). Imports `differential` (the reduce and its `Groups`),
 the datalog expressions (to evaluate conditions over numpy columns) and the
-normalized clauses of `datalog.subsumption`, whose semantics this implements.
+normalized clauses of `datalog.lang.subsumption`, whose semantics this implements.
 
 A subsumed relation is the distinct union of its parts everywhere else; here that
 `distinct` is replaced by a reduce keyed by the positions every clause groups by
@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from datalog.ast import ColumnType, Var
-from datalog.expressions import DTYPES, compile_comparison
-from datalog.subsumption import Dominance, dominated_var, dominating_var, shared_group
-from datalog.symbols import SymbolTable
+from datalog.eval.expressions import DTYPES, compile_comparison
+from datalog.eval.symbols import SymbolTable
+from datalog.lang.ast import ColumnType, Var
+from datalog.lang.subsumption import Dominance, dominated_var, dominating_var, shared_group
 from differential.batch import Column, Updates, run_starts
 from differential.dataflow import Stream
 from differential.operators.arrange import ArrangeOp, Owner
@@ -165,7 +165,7 @@ def _dominates(dominances: Sequence[Dominance], key: Sequence[int], symbols: Sym
 
 
 def _beaten(owner: Owner, values: list[Column], holds: Holds, ranks: _Ranks) -> Mask:
-    """The rows some other row of their group beats (see `datalog.subsumption`)."""
+    """The rows some other row of their group beats (see `datalog.lang.subsumption`)."""
     n = len(owner)
     beaten = np.zeros(n, dtype=bool)
     if n == 0:

@@ -25,15 +25,17 @@ whole: a reader of one of them would compute the stratum again around the view).
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, Literal
+from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, Protocol
 
+from datalog.lang.strata import reads
 from datalog.plan.closures import Closures
-from datalog.strata import reads
 
 if TYPE_CHECKING:
-    from datalog.plan.build import Planner
-    from differential.engine import View
+    from datalog.eval.functors import FunctorBinding
+    from datalog.lang.checks import CheckedProgram
+    from differential.dataflow import Stream
+    from differential.engine import Dataflow, Engine, View
 
 # "create": read derived relations from views, making one where another live query
 # computes the relation itself (live queries and their views); "reuse": read the
@@ -41,10 +43,43 @@ if TYPE_CHECKING:
 Share = Literal["create", "reuse", "off"]
 
 
+class Planning(Protocol):
+    """What `Views` reads of the planner that owns it (`datalog.plan.build.Planner`):
+    a protocol, so that the planner imports this module and not the reverse."""
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def original(self) -> CheckedProgram: ...
+
+    @property
+    def program(self) -> CheckedProgram: ...
+
+    @property
+    def share(self) -> Share: ...
+
+    @property
+    def others(self) -> Collection[Hashable]: ...
+
+    @property
+    def join_plan(self) -> str: ...
+
+    @property
+    def functors(self) -> Mapping[str, FunctorBinding]: ...
+
+    @property
+    def notes(self) -> list[str]: ...
+
+    def view_planner(self) -> Planning: ...
+
+    def build_view(self, relation: str, dataflow: Dataflow) -> Stream: ...
+
+
 class Views:
     """Which derived relations a dataflow reads from views, for one planner."""
 
-    def __init__(self, planner: Planner) -> None:
+    def __init__(self, planner: Planning) -> None:
         self.planner = planner
         self.engine = planner.engine
         self.program = planner.original

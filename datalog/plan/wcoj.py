@@ -19,11 +19,12 @@ its output join-at-a-time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 import numpy as np
 
-from datalog.ast import (
+from datalog.eval.expressions import DTYPES, evaluate_comparison, evaluate_term
+from datalog.lang.ast import (
     Atom,
     BinOp,
     Call,
@@ -36,21 +37,18 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.ast import Literal as BodyLiteral
-from datalog.expressions import DTYPES, evaluate_comparison, evaluate_term
-from datalog.passes.check_generators import generator_binding
-from datalog.passes.term_types import comparison_type
-from datalog.passes.variables import nodes, term_variables
+from datalog.lang.ast import Literal as BodyLiteral
+from datalog.lang.passes.check_generators import generator_binding
+from datalog.lang.passes.term_types import comparison_type
+from datalog.lang.passes.variables import nodes, term_variables
+from datalog.lang.pretty import format_literal, format_term
 from datalog.plan.atoms import AtomView
-from datalog.pretty import format_literal, format_term
+from datalog.plan.binding import Binding, Compiler
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import project
 from joins.delta_query import Constant, DeltaQueryOp, Pattern
 from joins.extenders import PredicateExtender, Prefixes
 from joins.pipeline import orderable
-
-if TYPE_CHECKING:
-    from datalog.plan.body import Binding, BodyCompiler
 
 JoinPlan = Literal["auto", "wcoj", "binary"]
 
@@ -68,10 +66,8 @@ def _variables(atom: Atom) -> tuple[str, ...]:
     return tuple(dict.fromkeys(a.name for a in atom.args if isinstance(a, Var)))
 
 
-def delta_query(c: BodyCompiler, pending: list[BodyLiteral]) -> Binding | None:
+def delta_query(c: Compiler, pending: list[BodyLiteral]) -> Binding | None:
     """Replace the qualifying literals of `pending` by one delta query; None if none qualify."""
-    from datalog.plan.body import Binding
-
     atoms = [lit for lit in pending if isinstance(lit, Atom) and _eligible(lit)]
     needed = 2 if c.join_plan == "wcoj" else 3
     var_lists = [_variables(a) for a in atoms]
@@ -135,7 +131,7 @@ def _negatable(atom: Atom, bound: set[str]) -> bool:
     return bool(names) and set(names) <= bound
 
 
-def _constant(c: BodyCompiler, cmp: Comparison, bound: set[str]) -> Constant | None:
+def _constant(c: Compiler, cmp: Comparison, bound: set[str]) -> Constant | None:
     """`x = value` (either side) for a delta-query variable `x`, the value in `x`'s type."""
     if cmp.op != "=":
         return None
@@ -161,7 +157,7 @@ def _vars(cmp: Comparison) -> list[Var]:
     return [*term_variables(cmp.left), *term_variables(cmp.right)]
 
 
-def _pattern(c: BodyCompiler, atom: Atom) -> Pattern:
+def _pattern(c: Compiler, atom: Atom) -> Pattern:
     """The binding's arrangements: shared ones for a plain atom of a relation,
     private ones over the filtered projection when the atom has constants,
     wildcards or a repeated variable (so `e(a, 3)` or `e(a, a)` is a unary binding)."""
@@ -190,12 +186,10 @@ def _pattern(c: BodyCompiler, atom: Atom) -> Pattern:
     )
 
 
-def _negated(c: BodyCompiler, atom: Atom) -> Pattern:
+def _negated(c: Compiler, atom: Atom) -> Pattern:
     """A negated binding over the set of the atom's variable tuples: the shared
     arrangement of a plain atom of a set relation, else a private arrangement of
     the distinct filtered projection (`!e(a, _)`, `!e(a, 3)`, a multiset input)."""
-    from datalog.plan.body import Binding
-
     names = _variables(atom)
     src = c.sources
     multiset = src.is_base(atom.name) and src.schema[atom.name].semantics == "multiset"
@@ -209,7 +203,7 @@ def _negated(c: BodyCompiler, atom: Atom) -> Pattern:
     return Pattern(atom.name, names, ArrangeOp(present.stream, len(names)), negated=True)
 
 
-def _predicate(c: BodyCompiler, cmp: Comparison) -> PredicateExtender:
+def _predicate(c: Compiler, cmp: Comparison) -> PredicateExtender:
     types, symbols = c.types, c.symbols
     needs = frozenset(v.name for v in _vars(cmp))
 

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from datalog.errors import DatalogError
+from datalog.lang.errors import DatalogError
 
 MAGIC = b"DLR1"
 _HEADER = struct.Struct("<4sII")

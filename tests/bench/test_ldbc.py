@@ -12,7 +12,7 @@ import pytest
 
 from bench import ldbc, ldbc_gen
 from bench.datasets import LDBC_DIR
-from datalog.database import Database
+from datalog.db.database import Database
 
 ATTRS = ["firstName", "lastName", "gender", "birthday", "creationDate", "locationIP"]
 

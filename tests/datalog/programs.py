@@ -35,7 +35,7 @@ from itertools import count as counter
 
 from hypothesis import strategies as st
 
-from datalog.functions import Value
+from datalog.lang.functions import Value
 
 Types = tuple[str, ...]
 Row = tuple[Value, ...]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from datalog import ast
+from datalog.lang import ast
 
 RESERVED = frozenset(
     {

@@ -12,10 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database, reference
-from datalog.checks import check_program, check_query
-from datalog.errors import DatalogError, DatalogSemanticError, TypeMismatchError
-from datalog.parser import parse_program, parse_query
+from datalog import Change, Database
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.errors import DatalogError, DatalogSemanticError, TypeMismatchError
+from datalog.lang.parser import parse_program, parse_query
 
 DECLS = """
 .decl A(n: number, p: number)

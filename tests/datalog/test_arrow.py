@@ -1,4 +1,4 @@
-"""Arrow columns read from their buffers (`datalog.arrow`) equal pyarrow's own
+"""Arrow columns read from their buffers (`datalog.eval.arrow`) equal pyarrow's own
 `to_numpy`, for every integer and float type, chunked, sliced, and with nulls
 (which fall back to pyarrow)."""
 
@@ -9,7 +9,7 @@ import pyarrow as pa
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.arrow import to_numpy
+from datalog.eval.arrow import to_numpy
 
 TYPES = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(),
          pa.uint32(), pa.uint64(), pa.float32(), pa.float64()]  # fmt: skip

@@ -117,7 +117,7 @@ def test_a_failed_transaction_leaves_the_symbol_table_as_it_was(
 ) -> None:
     """Rows are interned as they are added: the strings of a transaction that never
     committed stayed in the table, and the next checkpoint wrote them to disk."""
-    from datalog.errors import DatalogError, TransactionError
+    from datalog.lang.errors import DatalogError, TransactionError
     from datalog.storage.snapshots import read_snapshot
 
     db = Database(tmp_path)

@@ -17,8 +17,8 @@ from unittest import mock
 import numpy as np
 
 from datalog import Database
-from datalog.checks import check_query
-from datalog.parser import parse_query
+from datalog.lang.checks import check_query
+from datalog.lang.parser import parse_query
 from datalog.plan.build import Planner
 from differential.batch import Updates, consolidate
 from differential.dataflow import Stream

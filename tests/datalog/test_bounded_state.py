@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from datalog import Change, Database, reference
-from datalog.checks import check_query
-from datalog.parser import parse_query
+from datalog import Change, Database
+from datalog.eval import reference
+from datalog.lang.checks import check_query
+from datalog.lang.parser import parse_query
 from differential.trace.spine import Spine
 from differential.tuning import TUNING
 

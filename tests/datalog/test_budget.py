@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datalog import Database, DatalogError
-from datalog import functions as functions_module
-from datalog.errors import BudgetExceeded, RowLimitExceeded, UnsupportedError
+from datalog.lang import functions as functions_module
+from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, UnsupportedError
 from differential.budget import Interrupted
 from differential.tuning import TUNING, tuned
 

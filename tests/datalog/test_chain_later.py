@@ -18,7 +18,7 @@ from unittest import mock
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from datalog.database import Database
+from datalog.db.database import Database
 from differential.operators import later_rounds
 from differential.tuning import TUNING, tuned
 from tests.datalog.test_chain import fusion

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-import datalog.durable
+import datalog.db.durable
 import datalog.storage
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.storage.snapshots import MANIFEST
 
 PROGRAM = """
@@ -33,7 +33,7 @@ PROGRAM = """
 r(x) :- e(x, _), x > 1.
 """
 TRACED = {str(p) for p in Path(datalog.storage.__file__).parent.glob("*.py")}
-TRACED.add(str(Path(datalog.durable.__file__)))
+TRACED.add(str(Path(datalog.db.durable.__file__)))
 CALLS = ("write", "fsync", "ftruncate", "truncate", "open", "close", "lseek", "rename",
          "unlink", "mkdir", "rmdir", "listdir", "scandir")  # fmt: skip
 ERRORS: tuple[type[BaseException], ...] = (KeyboardInterrupt, MemoryError)

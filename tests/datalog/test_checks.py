@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from datalog.ast import Comparison, Disjunction, Program, Query
-from datalog.checks import check_program, check_query
-from datalog.errors import (
+from datalog.lang.ast import Comparison, Disjunction, Program, Query
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.errors import (
     ArityError,
     DatalogError,
     DatalogErrors,
@@ -20,7 +20,7 @@ from datalog.errors import (
     TypeMismatchError,
     UnknownNameError,
 )
-from datalog.parser import parse_program, parse_query
+from datalog.lang.parser import parse_program, parse_query
 from tests.datalog.strategies import programs, queries
 
 BASE = """

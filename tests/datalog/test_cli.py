@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import datalog
-from datalog.cli import main
-from datalog.errors import DatalogError
-from datalog.repl import parse_rows
+from datalog.cli.commands import main
+from datalog.cli.repl import parse_rows
+from datalog.lang.errors import DatalogError
 
 PROGRAM = """\
 .decl edge(x: number, y: number)
@@ -280,7 +280,7 @@ def test_unreadable_programs_and_unwritable_outputs_are_clear_errors(
 
 def test_bad_arguments_to_the_api_are_datalog_errors() -> None:
     from datalog import Database
-    from datalog.errors import DatalogSyntaxError, UnsupportedError
+    from datalog.lang.errors import DatalogSyntaxError, UnsupportedError
 
     db = Database()
     db.define(".decl e(x: number)")

@@ -17,14 +17,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog import ast, reference
-from datalog.checks import check_program
-from datalog.cli import main
-from datalog.database import Database
-from datalog.errors import DatalogError, DatalogErrors, DatalogSyntaxError, UnknownNameError
-from datalog.parser import parse_program
-from datalog.passes.instantiate_components import instantiate_components
-from datalog.pretty import format_program
+from datalog.cli.commands import main
+from datalog.db.database import Database
+from datalog.eval import reference
+from datalog.lang import ast
+from datalog.lang.checks import check_program
+from datalog.lang.errors import DatalogError, DatalogErrors, DatalogSyntaxError, UnknownNameError
+from datalog.lang.parser import parse_program
+from datalog.lang.passes.instantiate_components import instantiate_components
+from datalog.lang.pretty import format_program
 from tests.datalog.answers import Accumulated
 
 GOLDEN = Path(__file__).parent / "golden" / "programs"

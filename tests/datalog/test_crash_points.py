@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from datalog.database import Database
+from datalog.db.database import Database
 
 PROGRAM = """
 .decl e(x: number, s: symbol)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from datalog import Database
-from datalog.errors import DatalogError, UnknownNameError, UnsupportedError
+from datalog.lang.errors import DatalogError, UnknownNameError, UnsupportedError
 
 DECL = ".decl edge(x: number, y: number)\n"
 

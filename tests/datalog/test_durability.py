@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datalog.cli import main as cli
-from datalog.database import Database
-from datalog.errors import DatalogError
+from datalog.cli.commands import main as cli
+from datalog.db.database import Database
+from datalog.lang.errors import DatalogError
 from datalog.storage.frames import CorruptLogError, DatabaseLockedError, DurabilityError
 
 PROGRAM = """

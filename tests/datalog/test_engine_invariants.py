@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from datalog import Change, Database
-from datalog.errors import DatalogError, TransactionError, UnknownNameError
+from datalog.lang.errors import DatalogError, TransactionError, UnknownNameError
 from tests.datalog.programs import (
     BASE,
     Generated,

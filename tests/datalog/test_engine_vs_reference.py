@@ -23,9 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database, reference
-from datalog.checks import CheckedProgram, CheckedQuery, check_program, check_query
-from datalog.parser import parse_program, parse_query
+from datalog import Change, Database
+from datalog.eval import reference
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_program, check_query
+from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
 from tests.datalog.programs import (
     BASE,

@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from datalog.database import Database
-from datalog.errors import UnsupportedError
+from datalog.db.database import Database
+from datalog.lang.errors import UnsupportedError
 
 PROGRAM = """
 .decl edge(src: number, dst: number)
@@ -33,7 +33,7 @@ _STATEMENTS = {
 
 
 def _parse(dot: str) -> dict[str, list[tuple[str, ...]]]:
-    """The statements of the (line-per-statement) DOT text that `datalog.dot` writes,
+    """The statements of the (line-per-statement) DOT text that `datalog.plan.dot` writes,
     by kind; fails on any line that is not one, or on unbalanced braces."""
     lines = dot.strip().splitlines()
     header = re.match(rf"^digraph ({_STRING}) \{{$", lines[0])

@@ -10,17 +10,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.ast import BinOp, Call, ColumnType, Comparison, Const, Neg, Term, Var
-from datalog.expressions import (
+from datalog.eval.expressions import (
     compile_comparison,
     compile_term,
     evaluate_comparison,
     evaluate_term,
 )
-from datalog.functions import Value
-from datalog.reference import Solver
-from datalog.schema import Schema
-from datalog.symbols import SymbolTable
+from datalog.eval.reference import Solver
+from datalog.eval.symbols import SymbolTable
+from datalog.lang.ast import BinOp, Call, ColumnType, Comparison, Const, Neg, Term, Var
+from datalog.lang.functions import Value
+from datalog.lang.schema import Schema
 
 TYPES: dict[str, ColumnType] = {
     "n1": "number",

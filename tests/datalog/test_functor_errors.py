@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from datalog import Database
-from datalog.errors import FunctorError
-from datalog.functors import vectorized
+from datalog.eval.functors import vectorized
+from datalog.lang.errors import FunctorError
 
 PROGRAM = """
 .functor f(x: number): number

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from datalog import Change, Database, DatalogError, FunctorError, UnboundFunctorError, vectorized
-from datalog.ast import Call, UserFunctor
-from datalog.errors import UnsupportedError
-from datalog.parser import parse_program
-from datalog.pretty import format_program
+from datalog.lang.ast import Call, UserFunctor
+from datalog.lang.errors import UnsupportedError
+from datalog.lang.parser import parse_program
+from datalog.lang.pretty import format_program
 
 PROGRAM = """
 .functor twice(x: number): number
@@ -304,7 +304,7 @@ def test_a_reopened_durable_database_needs_its_functors_again(tmp_path: Path) ->
 
 
 def test_spark_refuses_user_functors_by_name() -> None:
-    from datalog.spark.columns import Names, call
+    from datalog.io.spark.columns import Names, call
 
     term = Call("@f", (), functor=UserFunctor("f", (), "number"))
     with pytest.raises(UnsupportedError, match=r"user-defined functors \(`@f`\) are not supported"):

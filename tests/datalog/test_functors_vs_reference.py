@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Database, reference, vectorized
-from datalog.checks import check_program, check_query
-from datalog.functors import FunctorBinding, bind_program, bind_query, bindings
-from datalog.parser import parse_program, parse_query
+from datalog import Database, vectorized
+from datalog.eval import reference
+from datalog.eval.functors import FunctorBinding, bind_program, bind_query, bindings
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.parser import parse_program, parse_query
 from tests.datalog.answers import Accumulated
 
 PROGRAM = """

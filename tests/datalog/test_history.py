@@ -20,17 +20,17 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import reference
-from datalog.checks import check_program, check_query
-from datalog.database import Database
-from datalog.errors import (
+from datalog.db.database import Database
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.errors import (
     DatalogError,
     EpochError,
     FactNotFoundError,
     HistoryCompactedError,
     UnknownNameError,
 )
-from datalog.parser import parse_program, parse_query
+from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
 from differential.tuning import TUNING
 from tests.datalog.programs import (

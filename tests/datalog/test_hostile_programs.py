@@ -10,13 +10,13 @@ from unittest import mock
 import pytest
 
 from datalog import Database
-from datalog.checks import check_program
-from datalog.errors import BudgetExceeded, ComponentError, UnsupportedError
-from datalog.nesting import MAX_COMPONENT_NESTING
-from datalog.parser import parse_program
-from datalog.passes import check_generators
-from datalog.passes.instantiate_components import MAX_INSTANCES
-from datalog.passes.normalize_disjunctions import MAX_ALTERNATIVES
+from datalog.lang.checks import check_program
+from datalog.lang.errors import BudgetExceeded, ComponentError, UnsupportedError
+from datalog.lang.nesting import MAX_COMPONENT_NESTING
+from datalog.lang.parser import parse_program
+from datalog.lang.passes import check_generators
+from datalog.lang.passes.instantiate_components import MAX_INSTANCES
+from datalog.lang.passes.normalize_disjunctions import MAX_ALTERNATIVES
 
 PROGRAM = ".decl r(x: number)\n.decl q(x: number)\nr(1).\n"
 
@@ -127,7 +127,7 @@ def test_checking_stops_with_the_budget_and_changes_nothing() -> None:
 def test_typing_a_long_sum_looks_at_each_term_a_few_times() -> None:
     """Each operator of `x = 1 + 1 + ... + 1` asked for the type of everything below
     it: 400 terms were 80,000 lookups per pass, and 50 such rules took 30 s."""
-    from datalog.passes import term_types
+    from datalog.lang.passes import term_types
 
     calls = []
     real = term_types.fixed_type

@@ -11,12 +11,13 @@ from unittest import mock
 
 import pytest
 
-from datalog import Database, grammar, parser
-from datalog.errors import BudgetExceeded, DatalogSyntaxError
-from datalog.nesting import LEVELS, MAX_NESTING
-from datalog.parser import parse_program, parse_query
-from datalog.pretty import format_program
-from datalog.source_text import SourceText, first_surrogate
+from datalog import Database
+from datalog.lang import grammar, parser
+from datalog.lang.errors import BudgetExceeded, DatalogSyntaxError
+from datalog.lang.nesting import LEVELS, MAX_NESTING
+from datalog.lang.parser import parse_program, parse_query
+from datalog.lang.pretty import format_program
+from datalog.lang.source_text import SourceText, first_surrogate
 from differential.dataflow import Interrupted
 
 PROGRAM = ".decl r(x: number)\n.decl q(x: number)\nr(1).\n"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from datalog import Database
-from datalog.checks import check_program
-from datalog.errors import DatalogError, DatalogSemanticError, UnknownNameError
-from datalog.parser import parse_program
-from datalog.reference import evaluate
+from datalog.eval.reference import evaluate
+from datalog.lang.checks import check_program
+from datalog.lang.errors import DatalogError, DatalogSemanticError, UnknownNameError
+from datalog.lang.parser import parse_program
 
 RESERVED = "names beginning with `__` belong to the engine's own relations"
 

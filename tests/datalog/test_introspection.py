@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from datalog import Change, Database, Subscription
-from datalog.errors import DatalogError, DatalogSemanticError, FunctorError, TransactionError
+from datalog.lang.errors import DatalogError, DatalogSemanticError, FunctorError, TransactionError
 from tests.datalog.answers import Accumulated
 
 PROGRAM = """

@@ -19,9 +19,10 @@ from unittest import mock
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database, reference
-from datalog.checks import check_program, check_query
-from datalog.parser import parse_program, parse_query
+from datalog import Change, Database
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.parser import parse_program, parse_query
 from datalog.plan import subsume
 from differential.operators import reduce_extreme
 from tests.datalog.test_chain import inner_state

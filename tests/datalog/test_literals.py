@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from datalog import Database
-from datalog.checks import check_program
-from datalog.errors import DatalogError, TypeMismatchError, UnsupportedError
-from datalog.parser import parse_program
-from datalog.reference import evaluate
+from datalog.eval.reference import evaluate
+from datalog.lang.checks import check_program
+from datalog.lang.errors import DatalogError, TypeMismatchError, UnsupportedError
+from datalog.lang.parser import parse_program
 
 DECLS = ".decl r(x: number)\n.decl u(x: unsigned)\n.decl f(x: float)\n.decl q(x: number)\n"
 BIG = "99999999999999999999"

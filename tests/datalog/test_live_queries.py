@@ -8,7 +8,7 @@ from unittest import mock
 import pytest
 
 from datalog import Change, Database, ManualClock
-from datalog.errors import DatalogError, TransactionError, UnsupportedError
+from datalog.lang.errors import DatalogError, TransactionError, UnsupportedError
 from differential.engine import Engine
 from differential.tuning import TUNING, tuned
 
@@ -178,7 +178,7 @@ def test_one_shot_queries_leave_no_symbols_behind() -> None:
 
 def test_a_budget_stops_a_runaway_regular_expression() -> None:
     """It stops (how soon is measured by bench/bench_budget.py, not asserted here)."""
-    from datalog.errors import BudgetExceeded
+    from datalog.lang.errors import BudgetExceeded
 
     db = Database()  # a pattern from the data: no check refuses it before it runs
     db.define(
@@ -263,7 +263,7 @@ def test_a_change_paced_by_seconds_is_held_at_most_s_seconds_without_another_com
 def test_with_both_bounds_the_later_one_decides_embedded_and_served() -> None:
     """`{"epochs": 3, "seconds": 100}`: nothing before both have passed, then the
     whole consolidated change, from the database and from the server alike (one
-    pacing policy, `datalog.pacing`)."""
+    pacing policy, `datalog.db.pacing`)."""
     from server.session import Hub
     from tests.server.helpers import FakeHost
 
@@ -301,7 +301,7 @@ def test_a_budget_stops_a_huge_product_between_two_chunks_and_changes_nothing(
 ) -> None:
     """A cartesian product is computed in chunks, and the budget is checked between
     them: the step stops after a few chunks, not after the whole product."""
-    from datalog.errors import BudgetExceeded
+    from datalog.lang.errors import BudgetExceeded
     from differential.dataflow import Interrupted
     from differential.operators import join
     from joins import delta_query

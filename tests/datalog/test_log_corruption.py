@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.storage.frames import CorruptLogError, DurabilityError, frame, scan
 from datalog.storage.snapshots import MANIFEST, read_snapshot
 

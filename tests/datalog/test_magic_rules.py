@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from datalog import Database
-from datalog.checks import check_program, check_query
-from datalog.parser import parse_program, parse_query
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.magic import MagicPolicy, specialize
 from tests.datalog.answers import Accumulated
 

@@ -21,9 +21,10 @@ from typing import Any
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database, reference
-from datalog.checks import check_program, check_query
-from datalog.parser import parse_program, parse_query
+from datalog import Change, Database
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.parser import parse_program, parse_query
 from tests.datalog.programs import (
     BASE,
     Body,

@@ -46,8 +46,8 @@ from datalog import (
     DatalogError,
     FactNotFoundError,
     HistoryCompactedError,
-    reference,
 )
+from datalog.eval import reference
 from tests.datalog.model import pool
 from tests.datalog.model.faults import Faults
 from tests.datalog.model.measures import eager_compaction, live_counts, stored

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from datalog import Database, TransactionError
-from datalog.sources.parquet import insert_parquet
+from datalog.io.sources.parquet import insert_parquet
 
 PROGRAM = ".decl e(a: number, b: number)\n.decl p(name: symbol, age: number, w: float)\n"
 

@@ -14,11 +14,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog import ast
-from datalog.errors import DatalogSyntaxError
-from datalog.parser import parse_program, parse_query
-from datalog.pretty import format_program
-from datalog.syntax_errors import BODY_ERRORS, STATEMENT_ERRORS
+from datalog.lang import ast
+from datalog.lang.errors import DatalogSyntaxError
+from datalog.lang.parser import parse_program, parse_query
+from datalog.lang.pretty import format_program
+from datalog.lang.syntax_errors import BODY_ERRORS, STATEMENT_ERRORS
 
 x, y, z = ast.Var("x"), ast.Var("y"), ast.Var("z")
 
@@ -427,7 +427,7 @@ def test_souffle_features_outside_the_core_are_named_when_refused(text: str, mes
 def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from datalog import grammar
+    from datalog.lang import grammar
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     grammar.lark_parser.cache_clear()
@@ -446,7 +446,7 @@ def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
 def test_a_changed_grammar_never_loads_the_tables_cached_for_the_old_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from datalog import grammar
+    from datalog.lang import grammar
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     grammar.lark_parser.cache_clear()
@@ -467,14 +467,14 @@ def test_syntax_errors_are_explained_by_a_parser_loaded_from_another_process_cac
 ) -> None:
     """LALR state numbers depend on the process that built the tables (string hashing):
     the catalogue of malformed snippets must be matched in the parser in use."""
-    from datalog import grammar
+    from datalog.lang import grammar
 
     bad = "size(n) :- n = count { edge(_, _) }."
     message = "an aggregate needs `:` before its body"
     with pytest.raises(DatalogSyntaxError, match=message):
         parse_program(bad)  # the catalogue, as seen by this process's parser
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path), "PYTHONHASHSEED": "1"}
-    code = "from datalog.grammar import lark_parser; lark_parser()"
+    code = "from datalog.lang.grammar import lark_parser; lark_parser()"
     subprocess.run([sys.executable, "-c", code], env=env, check=True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     grammar.lark_parser.cache_clear()

@@ -5,9 +5,15 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datalog import ast
-from datalog.parser import parse_program, parse_query
-from datalog.pretty import format_literal, format_program, format_query, format_rule, format_term
+from datalog.lang import ast
+from datalog.lang.parser import parse_program, parse_query
+from datalog.lang.pretty import (
+    format_literal,
+    format_program,
+    format_query,
+    format_rule,
+    format_term,
+)
 from tests.datalog import strategies
 
 

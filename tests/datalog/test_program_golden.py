@@ -20,11 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datalog import reference
-from datalog.checks import CheckedProgram, check_program
-from datalog.database import Database
-from datalog.functors import bind_program, bindings, vectorized
-from datalog.parser import parse_program
+from datalog.db.database import Database
+from datalog.eval import reference
+from datalog.eval.functors import bind_program, bindings, vectorized
+from datalog.lang.checks import CheckedProgram, check_program
+from datalog.lang.parser import parse_program
 
 GOLDEN = Path(__file__).parent / "golden" / "programs"
 CASES = sorted(GOLDEN.glob("*.dl"))

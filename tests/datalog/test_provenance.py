@@ -19,16 +19,17 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Database, DatalogError, Derivation, FactNotFoundError, reference
-from datalog.ast import Aggregate, Atom, Negation, Rule, Var, Wildcard
-from datalog.checks import CheckedProgram, check_program
-from datalog.errors import ArityError, BudgetExceeded, UnknownNameError
-from datalog.functions import Value
-from datalog.heights import invariant_columns
-from datalog.parser import parse_program
-from datalog.passes.variables import aggregate_groups
-from datalog.pretty import format_rule
-from datalog.reference import Env, Relations, Row
+from datalog import Database, DatalogError, Derivation, FactNotFoundError
+from datalog.eval import reference
+from datalog.eval.heights import invariant_columns
+from datalog.eval.reference import Env, Relations, Row
+from datalog.lang.ast import Aggregate, Atom, Negation, Rule, Var, Wildcard
+from datalog.lang.checks import CheckedProgram, check_program
+from datalog.lang.errors import ArityError, BudgetExceeded, UnknownNameError
+from datalog.lang.functions import Value
+from datalog.lang.parser import parse_program
+from datalog.lang.passes.variables import aggregate_groups
+from datalog.lang.pretty import format_rule
 from tests.datalog.programs import apply, format_stream, literal_text, programs, streams
 
 TC = """
@@ -217,7 +218,7 @@ def test_demand_keeps_only_the_columns_every_rule_copies(rules: str, columns: li
 
 def test_demand_restricts_the_evaluation_to_the_asked_row() -> None:
     db = tc([(i, j) for i in range(30) for j in range(30) if i != j])
-    from datalog import heights
+    from datalog.eval import heights
 
     calls: list[int] = []
     original = heights.Table.add

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from datalog.cli import main
-from datalog.database import Database
+from datalog.cli.commands import main
+from datalog.db.database import Database
 from datalog.storage import frames
 from datalog.storage.records import Define, encode
 from datalog.storage.snapshots import MANIFEST

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from datalog import Change, Database
-from datalog.errors import (
+from datalog.lang.errors import (
     DatalogError,
     DatalogSyntaxError,
     RangeRestrictionError,
@@ -22,7 +22,7 @@ from datalog.errors import (
     TransactionError,
     UnknownNameError,
 )
-from datalog.pretty import format_rule
+from datalog.lang.pretty import format_rule
 from differential.operators.reduce import ReduceOp
 from tests.datalog.answers import Recorder
 

@@ -25,13 +25,13 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import reference
-from datalog.checks import check_program, check_query
-from datalog.database import Database
-from datalog.errors import DatalogError
-from datalog.parser import parse_program, parse_query
+from datalog.db.database import Database
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.errors import DatalogError
+from datalog.lang.parser import parse_program, parse_query
+from datalog.lang.pretty import format_rule
 from datalog.plan.wcoj import JoinPlan
-from datalog.pretty import format_rule
 from tests.datalog.answers import Recorder
 from tests.datalog.programs import (
     BASE,

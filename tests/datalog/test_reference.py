@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.checks import check_program, check_query
-from datalog.errors import TransactionError
-from datalog.functions import Value
-from datalog.parser import parse_program, parse_query
-from datalog.reference import Row, answer, evaluate
+from datalog.eval.reference import Row, answer, evaluate
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.errors import TransactionError
+from datalog.lang.functions import Value
+from datalog.lang.parser import parse_program, parse_query
 
 EDGES = """
 .decl edge(x: number, y: number)
@@ -243,9 +243,9 @@ def test_base_facts_are_coerced_and_checked() -> None:
 
 def test_sibling_aggregates_keep_their_variables_to_themselves() -> None:
     """Soufflé scoping: `y` of one aggregate is not the `y` of its sibling."""
-    from datalog.checks import check_program
-    from datalog.database import Database
-    from datalog.parser import parse_program
+    from datalog.db.database import Database
+    from datalog.lang.checks import check_program
+    from datalog.lang.parser import parse_program
 
     text = """
     .decl edge(x: number, y: number)
@@ -261,9 +261,9 @@ def test_sibling_aggregates_keep_their_variables_to_themselves() -> None:
 
 def test_negated_builtin_predicates_parse_and_agree_with_the_engine() -> None:
     """`!contains(a, b)` and `!match(p, s)` (Soufflé) keep what the positive form drops."""
-    from datalog.checks import check_program
-    from datalog.database import Database
-    from datalog.parser import parse_program
+    from datalog.db.database import Database
+    from datalog.lang.checks import check_program
+    from datalog.lang.parser import parse_program
 
     text = """
     .decl s(x: symbol)
@@ -279,7 +279,7 @@ def test_negated_builtin_predicates_parse_and_agree_with_the_engine() -> None:
 
 def test_aggregates_over_a_multiset_input_see_distinct_assignments() -> None:
     """A `multiset` input may hold a fact twice; an aggregate still counts it once."""
-    from datalog.database import Database
+    from datalog.db.database import Database
 
     db = Database()
     db.define(

@@ -1,6 +1,6 @@
 """Row forms of filters and maps agree, row by row, with the numpy path.
 
-`datalog.row_terms` compiles what it can of a term to one Python expression
+`datalog.eval.row_terms` compiles what it can of a term to one Python expression
 over a row; wherever it compiles, every row's value (or filter outcome) must be
 the numpy path's (`compile_term`, `compile_comparison`): integers wrapped the
 same, floats the same doubles. Terms it cannot compile must give None.
@@ -15,11 +15,11 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.ast import BinOp, ColumnType, Comparison, Const, Neg, Term
-from datalog.expressions import compile_comparison, compile_term
-from datalog.functions import Value
-from datalog.row_terms import row_filter, row_map
-from datalog.symbols import SymbolTable
+from datalog.eval.expressions import compile_comparison, compile_term
+from datalog.eval.row_terms import row_filter, row_map
+from datalog.eval.symbols import SymbolTable
+from datalog.lang.ast import BinOp, ColumnType, Comparison, Const, Neg, Term
+from datalog.lang.functions import Value
 from tests.datalog.test_expressions import TYPES, _columns, _leaves, tables, terms
 
 NAMES = tuple(TYPES)
@@ -121,6 +121,6 @@ def test_symbols_and_division_have_no_row_form() -> None:
 
 
 def _var(name: str) -> Term:
-    from datalog.ast import Var
+    from datalog.lang.ast import Var
 
     return Var(name)

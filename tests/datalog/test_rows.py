@@ -8,9 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from datalog.change import Change
-from datalog.database import Database
-from datalog.errors import TransactionError
+from datalog.db.change import Change
+from datalog.db.database import Database
+from datalog.lang.errors import TransactionError
 
 PROGRAM = """
 .decl e(src: number, dst: unsigned)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from datalog import Change, Database
-from datalog.errors import TransactionError
+from datalog.lang.errors import TransactionError
 
 PROGRAM = """
 .decl person(id: number, name: symbol)

@@ -14,9 +14,10 @@ from typing import Any
 
 import pytest
 
-from datalog import Change, Database, reference
-from datalog.checks import check_query
-from datalog.parser import parse_query
+from datalog import Change, Database
+from datalog.eval import reference
+from datalog.lang.checks import check_query
+from datalog.lang.parser import parse_query
 from tests.datalog.answers import Accumulated
 
 PROGRAM = """
@@ -93,11 +94,11 @@ def test_an_interrupt_inside_a_live_querys_trace_insert_is_repaired(
 ) -> None:
     """Its subscribers were told; the state it holds is rebuilt (it used to raise
     `AttributeError` on every later query)."""
-    import datalog.live
+    import datalog.db.live
 
     db, subs = setup()
     epoch = db.epoch
-    with failing_once(monkeypatch, datalog.live, "_insert") as fired, pytest.raises(Fault):
+    with failing_once(monkeypatch, datalog.db.live, "_insert") as fired, pytest.raises(Fault):
         db.insert("edge", [(5, 6)])
     assert fired and db.epoch == epoch + 1  # the commit happened; the fault came after
     check(db, subs)
@@ -110,12 +111,12 @@ def test_a_memory_error_before_a_delivery_reaches_the_subscribers_at_that_epoch(
 ) -> None:
     """Rows could not be made for a change: the repair hands it over (at the same
     epoch, once), so no subscription silently misses it."""
-    import datalog.live
+    import datalog.db.live
 
     db, subs = setup()
     seen: list[Change] = []
     db.subscribe("reach(x, y)", seen.append)
-    with failing_once(monkeypatch, datalog.live, "to_rows"), pytest.raises(Fault):
+    with failing_once(monkeypatch, datalog.db.live, "to_rows"), pytest.raises(Fault):
         db.insert("edge", [(5, 6)])
     check(db, subs)
     assert [c.epoch for c in seen[1:]] == [db.epoch]  # one change, at the commit's epoch
@@ -128,7 +129,7 @@ def test_a_failing_rebuild_during_redefine_with_tenants_raises_its_own_error(
 ) -> None:
     """The shared dataflow's rebuild fails: that error is raised (not a `KeyError`
     from the rollback), the old rules stay, and every query stays exact."""
-    from datalog.tenants import Tenants
+    from datalog.db.tenants import Tenants
 
     db, subs = setup()
     epoch, rules = db.epoch, db.program.rules
@@ -172,7 +173,7 @@ def test_a_tenant_subscriber_interrupting_a_redefine_leaves_every_member_on_the_
 def test_an_interrupt_during_subscribe_leaves_no_orphan(
     monkeypatch: pytest.MonkeyPatch, owner: str, name: str, query: str
 ) -> None:
-    from datalog.live import LiveQuery
+    from datalog.db.live import LiveQuery
 
     db, subs = setup()
     owners = {"engine": db.engine, "queries": db.queries, "tenants": db.queries.tenants,
@@ -223,7 +224,7 @@ def test_a_memory_error_delivering_a_rule_change_is_repaired_at_its_epoch(
     """A shared dataflow's member gets a redefinition's difference outside any output
     (no base fact changed): rows could not be made for it, and the repair hands it
     over at the redefinition's epoch, not one commit later."""
-    import datalog.live
+    import datalog.db.live
 
     db = Database()
     db.define(PROGRAM)
@@ -233,7 +234,7 @@ def test_a_memory_error_delivering_a_rule_change_is_repaired_at_its_epoch(
     db.subscribe("reach(1, y)", subs["reach(1, y)"])
     db.subscribe("reach(1, y)", seen.append)
     db.insert("edge", [(7, 7)])  # the parameter joins
-    with failing_once(monkeypatch, datalog.live, "to_rows"), pytest.raises(Fault):
+    with failing_once(monkeypatch, datalog.db.live, "to_rows"), pytest.raises(Fault):
         db.redefine("reach", "reach(x, y) :- edge(x, y).")
     check(db, subs)
     assert [c.epoch for c in seen[1:]] == [db.epoch]

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from datalog.checks import check_program
-from datalog.errors import (
+from datalog.lang.checks import check_program
+from datalog.lang.errors import (
     DatalogErrors,
     DatalogSemanticError,
     DatalogSyntaxError,
     UnsupportedError,
 )
-from datalog.parser import parse_program
+from datalog.lang.parser import parse_program
 
 GOLDEN = Path(__file__).parent / "golden" / "semantic"
 CASES = sorted(GOLDEN.glob("*.dl"))

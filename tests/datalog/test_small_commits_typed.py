@@ -23,10 +23,10 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import reference
-from datalog.checks import check_program, check_query
-from datalog.database import Database
-from datalog.parser import parse_program, parse_query
+from datalog.db.database import Database
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.parser import parse_program, parse_query
 from tests.datalog.answers import Accumulated
 
 pytestmark = pytest.mark.usefixtures("small_path")

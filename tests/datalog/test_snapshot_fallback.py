@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from datalog.database import Database
-from datalog.errors import DatalogError
+from datalog.db.database import Database
+from datalog.lang.errors import DatalogError
 from datalog.storage import frames
 from datalog.storage.frames import DurabilityError
 from datalog.storage.snapshots import MANIFEST

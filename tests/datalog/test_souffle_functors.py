@@ -1,6 +1,6 @@
 """Soufflé's `range`, `as` and `ord` (ADR 0027): the engine against the reference
 evaluator through inserts and retractions, and the column-wise code against the
-scalar definitions of `datalog.functions`."""
+scalar definitions of `datalog.lang.functions`."""
 
 from __future__ import annotations
 
@@ -12,15 +12,16 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog import functions, reference
-from datalog.ast import ColumnType
-from datalog.checks import check_program, check_query
-from datalog.conversions import convert_column
-from datalog.database import Database
-from datalog.errors import FunctorError
-from datalog.generators import expand_range
-from datalog.parser import parse_program, parse_query
-from datalog.symbols import SymbolTable
+from datalog.db.database import Database
+from datalog.eval import reference
+from datalog.eval.conversions import convert_column
+from datalog.eval.generators import expand_range
+from datalog.eval.symbols import SymbolTable
+from datalog.lang import functions
+from datalog.lang.ast import ColumnType
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.errors import FunctorError
+from datalog.lang.parser import parse_program, parse_query
 from tests.datalog.answers import Accumulated
 
 pytestmark = pytest.mark.usefixtures("small_path")

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from datalog.database import Database
-from datalog.errors import DatalogError
-from datalog.sources import csv as facts
-from datalog.sources.csv import FactFileError, load_inputs, write_outputs
+from datalog.db.database import Database
+from datalog.io.sources import csv as facts
+from datalog.io.sources.csv import FactFileError, load_inputs, write_outputs
+from datalog.lang.errors import DatalogError
 
 PROGRAM = """
 .decl edge(x: number, y: number)

@@ -45,8 +45,8 @@ def test_printsize_counts_columns_not_python_rows(
 ) -> None:
     """`deltalog run` counts `.printsize` relations as columns (`query_columns`): a
     1M-pair closure no longer becomes a million Python tuples to be counted."""
-    from datalog.cli import main
-    from datalog.database import Database
+    from datalog.cli.commands import main
+    from datalog.db.database import Database
 
     program = (
         ".decl e(x: number, y: number)\n.decl p(s: symbol, x: number)\n.decl z()\n"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from datalog.database import Database
-from datalog.errors import DatalogError
+from datalog.db.database import Database
+from datalog.lang.errors import DatalogError
 from datalog.storage import store as store_module
 from datalog.storage.frames import DurabilityError
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from datalog.checks import check_program, dependencies
-from datalog.errors import StratificationError
-from datalog.parser import parse_program
-from datalog.strata import strongly_connected_components
+from datalog.lang.checks import check_program, dependencies
+from datalog.lang.errors import StratificationError
+from datalog.lang.parser import parse_program
+from datalog.lang.strata import strongly_connected_components
 
 DECLS = "".join(f".decl {name}(x: number)\n" for name in "abcdepq")
 

@@ -18,14 +18,14 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import reference
-from datalog.checks import check_program
-from datalog.database import Database
-from datalog.parser import parse_program
+from datalog.db.database import Database
+from datalog.eval import reference
+from datalog.eval.symbols import SymbolTable
+from datalog.lang.checks import check_program
+from datalog.lang.parser import parse_program
+from datalog.lang.pretty import format_program, format_subsumption
+from datalog.lang.subsumption import normalize
 from datalog.plan.subsume import dominance_reducer
-from datalog.pretty import format_program, format_subsumption
-from datalog.subsumption import normalize
-from datalog.symbols import SymbolTable
 from differential.operators.reduce import Groups
 from tests.datalog.answers import Accumulated
 

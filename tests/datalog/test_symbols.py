@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.symbols import SymbolTable
+from datalog.eval.symbols import SymbolTable
 
 
 def test_ids_are_assigned_in_first_seen_order_within_a_batch() -> None:

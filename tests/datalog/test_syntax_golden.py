@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from datalog.errors import DatalogSyntaxError
-from datalog.parser import parse_program
+from datalog.lang.errors import DatalogSyntaxError
+from datalog.lang.parser import parse_program
 
 GOLDEN = Path(__file__).parent / "golden" / "syntax"
 CASES = sorted(GOLDEN.glob("*.dl"))

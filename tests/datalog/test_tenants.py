@@ -9,9 +9,10 @@ from collections import Counter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database, reference
-from datalog.checks import check_query
-from datalog.parser import parse_query
+from datalog import Change, Database
+from datalog.eval import reference
+from datalog.lang.checks import check_query
+from datalog.lang.parser import parse_query
 
 PROGRAM = """
 .decl edge(a: number, b: number)

@@ -18,10 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Database, Subscription, reference
-from datalog.checks import check_program, check_query
-from datalog.errors import FunctorError
-from datalog.parser import parse_program, parse_query
+from datalog import Database, Subscription
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.errors import FunctorError
+from datalog.lang.parser import parse_program, parse_query
 from differential.operators.iterate import Subscope
 from tests.datalog.answers import Accumulated
 

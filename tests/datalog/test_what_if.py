@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datalog import Change, Database
-from datalog.errors import TransactionError, UnknownNameError
+from datalog.lang.errors import TransactionError, UnknownNameError
 
 PROGRAM = """
 .decl e(a: number, b: number)
@@ -156,7 +156,7 @@ def test_what_if_is_refused_inside_a_callback() -> None:
 def test_the_repl_prints_what_each_watched_query_would_receive(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from datalog.repl import Session
+    from datalog.cli.repl import Session
 
     session = Session()
     asked = [":what-if insert e (0, 1)", ":watch reach(a)", ":what-if insert e (0, 1) (1, 2)",

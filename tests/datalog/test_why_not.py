@@ -15,7 +15,7 @@ from datalog import (
     FactNotFoundError,
     WhyNot,
 )
-from datalog.errors import BudgetExceeded, UnknownNameError
+from datalog.lang.errors import BudgetExceeded, UnknownNameError
 
 TC = """
 .decl edge(src: number, dst: number)
@@ -276,7 +276,7 @@ def test_why_not_reads_nothing_it_does_not_need_and_changes_nothing() -> None:
 
 
 def test_the_repl_prints_why_not_now_and_as_of_an_epoch(capsys: pytest.CaptureFixture[str]) -> None:
-    from datalog.repl import Session
+    from datalog.cli.repl import Session
 
     session = Session()
     for line in [*TC.strip().splitlines(), ":insert edge (1, 2)", ":insert edge (2, 3)",

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Database, Derivation, FactHoldsError, WhyChange, WhyNot, reference
-from datalog.checks import CheckedProgram, check_program
-from datalog.functions import Value
-from datalog.parser import parse_program
-from datalog.reference import Relations, Row
+from datalog import Database, Derivation, FactHoldsError, WhyChange, WhyNot
+from datalog.eval import reference
+from datalog.eval.reference import Relations, Row
+from datalog.lang.checks import CheckedProgram, check_program
+from datalog.lang.functions import Value
+from datalog.lang.parser import parse_program
 from tests.datalog.programs import Generated, apply, format_stream, programs, streams
 from tests.datalog.test_provenance import check_proof, fact_text, levels
 from tests.datalog.whynot_oracle import Oracle, fact_tuples

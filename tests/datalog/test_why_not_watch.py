@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from datalog import Database, Derivation, ManualClock, WhyChange, WhyNot
-from datalog.errors import TransactionError
+from datalog.lang.errors import TransactionError
 
 TC = """
 .decl edge(src: number, dst: number)

@@ -2,7 +2,7 @@
 
 An explanation (its JSON form, `WhyNot.to_dict()`) is checked against `full`, every
 relation as the reference evaluator computes it, independently of the engine and of
-`datalog.candidates`:
+`datalog.db.candidates`:
 
 - the asked pattern matches no tuple of `full`, and the rules tried are exactly the
   rules of its relation whose head unifies with it, in program order;
@@ -24,8 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from datalog import reference
-from datalog.ast import (
+from datalog.eval import reference
+from datalog.eval.reference import Env, Relations, Row
+from datalog.lang.ast import (
     Aggregate,
     Atom,
     Comparison,
@@ -36,11 +37,10 @@ from datalog.ast import (
     Var,
     Wildcard,
 )
-from datalog.checks import CheckedProgram
-from datalog.functions import Value
-from datalog.passes.variables import aggregate_groups, literal_terms, subterms
-from datalog.pretty import format_rule
-from datalog.reference import Env, Relations, Row
+from datalog.lang.checks import CheckedProgram
+from datalog.lang.functions import Value
+from datalog.lang.passes.variables import aggregate_groups, literal_terms, subterms
+from datalog.lang.pretty import format_rule
 
 Json = dict[str, Any]
 

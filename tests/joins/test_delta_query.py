@@ -24,9 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database, reference
-from datalog.checks import check_program, check_query
-from datalog.parser import parse_program, parse_query
+from datalog import Change, Database
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
+from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
 
 pytestmark = pytest.mark.usefixtures("small_path")

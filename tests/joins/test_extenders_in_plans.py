@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from datalog.database import Database
+from datalog.db.database import Database
 from datalog.plan.wcoj import JoinPlan
 from joins.extenders import ConstantExtender, Prefixes, Proposals, UnaryExtender
 from joins.pipeline import Pipeline

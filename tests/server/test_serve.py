@@ -19,7 +19,7 @@ from server.workers import fork_available
 
 pytestmark = pytest.mark.server
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "datalog" / "examples"
+EXAMPLES = ROOT / "datalog" / "cli" / "examples"
 
 
 def _command(*args: str) -> list[str]:

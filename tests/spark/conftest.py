@@ -52,7 +52,7 @@ def require_spark() -> None:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     require_spark()
-    from datalog.spark.session import local_session
+    from datalog.io.spark.session import local_session
 
     session = local_session("local[2]", shuffle_partitions=2, app="deltalog-tests")
     yield session

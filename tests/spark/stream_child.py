@@ -13,8 +13,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from datalog import Database
-from datalog.sources.spark_stream import MARKS, stream_into
-from datalog.spark.session import local_session
+from datalog.io.sources.spark_stream import MARKS, stream_into
+from datalog.io.spark.session import local_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

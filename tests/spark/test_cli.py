@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from datalog import Database
-from datalog.cli import EXAMPLES, main, spark_preload
+from datalog.cli.commands import EXAMPLES, main, spark_preload
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

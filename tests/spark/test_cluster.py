@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from datalog.cli import EXAMPLES, main
+from datalog.cli.commands import EXAMPLES, main
 from tests.spark.conftest import require_spark
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(900)]

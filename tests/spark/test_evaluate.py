@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from datalog import Database, UnsupportedError
-from datalog.checks import check_program
-from datalog.parser import parse_program
-from datalog.reference import evaluate as reference_evaluate
+from datalog.eval.reference import evaluate as reference_evaluate
+from datalog.lang.checks import check_program
+from datalog.lang.parser import parse_program
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -69,7 +69,7 @@ WEIGHTS = [(1, 0.5), (2, 4.0), (3, -1.25), (4, 0.0)]
 
 @pytest.fixture(scope="module")
 def results(spark: SparkSession) -> dict[str, set[tuple[Any, ...]]]:
-    from datalog.spark.evaluate import evaluate
+    from datalog.io.spark.evaluate import evaluate
 
     checked = check_program(parse_program(PROGRAM))
     inputs = {
@@ -134,7 +134,7 @@ def test_empty_aggregates_follow_souffle(results: dict[str, set[tuple[Any, ...]]
 
 
 def test_integer_power_is_unsupported_with_its_position(spark: SparkSession) -> None:
-    from datalog.spark.evaluate import evaluate
+    from datalog.io.spark.evaluate import evaluate
 
     text = ".decl e(x: number)\n.decl p(y: number)\np(y) :- e(x), y = x ^ 2.\n"
     with pytest.raises(UnsupportedError) as caught:
@@ -150,7 +150,7 @@ def test_integer_power_is_unsupported_with_its_position(spark: SparkSession) -> 
 def test_souffle_casts_ord_and_range_are_unsupported_with_their_position(
     spark: SparkSession, expression: str
 ) -> None:
-    from datalog.spark.evaluate import evaluate
+    from datalog.io.spark.evaluate import evaluate
 
     text = f".decl e(x: number, s: symbol)\n.decl p(x: number)\np(x) :- e(x, s), {expression}.\n"
     with pytest.raises(UnsupportedError, match="not supported on Spark") as caught:
@@ -161,8 +161,8 @@ def test_souffle_casts_ord_and_range_are_unsupported_with_their_position(
 def test_run_on_spark_writes_the_embedded_engines_files(
     spark: SparkSession, tmp_path: Path
 ) -> None:
-    from datalog.cli import EXAMPLES, main
-    from datalog.spark.run import run
+    from datalog.cli.commands import EXAMPLES, main
+    from datalog.io.spark.run import run
 
     program = EXAMPLES / "social.dl"
     assert (
@@ -178,7 +178,7 @@ def test_run_on_spark_writes_the_embedded_engines_files(
 def test_inputs_with_copies_give_sets(spark: SparkSession) -> None:
     """Inputs are read as they come, copies included: every relation still comes
     out a set, and aggregates count distinct bindings."""
-    from datalog.spark.evaluate import evaluate
+    from datalog.io.spark.evaluate import evaluate
 
     text = """
     .decl edge(x: number, y: number)

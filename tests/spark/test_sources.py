@@ -11,8 +11,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from datalog import Database
-from datalog.errors import TransactionError
-from datalog.sources.csv import FactFile, read_facts
+from datalog.io.sources.csv import FactFile, read_facts
+from datalog.lang.errors import TransactionError
 from tests.spark.conftest import LDBC
 
 if TYPE_CHECKING:
@@ -32,7 +32,7 @@ def rows_of(db: Database, relation: str, arity: int) -> set[tuple[Any, ...]]:
 def test_csv_and_parquet_load_like_pyarrow(
     spark: SparkSession, tmp_path: Path, deduplicate: bool
 ) -> None:
-    from datalog.sources.spark import load_frames, read_csv, read_parquet
+    from datalog.io.sources.spark import load_frames, read_csv, read_parquet
 
     (tmp_path / "label.facts").write_text("".join(f"{a}\t{b}\t{c}\n" for a, b, c in LABELS))
     pq.write_table(pa.table({"x": [1, 2, 2, 3], "y": [2, 3, 3, 1]}), tmp_path / "edge.parquet")
@@ -80,7 +80,7 @@ def ldbc_table(name: str) -> pa.Table:
 
 @pytest.mark.skipif(not Path(LDBC).is_dir(), reason="no LDBC SNB sample")
 def test_ldbc_persons_and_knows_match_a_pyarrow_reading(spark: SparkSession) -> None:
-    from datalog.sources.spark import load_ldbc
+    from datalog.io.sources.spark import load_ldbc
 
     db = Database()
     counts = load_ldbc(db, spark, LDBC, files=["person", "person_knows_person"], partitions=2)
@@ -97,10 +97,10 @@ def test_ldbc_persons_and_knows_match_a_pyarrow_reading(spark: SparkSession) -> 
 
 @pytest.mark.skipif(not Path(LDBC).is_dir(), reason="no LDBC SNB sample")
 def test_friends_of_friends_on_spark_equals_the_embedded_engine(spark: SparkSession) -> None:
-    from datalog.checks import check_program
-    from datalog.parser import parse_program
-    from datalog.sources.spark import ldbc_relations
-    from datalog.spark.evaluate import evaluate
+    from datalog.io.sources.spark import ldbc_relations
+    from datalog.io.spark.evaluate import evaluate
+    from datalog.lang.checks import check_program
+    from datalog.lang.parser import parse_program
 
     relations = ldbc_relations(spark, LDBC, ["person_knows_person"])
     rules = """

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from datalog import Database
-from datalog.sources.spark_stream import MARKS, BatchSink
+from datalog.io.sources.spark_stream import MARKS, BatchSink
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.mark.spark
 def test_each_micro_batch_commits_one_epoch(spark: SparkSession, tmp_path: Path) -> None:
-    from datalog.sources.spark_stream import stream_into
+    from datalog.io.sources.spark_stream import stream_into
 
     db = Database()
     db.define(".decl edge(x: number, y: number)\n.decl reach(x: number, y: number)\n"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from datalog.spark.transfer import LoadProgress
+from datalog.io.spark.transfer import LoadProgress
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -20,7 +20,7 @@ def test_batches_hold_every_row_once_tagged_with_its_partition(
 ) -> None:
     from pyspark.sql import functions as sf
 
-    from datalog.spark.transfer import arrow_batches
+    from datalog.io.spark.transfer import arrow_batches
 
     frame = spark.range(0, 2_500, numPartitions=3).select(
         sf.col("id").alias("c0"), sf.concat(sf.lit("s"), sf.col("id").cast("string")).alias("c1")

@@ -1,4 +1,4 @@
-"""The same rows in every form `Transaction.insert` takes (`datalog.rows`).
+"""The same rows in every form `Transaction.insert` takes (`datalog.eval.rows`).
 
 Tables and frames carry the relation's column names (`c0`, `c1`, ...), so they
 are matched by name; numeric columns have their numpy or Arrow type, symbols are

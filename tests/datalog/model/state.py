@@ -1,6 +1,6 @@
 """The model of a database: its program, its base facts, its epoch and its past.
 
-Answers come from the reference evaluator (`datalog.reference`), never from the
+Answers come from the reference evaluator (`datalog.eval.reference`), never from the
 engine. A `Snapshot` is the database at the end of one epoch: the program in
 force (declarations and rules, as lines) and the facts of every relation. A
 `ModelState` is the current snapshot, the epoch, the snapshots of the epochs the
@@ -17,9 +17,10 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
-from datalog import DatalogError, parse_program, parse_query, reference
-from datalog.checks import CheckedProgram, check_program, check_query
-from datalog.functors import bind_program, bind_query, bindings
+from datalog import DatalogError, parse_program, parse_query
+from datalog.eval import reference
+from datalog.eval.functors import bind_program, bind_query, bindings
+from datalog.lang.checks import CheckedProgram, check_program, check_query
 from tests.datalog.model.pool import BASE_DECLS, Fragment, Redefinition, mix
 
 Row = tuple[Any, ...]

@@ -20,7 +20,7 @@ from hypothesis import event
 from hypothesis import strategies as st
 
 from datalog import Database, DatalogError, parse_query
-from datalog.checks import check_query
+from datalog.lang.checks import check_query
 from tests.datalog.model import pool
 from tests.datalog.model.faults import ERRORS, Faults, engine_hooks
 from tests.datalog.model.measures import live_counts, log_bytes, snapshots

@@ -1,0 +1,8 @@
+"""The `deltalog` command and its interactive faces: `run`, `repl`, `demo`, `serve`.
+
+Layer: datalog.cli, the top of `datalog`: it may import every other datalog
+package (and starts `server` only through `importlib`, for `deltalog serve`).
+Nothing in `datalog` imports it. `commands` parses the command line; `display`
+formats answers and changes for a terminal; `repl` and `demo` are the two
+interactive sessions; `examples/` holds the programs and facts they ship with.
+"""

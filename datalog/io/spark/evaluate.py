@@ -1,0 +1,241 @@
+"""Evaluate a checked program on Spark DataFrames, stratum by stratum.
+
+Layer: datalog (Spark back end). Imports the checker's results, the reference
+evaluator's scalar helpers (for program facts) and `datalog.io.spark.body`;
+pyspark only inside functions.
+
+The program is the one `check_program` returns, so parsing, checks and
+stratification are shared with the embedded engine. Every relation is a
+DataFrame with positional columns `c0, c1, ...` of Spark types long (number),
+double (float) and string (symbol), holding a SET of rows.
+
+- Inputs are cached as they came, copies included: a body binds the same values
+  either way, and heads and aggregates drop copies (`evaluate` returns every
+  relation as a set).
+- A non-recursive stratum: each relation is its base rows united with every
+  rule's head rows, without copies, cached so later strata do not recompute it
+  (its plan stays as long as the program, so no checkpoint is needed).
+- A recursive stratum: semi-naive iteration. Round 0 applies every rule to the
+  base rows; afterwards each rule is applied once per positive atom of the
+  stratum whose delta is not empty, that atom reading the previous round's
+  delta (broadcast when it fits under Spark's broadcast threshold) and every
+  other atom the full relation. The derived rows not in `full` are the next
+  delta, checkpointed and counted by the one job that computes them (an
+  observed metric; the count ends the iteration); `full` grows by it and its lineage is cut with a
+  lazy `localCheckpoint` every `checkpoint_every` rounds.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from datalog.eval.reference import Solver
+from datalog.io.spark.body import BodySolver
+from datalog.io.spark.columns import SPARK_TYPES, Names
+from datalog.io.spark.session import prepare
+from datalog.lang.ast import Atom, Rule
+from datalog.lang.checks import CheckedProgram
+from datalog.lang.errors import UnsupportedError
+from datalog.lang.passes.variables import aggregate_groups
+from datalog.lang.schema import RelationInfo
+from datalog.lang.strata import Stratum
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+Relations = dict[str, "DataFrame"]
+Deltas = dict[str, tuple["DataFrame", int]]  # a round's new rows per relation, and how many
+
+
+def evaluate(
+    spark: SparkSession,
+    checked: CheckedProgram,
+    inputs: Mapping[str, DataFrame],
+    *,
+    checkpoint_every: int = 4,
+    verbose: bool = False,
+) -> Relations:
+    """Every relation of `checked`: the `inputs` (by position), the program's
+    facts and everything the rules derive."""
+    require_supported(checked)
+    prepare(spark)
+    relations = base_relations(spark, checked, inputs)
+    for stratum in checked.strata:
+        evaluator = StratumEvaluator(spark, checked, relations, checkpoint_every, verbose)
+        relations.update(evaluator.run(stratum))
+    for name in inputs:  # read as they came (bodies do not mind copies), returned as sets
+        relations[name] = relations[name].distinct()
+    return relations
+
+
+def require_supported(checked: CheckedProgram) -> None:
+    """`UnsupportedError` at the declaration of a relation Spark cannot hold (or at
+    a subsumptive clause: Spark's semi-naive evaluation never removes tuples)."""
+    for dominances in checked.dominances.values():
+        message = "subsumption is not supported on Spark"
+        raise UnsupportedError(message, dominances[0].span)
+    for info in checked.schema.relations.values():
+        if "unsigned" in info.types:
+            message = f"`{info.name}`: unsigned columns are not supported on Spark"
+            raise UnsupportedError(message, info.decl.span)
+        if info.arity == 0:
+            raise UnsupportedError(
+                f"`{info.name}`: nullary relations are not supported on Spark", info.decl.span
+            )
+
+
+def spark_schema(info: RelationInfo) -> str:
+    return ", ".join(f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(info.types))
+
+
+def typed(frame: DataFrame, info: RelationInfo) -> DataFrame:
+    """`frame`'s columns, by position, as `c0, c1, ...` of the relation's types."""
+    from pyspark.sql import functions as sf
+
+    if len(frame.columns) != info.arity:
+        raise UnsupportedError(
+            f"`{info.name}` has {info.arity} columns, the DataFrame {len(frame.columns)}"
+        )
+    columns = [
+        sf.col(f"`{name}`").cast(SPARK_TYPES[kind]).alias(f"c{i}")
+        for i, (name, kind) in enumerate(zip(frame.columns, info.types, strict=True))
+    ]
+    return frame.select(*columns)
+
+
+def base_relations(
+    spark: SparkSession, checked: CheckedProgram, inputs: Mapping[str, DataFrame]
+) -> Relations:
+    """The inputs and the program's facts, as typed frames per relation, cached (every
+    round of a recursion reads them). An input keeps its copies: bodies bind the same
+    values either way, heads and aggregates drop copies, and `evaluate` returns each
+    relation as a set."""
+    rows: dict[str, list[tuple[object, ...]]] = {}
+    for fact in checked.facts:
+        row = Solver({}, checked.schema, {}, {}).head_row(fact.head, {})
+        if row is not None:
+            rows.setdefault(fact.head.name, []).append(row)
+    relations: Relations = {}
+    for name, info in checked.schema.relations.items():
+        frame = spark.createDataFrame(rows.get(name, []), spark_schema(info))
+        if name in inputs:
+            frame = typed(inputs[name], info).unionByName(frame)
+        relations[name] = frame.cache()
+    unknown = sorted(set(inputs) - set(relations))
+    if unknown:
+        raise UnsupportedError(f"inputs for undeclared relations: {', '.join(unknown)}")
+    return relations
+
+
+class StratumEvaluator:
+    """Computes the relations of one stratum from the (complete) earlier ones."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        checked: CheckedProgram,
+        relations: Relations,
+        checkpoint_every: int,
+        verbose: bool,
+    ) -> None:
+        self.spark, self.checked = spark, checked
+        self.relations = relations
+        self.checkpoint_every = max(1, checkpoint_every)
+        self.verbose = verbose
+
+    def run(self, stratum: Stratum) -> Relations:
+        if not stratum.recursive:
+            derived = self.derive(stratum, self.relations, None)
+            full = {n: self.relations[n].union(derived[n]).distinct() for n in stratum.relations}
+            return {n: f.cache() for n, f in full.items()}
+        return self.iterate(stratum)
+
+    def iterate(self, stratum: Stratum) -> Relations:
+        full = {n: self.relations[n] for n in stratum.relations}
+        delta = self.new_facts(self.derive(stratum, {**self.relations, **full}, None), full)
+        rounds = 0
+        while any(size for _, size in delta.values()):
+            rounds += 1
+            for name, (frame, _) in delta.items():
+                full[name] = full[name].union(frame)
+                if rounds % self.checkpoint_every == 0:
+                    full[name] = full[name].localCheckpoint(eager=False)
+            current = {**self.relations, **full}
+            delta = self.new_facts(self.derive(stratum, current, delta), full)
+            if self.verbose:
+                sizes = ", ".join(f"{n} +{size:,}" for n, (_, size) in sorted(delta.items()))
+                print(
+                    f"stratum {sorted(stratum.relations)}: round {rounds}: {sizes}", file=sys.stderr
+                )
+        return full
+
+    def new_facts(self, derived: Relations, full: Relations) -> Deltas:
+        """The derived rows not in `full` yet, each materialized and counted by ONE job
+        (the count is observed while the checkpoint computes it): the next delta and
+        its size. Heads have no NULLs, so a plain anti-join on every column is `EXCEPT`."""
+        from pyspark.sql import Observation
+        from pyspark.sql import functions as sf
+
+        found: Deltas = {}
+        for name in full:
+            rows = Observation()
+            new = derived[name].distinct().join(full[name], full[name].columns, "left_anti")
+            frame = new.observe(rows, sf.count(sf.lit(1)).alias("rows")).localCheckpoint()
+            found[name] = (frame, int(rows.get["rows"]))
+        return found
+
+    def broadcast(self, frame: DataFrame, rows: int, arity: int) -> DataFrame:
+        """`frame`, hinted to be broadcast to every join when its rows fit under Spark's
+        own broadcast threshold (a checkpointed delta has no size estimate of its own)."""
+        from pyspark.sql import functions as sf
+
+        threshold = byte_size(self.spark.conf.get("spark.sql.autoBroadcastJoinThreshold") or "-1")
+        return sf.broadcast(frame) if 0 <= rows * arity * 8 <= threshold else frame
+
+    def derive(self, stratum: Stratum, relations: Relations, delta: Deltas | None) -> Relations:
+        """Every rule's head rows; with `delta`, only those using some delta row (a rule
+        is not applied to an empty delta)."""
+        found: dict[str, list[DataFrame]] = {n: [] for n in stratum.relations}
+        for rule in stratum.rules:
+            if delta is None:
+                found[rule.head.name].append(self.apply(rule, relations, None, None))
+                continue
+            for atom in recursive_atoms(rule, stratum):
+                frame, rows = delta[atom.name]
+                if rows:
+                    source = self.broadcast(frame, rows, len(atom.args))
+                    found[rule.head.name].append(self.apply(rule, relations, atom, source))
+        return {n: self.union(n, frames) for n, frames in found.items()}
+
+    def apply(
+        self, rule: Rule, relations: Relations, atom: Atom | None, source: DataFrame | None
+    ) -> DataFrame:
+        groups = aggregate_groups(rule.head.args, rule.body)
+        solver = BodySolver(self.spark, relations, self.checked.schema, groups)
+        names = Names(self.checked.types_of(rule))
+        sources = {id(atom): source} if atom is not None and source is not None else {}
+        frame = solver.solve(rule.body, solver.unit, names, sources)
+        return solver.head(rule.head, frame, names)
+
+    def union(self, name: str, frames: list[DataFrame]) -> DataFrame:
+        if not frames:
+            info = self.checked.schema[name]
+            return self.spark.createDataFrame([], spark_schema(info))
+        result = frames[0]
+        for frame in frames[1:]:
+            result = result.union(frame)
+        return result  # the caller drops copies, once
+
+
+def byte_size(text: str) -> int:
+    """A Spark size setting (`10485760b`, `10m`, `-1`) in bytes."""
+    text = text.strip().lower().removesuffix("b")
+    scale = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}.get(text[-1:], 1)
+    return int(text[:-1] if scale > 1 else text) * scale
+
+
+def recursive_atoms(rule: Rule, stratum: Stratum) -> list[Atom]:
+    """The positive atoms of `rule` that read a relation of its own stratum."""
+    return [a for a in rule.body if isinstance(a, Atom) and a.name in stratum.relations]
