@@ -104,10 +104,12 @@ class Epochs:
                 failure: BaseException | None = None
                 if write.new_epoch:
                     requests = {**write.requests, **self.live.tenants.requests()}
+                    self.live.arrive()
                     try:
                         engine.commit(requests, sealing=seal)
                     except BaseException as error:
                         if not decided:
+                            self.live.drop_arrived()
                             raise
                         failure = error  # after its epoch (a listener): finish it first
                         self.live.suspect = True

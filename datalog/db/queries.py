@@ -77,6 +77,9 @@ class LiveQueries:
         self.tenants = Tenants(Context(engine, symbols, functors, self.deliver))
         self.delivering = 0  # >0 while subscribers are being called
         self.suspect = False  # something failed: `repair` looks for what it broke
+        # The outputs of the epoch being committed, told once every live query holds
+        # its own (`arrive`, `tell_arrived`): None while no commit collects them.
+        self.arrived: dict[LiveQuery, tuple[Updates, int]] | None = None
         self.watches: list[Watch] = []  # told of every epoch (`Database.subscribe_why`)
 
     # -- subscriptions ----------------------------------------------------------------
@@ -231,8 +234,41 @@ class LiveQueries:
             self.delivering -= 1
 
     def deliver(self, live: LiveQuery, updates: Updates, epoch: int) -> None:
+        """Tell `live`'s subscribers; during a commit, once every live query holds
+        the epoch's changes (a callback then reads any live query at that epoch)."""
+        if self.arrived is not None:
+            prior = self.arrived.get(live)
+            both = updates if prior is None else concat([prior[0], updates])
+            self.arrived[live] = (both, epoch)
+            live.telling = both
+            return
         with self.calling():
             live.deliver(updates, epoch, self.symbols)
+
+    def arrive(self) -> None:
+        """The next outputs belong to an epoch being committed: hold them."""
+        self.arrived = {}
+
+    def tell_arrived(self) -> None:
+        """Tell what the epoch's outputs brought (each live query's answer includes
+        its change until it is told); every one is told whatever another raises."""
+        arrived, self.arrived = self.arrived or {}, None
+        failure: BaseException | None = None
+        for live, (updates, epoch) in arrived.items():
+            try:
+                self.deliver(live, updates, epoch)
+            except BaseException as error:
+                failure = failure or error
+            finally:
+                live.telling = None
+        if failure is not None:
+            raise failure
+
+    def drop_arrived(self) -> None:
+        """The epoch did not happen: what its outputs brought is forgotten."""
+        for live in self.arrived or {}:
+            live.telling = None
+        self.arrived = None
 
     def hold_changes(self, heads: frozenset[str]) -> None:
         """The program changed the rules of `heads` (installed already): rebuild the
@@ -251,6 +287,7 @@ class LiveQueries:
         first failure is returned, to be raised last."""
         failure: BaseException | None = None
         steps: list[Callable[[], object]] = [
+            self.tell_arrived,
             (lambda: self.tenants.committed(epoch)) if new_epoch else (lambda: None),
             self.repair_if_suspect,
             lambda: self._deliver_held(epoch),

@@ -280,3 +280,27 @@ def test_a_callback_reading_its_own_query_sees_the_epoch_it_is_told_about() -> N
     db.retract("v", [(1,)])
     e = db.epoch
     assert seen == [(e - 3, []), (e - 2, [(1, 0)]), (e - 1, [(1, 1)]), (e, [])]
+
+
+def test_a_callback_reading_another_live_query_sees_the_epoch_it_is_told_about() -> None:
+    """Outputs were told dataflow by dataflow as the engine finished the epoch, so a
+    callback of the first reading the second live query saw its previous epoch."""
+    db = Database()
+    db.define(
+        ".decl v(x: number)\n.decl w(x: number)\nw(x) :- v(x).\n.decl u(x: number)\nu(x) :- v(x)."
+    )
+    seen: list[tuple[str, int, list[tuple[Any, ...]]]] = []
+    for mine, other in (("w", "u"), ("u", "w")):
+        db.subscribe(
+            f"{mine}(x)",
+            lambda c, m=mine, o=other: c.snapshot or seen.append((m, c.epoch, db.query(f"{o}(x)"))),
+        )
+    db.insert("v", [(1,)])
+    db.insert("v", [(2,)])
+    e = db.epoch
+    assert sorted(seen) == [
+        ("u", e - 1, [(1,)]),
+        ("u", e, [(1,), (2,)]),
+        ("w", e - 1, [(1,)]),
+        ("w", e, [(1,), (2,)]),
+    ]
