@@ -221,12 +221,21 @@ def replace_aggregates(term: Term, fn: Callable[[Aggregate], Term]) -> Term:
     """`term` with each outermost aggregate in it replaced by `fn(aggregate)`, left to
     right; other nodes are kept (the same objects where nothing inside changed).
     Iterative: one step per node however deep the operators nest."""
+    return _rebuilt(term, fn, lambda node: node)
+
+
+def _rebuilt(
+    term: Term, at_aggregate: Callable[[Aggregate], Term], at_node: Callable[[Term], Term]
+) -> Term:
+    """`term` rebuilt bottom-up, left to right, without recursing: an aggregate becomes
+    `at_aggregate(aggregate)` (its insides are its business), every other node
+    `at_node` of itself over its rebuilt sub-terms (the same object where none changed)."""
     done: list[Term] = []
     pending: list[tuple[Term, bool]] = [(term, False)]
     while pending:
         node, ready = pending.pop()
         if isinstance(node, Aggregate):
-            done.append(fn(node))
+            done.append(at_aggregate(node))
             continue
         children = _subterms_of(node)
         if children and not ready:
@@ -238,7 +247,7 @@ def replace_aggregates(term: Term, fn: Callable[[Aggregate], Term]) -> Term:
             del done[len(done) - len(children) :]
             if any(new is not old for new, old in zip(parts, children, strict=True)):
                 node = _with_subterms(node, parts)
-        done.append(node)
+        done.append(at_node(node))
     return done[0]
 
 
@@ -252,25 +261,12 @@ def map_term(term: Term, fn: Callable[[Term], Term]) -> Term:
     """`term` with `fn` applied to it and to each of its sub-terms, innermost first,
     left to right. Iterative through operators, calls and casts (a 400-term sum is
     400 levels deep); an aggregate's target and body recurse, once per aggregate."""
-    done: list[Term] = []
-    pending: list[tuple[Term, bool]] = [(term, False)]
-    while pending:
-        node, ready = pending.pop()
-        if isinstance(node, Aggregate):
-            target = None if node.target is None else map_term(node.target, fn)
-            done.append(fn(replace(node, target=target, body=map_terms(node.body, fn))))
-            continue
-        children = _subterms_of(node)
-        if children and not ready:
-            pending.append((node, True))
-            pending.extend((child, False) for child in reversed(children))
-            continue
-        if children:
-            mapped = done[len(done) - len(children) :]
-            del done[len(done) - len(children) :]
-            node = _with_subterms(node, mapped)
-        done.append(fn(node))
-    return done[0]
+
+    def at_aggregate(node: Aggregate) -> Term:
+        target = None if node.target is None else map_term(node.target, fn)
+        return fn(replace(node, target=target, body=map_terms(node.body, fn)))
+
+    return _rebuilt(term, at_aggregate, fn)
 
 
 def _with_subterms(term: Term, subterms: Sequence[Term]) -> Term:
