@@ -14,14 +14,13 @@ so no live dataflow serves it) and the twin's answers must equal the reference.
 
 from __future__ import annotations
 
-from collections import Counter
 from itertools import count
 from typing import Any
 
 from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
-from datalog import Change, Database
+from datalog import Database
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
@@ -40,23 +39,7 @@ from tests.datalog.programs import (
     streams,
     values,
 )
-
-
-class Accumulated:
-    """A subscription's answer: its snapshot plus every change, each row 0 or 1."""
-
-    def __init__(self, query: str) -> None:
-        self.query = query
-        self.counts: Counter[tuple[Any, ...]] = Counter()
-
-    def __call__(self, change: Change) -> None:
-        for row, diff in zip(change.rows, change.diffs, strict=True):
-            self.counts[row] += diff
-            assert self.counts[row] in (0, 1), f"{self.query}: {row} counted {self.counts[row]}"
-
-    def rows(self) -> set[tuple[Any, ...]]:
-        return {row for row, n in self.counts.items() if n}
-
+from tests.datalog.test_engine_vs_reference import Accumulated
 
 # --- rules that ask with constants ----------------------------------------------------
 
