@@ -181,10 +181,12 @@ def counted(db: Any, name: str) -> tuple[Any, list[int]]:
     subscription would hold them all)."""
     from datalog.lang.checks import check_query
     from datalog.lang.parser import parse_query
-    from datalog.plan.build import Planner
+    from datalog.plan.plan import Options
+    from datalog.plan.planner import Planner
 
     checked = check_query(parse_query(TRIANGLES), db.checked.schema)
-    built = Planner(db.engine, db.checked, db.symbols, "wcoj").build(checked, name)
+    planner = Planner(db.engine, db.symbols, db.functors)
+    built = planner.build(db.checked, checked, name, Options("wcoj"))
     capture, found = built.output.capture, [0]
 
     def count(updates: Any) -> None:

@@ -42,8 +42,8 @@ from bench.peers.duckdb_peer import EdgeDB
 from datalog import Change, Database
 from datalog.lang.checks import check_query
 from datalog.lang.parser import parse_query
-from datalog.plan.build import Planner
-from datalog.plan.wcoj import JoinPlan
+from datalog.plan.plan import JoinPlan, Options
+from datalog.plan.planner import Planner
 
 EDGES = ".decl e(a: number, b: number)\n"
 TRIANGLE_ATOMS = ("e(a, b)", "e(b, c)", "e(a, c)")
@@ -60,7 +60,8 @@ MEMORY_CAP = [8 << 30]  # bytes of address space a forked run may map (--memory-
 def count_answer(db: Database, text: str, plan: JoinPlan) -> int:
     """Rows in the answer of `text`, as `Database.query` computes it (no Python rows)."""
     checked = check_query(parse_query(text), db.checked.schema)
-    built = Planner(db.engine, db.checked, db.symbols, plan).build(checked, f"{text} [{plan}]")
+    planner = Planner(db.engine, db.symbols, db.functors)
+    built = planner.build(db.checked, checked, f"{text} [{plan}]", Options(plan))
     total = 0
 
     def add(updates: Any, _epoch: int) -> None:

@@ -30,6 +30,7 @@ from datalog.db import definitions, durable
 from datalog.db.definitions import Definition, ProgramState, fact_rows
 from datalog.db.durable import Log
 from datalog.db.epochs import Epochs, Write
+from datalog.db.explanations import Explanations
 from datalog.db.history import DEFAULT_HISTORY, Past, history_setting
 from datalog.db.introspection import Introspection
 from datalog.db.live import Callback, Subscription
@@ -41,14 +42,12 @@ from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
 from datalog.lang import system
 from datalog.lang.ast import Program, Query
-from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query, dependencies
+from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, TransactionError, UnsupportedError
 from datalog.lang.parser import parse_query
 from datalog.lang.pretty import format_query
 from datalog.plan.body import UNIT
-from datalog.plan.dot import explain_graph
-from datalog.plan.explain import explain_text
-from datalog.plan.wcoj import JoinPlan
+from datalog.plan.plan import JoinPlan
 from datalog.storage.records import Commit, Define, Record
 from datalog.storage.store import Store
 from differential.batch import Updates
@@ -60,7 +59,6 @@ if TYPE_CHECKING:
     from datalog.db.change import Change
     from datalog.db.live import LiveQuery
     from datalog.db.provenance import Derivation
-    from datalog.db.states import Reading
     from datalog.db.whatif import Hypothetical
     from datalog.db.whynot import WhyNot
     from datalog.db.whywatch import WhyCallback, WhySubscription
@@ -105,6 +103,8 @@ class Database:
         self.log = Log(checkpoint_every)
         self.epochs = Epochs(self.engine, self.state, self.queries, self.log, self.symbols)
         self.introspection = Introspection(self.engine, self.state, self.queries, self.symbols)
+        self.explanations = Explanations(self.lock, self.queries, self.functors, self._past,
+                                         self._answer, self._read_only)  # fmt: skip
         if path is not None:
             durable.open_store(self, path, sync)
 
@@ -329,26 +329,22 @@ class Database:
         with self.lock:
             self.queries.unsubscribe(sub)
 
-    def explain(self, text: str, plan: JoinPlan = "auto", format: str = "text") -> str:
-        """The strata, rule plans and shared arrangements of a query ("dot": a graph)."""
+    def explain(
+        self, text: str, plan: JoinPlan = "auto", format: str = "text", passes: bool = False
+    ) -> str:
+        """The strata, rule plans and shared arrangements of a query ("dot": a graph),
+        printed from its plan (`datalog.plan.plan`); `passes=True`: the plan after
+        each planning pass, in order (docs/adr/0051)."""
         with self.lock, self._read_only(text):
             key, checked = self._check_query(text, plan)
-            built = self.queries.planner(plan).build(checked, key)
-            self.engine.retire(built.dataflow)
-            if format != "text":  # a Graphviz digraph, or an error naming the formats
-                return explain_graph(format, key, built.dataflow, checked.answer_vars)
-            live = self.queries.by_key.get(key)
-            served = self.queries.tenants.note(live) if live is not None else []
-            return explain_text(key, checked.answer_vars, built, served, self.program.pragmas)
+            pragmas = self.program.pragmas
+            return self.explanations.explain(key, checked, plan, format, passes, pragmas)
 
     def why(self, fact: str, as_of: int | None = None) -> Derivation:
         """Why the ground `fact` (`"reach(1, 4)"`) holds now, or at the end of epoch
         `as_of`: a proof of minimal height (`datalog.db.provenance`; computed on demand
         from the base relations of that epoch)."""
-        from datalog.db.provenance import why
-
-        with self.lock, self._read_only(fact):
-            return why(self._past(), self._reading(as_of), fact, as_of)
+        return self.explanations.why(fact, as_of)
 
     def why_not(
         self, fact: str, as_of: int | None = None, depth: int = 3, size: int = 100
@@ -359,10 +355,7 @@ class Database:
         derived tuples explained in turn `depth` levels deep, at most `size` rules
         tried in all (`datalog.db.whynot`, docs/adr/0045). A fact that holds raises
         `FactHoldsError` (`why` explains it)."""
-        from datalog.db.whynot import why_not
-
-        with self.lock, self._read_only(fact):
-            return why_not(self._reading(as_of), self.functors, fact, depth, size)
+        return self.explanations.why_not(fact, as_of, depth, size)
 
     def subscribe_why(
         self,
@@ -380,61 +373,11 @@ class Database:
         (one that fails is kept in `errors` and tried at the next epoch). `clock`
         paces it instead of the database's (a server's event loop). Takes no epoch
         (`datalog.db.whywatch`, docs/adr/0045)."""
-        from datalog.db.whywatch import WhySubscription, WhyWatch, wake_later
-
-        with self.lock:
-            self.queries.refuse_in_callback("subscribe")
-            epoch, clock = self.engine.epoch, clock or self.clock
-            pacing = Pacing.of(granularity, epoch, clock.now)
-            sub = WhySubscription(fact, callback)
-            watch = WhyWatch(sub, lambda: self._explanation(fact), self.queries.calling,
-                             lambda: self.lock.budget.limit(budget), pacing)  # fmt: skip
-            first = watch.start(epoch)
-            if pacing is not None:
-                pacing.wake = wake_later(clock, self.lock, lambda: self.engine.epoch, watch)
-            sub.unsubscribe, sub.latest = self.unsubscribe_why, first
-            self.queries.watches.append(watch)
-            try:
-                with self.queries.calling():
-                    callback(first)
-            except BaseException:  # no orphan: the caller never got a handle to it
-                self.unsubscribe_why(sub)
-                raise
-            return sub
+        clock = clock or self.clock
+        return self.explanations.subscribe_why(fact, callback, granularity, budget, clock)
 
     def unsubscribe_why(self, sub: WhySubscription) -> None:
-        with self.lock:
-            sub.active = False
-            watches = self.queries.watches
-            watches[:] = [w for w in watches if getattr(w, "sub", None) is not sub]
-
-    def _explanation(self, fact: str) -> tuple[Derivation | WhyNot, frozenset[str]]:
-        """`fact`'s explanation now (a proof, or why not) and the relations it reads."""
-        from datalog.db.provenance import target, why
-        from datalog.db.whynot import why_not
-        from datalog.lang.errors import FactHoldsError
-
-        with self._read_only(fact):
-            reading = self._reading(None)
-            relation, _ = target(reading.checked, fact, "subscribe_why")
-            reads = frozenset(dependencies(reading.checked, [relation]))
-            try:
-                return why_not(reading, self.functors, fact), reads
-            except FactHoldsError:
-                return why(self._past(), reading, fact), reads
-
-    def _reading(self, as_of: int | None) -> Reading:
-        """How explanations read the relations at the end of epoch `as_of` (now: None)."""
-        from datalog.db.states import Reading
-
-        view = self._past().view(as_of)
-        return Reading(
-            view.epoch,
-            view.checked,
-            lambda text: self._answer(text, "auto", as_of)[0],
-            view.state,
-            self.symbols,
-        )
+        self.explanations.unsubscribe_why(sub)
 
     def stats(self) -> dict[str, object]:
         with self.lock:

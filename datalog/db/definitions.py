@@ -128,7 +128,7 @@ class ProgramState:
 
     def reads(self, query_text: str) -> set[str]:
         """The relations the query `query_text` reads, directly or through rules."""
-        from datalog.plan.build import relations_read
+        from datalog.plan.passes import relations_read
 
         checked = check_query(parse_query(query_text), self.checked.schema)
         return dependencies(self.checked, relations_read(checked))

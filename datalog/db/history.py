@@ -28,8 +28,9 @@ from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query, depen
 from datalog.lang.errors import EpochError, HistoryCompactedError, UnknownNameError
 from datalog.lang.parser import parse_query
 from datalog.plan.body import UNIT
-from datalog.plan.build import Planner, relations_read
-from datalog.plan.wcoj import JoinPlan
+from datalog.plan.passes import relations_read
+from datalog.plan.plan import JoinPlan, Options
+from datalog.plan.planner import Planner
 from differential.batch import Updates
 from differential.engine import Engine
 
@@ -127,10 +128,8 @@ class Past:
             assert state is not None
             contents[relation] = (state.columns, state.diffs)
         engine.load(contents, view.epoch)
-        planner = Planner(
-            engine, view.checked, self.symbols, plan, functors=self.functors, one_shot=True
-        )
-        return planner.build(query, name).start(engine)
+        planner = Planner(engine, self.symbols, self.functors)  # over the past's engine
+        return planner.build(view.checked, query, name, Options(plan, one_shot=True)).start(engine)
 
 
 def _compacted(engine: Engine, epoch: int, oldest: int) -> str:

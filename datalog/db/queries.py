@@ -25,7 +25,7 @@ operation repairs again (and reports what still fails).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Protocol
@@ -41,9 +41,9 @@ from datalog.eval.symbols import SymbolTable
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.errors import TransactionError
 from datalog.lang.parser import parse_query
-from datalog.plan.build import Planner, QueryPlan
-from datalog.plan.views import Share
-from datalog.plan.wcoj import JoinPlan
+from datalog.plan.build import QueryPlan
+from datalog.plan.plan import JoinPlan, Options, Share
+from datalog.plan.planner import Planner
 from differential.batch import Updates, concat, consolidate
 from differential.dataflow import unbudgeted
 from differential.engine import Engine
@@ -74,7 +74,8 @@ class LiveQueries:
         self.engine, self.symbols, self.program = engine, symbols, program
         self.functors, self.clock, self.lock = functors, clock, lock
         self.by_key: dict[str, LiveQuery] = {}
-        self.tenants = Tenants(Context(engine, symbols, functors, self.deliver))
+        self.planner = Planner(engine, symbols, functors)  # the one planner of live queries
+        self.tenants = Tenants(Context(engine, symbols, self.planner, self.deliver))
         self.delivering = 0  # >0 while subscribers are being called
         self.suspect = False  # something failed: `repair` looks for what it broke
         # The outputs of the epoch being committed, told once every live query holds
@@ -181,16 +182,11 @@ class LiveQueries:
         self.engine.retire(built.dataflow)
         return answer
 
-    def planner(
-        self,
-        join_plan: JoinPlan,
-        share: Share = "reuse",
-        others: Collection[Hashable] = (),
-        one_shot: bool = False,
-    ) -> Planner:
-        return Planner(self.engine, self.program.checked, self.symbols, join_plan,
-                       functors=self.functors, share=share, others=others,
-                       one_shot=one_shot)  # fmt: skip
+    def plan(self, checked: CheckedQuery, key: str, join_plan: JoinPlan) -> QueryPlan:
+        """A query's dataflow, built and not started, as a one-shot read plans it."""
+        return self.planner.build(
+            self.program.checked, checked, key, Options(join_plan, share="reuse")
+        )
 
     def _started(
         self,
@@ -203,10 +199,11 @@ class LiveQueries:
         """A new dataflow for a query, started, and its first answer (not delivered);
         a live one (`share="create"`) reads derived relations from shared views.
         If building or starting fails, the dataflow is dropped."""
-        others = {
+        others = frozenset(
             k for q in self.by_key.values() if q.key != key and q.plan for k in q.plan.inlined
-        }
-        built = self.planner(join_plan, share, others, one_shot).build(checked, key)
+        )
+        options = Options(join_plan, share=share, others=others, one_shot=one_shot)
+        built = self.planner.build(self.program.checked, checked, key, options)
         return built, built.start(self.engine)
 
     def _attach(self, live: LiveQuery, built: QueryPlan, program: CheckedProgram) -> None:

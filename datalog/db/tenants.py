@@ -26,7 +26,7 @@ parameter input go with the last member.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import count
 from typing import Any
@@ -35,16 +35,15 @@ import numpy as np
 
 from datalog.db.live import LiveQuery
 from datalog.eval.expressions import DTYPES
-from datalog.eval.functors import FunctorBinding
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import Atom, Column, Const, Decl, Literal, Query, Term, Var
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.parser import parse_query
 from datalog.lang.pretty import format_query
 from datalog.lang.schema import RelationInfo, Schema
-from datalog.plan.build import Planner, QueryPlan
-from datalog.plan.magic import tenant_specialize
-from datalog.plan.wcoj import JoinPlan
+from datalog.plan.build import QueryPlan
+from datalog.plan.plan import JoinPlan, Options
+from datalog.plan.planner import Planner
 from differential.batch import Updates, concat, consolidate
 from differential.engine import Engine
 from differential.inputs import Requests
@@ -91,7 +90,7 @@ class Context:
 
     engine: Engine
     symbols: SymbolTable
-    functors: Mapping[str, FunctorBinding]
+    planner: Planner
     deliver: Deliver  # hands a member its slice of an epoch
 
 
@@ -234,15 +233,8 @@ class Tenants:
         program = with_relation(program, tenant.relation, shape.types)
         param_atom = Atom(tenant.relation, tuple(Var(p) for p in shape.params))
         query = check_query(Query((param_atom, *shape.body)), program.schema)
-        planner = Planner(context.engine, program, context.symbols, tenant.join_plan,
-                          specialize=False, functors=context.functors)  # fmt: skip
-        specialized = tenant_specialize(program, query)
-        if specialized is not None:
-            planner.program, query = specialized.program, specialized.query
-            planner.inputs = specialized.inputs
-            planner.notes.append("specialized to the parameter relation (magic sets)")
-            planner.notes += [f"  {note}" for note in specialized.notes]
-        built = planner.build(query, shape.key)
+        options = Options(tenant.join_plan, magic="tenant")  # the parameters seed the demand
+        built = context.planner.build(program, query, shape.key, options)
         answer = built.start(context.engine)
         built.output.listeners.append(lambda u, e: self._route(tenant, u, e))
         tenant.plan, tenant.built_for = built, base

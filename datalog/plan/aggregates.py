@@ -32,6 +32,7 @@ from datalog.lang.ast import (
 from datalog.lang.passes.term_types import resolve_type
 from datalog.lang.passes.variables import nodes, replace_aggregates
 from datalog.plan.binding import Binding, Compiler
+from datalog.plan.plan import Aggregate as AggregateStep
 from differential.batch import Column, Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Owner
@@ -80,7 +81,7 @@ class Aggregation:
         if not keys:
             reduced = project(reduced, [1])
         result = Binding(reduced, (*keys, self.result))
-        c.notes.append(f"aggregate {self.term.function} grouped by {keys}")
+        c.steps.append(AggregateStep(self.term.function, tuple(keys)))
         joined = _join_on(c, binding, result, keys)
         if self.term.function not in ("count", "sum"):
             return joined

@@ -20,6 +20,7 @@ from differential.dataflow import Stream
 if TYPE_CHECKING:
     from datalog.eval.symbols import SymbolTable
     from datalog.lang.ast import ColumnType, Literal, Term
+    from datalog.plan.plan import Step
     from datalog.plan.sources import Sources
     from differential.operators.arrange import Arranged
 
@@ -48,7 +49,7 @@ class Compiler(Protocol):
     def symbols(self) -> SymbolTable: ...
 
     @property
-    def notes(self) -> list[str]: ...
+    def steps(self) -> list[Step]: ...
 
     @property
     def join_plan(self) -> str: ...

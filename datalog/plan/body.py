@@ -9,7 +9,8 @@ possible); otherwise the next positive atom (the one sharing most bound
 variables) is joined. Joins arrange both sides by the shared variables; a base
 relation's side is the engine's shared arrangement when the atom needs no
 filtering. `x = range(...)` expands each row once per value (`datalog.eval.generators`)
-as soon as its arguments are bound. Every step is recorded in `notes` for `explain`.
+as soon as its arguments are bound. Every step is recorded in `steps`
+(`datalog.plan.plan`: the plan `explain` prints).
 """
 
 from __future__ import annotations
@@ -46,8 +47,9 @@ from datalog.lang.passes.variables import aggregate_groups, term_variables
 from datalog.plan.aggregates import Aggregation, lift_aggregates
 from datalog.plan.atoms import AtomView
 from datalog.plan.binding import Binding
+from datalog.plan.plan import Antijoin, Bind, Filter, Generate, Join, JoinPlan, Scan, Step
 from datalog.plan.sources import Sources
-from datalog.plan.wcoj import JoinPlan, delta_query
+from datalog.plan.wcoj import delta_query
 from differential.batch import Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Arranged, ArrangeOp
@@ -64,7 +66,7 @@ class BodyCompiler:
         sources: Sources,
         types: Mapping[str, ColumnType],
         symbols: SymbolTable,
-        notes: list[str],
+        steps: list[Step],
         fresh: counter | None = None,
         join_plan: JoinPlan = "auto",
     ) -> None:
@@ -73,7 +75,7 @@ class BodyCompiler:
         self.sources = sources
         self.types: dict[str, ColumnType] = dict(types)
         self.symbols = symbols
-        self.notes = notes
+        self.steps = steps
         self.fresh = fresh or counter()
 
     # -- the driver --------------------------------------------------------------
@@ -144,7 +146,7 @@ class BodyCompiler:
         """Join `binding` with `atom`; returns the binding and deferred literals."""
         view = self._atom_view(atom)
         if binding is None:
-            self.notes.append(f"scan {atom.name}{view.describe()}")
+            self.steps.append(Scan(atom.name, view.describe()))
             return Binding(project(view.stream(), view.positions), view.vars), view.deferred
         shared = [v for v in binding.vars if v in view.vars]
         left, left_rest = self.arrange(binding, shared)
@@ -160,8 +162,8 @@ class BodyCompiler:
         layout = [*shared, *left_rest, *new_vars] if shared else ["", *left_rest, *new_vars]
         out_vars = (*binding.vars, *new_vars)
         join = JoinOp(left, right, [layout.index(v, 0 if shared else 1) for v in out_vars])
-        how = "shared" if shared and not view.filtered else "private"
-        self.notes.append(f"join {atom.name}{view.describe()} on {shared} ({how} arrangement)")
+        on, mine = tuple(shared), bool(shared) and not view.filtered
+        self.steps.append(Join(atom.name, view.describe(), on, mine))
         return Binding(join.output, out_vars), view.deferred
 
     def _atom_view(self, atom: Atom) -> AtomView:
@@ -207,7 +209,7 @@ class BodyCompiler:
     def antijoin(self, binding: Binding, atom: Atom) -> Binding:
         """Rows of `binding` with no matching tuple in `atom` (stratified negation)."""
         view = self._atom_view(atom)
-        self.notes.append(f"antijoin {atom.name}{view.describe()} on {list(view.vars)}")
+        self.steps.append(Antijoin(atom.name, view.describe(), view.vars))
         negated = Binding(project(view.stream(), view.positions), view.vars)
         if not view.deferred:
             return self.antijoin_binding(binding, negated)
@@ -267,7 +269,7 @@ class BodyCompiler:
         left_vars = {v.name for v in term_variables(cmp.left)}
         right_vars = {v.name for v in term_variables(cmp.right)}
         if left_vars | right_vars <= bound:
-            self.notes.append("filter")
+            self.steps.append(Filter())
             return self.filter(binding, cmp)
         if cmp.op != "=":
             return None
@@ -308,7 +310,7 @@ class BodyCompiler:
             return out.with_columns((*out.columns, values))
 
         dtypes = (*binding.stream.dtypes, np.dtype(DTYPES[kind]))
-        self.notes.append(f"generate {name} = {call.function}(...)")
+        self.steps.append(Generate(name, call.function))
         extended = Binding(map_updates(binding.stream, expand, dtypes), (*binding.vars, name))
         if not fresh:
             return extended
@@ -347,7 +349,7 @@ class BodyCompiler:
 
         rows = row_map([expr], [kind], binding.vars, self.types, keep=True)
         dtypes = (*binding.stream.dtypes, np.dtype(DTYPES[kind]))
-        self.notes.append(f"compute {name}")
+        self.steps.append(Bind(name))
         stream = map_updates(binding.stream, extend, dtypes, rows=rows)
         return Binding(stream, (*binding.vars, name))
 

@@ -1,6 +1,8 @@
-"""A built dataflow as a Graphviz DOT graph: `Database.explain(text, format="dot")`.
+"""A plan's dataflow as a Graphviz DOT graph: `Database.explain(text, format="dot")`.
 
-Layer: datalog. Imports `differential` and `joins` (to name operators), nothing else.
+Layer: datalog.plan. Imports `differential` and `joins` (to name operators) and the
+plan's values. `graph_of` reads a built dataflow into the plan's `Graph` (lowering
+calls it when `explain` asks); `render_dot` prints that value, nothing else.
 
 Nodes are the stateful operators that were built (arrangements, joins, reduces,
 delta queries, imports); the stateless steps between them (maps, filters,
@@ -13,9 +15,11 @@ cylinders, with how many other live queries read them); the answer is a note.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator, Sequence
 
 from datalog.lang.errors import UnsupportedError
+from datalog.plan.plan import Graph, Node, Plan
 from differential.dataflow import Operator, Scope, Stream
 from differential.engine import Dataflow
 from differential.operators.arrange import ArrangeOp
@@ -32,49 +36,79 @@ _SHARED = 'shape=cylinder, style=filled, fillcolor="#cfe3ff"'
 _ANSWER = 'shape=note, style=filled, fillcolor="#fff2cc"'
 
 
-def explain_graph(
-    format: str, title: str, dataflow: Dataflow, answer_columns: Sequence[str]
-) -> str:
-    """`dataflow` in `format` ("dot" is the one graph format); `UnsupportedError` else."""
+def explain_graph(format: str, plan: Plan) -> str:
+    """`plan`'s graph in `format` ("dot" is the one graph format); `UnsupportedError` else."""
     if format != "dot":
         raise UnsupportedError(f"unknown explain format {format!r}: use 'text' or 'dot'")
-    return dataflow_dot(title, dataflow, answer_columns)
+    assert plan.graph is not None, "explain draws a lowered plan"
+    return render_dot(plan.name, plan.graph, plan.answer_vars)
 
 
-def dataflow_dot(title: str, dataflow: Dataflow, answer_columns: Sequence[str]) -> str:
-    """`dataflow` (built, not necessarily running) as a DOT digraph named `title`."""
-    order = {op: n for n, op in enumerate(dataflow.root.all_operators())}
+def render_dot(title: str, graph: Graph, answer_columns: Sequence[str]) -> str:
+    """`graph` (a built dataflow's, `graph_of`) as a DOT digraph named `title`."""
     lines = [f"digraph {_quote(title)} {{", f"  graph [{_STYLE['graph']}, label={_quote(title)}];"]
     lines += [f"  {kind} [{_STYLE[kind]}];" for kind in ("node", "edge")]
-    lines += _scope_nodes(dataflow.root, order, "  ")
-    for op, n in order.items():
-        for source in _sources(op):
-            feedback = order[source] >= n  # against the run order: a variable's feedback
-            style = ' [style=dashed, label="feedback", constraint=false]' if feedback else ""
-            lines.append(f"  n{order[source]} -> n{n}{style};")
-    for index, output in enumerate(dataflow.outputs.values()):
+    lines += _nodes(graph.nodes, "  ")
+    for source, target, feedback in graph.edges:
+        style = ' [style=dashed, label="feedback", constraint=false]' if feedback else ""
+        lines.append(f"  n{source} -> n{target}{style};")
+    for index, sources in enumerate(graph.answers):
         label = f"answer ({', '.join(answer_columns)})" if answer_columns else "answer"
         lines.append(f"  answer{index} [{_ANSWER}, label={_quote(label)}];")
-        for source in _producers(output.capture.stream):
-            lines.append(f"  n{order[source]} -> answer{index};")
+        lines += [f"  n{source} -> answer{index};" for source in sources]
     lines.append("}")
     return "\n".join(lines) + "\n"
 
 
-def _scope_nodes(scope: Scope, order: dict[Operator, int], indent: str) -> list[str]:
-    """One node per operator of `scope`; a nested scope becomes a cluster."""
+def _nodes(nodes: Sequence[Node], indent: str) -> list[str]:
+    """One DOT node per operator; a nested scope becomes a cluster."""
     lines = []
+    for node in nodes:
+        if node.kind == "scope":
+            lines.append(f"{indent}subgraph cluster_{node.id} {{")
+            lines.append(f'{indent}  label={_quote(node.label)}; style="dashed,rounded";')
+            lines += _nodes(node.children, indent + "  ")
+            lines.append(f"{indent}}}")
+        elif node.kind == "shared":
+            lines.append(f"{indent}n{node.id} [{_SHARED}, label={_quote(node.label)}];")
+        else:
+            lines.append(f"{indent}n{node.id} [label={_quote(node.label)}];")
+    return lines
+
+
+def graph_of(dataflow: Dataflow) -> Graph:
+    """The stateful operators of `dataflow` (built, not necessarily running), what
+    each reads and what its outputs are computed from."""
+    order = {op: n for n, op in enumerate(dataflow.root.all_operators())}
+    edges = tuple(
+        (order[source], n, order[source] >= n)  # against the run order: a feedback
+        for op, n in order.items()
+        for source in _sources(op)
+    )
+    answers = tuple(
+        tuple(order[s] for s in _producers(output.capture.stream))
+        for output in dataflow.outputs.values()
+    )
+    own = Counter(id(op.shared) for op in order if _holds(op))  # this dataflow's readers
+    return Graph(_scope_nodes(dataflow.root, order, own), edges, answers)
+
+
+def _holds(op: Operator) -> bool:
+    return isinstance(op, ImportOp) and not op.handle.released
+
+
+def _scope_nodes(scope: Scope, order: dict[Operator, int], own: Counter[int]) -> tuple[Node, ...]:
+    nodes = []
     for op in scope.operators:
         if isinstance(op, Subscope):
-            lines.append(f"{indent}subgraph cluster_{order[op]} {{")
-            lines.append(f'{indent}  label={_quote(op.name)}; style="dashed,rounded";')
-            lines += _scope_nodes(op.inner, order, indent + "  ")
-            lines.append(f"{indent}}}")
+            inner = _scope_nodes(op.inner, order, own)
+            nodes.append(Node(order[op], op.name, "scope", inner))
         elif isinstance(op, ImportOp):
-            lines.append(f"{indent}n{order[op]} [{_SHARED}, label={_quote(_shared_label(op))}];")
+            others = op.shared.readers - own[id(op.shared)]
+            nodes.append(Node(order[op], _shared_label(op, others), "shared"))
         else:
-            lines.append(f"{indent}n{order[op]} [label={_quote(_label(op))}];")
-    return lines
+            nodes.append(Node(order[op], _label(op)))
+    return tuple(nodes)
 
 
 def _label(op: Operator) -> str:
@@ -86,11 +120,12 @@ def _label(op: Operator) -> str:
     return op.name.replace("_", " ")
 
 
-def _shared_label(op: ImportOp) -> str:
-    """`edge by [0]`, as the text explain names shared arrangements."""
-    name, _, rest = op.shared.name.partition("[")
+def _shared_label(op: ImportOp, others: int) -> str:
+    """`edge by [0]`, as the text explain names shared arrangements (the shared
+    arrangement's name is `input[permutation]/key arity`; a view's input name
+    holds brackets of its own: `reach [view]`)."""
+    name, _, rest = op.shared.name.rpartition("[")
     permutation = [int(c) for c in rest.partition("]")[0].split(",") if c.strip()]
-    others = op.shared.readers - (0 if op.handle.released else 1)
     readers = f", read by {others} other {'query' if others == 1 else 'queries'}" if others else ""
     return f"{name} by {permutation[: op.key_arity]}\nshared arrangement{readers}"
 

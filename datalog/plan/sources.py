@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from datalog.lang.schema import Schema
+from datalog.plan.plan import SharedRead
 from differential.dataflow import Scope, Stream
 from differential.engine import Dataflow
 from differential.operators.arrange import Arranged, ArrangeOp
@@ -40,7 +41,7 @@ class Sources:
         self.derived: set[str] = set()
         self.inputs: dict[str, Stream] = {}
         self.arranged: dict[ArrangementKey, Arranged] = {}
-        self.shared: list[str] = []  # descriptions of shared arrangements read here
+        self.shared: list[SharedRead] = []  # the shared arrangements read here
         self.views: dict[str, str] = {}  # derived relation -> the view input read for it
 
     def define(self, relation: str, stream: Stream) -> None:
@@ -58,7 +59,7 @@ class Sources:
         else:
             stream = self.input_collection(self.source_of(relation))
             if relation in self.views:
-                self.shared.append(f"{relation} (view `{self.views[relation]}`), whole")
+                self.shared.append(SharedRead(relation, self.views[relation]))
         self.streams[relation] = stream
         return stream
 
@@ -74,8 +75,8 @@ class Sources:
             made = EnterArranged(self.scope, self.parent.arrangement(*key))
         else:
             made = self.dataflow.import_input(self.source_of(relation), key[1], key_arity)
-            view = f" (view `{self.views[relation]}`)" if relation in self.views else ""
-            self.shared.append(f"{relation}{view} by {list(key[1][:key_arity])}")
+            view = self.views.get(relation, "")
+            self.shared.append(SharedRead(relation, view, key[1][:key_arity]))
         self.arranged[key] = made
         return made
 

@@ -29,6 +29,7 @@ from datalog.eval.expressions import DTYPES, compile_comparison
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType, Var
 from datalog.lang.subsumption import Dominance, dominated_var, dominating_var, shared_group
+from datalog.plan.plan import Step, Subsume
 from differential.batch import Column, Updates, run_starts
 from differential.dataflow import Stream
 from differential.operators.arrange import ArrangeOp, Owner
@@ -41,7 +42,7 @@ Holds = Callable[[Sequence[Column], int], Mask]
 
 
 def subsume(
-    stream: Stream, dominances: Sequence[Dominance], symbols: SymbolTable, notes: list[str]
+    stream: Stream, dominances: Sequence[Dominance], symbols: SymbolTable, steps: list[Step]
 ) -> Stream:
     """The undominated tuples of `stream` (a relation's columns, any multiplicities)."""
     kinds = dominances[0].kinds
@@ -54,7 +55,7 @@ def subsume(
     dtypes = [np.dtype(DTYPES[k]) for k in kinds]
     reduced = ReduceOp(arranged, reducer, dtypes, "subsume")
     how = "extreme value" if _extreme_column(dominances, key) else "pairwise conditions"
-    notes.append(f"subsume {dominances[0].relation}: reduce by columns {key} ({how})")
+    steps.append(Subsume(dominances[0].relation, tuple(key), how))
     width = len(key) or 1
     return project(reduced.output, list(range(width, width + len(kinds))))
 

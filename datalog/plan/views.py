@@ -25,11 +25,14 @@ whole: a reader of one of them would compute the stratum again around the view).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, Protocol
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from datalog.lang.strata import reads
 from datalog.plan.closures import Closures
+from datalog.plan.explain import plan_notes
+from datalog.plan.plan import Options, Plan, Share, ViewRead
 
 if TYPE_CHECKING:
     from datalog.eval.functors import FunctorBinding
@@ -37,62 +40,38 @@ if TYPE_CHECKING:
     from differential.dataflow import Stream
     from differential.engine import Dataflow, Engine, View
 
-# "create": read derived relations from views, making one where another live query
-# computes the relation itself (live queries and their views); "reuse": read the
-# views that exist, compute the rest (one-shot queries); "off": none (specialized).
-Share = Literal["create", "reuse", "off"]
+__all__ = ["BuildView", "Share", "Views"]
 
-
-class Planning(Protocol):
-    """What `Views` reads of the planner that owns it (`datalog.plan.build.Planner`):
-    a protocol, so that the planner imports this module and not the reverse."""
-
-    @property
-    def engine(self) -> Engine: ...
-
-    @property
-    def original(self) -> CheckedProgram: ...
-
-    @property
-    def program(self) -> CheckedProgram: ...
-
-    @property
-    def share(self) -> Share: ...
-
-    @property
-    def others(self) -> Collection[Hashable]: ...
-
-    @property
-    def join_plan(self) -> str: ...
-
-    @property
-    def functors(self) -> Mapping[str, FunctorBinding]: ...
-
-    @property
-    def notes(self) -> list[str]: ...
-
-    def view_planner(self) -> Planning: ...
-
-    def build_view(self, relation: str, dataflow: Dataflow) -> Stream: ...
+# Builds into the dataflow what computes the relation alone (`Planner.build_view`).
+BuildView = Callable[[str, Options, "Dataflow"], tuple["Stream", Plan]]
 
 
 class Views:
-    """Which derived relations a dataflow reads from views, for one planner."""
+    """Which derived relations a dataflow reads from views, for one plan: decided by
+    the sharing pass (`read`), found or made by lowering (`resolve`)."""
 
-    def __init__(self, planner: Planning) -> None:
-        self.planner = planner
-        self.engine = planner.engine
-        self.program = planner.original
-        self.notes: dict[str, Sequence[str]] = {}  # view name -> how it was planned
+    def __init__(
+        self,
+        engine: Engine,
+        program: CheckedProgram,
+        functors: Mapping[str, FunctorBinding],
+        build: BuildView,
+    ) -> None:
+        self.engine = engine
+        self.program = program  # before specialization and binding: what views are of
+        self.functors = functors
+        self.build = build
         self._closures: Closures | None = None
 
-    def read(self, relations: Iterable[str]) -> dict[str, str]:
-        """Relation -> view input for the shared derived relations reached from
-        `relations` through relations computed here (creating views if asked)."""
-        if not self.engine.views and not (self.planner.share == "create" and self.planner.others):
+    def read(self, relations: Iterable[str], options: Options) -> dict[str, ViewRead]:
+        """Relation -> view read for the shared derived relations reached from
+        `relations` through relations computed here: the views that exist, and (to
+        be made by `resolve`) those another live query computes itself, if asked."""
+        share, others = options.share, options.others
+        if share == "off" or (not self.engine.views and not (share == "create" and others)):
             return {}  # nothing to read or to share (the usual case: no key computed)
         graph = reads(self.program.rules)
-        found: dict[str, str] = {}
+        found: dict[str, ViewRead] = {}
         seen: set[str] = set()
         pending = sorted(relations)
         while pending:
@@ -100,17 +79,20 @@ class Views:
             if relation in seen:
                 continue
             seen.add(relation)
-            view = self._view(relation) if self._shareable(relation) else None
+            view = self._view(relation, options) if self._shareable(relation) else None
             if view is None:
                 pending.extend(sorted(graph.get(relation, ())))
             else:
                 found[relation] = view
         return found
 
-    def inlined(self, relations: Iterable[str], views: dict[str, str]) -> set[str]:
-        """`relations` and what they read, transitively, except through `views`: what
-        this dataflow computes itself."""
-        graph = reads(self.planner.program.rules)
+    def inlined(
+        self, program: CheckedProgram, relations: Iterable[str], views: Iterable[str]
+    ) -> set[str]:
+        """`relations` and what they read in `program`, transitively, except through
+        `views`: what this dataflow computes itself."""
+        graph = reads(program.rules)
+        views = set(views)
         found: set[str] = set()
         pending = list(relations)
         while pending:
@@ -120,9 +102,9 @@ class Views:
                 pending.extend(graph.get(relation, ()))
         return found
 
-    def keys(self, relations: Iterable[str]) -> set[Hashable]:
+    def keys(self, relations: Iterable[str], join_plan: str) -> set[Hashable]:
         """The view keys of the shareable derived relations among `relations`."""
-        return {self.key(r) for r in relations if self._shareable(r)}
+        return {self.key(r, join_plan) for r in relations if self._shareable(r)}
 
     def _shareable(self, relation: str) -> bool:
         closures = self.closures()
@@ -142,23 +124,27 @@ class Views:
     def _late(self) -> set[str]:
         return {name for name, found in self.engine.inputs.items() if found.late}
 
-    def _view(self, relation: str) -> str | None:
-        key = self.key(relation)
+    def _view(self, relation: str, options: Options) -> ViewRead | None:
+        key = self.key(relation, options.join_plan)
         found = self.engine.view(key)
-        if found is None and self.planner.share == "create" and key in self.planner.others:
-            found = self._create(relation, key)
-        if found is None:
-            return None
-        self.notes[found.input.name] = found.notes
-        return found.input.name
+        if found is not None:
+            return ViewRead(relation, key, found.input.name, tuple(found.notes))
+        if options.share == "create" and key in options.others:
+            return ViewRead(relation, key)  # made by `resolve`
+        return None
 
-    def _create(self, relation: str, key: Hashable) -> View:
-        name = self._name(relation)
+    def resolve(self, read: ViewRead, options: Options) -> ViewRead:
+        """`read` with its view's input and notes: the view, made if it is not yet."""
+        found = self.engine.view(read.key) or self._create(read.relation, read.key, options)
+        return replace(read, view=found.input.name, notes=tuple(found.notes))
+
+    def _create(self, relation: str, key: Hashable, options: Options) -> View:
+        name = self._name(relation, options.join_plan)
         dataflow = self.engine.dataflow(name)
         try:
-            planner = self.planner.view_planner()
-            stream = planner.build_view(relation, dataflow)
-            notes = [*planner.notes, "dataflow:", *(f"  {op}" for op in dataflow.describe())]
+            options = replace(options, magic="off")  # a view is never specialized
+            stream, plan = self.build(relation, options, dataflow)
+            notes = [*plan_notes(plan), "dataflow:", *(f"  {op}" for op in dataflow.describe())]
             output = dataflow.capture(stream, name)
             self.engine.create_view(key, name, dataflow, output, notes)
         except BaseException:
@@ -168,8 +154,7 @@ class Views:
         assert found is not None
         return found
 
-    def _name(self, relation: str) -> str:
-        plan = self.planner.join_plan
+    def _name(self, relation: str, plan: str) -> str:
         base = f"{relation} [view]" if plan == "auto" else f"{relation} [view, plan={plan}]"
         name, n = base, 1
         while name in self.engine.inputs:
@@ -177,11 +162,11 @@ class Views:
             name = f"{base} {n}"
         return name
 
-    def key(self, relation: str) -> Hashable:
+    def key(self, relation: str, join_plan: str) -> Hashable:
         """What decides the view of `relation` (module docstring): the relation, the
         join plan, the digest of its closure and the functions bound to the functors
         that closure calls (`datalog.plan.closures`)."""
         closures = self.closures()
         called = closures.functors(relation)
-        bound = sorted((n, f) for n, f in self.planner.functors.items() if n in called)
-        return (relation, self.planner.join_plan, closures.digest(relation), tuple(bound))
+        bound = sorted((n, f) for n, f in self.functors.items() if n in called)
+        return (relation, join_plan, closures.digest(relation), tuple(bound))

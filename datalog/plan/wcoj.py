@@ -19,8 +19,6 @@ its output join-at-a-time.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 
 from datalog.eval.expressions import DTYPES, evaluate_comparison, evaluate_term
@@ -44,13 +42,14 @@ from datalog.lang.passes.variables import nodes, term_variables
 from datalog.lang.pretty import format_literal, format_term
 from datalog.plan.atoms import AtomView
 from datalog.plan.binding import Binding, Compiler
+from datalog.plan.plan import Binary, DeltaQuery, JoinPlan
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import project
 from joins.delta_query import Constant, DeltaQueryOp, Pattern
 from joins.extenders import PredicateExtender, Prefixes
 from joins.pipeline import orderable
 
-JoinPlan = Literal["auto", "wcoj", "binary"]
+__all__ = ["JoinPlan", "delta_query"]
 
 
 def _eligible(lit: BodyLiteral) -> bool:
@@ -73,7 +72,7 @@ def delta_query(c: Compiler, pending: list[BodyLiteral]) -> Binding | None:
     var_lists = [_variables(a) for a in atoms]
     if len(atoms) < needed:
         if c.join_plan == "wcoj" and len([p for p in pending if isinstance(p, Atom)]) > 1:
-            c.notes.append("plan=wcoj: these atoms take no delta query; joined binary instead")
+            c.steps.append(Binary("these atoms take no delta query"))
         return None
     bound = {v for vars_ in var_lists for v in vars_}
     constants = [
@@ -87,7 +86,7 @@ def delta_query(c: Compiler, pending: list[BodyLiteral]) -> Binding | None:
     no = [False] * len(atoms)
     if any(orderable(var_lists, no, fixed, i) is None for i in range(len(atoms))):
         if c.join_plan == "wcoj":  # not connected through binary bindings
-            c.notes.append("plan=wcoj: the atoms are not connected; joined binary instead")
+            c.steps.append(Binary("the atoms are not connected"))
         return None
     negations = [
         lit
@@ -118,8 +117,8 @@ def delta_query(c: Compiler, pending: list[BodyLiteral]) -> Binding | None:
     used: list[BodyLiteral] = [*atoms, *negations, *(lit for lit, _ in constants), *comparisons]
     for lit in used:
         pending.remove(lit)
-    c.notes.append(f"delta query (worst-case optimal) over {op.describe()[12:-1]}")
-    c.notes.extend(f"  {line}" for line in op.explain())
+    bindings = [p.show() for p in patterns] + [const.show() for _, const in constants]
+    c.steps.append(DeltaQuery(tuple(bindings), tuple(op.explain())))
     return Binding(op.output, out_vars)
 
 

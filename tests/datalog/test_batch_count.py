@@ -19,7 +19,9 @@ import numpy as np
 from datalog import Database
 from datalog.lang.checks import check_query
 from datalog.lang.parser import parse_query
-from datalog.plan.build import Planner
+from datalog.plan.explain import plan_notes
+from datalog.plan.plan import Options
+from datalog.plan.planner import Planner
 from differential.batch import Updates, consolidate
 from differential.dataflow import Stream
 from differential.engine import Engine
@@ -92,9 +94,10 @@ def test_one_shot_counts_agree_with_live_plans_and_python() -> None:
 def _skipped(db: Database, query: str, one_shot: bool) -> list[str]:
     """The relations a plan of `query` derives without a distinct."""
     checked = check_query(parse_query(query), db.checked.schema)
-    plan = Planner(db.engine, db.checked, db.symbols, one_shot=one_shot).build(checked, query)
+    planner = Planner(db.engine, db.symbols)
+    plan = planner.build(db.checked, checked, query, Options(one_shot=one_shot))
     db.engine.drop(plan.dataflow)
-    return [note.split(":")[0] for note in plan.notes if note.endswith("no distinct")]
+    return [note.split(":")[0] for note in plan_notes(plan.plan) if note.endswith("no distinct")]
 
 
 def test_the_distinct_is_left_out_only_where_the_rule_derives_a_set() -> None:

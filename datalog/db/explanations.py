@@ -1,0 +1,154 @@
+"""A database's explanations: `why`, `why_not`, `subscribe_why` and `explain`, behind
+the `Database` methods of the same names.
+
+Layer: datalog.db. Imports the live queries, the planner's explain printers and
+(in functions) `datalog.db.provenance`, `datalog.db.whynot` and `datalog.db.whywatch`.
+
+Each entry takes the database's lock (`Database` passes its parts in); reads never
+write: nothing here advances the epoch or touches the log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from datalog.db.pacing import Clock, Pacing
+from datalog.db.queries import LiveQueries
+from datalog.eval.functors import FunctorBinding
+from datalog.lang.ast import Pragma
+from datalog.lang.checks import CheckedQuery, dependencies
+from datalog.lang.errors import UnsupportedError
+from datalog.plan.dot import explain_graph
+from datalog.plan.explain import explain_passes, explain_text
+from datalog.plan.plan import JoinPlan
+from differential.batch import Updates
+from differential.budget import WorkLock
+
+if TYPE_CHECKING:
+    from datalog.db.history import Past
+    from datalog.db.provenance import Derivation
+    from datalog.db.states import Reading
+    from datalog.db.whynot import WhyNot
+    from datalog.db.whywatch import WhyCallback, WhySubscription
+
+# A query's answer (and its checked query), now or as of an epoch: `Database._answer`.
+Answer = Callable[[str, JoinPlan, "int | None"], tuple[Updates, Any]]
+
+
+class Explanations:
+    """The explanations of one database, over its parts."""
+
+    def __init__(
+        self,
+        lock: WorkLock,
+        queries: LiveQueries,
+        functors: Mapping[str, FunctorBinding],
+        past: Callable[[], Past],
+        answer: Answer,
+        read_only: Callable[[str], AbstractContextManager[None]],
+    ) -> None:
+        self.lock, self.queries, self.functors = lock, queries, functors
+        self.past, self.answer, self.read_only = past, answer, read_only
+
+    def explain(
+        self,
+        key: str,
+        checked: CheckedQuery,
+        join_plan: JoinPlan,
+        format: str,
+        passes: bool,
+        pragmas: Sequence[Pragma],
+    ) -> str:
+        """`Database.explain`: the plan of a query, built and dropped unstarted, printed."""
+        if passes and format != "text":
+            raise UnsupportedError("explain(passes=True) prints text: use format='text'")
+        built = self.queries.plan(checked, key, join_plan)
+        try:
+            plan = built.explained()
+        finally:
+            self.queries.engine.retire(built.dataflow)
+        if format != "text":  # a Graphviz digraph, or an error naming the formats
+            return explain_graph(format, plan)
+        live = self.queries.by_key.get(key)
+        served = self.queries.tenants.note(live) if live is not None else []
+        if passes:
+            return explain_passes((*built.stages[:-1], plan), served, pragmas)
+        return explain_text(plan, served, pragmas)
+
+    def why(self, fact: str, as_of: int | None) -> Derivation:
+        from datalog.db.provenance import why
+
+        with self.lock, self.read_only(fact):
+            return why(self.past(), self.reading(as_of), fact, as_of)
+
+    def why_not(self, fact: str, as_of: int | None, depth: int, size: int) -> WhyNot:
+        from datalog.db.whynot import why_not
+
+        with self.lock, self.read_only(fact):
+            return why_not(self.reading(as_of), self.functors, fact, depth, size)
+
+    def subscribe_why(
+        self,
+        fact: str,
+        callback: WhyCallback,
+        granularity: dict[str, float] | None,
+        budget: float | None,
+        clock: Clock,
+    ) -> WhySubscription:
+        from datalog.db.whywatch import WhySubscription, WhyWatch, wake_later
+
+        with self.lock:
+            self.queries.refuse_in_callback("subscribe")
+            engine = self.queries.engine
+            pacing = Pacing.of(granularity, engine.epoch, clock.now)
+            sub = WhySubscription(fact, callback)
+            watch = WhyWatch(sub, lambda: self.explanation(fact), self.queries.calling,
+                             lambda: self.lock.budget.limit(budget), pacing)  # fmt: skip
+            first = watch.start(engine.epoch)
+            if pacing is not None:
+                pacing.wake = wake_later(clock, self.lock, lambda: engine.epoch, watch)
+            sub.unsubscribe, sub.latest = self.unsubscribe_why, first
+            self.queries.watches.append(watch)
+            try:
+                with self.queries.calling():
+                    callback(first)
+            except BaseException:  # no orphan: the caller never got a handle to it
+                self.unsubscribe_why(sub)
+                raise
+            return sub
+
+    def unsubscribe_why(self, sub: WhySubscription) -> None:
+        with self.lock:
+            sub.active = False
+            watches = self.queries.watches
+            watches[:] = [w for w in watches if getattr(w, "sub", None) is not sub]
+
+    def explanation(self, fact: str) -> tuple[Derivation | WhyNot, frozenset[str]]:
+        """`fact`'s explanation now (a proof, or why not) and the relations it reads."""
+        from datalog.db.provenance import target, why
+        from datalog.db.whynot import why_not
+        from datalog.lang.errors import FactHoldsError
+
+        with self.read_only(fact):
+            reading = self.reading(None)
+            relation, _ = target(reading.checked, fact, "subscribe_why")
+            reads = frozenset(dependencies(reading.checked, [relation]))
+            try:
+                return why_not(reading, self.functors, fact), reads
+            except FactHoldsError:
+                return why(self.past(), reading, fact), reads
+
+    def reading(self, as_of: int | None) -> Reading:
+        """How explanations read the relations at the end of epoch `as_of` (now: None)."""
+        from datalog.db.states import Reading
+
+        view = self.past().view(as_of)
+        return Reading(
+            view.epoch,
+            view.checked,
+            lambda text: self.answer(text, "auto", as_of)[0],
+            view.state,
+            self.queries.symbols,
+        )

@@ -1,0 +1,110 @@
+"""The named planning passes: each takes a `Plan` and returns a new one.
+
+Layer: datalog.plan. Imports the language, the functor binder, `magic` and `views`.
+
+In order (`PASSES`), then `datalog.plan.build` lowers the result to operators:
+
+- `magic sets`: specialize the program to the query's constants, or (a multi-tenant
+  dataflow) to its parameter relation (`datalog.plan.magic`); a specialized plan
+  shares nothing;
+- `normalize`: bind the user functors the rules call (`datalog.eval.functors`) and
+  find the relations the answer reads (a view: those below its stratum);
+- `sharing`: which derived relations are read from shared views (`datalog.plan.views`)
+  and which this dataflow computes itself;
+- `strata`: the strata to compute, in evaluation order, each recursive one an
+  iteration scope.
+
+Join ordering and the choice of a delta query (worst-case optimal) or binary joins
+per body are made while lowering (they read live relation sizes) and recorded in
+the plan as steps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+
+from datalog.eval.functors import FunctorBinding, bind_program, bind_query
+from datalog.lang.ast import Atom
+from datalog.lang.checks import CheckedQuery
+from datalog.lang.passes.variables import nodes
+from datalog.lang.strata import reads
+from datalog.plan.magic import specialize, tenant_specialize
+from datalog.plan.plan import Plan, Specialization, StratumPlan
+from datalog.plan.views import Views
+
+Pass = Callable[[Plan], Plan]
+
+
+def magic_sets(plan: Plan) -> Plan:
+    """Specialize to the query's constants or the tenant's parameters, if asked and
+    something is asked for with a constant."""
+    how, query = plan.options.magic, plan.query
+    found = None
+    if query is not None and how == "query":
+        found = specialize(plan.program, query)
+    elif query is not None and how == "tenant":
+        found = tenant_specialize(plan.program, query)
+    if found is None:
+        return ran(plan, "magic sets")
+    specialized = Specialization(how, tuple(found.notes), found.inputs)
+    options = replace(plan.options, share="off")  # the specialized relations are its own
+    plan = replace(plan, program=found.program, query=found.query, options=options)
+    return ran(replace(plan, specialized=specialized), "magic sets")
+
+
+def normalize(functors: Mapping[str, FunctorBinding]) -> Pass:
+    """The pass binding `functors` (the functions bound now) into the query and the
+    rules the answer reads."""
+
+    def bind(plan: Plan) -> Plan:
+        if plan.query is None:  # a view: its relation's stratum and what it reads
+            program = bind_program(plan.program, functors, {plan.relation})
+            stratum = next(s for s in program.strata if plan.relation in s.relations)
+            below = {n for body in reads(stratum.rules).values() for n in body}
+            found = frozenset(below - stratum.relations)
+            return ran(replace(plan, program=program, reads=found), "normalize")
+        query = bind_query(plan.query, functors)
+        read = relations_read(query)
+        program = bind_program(plan.program, functors, read)
+        return ran(replace(plan, program=program, query=query, reads=read), "normalize")
+
+    return bind
+
+
+def sharing(views: Views) -> Pass:
+    """The pass choosing the derived relations read from `views`."""
+
+    def share(plan: Plan) -> Plan:
+        options = plan.options
+        found = views.read(plan.reads, options)
+        computed = views.inlined(plan.program, plan.reads, found)
+        keys = views.keys(computed, options.join_plan) if options.share == "create" else set()
+        shared = tuple(found[r] for r in sorted(found))
+        plan = replace(plan, views=shared, computed=frozenset(computed), inlined=frozenset(keys))
+        return ran(plan, "sharing")
+
+    return share
+
+
+def strata(plan: Plan) -> Plan:
+    """The strata of what the dataflow computes (and a view's own), in evaluation order."""
+    wanted = plan.computed | ({plan.relation} if plan.query is None else set())
+    chosen = tuple(
+        StratumPlan(tuple(sorted(s.relations)), s.recursive, tuple(s.rules))
+        for s in plan.program.strata
+        if s.relations & wanted
+    )
+    return ran(replace(plan, strata=chosen), "strata")
+
+
+def ran(plan: Plan, name: str) -> Plan:
+    return replace(plan, passes=(*plan.passes, name))
+
+
+def relations_read(query: CheckedQuery) -> frozenset[str]:
+    """The relations the query's bodies read (aggregates and negations included)."""
+    found: set[str] = set()
+    for body in query.bodies:
+        found.update(n.name for n in nodes((), body) if isinstance(n, Atom))
+    return frozenset(found)

@@ -1,0 +1,86 @@
+"""The planner: the one way to plan a query (or a view) and lower it to operators.
+
+Layer: datalog.plan. Imports the passes, the lowering and the views.
+
+A `Planner` knows where it plans (the engine, the symbol table and the bound user
+functors); everything a caller may choose is an `Options` value passed per query:
+the join plan, to what magic sets specialize (a query's constants, a multi-tenant
+dataflow's parameter relation, or nothing), sharing through views, one-shot
+evaluation. Live queries, one-shot queries, `explain`, tenants, views and reads of
+the past all plan through `build`; none changes the planner or the plan after the
+fact (docs/adr/0051).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from datalog.eval.functors import FunctorBinding
+from datalog.eval.symbols import SymbolTable
+from datalog.lang.checks import CheckedProgram, CheckedQuery
+from datalog.plan.build import Lowering, QueryPlan
+from datalog.plan.passes import Pass, magic_sets, normalize, sharing, strata
+from datalog.plan.plan import Options, Plan
+from datalog.plan.views import Views
+from differential.dataflow import Stream
+from differential.engine import Dataflow, Engine
+
+# The passes' names, in order; lowering follows (`QueryPlan.stages`).
+PASSES = ("magic sets", "normalize", "sharing", "strata")
+
+
+class Planner:
+    """Plans queries over one engine, symbol table and set of bound functors."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        symbols: SymbolTable,
+        functors: Mapping[str, FunctorBinding] | None = None,
+    ) -> None:
+        self.engine = engine
+        self.symbols = symbols
+        self.functors = functors if functors is not None else {}  # bound later too
+
+    def build(
+        self,
+        program: CheckedProgram,
+        query: CheckedQuery,
+        name: str,
+        options: Options | None = None,
+    ) -> QueryPlan:
+        """The (not yet started) dataflow answering `query` over `program`."""
+        start = Plan(name, program, query, options or Options())
+        views = self._views(program)
+        stages = self._passes(start, views)
+        dataflow = self.engine.dataflow(name)
+        output, lowered = self._lowering(stages[-1], views).query(dataflow)
+        return QueryPlan(dataflow, output, (*stages, lowered))
+
+    def build_view(
+        self, program: CheckedProgram, relation: str, options: Options, dataflow: Dataflow
+    ) -> tuple[Stream, Plan]:
+        """Build into `dataflow` what computes derived `relation` alone (for a view)."""
+        start = Plan(dataflow.name, program, None, options, relation=relation)
+        views = self._views(program)
+        stages = self._passes(start, views)
+        return self._lowering(stages[-1], views).view(dataflow)
+
+    def _passes(self, plan: Plan, views: Views) -> list[Plan]:
+        """`plan` after each pass, in order (`PASSES`)."""
+        chain: list[Pass] = [magic_sets, normalize(self.functors), sharing(views), strata]
+        stages = []
+        for run in chain:
+            plan = run(plan)
+            stages.append(plan)
+        return stages
+
+    def _views(self, original: CheckedProgram) -> Views:
+        def build(relation: str, options: Options, dataflow: Dataflow) -> tuple[Stream, Plan]:
+            return self.build_view(original, relation, options, dataflow)
+
+        return Views(self.engine, original, self.functors, build)
+
+    def _lowering(self, plan: Plan, views: Views) -> Lowering:
+        options = plan.options
+        return Lowering(self.engine, self.symbols, plan, lambda read: views.resolve(read, options))
