@@ -57,7 +57,7 @@ def _database(share: bool, nodes: int, edges: int) -> tuple[Database, float]:
     return db, time.perf_counter() - start
 
 
-def _no_views(views: Views, relations: object) -> dict[str, str]:
+def _no_views(views: Views, relations: object, options: object) -> dict[str, str]:
     return {}
 
 

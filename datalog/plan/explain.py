@@ -113,7 +113,9 @@ def _sharing(plan: Plan) -> list[str]:
         lines.append(f"derived relation {read.relation}: read from {source}")
     if plan.options.share == "off":
         lines.append("sharing off: every derived relation is computed here")
-    return [*lines, f"computed here: {', '.join(sorted(plan.computed)) or 'nothing'}"]
+    derived = {rule.head.name for rule in plan.program.rules}
+    computed = sorted(plan.computed & derived)
+    return [*lines, f"derived relations computed here: {', '.join(computed) or 'none'}"]
 
 
 def _strata(plan: Plan) -> list[str]:
