@@ -89,12 +89,9 @@ def graph_of(dataflow: Dataflow) -> Graph:
         tuple(order[s] for s in _producers(output.capture.stream))
         for output in dataflow.outputs.values()
     )
-    own = Counter(id(op.shared) for op in order if _holds(op))  # this dataflow's readers
+    imports = [op for op in order if isinstance(op, ImportOp) and not op.handle.released]
+    own = Counter(id(op.shared) for op in imports)  # readers that are this dataflow
     return Graph(_scope_nodes(dataflow.root, order, own), edges, answers)
-
-
-def _holds(op: Operator) -> bool:
-    return isinstance(op, ImportOp) and not op.handle.released
 
 
 def _scope_nodes(scope: Scope, order: dict[Operator, int], own: Counter[int]) -> tuple[Node, ...]:
