@@ -36,6 +36,7 @@ Datalog text            .decl edge(x: number, y: number)   reach(x, y) :- edge(x
 :watch QUERY            subscribe: print every change of the answer with its epoch
 :unwatch [N]            stop watch N (default: every watch)
 :explain QUERY          show the strata, plans and shared arrangements of a query
+:passes QUERY           show the query's plan after each planning pass
 :why FACT               why a fact holds: a proof tree of minimal height, e.g. :why reach(1, 3)
 :why-not FACT           why a fact does not hold: each rule's first failing premise
 :asof E QUERY           the answer as of the end of epoch E, e.g. :asof 3 reach(1, y)
@@ -68,6 +69,7 @@ class Session:
             "watch": self.watch,
             "unwatch": self.unwatch,
             "explain": self.explain,
+            "passes": lambda rest: print(self.db.explain(_query_text(rest), passes=True)),
             "why": self.why,
             "why-not": self.why_not,
             "what-if": self.what_if,

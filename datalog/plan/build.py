@@ -26,7 +26,6 @@ from datalog.eval.expressions import DTYPES
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Rule, Var
 from datalog.lang.checks import CheckedProgram
-from datalog.lang.pretty import format_body, format_rule
 from datalog.plan.binding import Binding
 from datalog.plan.body import BodyCompiler
 from datalog.plan.dot import graph_of
@@ -126,7 +125,7 @@ class Lowering:
                 query.answer_vars,
             )
             answers.append(picked)
-            bodies.append(BodyPlan(format_body(body), tuple(steps)))
+            bodies.append(BodyPlan(body, tuple(steps)))
         if len(answers) == 1 and self._is_set_join(query.bodies[0], query.answer_vars):
             result = answers[0]  # already a set: distinct would only cost an arrangement
         else:
@@ -174,7 +173,7 @@ class Lowering:
                 stream, done = self._relation(root, rel, stratum)
                 root.define(rel, stream)
                 lowered.append(done)
-            return replace(stratum, lowered=tuple(lowered))
+            return StratumPlan(relations, False, stratum.rules, tuple(lowered))
         scope = Subscope(root.scope, f"iterate{list(relations)}")
         inner = Sources(root.dataflow, scope.inner, root.schema, root)
         variables = {rel: Variable(scope.inner, self._dtypes(rel), rel) for rel in relations}
@@ -193,7 +192,7 @@ class Lowering:
                 var.set(results[rel])
         for rel, result in results.items():
             root.define(rel, leave(result))
-        return replace(stratum, lowered=tuple(lowered))
+        return StratumPlan(relations, True, stratum.rules, tuple(lowered))
 
     def _relation(
         self, sources: Sources, rel: str, stratum: StratumPlan, own: Stream | None = None
@@ -215,18 +214,18 @@ class Lowering:
             compiler = BodyCompiler(sources, types, self.symbols, steps, self.fresh, self.join_plan)
             binding = compiler.compile(rule.body, rule.head.args)
             parts.append(compiler.head(binding, rule.head.args, kinds))
-            bodies.append(BodyPlan(format_rule(rule), tuple(steps)))
-        done = RelationPlan(rel, tuple(bodies))
+            bodies.append(BodyPlan(rule, tuple(steps)))
+        lowered = tuple(bodies)
         dominances = self.program.dominances.get(rel)
         if dominances and kinds:
             finish: list[Step] = []
             subsumed = subsume(concat(parts), dominances, self.symbols, finish)
-            return subsumed, replace(done, finish=tuple(finish))
+            return subsumed, RelationPlan(rel, lowered, tuple(finish))
         if len(parts) == 1 and self._derives_set(rules, kinds, stratum):
-            return parts[0], replace(done, finish=(SetJoin(rel),))
+            return parts[0], RelationPlan(rel, lowered, (SetJoin(rel),))
         union = Binding(concat(parts), tuple(f"_c{i}" for i in range(len(kinds))))
         distinct = BodyCompiler(sources, {}, self.symbols, [], self.fresh).distinct(union)
-        return distinct.stream, done
+        return distinct.stream, RelationPlan(rel, lowered)
 
     def _derives_set(
         self, rules: Sequence[Rule], kinds: Sequence[ColumnType], stratum: StratumPlan

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from datalog.lang.ast import Pragma
-from datalog.lang.pretty import format_body, format_rule
+from datalog.lang.pretty import format_rule
 from datalog.plan.plan import BodyPlan, Plan, Step, StratumPlan
 
 SPECIALIZED = {
@@ -134,7 +134,7 @@ def _rules(plan: Plan, relations: Collection[str]) -> list[str]:
 
 def _query_bodies(plan: Plan) -> list[BodyPlan]:
     assert plan.query is not None
-    return [BodyPlan(format_body(body)) for body in plan.query.bodies]
+    return [BodyPlan(body) for body in plan.query.bodies]
 
 
 DUMPS = {"magic sets": _magic, "normalize": _normalize, "sharing": _sharing, "strata": _strata}

@@ -1,7 +1,7 @@
 """The plan as data: what the planning passes decide, as small immutable values.
 
-Layer: datalog.plan. Imports the language's checked program and query, nothing that
-builds operators.
+Layer: datalog.plan. Imports the language's AST, checked program and printer, nothing
+that builds operators.
 
 A `Plan` starts as a checked query (or a derived relation a view computes) with
 its `Options`, and each named pass of `datalog.plan.passes` returns a new one with
@@ -18,8 +18,10 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from datalog.lang.ast import Literal as BodyLiteral
 from datalog.lang.ast import Rule
 from datalog.lang.checks import CheckedProgram, CheckedQuery
+from datalog.lang.pretty import format_body, format_rule
 
 JoinPlan = Literal["auto", "wcoj", "binary"]
 # "create": read derived relations from views, making one where another live query
@@ -31,7 +33,7 @@ Share = Literal["create", "reuse", "off"]
 Magic = Literal["query", "tenant", "off"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Options:
     """How to plan: every switch a caller (a query, a live query, a tenant's shared
     dataflow, a view, a read of the past) may set, and nothing else."""
@@ -48,7 +50,7 @@ class Options:
 # -- what lowering chose for one body, step by step ------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Scan:
     relation: str
     pattern: str  # `(x, _, …)`: variables, wildcards, computed arguments
@@ -57,7 +59,7 @@ class Scan:
         return [f"scan {self.relation}{self.pattern}"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Join:
     relation: str
     pattern: str
@@ -69,7 +71,7 @@ class Join:
         return [f"join {self.relation}{self.pattern} on {list(self.on)} ({how} arrangement)"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Antijoin:
     relation: str
     pattern: str
@@ -79,13 +81,13 @@ class Antijoin:
         return [f"antijoin {self.relation}{self.pattern} on {list(self.on)}"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Filter:
     def lines(self) -> list[str]:
         return ["filter"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bind:
     variable: str
 
@@ -93,7 +95,7 @@ class Bind:
         return [f"compute {self.variable}"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Generate:
     variable: str
     function: str
@@ -102,7 +104,7 @@ class Generate:
         return [f"generate {self.variable} = {self.function}(...)"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Aggregate:
     function: str
     groups: tuple[str, ...]
@@ -111,7 +113,7 @@ class Aggregate:
         return [f"aggregate {self.function} grouped by {list(self.groups)}"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeltaQuery:
     """A worst-case optimal join: its bindings and one pipeline per source."""
 
@@ -123,7 +125,7 @@ class DeltaQuery:
         return [head, *(f"  {p}" for p in self.pipelines)]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Binary:
     """`plan=wcoj` asked for a delta query that this body cannot take."""
 
@@ -133,7 +135,7 @@ class Binary:
         return [f"plan=wcoj: {self.reason}; joined binary instead"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Subsume:
     relation: str
     key: tuple[int, ...]
@@ -143,7 +145,7 @@ class Subsume:
         return [f"subsume {self.relation}: reduce by columns {list(self.key)} ({self.how})"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SetJoin:
     """The relation's one rule is a set join: no distinct."""
 
@@ -161,15 +163,21 @@ Step = (Scan | Join | Antijoin | Filter | Bind | Generate | Aggregate | DeltaQue
 # -- the plan ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class BodyPlan:
-    """One rule's (or the query's) body: `title` names it, `steps` as lowered."""
+    """One rule (or one body of the query) and its steps as lowered; printed only
+    when asked (`title`): formatting every rule would cost as much as planning it."""
 
-    title: str
+    source: Rule | tuple[BodyLiteral, ...]
     steps: tuple[Step, ...] = ()
 
+    @property
+    def title(self) -> str:
+        source = self.source
+        return format_rule(source) if isinstance(source, Rule) else format_body(source)
 
-@dataclass(frozen=True)
+
+@dataclass(frozen=True, slots=True)
 class RelationPlan:
     """A derived relation: its rules, and how their union is finished."""
 
@@ -178,7 +186,7 @@ class RelationPlan:
     finish: tuple[Step, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class StratumPlan:
     """A stratum this dataflow computes; a recursive one is one iteration scope."""
 
@@ -188,7 +196,7 @@ class StratumPlan:
     lowered: tuple[RelationPlan, ...] = ()  # filled in by lowering
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Specialization:
     """What the magic-sets pass did: to what it specialized, and its notes."""
 
@@ -197,7 +205,7 @@ class Specialization:
     inputs: Mapping[str, str]  # adorned copy -> the relation whose facts it reads
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ViewRead:
     """A derived relation read from a shared view instead of computed here."""
 
@@ -207,7 +215,7 @@ class ViewRead:
     notes: tuple[str, ...] = ()  # how the view was planned
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class SharedRead:
     """A shared arrangement (or a whole shared collection) the dataflow imports."""
 
@@ -222,7 +230,7 @@ class SharedRead:
         return f"{self.relation}{view} by {list(self.key)}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Node:
     """A stateful operator of the built dataflow, for the graph explain draws."""
 
@@ -232,7 +240,7 @@ class Node:
     children: tuple[Node, ...] = ()  # a scope's operators
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Graph:
     """The built dataflow's stateful operators and what each reads (ids of nodes)."""
 
@@ -241,7 +249,7 @@ class Graph:
     answers: tuple[tuple[int, ...], ...]  # per output, the nodes it is computed from
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Plan:
     """A query's (or a view's) plan, as far as the passes run so far decided it."""
 
