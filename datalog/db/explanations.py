@@ -66,7 +66,7 @@ class Explanations:
             raise UnsupportedError("explain(passes=True) prints text: use format='text'")
         built = self.queries.plan(checked, key, join_plan)
         try:
-            plan = built.explained()
+            plan = built.explained(graph=format != "text")
         finally:
             self.queries.engine.retire(built.dataflow)
         if format != "text":  # a Graphviz digraph, or an error naming the formats

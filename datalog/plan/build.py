@@ -70,11 +70,13 @@ class QueryPlan:
         """The view keys of the shareable derived relations it computes itself."""
         return self.plan.inlined
 
-    def explained(self) -> Plan:
+    def explained(self, graph: bool = False) -> Plan:
         """The lowered plan with the dataflow's operators as `explain` prints them
-        (text and graph): read from the built dataflow on demand only."""
+        (and their `graph`, for `format="dot"`): read from the built dataflow on
+        demand only."""
         operators = tuple(self.dataflow.describe())
-        return replace(self.plan, operators=operators, graph=graph_of(self.dataflow))
+        drawn = graph_of(self.dataflow) if graph else None
+        return replace(self.plan, operators=operators, graph=drawn)
 
     def start(self, engine: Engine) -> Updates:
         """Start the dataflow over the current state and return what its output sent
