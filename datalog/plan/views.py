@@ -1,6 +1,7 @@
 """Views: derived relations computed once and shared by the queries that read them.
 
-Layer: datalog (planner). Imports the datalog language and `differential.engine`.
+Layer: datalog.plan. Imports the language, `closures`, `explain` and the plan values; it
+builds a view through the planner's `build_view` (a callback: the planner imports this).
 
 A view is an engine input that one dataflow computes (`Engine.create_view`) and
 every reader imports through shared arrangements, as it imports a base relation.
