@@ -103,8 +103,6 @@ class Database:
         self.log = Log(checkpoint_every)
         self.epochs = Epochs(self.engine, self.state, self.queries, self.log, self.symbols)
         self.introspection = Introspection(self.engine, self.state, self.queries, self.symbols)
-        self.explanations = Explanations(self.lock, self.queries, self.functors, self._past,
-                                         self._answer, self._read_only)  # fmt: skip
         if path is not None:
             durable.open_store(self, path, sync)
 
@@ -338,13 +336,13 @@ class Database:
         with self.lock, self._read_only(text):
             key, checked = self._check_query(text, plan)
             pragmas = self.program.pragmas
-            return self.explanations.explain(key, checked, plan, format, passes, pragmas)
+            return self._explanations().explain(key, checked, plan, format, passes, pragmas)
 
     def why(self, fact: str, as_of: int | None = None) -> Derivation:
         """Why the ground `fact` (`"reach(1, 4)"`) holds now, or at the end of epoch
         `as_of`: a proof of minimal height (`datalog.db.provenance`; computed on demand
         from the base relations of that epoch)."""
-        return self.explanations.why(fact, as_of)
+        return self._explanations().why(fact, as_of)
 
     def why_not(
         self, fact: str, as_of: int | None = None, depth: int = 3, size: int = 100
@@ -355,7 +353,7 @@ class Database:
         derived tuples explained in turn `depth` levels deep, at most `size` rules
         tried in all (`datalog.db.whynot`, docs/adr/0045). A fact that holds raises
         `FactHoldsError` (`why` explains it)."""
-        return self.explanations.why_not(fact, as_of, depth, size)
+        return self._explanations().why_not(fact, as_of, depth, size)
 
     def subscribe_why(
         self,
@@ -374,10 +372,10 @@ class Database:
         paces it instead of the database's (a server's event loop). Takes no epoch
         (`datalog.db.whywatch`, docs/adr/0045)."""
         clock = clock or self.clock
-        return self.explanations.subscribe_why(fact, callback, granularity, budget, clock)
+        return self._explanations().subscribe_why(fact, callback, granularity, budget, clock)
 
     def unsubscribe_why(self, sub: WhySubscription) -> None:
-        self.explanations.unsubscribe_why(sub)
+        self._explanations().unsubscribe_why(sub)
 
     def stats(self) -> dict[str, object]:
         with self.lock:
@@ -398,6 +396,12 @@ class Database:
         checked = check_query(parsed, self.checked.schema)
         key = format_query(replace(parsed, source=""))
         return (key if plan == "auto" else f"{key} [plan={plan}]"), checked
+
+    def _explanations(self) -> Explanations:
+        """Made per call, holding bound methods of this database: kept, it would make
+        a cycle that outlives `del db` (its directory released only by the collector)."""
+        return Explanations(self.lock, self.queries, self.functors, self._past,
+                            self._answer, self._read_only)  # fmt: skip
 
     def _past(self) -> Past:
         return Past(self.engine, self.state.versions, self.symbols, self.functors)
