@@ -15,6 +15,7 @@ import pytest
 from datalog import Database
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
+from datalog.plan.explain import plan_notes
 from datalog.plan.magic import MagicPolicy, specialize
 from tests.datalog.answers import Accumulated
 
@@ -313,7 +314,10 @@ def test_tenant_members_over_negation_and_aggregates_follow_changes() -> None:
     for q in queries:
         on.subscribe(q, subs[q])
     assert "magic sets" in " ".join(
-        note for t in on.queries.tenants.by_key.values() if t.plan for note in t.plan.notes
+        note
+        for t in on.queries.tenants.by_key.values()
+        if t.plan
+        for note in plan_notes(t.plan.plan)
     )
     rng = np.random.default_rng(3)
     for _ in range(10):
