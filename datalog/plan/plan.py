@@ -254,8 +254,8 @@ class Plan:
     """A query's (or a view's) plan, as far as the passes run so far decided it."""
 
     name: str
-    program: CheckedProgram  # as the passes rewrote it (specialized, functors bound)
-    query: CheckedQuery | None  # None: the plan of a view
+    program: CheckedProgram = field(repr=False)  # as rewritten (specialized, bound)
+    query: CheckedQuery | None = field(repr=False)  # None: the plan of a view
     options: Options
     relation: str = ""  # a view's relation
     passes: tuple[str, ...] = ()  # the passes run, in order
