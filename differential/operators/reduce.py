@@ -35,11 +35,10 @@ public protocol: `holds`, `grown`, `growing`, `stop_growing`, `first_scheduled`,
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import cast
 
 import numpy as np
 
-from differential.batch import Column, Updates, concat, consolidate, python_rows
+from differential.batch import Column, Updates, concat, python_rows
 from differential.dataflow import Operator, Stream
 from differential.operators.arrange import Arranged, Owner
 from differential.operators.reduce_extreme import LeastGrowing
@@ -63,7 +62,7 @@ from differential.operators.reducers import (
     monoid,
     sum_values,
 )
-from differential.time import Antichain, Time, Times, less_equal, split_by_time
+from differential.time import Antichain, Time, join_times, le
 from differential.trace.cursor import Entry, FewKeys, columns_of
 from differential.trace.spine import Spine
 from differential.tuning import TUNING
@@ -148,18 +147,15 @@ class ReduceOp(Operator):
                 return concat(parts) if parts else None
         raise AssertionError("the columns tactic takes every key")
 
-    def revisit(self, keys: Keys, owner: Owner, times: Times, time: Time) -> None:
-        """The interesting times (DESIGN §3): a key whose history holds a time `s`
-        not `<= time` is revisited at `s ⊔ time` (entries of key `owner[i]` at
-        `times[:, i]`)."""
-        now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
-        later = ~less_equal(times, now)
-        if not later.any():
-            return
-        joined = np.maximum(times[:, later], now)
-        pairs = consolidate(Updates((owner[later],), joined, np.ones(joined.shape[1], np.int64)))
-        for t, idx in split_by_time(pairs.times):
-            self.scheduled.setdefault(t, []).append(keys.part(cast(Owner, pairs.columns[0][idx])))
+    def revisit(
+        self, keys: Keys, history: Iterable[tuple[Time, Owner | list[int]]], time: Time
+    ) -> None:
+        """The interesting times (DESIGN §3), the one rule: a key whose history holds
+        a time `s` not `<= time` is revisited at `s ⊔ time`. `history`: times with
+        the keys (positions in `keys`) that hold an entry at each."""
+        for s, owners in history:
+            if not le(s, time):
+                self.scheduled.setdefault(join_times(s, time), []).append(keys.part(owners))
 
     def _only_grows(self, time: Time) -> bool:
         """No input history beyond `time` and nothing scheduled at it."""

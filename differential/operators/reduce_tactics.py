@@ -31,7 +31,7 @@ from differential.batch import Column, Updates, consolidate, run_starts, sort_or
 from differential.dataflow import Stream, check_budget
 from differential.operators.arrange import Arranged, Owner
 from differential.operators.reducers import LINEAR, Counts, Groups, Reducer, distinct
-from differential.time import Time, Times, at_or_before, column, less_equal
+from differential.time import Time, Times, at_or_before, column, less_equal, split_by_time
 from differential.trace.batch import Hashes, key_hash
 from differential.trace.cursor import FewKeys, columns_of
 from differential.trace.spine import Spine
@@ -40,6 +40,7 @@ from differential.tuning import TUNING
 Row = tuple[object, ...]
 # Keys scheduled for a later time: columns, or Python rows.
 KeyPart = tuple[Column, ...] | list[Row]
+KeyIndex = Owner | list[int]  # positions in a step's `Keys`
 
 
 class Keys:
@@ -91,10 +92,10 @@ class Keys:
         columns = tuple(k[rows] for k in self.columns())
         return Keys(self.dtypes, self.identity, columns=columns, hashes=self.hashes()[rows])
 
-    def part(self, rows: Owner) -> KeyPart:
+    def part(self, rows: KeyIndex) -> KeyPart:
         """The keys at positions `rows`, in the form they came in (for the schedule)."""
         if self.rows is not None:
-            return [self.rows[i] for i in rows.tolist()]
+            return [self.rows[i] for i in (rows if isinstance(rows, list) else rows.tolist())]
         return tuple(k[rows] for k in self.columns())
 
 
@@ -106,9 +107,9 @@ class Driver(Protocol):
     trace: Spine
     output: Stream
 
-    def revisit(self, keys: Keys, owner: Owner, times: Times, time: Time) -> None:
-        """Schedule the keys whose history (entries of key `owner[i]` at `times[:, i]`)
-        holds times not `<= time` (the driver's rule of interesting times)."""
+    def revisit(self, keys: Keys, history: Iterable[tuple[Time, KeyIndex]], time: Time) -> None:
+        """Schedule the keys whose history holds times not `<= time` (the driver's
+        rule of interesting times); `history`: times, each with the keys holding it."""
         ...
 
 
@@ -154,7 +155,7 @@ class ColumnsTactic:
         driver = self.driver
         columns, hashes = keys.columns(), keys.hashes()
         owner, history = driver.source.lookup(columns, hashes, time, True)
-        driver.revisit(keys, owner, history.times, time)
+        driver.revisit(keys, _later(owner, history.times, time), time)
         linear = driver.reducer in LINEAR
         k = driver.source.key_arity
         groups = accumulate(owner, history, k, time, len(hashes), linear)
@@ -187,17 +188,15 @@ class RowsTactic:
         if history is None:
             return None
         accumulated: dict[Row, int] = {}
-        later: list[tuple[int, Time]] = []
+        later: dict[Time, list[int]] = {}
         visible = at_or_before(time)
         for o, t, row, d in history:
             if visible(t):
                 accumulated[(o, *row)] = accumulated.get((o, *row), 0) + d
             else:  # a key changed at `time` meets history not `<=` it
-                later.append((o, t))
+                later.setdefault(t, []).append(o)
         if later:
-            owners, times = zip(*later, strict=True)
-            at = np.array(times, dtype=np.int64).T
-            driver.revisit(keys, np.array(owners, dtype=np.intp), at, time)
+            driver.revisit(keys, later.items(), time)
         wanted = self._reduce(accumulated, len(asked))
         for o, t, row, d in driver.trace.lookup_entries(asked):
             if visible(t):
@@ -231,6 +230,15 @@ class RowsTactic:
         for row, n in zip(out_rows, d_mult.tolist(), strict=True):
             wanted[row] = wanted.get(row, 0) + n
         return wanted
+
+
+def _later(owner: Owner, times: Times, time: Time) -> list[tuple[Time, Owner]]:
+    """The history's times not `<= time`, each with the keys holding an entry at it."""
+    later = ~less_equal(times, np.asarray(time, dtype=np.int64).reshape(-1, 1))
+    if not later.any():
+        return []
+    owner = owner[later]
+    return [(s, np.unique(owner[at])) for s, at in split_by_time(times[:, later])]
 
 
 def current_output(
