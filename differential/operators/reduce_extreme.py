@@ -30,9 +30,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, concat, consolidate, run_starts
+from differential.batch import Column, Updates, concat, consolidate
 from differential.operators.arrange import Arranged, ArrangeOp, Owner
 from differential.operators.reduce_tactics import Keys, current_output
+from differential.sort import run_starts
 from differential.time import Time, column
 from differential.trace.batch import key_hash
 from differential.trace.spine import Spine

@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from differential.batch import Column, Updates, concat, run_starts
+from differential.batch import Column, Updates, concat
 from differential.dataflow import check_budget
 from differential.operators.arrange import Arranged, Owner
 from differential.operators.reduce_tactics import all_positive
+from differential.sort import run_starts
 from differential.time import Antichain, Time, column
 from differential.trace.batch import Hashes, key_hash
 from differential.trace.index import KeySet

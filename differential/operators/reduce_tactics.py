@@ -27,10 +27,11 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates, consolidate, run_starts, sort_order
+from differential.batch import Column, Updates, consolidate
 from differential.dataflow import Stream, check_budget
 from differential.operators.arrange import Arranged, Owner
 from differential.operators.reducers import LINEAR, Counts, Groups, Reducer, distinct
+from differential.sort import run_starts, sort_order
 from differential.time import Time, Times, at_or_before, column, less_equal, split_by_time
 from differential.trace.batch import Hashes, key_hash
 from differential.trace.cursor import FewKeys, columns_of

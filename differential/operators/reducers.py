@@ -16,8 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, run_starts, sort_order
+from differential.batch import Column
 from differential.operators.arrange import Owner
+from differential.sort import run_starts, sort_order
 
 Counts = npt.NDArray[np.int64]
 
