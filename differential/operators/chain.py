@@ -18,7 +18,7 @@ row. Fused rounds do the same work on Python tuples (ADR 0029):
 - the rounds from a time apply when that time is the scope's only work (the
   arrangements' queues hold only it, at most `TUNING.few` insertions in all, and
   no other operator has work) and every distinct is in its growing state with all
-  its input at times `<=` it: the conditions of `ReduceOp._monotone`;
+  its input at times `<=` it: the conditions of the distinct's growing tactic (`reduce_growing`);
 - each round keeps, per relation, the rows whose key is neither in its distinct's
   key set (a read-only probe) nor new in these rounds, maps them through the
   paths, and goes on one iteration later while 1 to `TUNING.few` rows come back;

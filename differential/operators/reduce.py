@@ -28,7 +28,7 @@ change goes). The inner loop is a tactic's, chosen per step (ADR 0050):
   `reduce_tactics`. The thresholds are `Tuning` fields.
 
 Fused rounds (`chain`, `later_rounds`) drive a growing `distinct` through its
-public protocol: `holds`, `grown`, `growing`, `stop_growing`, `first_scheduled`,
+public protocol: `growing_at`, `holds`, `grown`, `stop_growing`, `first_scheduled`,
 `output_entries` and `record`.
 """
 
