@@ -67,9 +67,6 @@ class ColumnShape:
     def won(self, rows: Owner, winner: Any, w: int) -> Owner:
         return rows if winner is None else rows[winner[rows] == w]
 
-    def length(self, items: Owner | Proposals) -> int:
-        return len(items)
-
     def extended(self, prefixes: Prefixes, proposals: Proposals, var: str) -> Prefixes:
         return proposals.extend(prefixes, var)
 

@@ -21,20 +21,20 @@ operations on them the algorithm needs) come from a tactic:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Sequence, Sized
 from typing import Generic, Protocol, TypeVar
 
 from differential.dataflow import check_budget, check_rows, row_limit
 from differential.time import Time
 
 P = TypeVar("P")  # prefixes
-C = TypeVar("C")  # proposals (candidates)
+C = TypeVar("C", bound=Sized)  # proposals (candidates)
 K = TypeVar("K")  # per-prefix counts
-R = TypeVar("R")  # a selection of prefix rows
+R = TypeVar("R", bound=Sized)  # a selection of prefix rows
 P_in = TypeVar("P_in", contravariant=True)
-C_in = TypeVar("C_in", contravariant=True)
+C_in = TypeVar("C_in", bound=Sized, contravariant=True)
 K_out = TypeVar("K_out", covariant=True)
-R_in = TypeVar("R_in", contravariant=True)
+R_in = TypeVar("R_in", bound=Sized, contravariant=True)
 
 
 class Extender(Protocol, Generic[P_in, C, K_out, R_in]):
@@ -61,7 +61,8 @@ class Validator(Protocol, Generic[P_in, C]):
 
 class Shape(Protocol, Generic[P, C_in, K, R]):
     """How a tactic holds prefixes (`P`), proposals (`C`), counts (`K`) and selections
-    of prefix rows (`R`), and the operations `extend` needs on them."""
+    of prefix rows (`R`), and the operations `extend` needs on them (proposals and
+    selections also have a length)."""
 
     def size(self, prefixes: P) -> int:
         """How many prefixes."""
@@ -81,10 +82,6 @@ class Shape(Protocol, Generic[P, C_in, K, R]):
 
     def won(self, rows: R, winner: list[int] | R | None, w: int) -> R:
         """The rows of `rows` whose fewest extender is `w` (all when `winner` is None)."""
-        ...
-
-    def length(self, items: R | C_in) -> int:
-        """How many rows or proposals."""
         ...
 
     def extended(self, prefixes: P, proposals: C_in, var: str) -> P:
@@ -123,15 +120,15 @@ def extend(
         check_budget()  # a huge extension stops between two chunks when time is up
         for w, proposer in enumerate(proposers):
             mine = shape.won(rows, winner, w)
-            if not shape.length(mine):
+            if not len(mine):
                 continue
             proposed = proposer.propose(prefixes, mine, time)
-            for other in [*(e for o, e in enumerate(proposers) if o != w), *checks]:
-                if shape.length(proposed):
+            for other in [*[e for o, e in enumerate(proposers) if o != w], *checks]:
+                if len(proposed):
                     proposed = other.validate(prefixes, proposed, time)
-            if shape.length(proposed):
+            if len(proposed):
                 parts.append(shape.extended(prefixes, proposed, var))
-                built += shape.length(proposed)
+                built += len(proposed)
         if limited:
             check_rows(built, "a join (delta query)", at_least=True)
     return shape.gathered(prefixes, var, parts)

@@ -120,7 +120,6 @@ class Binding:
         self.by_key, self.new = by_key, new
         self.of: list[Prefix] | None = None  # the prefixes `groups` are of
         self.groups: list[Entries] = []
-        self.by_value: dict[int, dict[object, list[tuple[Time, int]]]] = {}
 
     def proposals(self, prefixes: list[Prefix], time: Time) -> list[Entries] | None:
         """Per prefix, the `(value, time, diff)` entries under its key."""
@@ -139,7 +138,7 @@ class Binding:
             found = self.proposals(prefixes, time) if prefixes else []
             if found is None:
                 raise Refused
-            self.of, self.groups, self.by_value = prefixes, found, {}
+            self.of, self.groups = prefixes, found
         return self.groups
 
     def count(self, prefixes: list[Prefix], time: Time) -> list[int]:
@@ -150,7 +149,7 @@ class Binding:
         out: list[Candidate] = []
         for i in rows:
             _, pt, pd = prefixes[i]
-            out.extend((i, v, join(pt, t), pd * d) for v, t, d in groups[i])
+            out.extend([(i, v, join(pt, t), pd * d) for v, t, d in groups[i]])
         return out
 
     def validate(
@@ -159,14 +158,21 @@ class Binding:
         """Each candidate met with every entry of its value: times join, diffs multiply."""
         groups = self.entries(prefixes, time)
         out: list[Candidate] = []
-        for o, v, ct, cd in proposals:
-            by_value = self.by_value.get(o)
-            if by_value is None:
-                by_value = self.by_value[o] = {}
-                for value, t, d in groups[o]:
-                    by_value.setdefault(value, []).append((t, d))
-            out.extend((o, v, join(ct, t), cd * d) for t, d in by_value.get(v, ()))
+        append = out.append
+        last, by_value = -1, _by_value([])
+        for o, v, ct, cd in proposals:  # (grouped by prefix, as proposed)
+            if o != last:
+                last, by_value = o, _by_value(groups[o])
+            for t, d in by_value.get(v, ()):
+                append((o, v, join(ct, t), cd * d))
         return out
+
+
+def _by_value(entries: Entries) -> dict[object, list[tuple[Time, int]]]:
+    by_value: dict[object, list[tuple[Time, int]]] = {}
+    for v, t, d in entries:
+        by_value.setdefault(v, []).append((t, d))
+    return by_value
 
 
 class RowShape:
@@ -192,9 +198,6 @@ class RowShape:
 
     def won(self, rows: list[int], winner: Any, w: int) -> list[int]:
         return rows if winner is None else [i for i in rows if winner[i] == w]
-
-    def length(self, items: list[Any]) -> int:
-        return len(items)
 
     def extended(
         self, prefixes: list[Prefix], proposals: list[Candidate], var: str
