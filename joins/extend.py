@@ -6,8 +6,9 @@ dogsdogsdogs has one `PrefixExtender` trait and one `extend` algorithm; so do we
 `extend` binds one more variable: every proposer counts, per prefix, the values it
 would propose; the fewest proposes; every other proposer, and every check now
 bound (a negation), validates the proposals; the survivors extend their prefixes.
-It runs over chunks of about `TUNING.proposals` candidates (the budget checked in
-between) and, under a row limit, refuses a product that grows too large.
+It runs over chunks of about `TUNING.proposals` candidates (the budget checked
+between two; the scheduler checks it between steps) and, under a row limit,
+refuses a product that grows too large.
 
 The extenders and the `Shape` (how prefixes and proposals are held, and the few
 operations on them the algorithm needs) come from a tactic:
@@ -116,8 +117,9 @@ def extend(
             check_rows(shape.total(sizes), "a join (delta query)")
     parts: list[P] = []
     built = 0
-    for rows in shape.chunks(shape.size(prefixes), sizes):
-        check_budget()  # a huge extension stops between two chunks when time is up
+    for chunk, rows in enumerate(shape.chunks(shape.size(prefixes), sizes)):
+        if chunk:  # a huge extension stops between two chunks when time is up
+            check_budget()
         for w, proposer in enumerate(proposers):
             mine = shape.won(rows, winner, w)
             if not len(mine):

@@ -25,7 +25,7 @@ commute with extending).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -193,8 +193,8 @@ class RowShape:
     def total(self, sizes: list[int]) -> int:
         return sum(sizes)
 
-    def chunks(self, n: int, sizes: list[int] | None) -> Iterator[list[int]]:
-        yield list(range(n))  # (a few prefixes: one chunk)
+    def chunks(self, n: int, sizes: list[int] | None) -> tuple[list[int]]:
+        return (list(range(n)),)  # (a few prefixes: one chunk)
 
     def won(self, rows: list[int], winner: Any, w: int) -> list[int]:
         return rows if winner is None else [i for i in rows if winner[i] == w]
