@@ -12,15 +12,16 @@ over `ColumnShape`. The driver (`delta_query.DeltaQueryOp`) walks the pipeline.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
 from differential.batch import Updates, concat
+from differential.dataflow import row_limit
 from differential.time import Time
 from differential.tuning import TUNING
-from joins.extend import Extender, extend
+from joins.extend import Extender, extend, extend_parts
 from joins.extenders import (
     AntijoinExtender,
     CollectionExtender,
@@ -92,12 +93,15 @@ class ColumnsPipeline:
     def empty(self, prefixes: Prefixes) -> bool:
         return not len(prefixes)
 
-    def extend(self, prefixes: Prefixes, stage: Stage) -> Prefixes:
-        """Bind `stage.variable`: its proposers compete, negations now bound check."""
+    def parts(self, prefixes: Prefixes, stage: Stage) -> Iterable[Prefixes]:
+        """Bind `stage.variable`: its proposers compete, negations now bound check.
+        The survivors come chunk by chunk (the walk carries each on before the next
+        is proposed), or as one part under a row limit, which counts a stage whole."""
         proposers = self.proposers(stage)
         negations = [self._antijoin(j, stage.variable) for j in stage.negations]
         shape = ColumnShape(self.query.dtypes[stage.variable])
-        return extend(shape, prefixes, stage.variable, proposers, negations, self.time)
+        args = (shape, prefixes, stage.variable, proposers, negations, self.time)
+        return extend_parts(*args) if row_limit() is None else [extend(*args)]
 
     def check(self, prefixes: Prefixes, stage: Stage) -> Prefixes:
         """The checks placed after `stage` (negations of a later stage ran in `extend`)."""

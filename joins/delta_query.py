@@ -32,7 +32,7 @@ with it every result's count, stays exact when `r` changes too.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
 import numpy as np
@@ -57,7 +57,7 @@ class Tactic(Protocol):
 
     def empty(self, prefixes: Any) -> bool: ...
 
-    def extend(self, prefixes: Any, stage: Stage) -> Any: ...
+    def parts(self, prefixes: Any, stage: Stage) -> Iterable[Any]: ...
 
     def check(self, prefixes: Any, stage: Stage) -> Any: ...
 
@@ -102,7 +102,7 @@ class DeltaQueryOp(Operator):
 
     def step(self, time: Time) -> None:
         order = self._binding_order(time)
-        parts = []
+        output = _Gathering(self.output)
         for pipeline in self.pipelines:
             delta = self.patterns[pipeline.source].by_both.delta(time)
             new = frozenset(order[: order.index(pipeline.source)])
@@ -110,9 +110,9 @@ class DeltaQueryOp(Operator):
                 changes = delta.updates()
                 if self.patterns[pipeline.source].negated:  # the factor is 1 - r
                     changes = changes.negate()
-                parts.append(self._run(pipeline, changes, new, time))
-        if parts:
-            self.output.send(concat(parts))
+                for part in self._run(pipeline, changes, new, time):
+                    output.add(part)
+        output.flush()
 
     def _binding_order(self, time: Time) -> list[int]:
         """The order of bindings that decides which each pipeline sees as new.
@@ -162,26 +162,43 @@ class DeltaQueryOp(Operator):
 
     def _run(
         self, pipeline: Pipeline, changes: Updates, new: frozenset[int], time: Time
-    ) -> Updates:
+    ) -> Iterable[Updates]:
         """Pipeline `pipeline` from `changes`: on Python lists for a few changes when
-        it may (`RowsPipeline`, which refuses a hub), else on columns."""
+        it may (`RowsPipeline`, which refuses a hub: so it runs to the end before
+        anything is sent), else on columns, part by part."""
         if len(changes) <= TUNING.few and self.listed[pipeline.source]:
             try:
-                return self._walk(RowsPipeline(self.query, new, time), pipeline, changes)
+                return list(self._walk(RowsPipeline(self.query, new, time), pipeline, changes))
             except Refused:
                 pass
         return self._walk(ColumnsPipeline(self.query, new, time), pipeline, changes)
 
-    def _walk(self, tactic: Tactic, pipeline: Pipeline, changes: Updates) -> Updates:
+    def _walk(self, tactic: Tactic, pipeline: Pipeline, changes: Updates) -> Iterator[Updates]:
         """The pipeline's algorithm, once for every tactic: the source's changes,
-        checked; then stage by stage, its variable bound and its checks applied."""
-        prefixes = tactic.start(self.patterns[pipeline.source].vars, changes)
-        prefixes = tactic.check(prefixes, pipeline.first)
-        for stage in pipeline.stages:
-            if tactic.empty(prefixes):
-                break
-            prefixes = tactic.check(tactic.extend(prefixes, stage), stage)
-        return tactic.finish(prefixes)
+        checked; then stage by stage, its variable bound and its checks applied.
+
+        Depth first over the parts an extension yields: each part is carried to
+        the end before the next is proposed, so memory holds a chunk per stage and
+        not a stage's whole product (hundreds of millions of triangles stream out
+        in parts). An explicit stack, as bodies may have hundreds of stages."""
+        stages = pipeline.stages
+        first = tactic.check(
+            tactic.start(self.patterns[pipeline.source].vars, changes), pipeline.first
+        )
+        walking: list[tuple[int, Iterator[Any]]] = [(0, iter([first]))]
+        while walking:
+            depth, parts = walking[-1]
+            prefixes = next(parts, None)
+            if prefixes is None:
+                walking.pop()
+            elif tactic.empty(prefixes):
+                continue
+            elif depth == len(stages):
+                yield tactic.finish(prefixes)
+            else:
+                stage = stages[depth]
+                checked = (tactic.check(p, stage) for p in tactic.parts(prefixes, stage))
+                walking.append((depth + 1, checked))
 
     def _listable(self, pipeline: Pipeline) -> bool:
         """Whether the pipeline may run on Python lists (`joins.few`): bindings
@@ -227,3 +244,25 @@ class DeltaQueryOp(Operator):
         parts += [f"check {self.patterns[j].show()}" for j in bindings]
         parts += [f"check {self.predicates[k].text}" for k in stage.predicates]
         return ", ".join(parts)
+
+
+class _Gathering:
+    """A step's output parts, sent in batches of about `TUNING.proposals` rows: few
+    sends for a small step, bounded memory for a huge one."""
+
+    def __init__(self, output: Stream) -> None:
+        self.output = output
+        self.parts: list[Updates] = []
+        self.rows = 0
+
+    def add(self, part: Updates) -> None:
+        if len(part):
+            self.parts.append(part)
+            self.rows += len(part)
+            if self.rows >= TUNING.proposals:
+                self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            parts, self.parts, self.rows = self.parts, [], 0
+            self.output.send(parts[0] if len(parts) == 1 else concat(parts))

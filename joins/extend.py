@@ -22,7 +22,7 @@ operations on them the algorithm needs) come from a tactic:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence, Sized
+from collections.abc import Iterable, Iterator, Sequence, Sized
 from typing import Generic, Protocol, TypeVar
 
 from differential.dataflow import check_budget, check_rows, row_limit
@@ -103,7 +103,23 @@ def extend(
     time: Time,
 ) -> P:
     """Bind `var`: the smallest count proposes, the other proposers and the `checks`
-    validate the candidates, survivors are gathered.
+    validate the candidates, survivors are gathered into one batch of prefixes."""
+    return shape.gathered(
+        prefixes, var, list(extend_parts(shape, prefixes, var, proposers, checks, time))
+    )
+
+
+def extend_parts(
+    shape: Shape[P, C, K, R],
+    prefixes: P,
+    var: str,
+    proposers: Sequence[Extender[P, C, K, R]],
+    checks: Sequence[Validator[P, C]],
+    time: Time,
+) -> Iterator[P]:
+    """`extend`, its survivors yielded chunk by chunk as they are found, so that a
+    caller may carry each part on before the next is proposed (memory bounded by a
+    chunk, whatever the product).
 
     Under a row limit, an extension whose candidates all survive (one proposer, no
     check) is refused before any is proposed if they are too many; any other once
@@ -115,7 +131,6 @@ def extend(
         winner, sizes = shape.fewest([e.count(prefixes, time) for e in proposers])
         if len(proposers) == 1 and not checks:
             check_rows(shape.total(sizes), "a join (delta query)")
-    parts: list[P] = []
     built = 0
     for chunk, rows in enumerate(shape.chunks(shape.size(prefixes), sizes)):
         if chunk:  # a huge extension stops between two chunks when time is up
@@ -129,8 +144,7 @@ def extend(
                 if len(proposed):
                     proposed = other.validate(prefixes, proposed, time)
             if len(proposed):
-                parts.append(shape.extended(prefixes, proposed, var))
                 built += len(proposed)
+                yield shape.extended(prefixes, proposed, var)
         if limited:
             check_rows(built, "a join (delta query)", at_least=True)
-    return shape.gathered(prefixes, var, parts)

@@ -236,12 +236,13 @@ class RowsPipeline:
     def empty(self, prefixes: list[Prefix]) -> bool:
         return not prefixes
 
-    def extend(self, prefixes: list[Prefix], stage: Stage) -> list[Prefix]:
-        """Bind `stage.variable` (`Refused`: a lookup found too many entries)."""
+    def parts(self, prefixes: list[Prefix], stage: Stage) -> list[list[Prefix]]:
+        """Bind `stage.variable`, as one part (`Refused`: a lookup found too many
+        entries). One part: the walk then goes stage by stage, as `self.vars` does."""
         bindings = [self._binding(j, stage.variable) for j in stage.proposers]
         found = extension.extend(ROWS, prefixes, stage.variable, bindings, [], self.time)
         self.vars = (*self.vars, stage.variable)
-        return found
+        return [found]
 
     def check(self, prefixes: list[Prefix], stage: Stage) -> list[Prefix]:
         """The stage's constants and complete or unary bindings; its predicates later."""
