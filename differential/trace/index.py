@@ -114,6 +114,30 @@ class HashTable:
             rows, slots = rows[later], self._next(slots[later])
             mine = hashes[rows]
 
+    def claim(self, hashes: Hashes, start: int) -> tuple[Index, Index]:
+        """Place hashes the table does not hold, repeats among them allowed (room
+        for all of them permitting): each distinct one once, the first row holding it
+        valued `start`, the next `start + 1`, and so on. The rows placed, ascending,
+        and for every row the row placed with its hash. One probe pass: rows race for
+        free slots (of rivals, one wins) and a row that finds its hash stops there."""
+        rows = np.arange(len(hashes), dtype=np.intp)
+        slot_of = np.empty(len(hashes), dtype=np.intp)
+        slots, mine = self._slots(hashes), hashes
+        while len(rows):
+            free = np.flatnonzero(self._keys[slots] == _EMPTY)
+            self._keys[slots[free]] = mine[free]
+            self._values[slots[free]] = rows[free]
+            stop = self._keys[slots] == mine  # placed, or met a rival of the same hash
+            slot_of[rows[stop]] = slots[stop]
+            going = np.flatnonzero(~stop)
+            rows, slots = rows[going], self._next(slots[going])
+            mine = hashes[rows]
+        placer = self._values[slot_of].astype(np.intp)
+        placed = np.flatnonzero(placer == np.arange(len(hashes)))
+        self._values[slot_of[placed]] = np.arange(start, start + len(placed))
+        self.size += len(placed)
+        return placed, placer
+
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         """The arrays it holds (for measuring its memory)."""
         return [self._keys, self._values]
@@ -309,19 +333,6 @@ class LookupCache:
         return self.dense if isinstance(self.dense, DensePairs) else None
 
 
-def _first_rows(hashes: Hashes, keys: Sequence[Column]) -> tuple[Index, Index]:
-    """The first row of each distinct hash, and the later rows with another key."""
-    rows = np.arange(len(hashes), dtype=np.intp)
-    scratch = HashTable(len(hashes))
-    scratch.insert(hashes, rows)  # a repeated hash keeps one of its rows
-    kept = scratch.find(hashes)
-    repeat = np.flatnonzero(kept != rows)
-    same = np.ones(len(repeat), dtype=bool)
-    for key in keys:
-        same &= key[repeat] == key[kept[repeat]]
-    return np.flatnonzero(kept == rows), repeat[~same]
-
-
 class KeySet:
     """A growing set of keys (rows of key columns, with their `key_hash`es).
 
@@ -417,23 +428,46 @@ class KeySet:
     def _admit_many(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
         """Add the keys not in the set yet (keys may repeat): the rows added, one per key.
 
-        Repeats among the new keys are found with a scratch table, without
-        sorting; a row whose hash another key holds (rare) goes to `overflow`.
+        The absent keys claim slots of the table itself (`HashTable.claim`, repeats
+        found in the same pass), a part at a time that the table has room for; a row
+        whose hash another key holds (rare) goes to `overflow`.
         """
         present, held = self._look(hashes, keys)
         rare = ~present & (held | (hashes == _EMPTY))
         fresh = np.flatnonzero(~present & ~rare)
-        first, collided = _first_rows(hashes[fresh], [k[fresh] for k in keys])
-        rare[fresh[collided]] = True
-        winners = fresh[first]
-        self._store_new(hashes[winners], [k[winners] for k in keys])
-        added = [winners]
+        added = []
+        while len(fresh):
+            room = self._room(len(fresh))
+            part, fresh = fresh[:room], fresh[room:]
+            if added:  # keys an earlier part placed are present now
+                now, held = self._look(hashes[part], [k[part] for k in keys])
+                rare[part[~now & held]] = True
+                part = part[~held]
+            placed, placer = self.table.claim(hashes[part], self.size)
+            self._grow_store(len(placed))
+            winners = part[placed]
+            for stored, key in zip(self._store, keys, strict=True):
+                stored[self.size : self.size + len(placed)] = key[winners]
+                if not self.identity:  # a repeat of a placed hash with another key
+                    rare[part[key[part] != key[part[placer]]]] = True
+            self.size += len(placed)
+            added.append(winners)
         for row in np.flatnonzero(rare).tolist():  # keys whose hash another key holds
             found = tuple(k[row].item() for k in keys)
             if found not in self.overflow:
                 self.overflow.add(found)
                 added.append(np.array([row], dtype=np.intp))
-        return np.sort(np.concatenate(added))
+        return np.sort(np.concatenate(added)) if added else np.zeros(0, dtype=np.intp)
+
+    def _room(self, wanted: int) -> int:
+        """Rows the table can take now (grown to twice its keys first when it holds
+        too few): at least one, at most `wanted`."""
+        if not self.table.fits(min(wanted, max(self.size, 1 << 10))):
+            hashes, positions = self.table.values()
+            self.table = HashTable(2 * (self.size + min(wanted, max(self.size, 1 << 10))))
+            self.table.insert(hashes, positions)
+        free = len(self.table.arrays()[0]) // TUNING.index_load - self.table.size
+        return max(1, min(wanted, free))
 
     def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
         """Keys with distinct hashes that the table does not hold."""
@@ -448,6 +482,9 @@ class KeySet:
             hashes, positions = self.table.values()
             self.table = HashTable(4 * (self.size + more))
             self.table.insert(hashes, positions)
+        self._grow_store(more)
+
+    def _grow_store(self, more: int) -> None:
         if self.size + more > len(self._store[0]):
             capacity = max(2 * len(self._store[0]), self.size + more)
             for i, stored in enumerate(self._store):

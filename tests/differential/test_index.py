@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from differential.trace.batch import key_hash
 from differential.trace.index import HashIndex, KeySet, LookupCache
 from differential.tuning import TUNING, tuned
 
@@ -173,3 +174,23 @@ def test_holds_and_admit_absent_agree_with_a_python_set(
         assert mixed.holds(h, (a, b)) == ((a, b) in pairs[:i])
         cols = [np.array([a]), np.array([b])]
         mixed.admit(np.array([h], dtype=np.int64), cols)
+
+
+@pytest.mark.parametrize("identity", [True, False], ids=["one column", "pairs"])
+def test_admit_takes_more_new_keys_than_the_table_has_room_for(identity: bool) -> None:
+    """Thousands of new keys, repeating, into a set whose table holds about a thousand:
+    they are placed a part at a time, and a key an earlier part placed is present for
+    the later parts (each new key added once, every key found afterwards)."""
+    rng = np.random.default_rng(3)
+    arity = 1 if identity else 2
+    seen = KeySet([np.dtype(np.int64)] * arity, identity=identity)
+    reference: set[tuple[int, ...]] = set()
+    for _ in range(4):
+        cols = [rng.integers(0, 3_000 if identity else 60, 6_000) for _ in range(arity)]
+        hashes = key_hash(cols)
+        rows = list(zip(*(c.tolist() for c in cols), strict=True))
+        added = [rows[i] for i in seen.admit(hashes, cols).tolist()]
+        new = {row for row in rows if row not in reference}
+        assert sorted(added) == sorted(new) and len(added) == len(new)
+        reference |= new
+        assert len(seen) == len(reference) and seen.contains(hashes, cols).all()
