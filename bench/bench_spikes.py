@@ -64,7 +64,7 @@ class _Meter:
                 self.merge += time.thread_time() - start
 
         spine.merge = timed_merge  # type: ignore[assignment]
-        fuel.Merging.work = timed_work  # type: ignore[method-assign]
+        fuel.Merging.work = timed_work  # type: ignore[method-assign,assignment]
 
     def _on_gc(self, phase: str, info: dict[str, int]) -> None:
         if phase == "start":

@@ -435,7 +435,7 @@ class KeySet:
         present, held = self._look(hashes, keys)
         rare = ~present & (held | (hashes == _EMPTY))
         fresh = np.flatnonzero(~present & ~rare)
-        added = []
+        added: list[Index] = []
         while len(fresh):
             room = self._room(len(fresh))
             part, fresh = fresh[:room], fresh[room:]
