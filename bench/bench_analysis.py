@@ -13,6 +13,10 @@ resident set read from wait4:
   the printed relation), timed inside: import, load and evaluation apart;
 - Soufflé's interpreter, `-j1`, when `$DELTALOG_SOUFFLE` names its binary (it builds
   from source with cmake, bison and flex; it is kept out of the repository);
+- `start-up`: `deltalog --version`, the fixed cost of any CLI run (the issue's goal is
+  `deltalog run` within 1.2x of the API plus start-up, here the API script's whole
+  process: `run / API` on the CLI's row; the `tc` workload, a transitive closure of
+  about `--tc` pairs, is that comparison);
 - DuckDB (CSPA only, when Soufflé is not given): the same rules evaluated semi-naively
   by SQL statements, one round at a time, until nothing is new.
 Every system's printed size must agree (the row says `MISMATCH` otherwise).
@@ -35,17 +39,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from bench.analysis_data import CRDT, CSPA, crdt_facts, cspa_facts, write_facts
 from bench.common import format_table
+from bench.generators import dag_for_closure
 
 MARK = "RESULT "
-PRINTED = {"cspa": "valueAlias", "cspa-hub": "valueAlias", "crdt": "result"}
+PRINTED = {"cspa": "valueAlias", "cspa-hub": "valueAlias", "crdt": "result", "tc": "tc"}
+TC = """
+.decl edge(x: number, y: number)
+.input edge
+.decl tc(x: number, y: number)
+tc(x, y) :- edge(x, y).
+tc(x, z) :- tc(x, y), edge(y, z).
+"""
 
 
 def _program(workload: str) -> str:
     """The program with only the relation compared printed (Soufflé computes every
     relation anyway; Deltalog computes what the printed one needs)."""
-    text = CRDT if workload == "crdt" else CSPA
+    text = {"crdt": CRDT, "tc": TC}.get(workload, CSPA)
     kept = f".printsize {PRINTED[workload]}"
     lines = [line for line in text.splitlines() if not line.startswith(".printsize")]
     return "\n".join([*lines, kept, ""])
@@ -53,8 +67,12 @@ def _program(workload: str) -> str:
 
 def prepare(workload: str, size: int, directory: Path) -> Path:
     """Facts and program of `workload` at `size` in `directory`; the program's path."""
-    hub = workload == "cspa-hub"
-    facts = crdt_facts(size) if workload == "crdt" else cspa_facts(size, hub=hub)
+    if workload == "tc":  # a random DAG whose closure has about `size` pairs
+        src, dst = dag_for_closure(size, seed=0)
+        facts = {"edge": np.stack([src, dst], 1)}
+    else:
+        hub = workload == "cspa-hub"
+        facts = crdt_facts(size) if workload == "crdt" else cspa_facts(size, hub=hub)
     write_facts(facts, directory / "facts")
     program = directory / f"{workload}.dl"
     program.write_text(_program(workload), encoding="utf-8")
@@ -158,6 +176,8 @@ def _command(system: str, program: Path, out: Path) -> list[str]:
     if system == "souffle":
         binary = os.environ["DELTALOG_SOUFFLE"]
         return [binary, "-j1", "-F", facts, "-D", str(out), str(program)]
+    if system == "start-up":
+        return [sys.executable, "-m", "datalog.cli", "--version"]
     child = "api" if system == "deltalog API" else "duckdb"
     return [sys.executable, "-m", "bench.bench_analysis", "--child", child, str(program)]
 
@@ -194,10 +214,23 @@ def measure(system: str, program: Path, timeout: float) -> dict[str, Any]:
 
 
 def systems(workload: str) -> list[str]:
-    ours = ["deltalog run", "deltalog API"]
+    ours = ["deltalog run", "deltalog API", "start-up"]
     if os.environ.get("DELTALOG_SOUFFLE"):
         return [*ours, "souffle"]
     return [*ours, "duckdb"] if workload.startswith("cspa") else ours
+
+
+def _cli_ratio(found: dict[str, list[dict[str, Any]]]) -> str:
+    """`deltalog run`'s wall time over the API script's (interpreter start-up, import,
+    load and evaluation: the same work written in Python)."""
+    walls = {
+        system: [r["wall_s"] for r in found.get(system, []) if r["status"] == "ok"]
+        for system in ("deltalog run", "deltalog API")
+    }
+    if not all(walls.values()):
+        return ""
+    ratio = statistics.median(walls["deltalog run"]) / statistics.median(walls["deltalog API"])
+    return f"run / API {ratio:.2f}"
 
 
 def run(workload: str, size: int, runs: int, timeout: float) -> list[list[object]]:
@@ -214,7 +247,12 @@ def run(workload: str, size: int, runs: int, timeout: float) -> list[list[object
 
 
 def _rows(workload: str, size: int, found: dict[str, list[dict[str, Any]]]) -> list[list[object]]:
-    sizes = {r.get("size") for results in found.values() for r in results if r["status"] == "ok"}
+    sizes = {
+        r.get("size")
+        for system, results in found.items()
+        for r in results
+        if r["status"] == "ok" and system != "start-up"
+    }
     agree = "" if len(sizes) == 1 else " MISMATCH"
     peer = found.get("souffle") or found.get("duckdb") or []
     base = [r for r in peer if r["status"] == "ok"]
@@ -233,11 +271,13 @@ def _rows(workload: str, size: int, found: dict[str, list[dict[str, Any]]]) -> l
             parts = ("import_s", "load_s", "eval_s")
             inside = " / ".join(f"{statistics.median(r[p] for r in ok):.2f}" for p in parts)
         ratio = f"{wall / base_s:.1f}x / {peak / base_mb:.1f}x" if base_s and base_mb else ""
+        if system == "deltalog run":
+            ratio = " ".join(filter(None, [ratio, _cli_ratio(found)]))
         rows.append(
             [
                 f"{workload} {size:,}",
                 system,
-                f"{ok[0].get('size', '?'):,}{agree}",
+                "" if system == "start-up" else f"{ok[0].get('size', '?'):,}{agree}",
                 f"{wall:.2f}",
                 f"{peak:,.0f}",
                 inside,
@@ -254,6 +294,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cspa", type=int, default=20_000, help="variables of the program")
     parser.add_argument("--crdt", type=int, default=2_000, help="insert operations")
+    parser.add_argument("--tc", type=int, default=1_000_000, help="closure pairs (about)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", nargs="+", choices=list(PRINTED), default=list(PRINTED))
     parser.add_argument("--timeout", type=float, default=600)
@@ -266,7 +307,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     rows: list[list[object]] = []
     for workload in args.only:
-        size = args.crdt if workload == "crdt" else args.cspa
+        size = {"crdt": args.crdt, "tc": args.tc}.get(workload, args.cspa)
         rows += run(workload, size, args.runs, args.timeout)
     print(format_table(rows, HEAD))
     return 0
