@@ -49,7 +49,7 @@ from differential.time import (
 )
 from differential.trace.batch import Hashes, key_hash
 from differential.trace.cursor import Entry, FewKeys, columns_of
-from differential.trace.index import KeySet
+from differential.trace.keyset import KeySet
 from differential.trace.spine import Spine
 from differential.tuning import TUNING
 

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from differential.trace.batch import key_hash
-from differential.trace.index import HashIndex, KeySet, LookupCache
+from differential.trace.index import HashIndex, LookupCache
+from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, tuned
 
 INT64 = st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1)
@@ -194,3 +195,20 @@ def test_admit_takes_more_new_keys_than_the_table_has_room_for(identity: bool) -
         assert sorted(added) == sorted(new) and len(added) == len(new)
         reference |= new
         assert len(seen) == len(reference) and seen.contains(hashes, cols).all()
+
+
+@pytest.mark.parametrize("stored_first", ["fits", "does not fit"])
+def test_equal_hashes_mean_equal_keys_only_when_both_are_packed(stored_first: str) -> None:
+    """Keys whose columns are packed side by side as their hash are compared by hash
+    alone; a key that does not fit (its 44-bit mix may equal a packed hash) is never
+    taken for the packed key sharing its hash, in either order of arrival."""
+    fits = [np.array([3] * 40, dtype=np.int64), np.array(range(40), dtype=np.int64)]
+    packed = key_hash(fits)
+    other = [np.array([-1] * 40, dtype=np.int64), np.array(range(40), dtype=np.int64)]
+    first, second = (fits, other) if stored_first == "fits" else (other, fits)
+    seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    assert len(seen.admit(packed, first)) == 40  # the same hashes, as if they collided
+    assert not seen.contains(packed, second).any()
+    assert seen.contains(packed, first).all()
+    assert len(seen.admit(packed, second)) == 40 and len(seen) == 80
+    assert seen.contains(packed, second).all()
