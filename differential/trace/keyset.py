@@ -89,6 +89,7 @@ class KeySet:
             if h != EMPTY:
                 slot, held = table.find_slot(h)
                 if not held:
+                    self.packed = self.packed and _packed_row(h, key)
                     table.put(slot, h, self.size)
                     for stored, value in zip(self._store, key, strict=True):
                         stored[self.size] = value
@@ -198,3 +199,13 @@ def _packed(hashes: Hashes, keys: Sequence[Column]) -> bool:
         acc <<= width
         acc |= k.astype(np.int64)
     return bool(np.array_equal(acc, hashes))
+
+
+def _packed_row(h: int, key: tuple[object, ...]) -> bool:
+    """`_packed` for one key given as a Python row."""
+    width, acc = packed_width(len(key)), 0
+    for value in key:
+        if not isinstance(value, int) or value < 0 or value >> width:
+            return False
+        acc = acc << width | value
+    return acc == h

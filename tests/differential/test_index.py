@@ -212,3 +212,13 @@ def test_equal_hashes_mean_equal_keys_only_when_both_are_packed(stored_first: st
     assert seen.contains(packed, first).all()
     assert len(seen.admit(packed, second)) == 40 and len(seen) == 80
     assert seen.contains(packed, second).all()
+
+
+def test_a_key_added_alone_with_an_unpacked_hash_is_never_matched_by_hash_alone() -> None:
+    """One key admitted by the row-by-row path under a hash that is not its packed
+    columns; a packed key with that hash is not taken for it (a found example)."""
+    seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    one = [np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)]
+    seen.admit(np.array([0], dtype=np.int64), one)  # 0 is not (0, 1) packed
+    zero = [np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)]
+    assert not seen.contains(np.array([0], dtype=np.int64), zero).any()
