@@ -86,6 +86,13 @@ class Tuning:
     # In a larger trace, batches of at most `tail` entries wait at the end, at most
     # `small_batches` of them, and then merge all at once.
     tail: int = 64
+    # A merge of more entries than `merge_fuel` is spread over the spine's next
+    # maintenances (ADR 0054): each merges at least `merge_fuel` more entries of every
+    # merge in progress, and `merge_effort` entries per entry appended since the last
+    # (so a merge finishes before its batch is due in a larger one). 0: every merge
+    # at once, when decided.
+    merge_fuel: int = 1 << 13
+    merge_effort: int = 4
     # An arrangement nobody reads concatenates its updates every `deferred` times and
     # arranges them once they outgrow `deferred_rows` and the trace (`operators.arrange`).
     deferred: int = 32

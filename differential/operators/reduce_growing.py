@@ -27,7 +27,7 @@ from differential.operators.reduce_tactics import all_positive
 from differential.sort import run_starts
 from differential.time import Antichain, Time, column
 from differential.trace.batch import Hashes, key_hash
-from differential.trace.index import KeySet
+from differential.trace.keyset import KeySet
 from differential.trace.spine import Spine
 from differential.tuning import TUNING
 

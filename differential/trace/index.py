@@ -31,7 +31,7 @@ Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits pick the slot
-_EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not indexed)
+EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not indexed)
 _MIX_INT = int(_MIX)
 _MASK64 = (1 << 64) - 1
 
@@ -48,14 +48,14 @@ class HashTable:
         self.size = 0
         self._slots_n = np.uint64(slots)
         self._slots_int = slots
-        self._keys = np.full(slots, _EMPTY, dtype=np.int64)
+        self._keys = np.full(slots, EMPTY, dtype=np.int64)
         wide = slots >= np.iinfo(np.int32).max
         self._values = np.empty(slots, dtype=np.intp if wide else np.int32)  # read where a key is
 
     @staticmethod
     def holds(hashes: Hashes) -> bool:
         """Whether a table can hold these hashes (none equals the free-slot marker)."""
-        return not bool((hashes == _EMPTY).any())
+        return not bool((hashes == EMPTY).any())
 
     def fits(self, more: int) -> bool:
         return (self.size + more) * TUNING.index_load <= len(self._keys)
@@ -66,7 +66,7 @@ class HashTable:
             return ((high * self._slots_n) >> np.uint64(32)).view(np.intp)
 
     def find_slot(self, h: int) -> tuple[int, bool]:
-        """For one hash (not `_EMPTY`), probing in Python: the slot that holds it
+        """For one hash (not `EMPTY`), probing in Python: the slot that holds it
         (True), or the free slot where it would go (False)."""
         keys, size = self._keys, len(self._keys)
         slot = (((h & _MASK64) * _MIX_INT & _MASK64) >> 32) * self._slots_int >> 32
@@ -74,7 +74,7 @@ class HashTable:
             held = int(keys[slot])
             if held == h:
                 return slot, True
-            if held == _EMPTY:
+            if held == EMPTY:
                 return slot, False
             slot = slot + 1 if slot + 1 < size else 0
 
@@ -103,7 +103,7 @@ class HashTable:
         slots = self._slots(hashes)
         mine = hashes
         while len(rows):
-            free = np.flatnonzero(self._keys[slots] == _EMPTY)
+            free = np.flatnonzero(self._keys[slots] == EMPTY)
             claimed = slots[free]
             self._keys[claimed] = mine[free]  # of rivals for a free slot, one wins
             won = free[self._keys[claimed] == mine[free]]
@@ -114,13 +114,37 @@ class HashTable:
             rows, slots = rows[later], self._next(slots[later])
             mine = hashes[rows]
 
+    def claim(self, hashes: Hashes, start: int) -> tuple[Index, Index]:
+        """Place hashes the table does not hold, repeats among them allowed (room
+        for all of them permitting): each distinct one once, the first row holding it
+        valued `start`, the next `start + 1`, and so on. The rows placed, ascending,
+        and for every row the row placed with its hash. One probe pass: rows race for
+        free slots (of rivals, one wins) and a row that finds its hash stops there."""
+        rows = np.arange(len(hashes), dtype=np.intp)
+        slot_of = np.empty(len(hashes), dtype=np.intp)
+        slots, mine = self._slots(hashes), hashes
+        while len(rows):
+            free = np.flatnonzero(self._keys[slots] == EMPTY)
+            self._keys[slots[free]] = mine[free]
+            self._values[slots[free]] = rows[free]
+            stop = self._keys[slots] == mine  # placed, or met a rival of the same hash
+            slot_of[rows[stop]] = slots[stop]
+            going = np.flatnonzero(~stop)
+            rows, slots = rows[going], self._next(slots[going])
+            mine = hashes[rows]
+        placer = self._values[slot_of].astype(np.intp)
+        placed = np.flatnonzero(placer == np.arange(len(hashes)))
+        self._values[slot_of[placed]] = np.arange(start, start + len(placed))
+        self.size += len(placed)
+        return placed, placer
+
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         """The arrays it holds (for measuring its memory)."""
         return [self._keys, self._values]
 
     def values(self) -> tuple[Hashes, Index]:
         """Every (hash, value) held, in slot order."""
-        used = np.flatnonzero(self._keys != _EMPTY)
+        used = np.flatnonzero(self._keys != EMPTY)
         return self._keys[used], self._values[used].astype(np.intp)
 
     def find(self, hashes: Hashes) -> Index:
@@ -140,7 +164,7 @@ class HashTable:
             hit = seen == needles
             at = np.flatnonzero(hit)
             found[rows[at]] = self._values[slots[at]]
-            going = np.flatnonzero(~hit & (seen != _EMPTY))  # collided: try the next slot
+            going = np.flatnonzero(~hit & (seen != EMPTY))  # collided: try the next slot
             rows, slots = rows[going], self._next(slots[going])
             needles = hashes[rows]
         return found
@@ -172,7 +196,7 @@ class HashIndex:
     @staticmethod
     def indexable(hashes: Hashes) -> bool:
         """Whether the sorted column can be indexed (the free-slot marker sorts first)."""
-        return not len(hashes) or int(hashes[0]) != _EMPTY
+        return not len(hashes) or int(hashes[0]) != EMPTY
 
     def runs(self, hashes: Hashes) -> Index:
         """The run of each query hash (an index into the runs), or -1 where absent."""
@@ -307,150 +331,3 @@ class LookupCache:
             if n >= TUNING.min_indexed and self.dense_asked >= n * TUNING.asked_per_entry:
                 self.dense = DensePairs.of(columns, times, diffs) or False
         return self.dense if isinstance(self.dense, DensePairs) else None
-
-
-def _first_rows(hashes: Hashes, keys: Sequence[Column]) -> tuple[Index, Index]:
-    """The first row of each distinct hash, and the later rows with another key."""
-    rows = np.arange(len(hashes), dtype=np.intp)
-    scratch = HashTable(len(hashes))
-    scratch.insert(hashes, rows)  # a repeated hash keeps one of its rows
-    kept = scratch.find(hashes)
-    repeat = np.flatnonzero(kept != rows)
-    same = np.ones(len(repeat), dtype=bool)
-    for key in keys:
-        same &= key[repeat] == key[kept[repeat]]
-    return np.flatnonzero(kept == rows), repeat[~same]
-
-
-class KeySet:
-    """A growing set of keys (rows of key columns, with their `key_hash`es).
-
-    For a `distinct` whose input only grows: membership costs one probe. The
-    table maps each hash to the key's position in an append-only store; for
-    mixed hashes lookups confirm the key columns, and a key whose hash is held
-    by another key waits in `overflow` (rare: hashes have 44 bits).
-    """
-
-    def __init__(self, dtypes: Sequence[np.dtype], identity: bool) -> None:
-        self.identity = identity  # the hash is the key (one integer column)
-        self.table = HashTable(1 << 10)
-        self.size = 0
-        self._store = [np.empty(1 << 10, dtype=d) for d in dtypes]
-        self.overflow: set[tuple[object, ...]] = set()
-
-    def __len__(self) -> int:
-        return self.size + len(self.overflow)
-
-    def contains(self, hashes: Hashes, keys: Sequence[Column]) -> npt.NDArray[np.bool_]:
-        return self._look(hashes, keys)[0]
-
-    def _look(
-        self, hashes: Hashes, keys: Sequence[Column]
-    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-        """Which keys are present, and which hashes the table holds (maybe for another key)."""
-        at = self.table.find(hashes)
-        held = at >= 0
-        present = held.copy()
-        rows = np.flatnonzero(held) if not self.identity else np.zeros(0, dtype=np.intp)
-        same = np.ones(len(rows), dtype=bool)
-        for stored, key in zip(self._store, keys, strict=True):
-            same &= stored[at[rows]] == key[rows]
-        for row in [*rows[~same].tolist(), *np.flatnonzero(hashes == _EMPTY).tolist()]:
-            present[row] = tuple(k[row].item() for k in keys) in self.overflow
-        return present, held
-
-    def holds(self, h: int, key: tuple[object, ...]) -> bool:
-        """Whether one key, given as a Python row with its hash, is in the set."""
-        if h != _EMPTY:
-            slot, held = self.table.find_slot(h)
-            if not held:
-                return False  # a key goes to `overflow` only when its hash is held
-            if self.identity or self._stored(self.table.value_at(slot)) == key:
-                return True
-        return key in self.overflow
-
-    def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
-        """Add the keys not in the set yet (keys may repeat): the rows added, one per key."""
-        if len(hashes) <= TUNING.few:
-            return np.array(self._admit_few(hashes.tolist(), keys), dtype=np.intp)
-        return self._admit_many(hashes, keys)
-
-    def _admit_few(self, hashes: list[int], keys: Sequence[Column]) -> list[int]:
-        """`admit` key by key in Python: a handful of keys costs no numpy calls per step.
-
-        Each key is placed as soon as it is found absent, so a repeat later in the
-        same call finds it present.
-        """
-        rows = python_rows(keys, len(hashes))
-        self._reserve(len(hashes))
-        table, added = self.table, []
-        for row, (h, key) in enumerate(zip(hashes, rows, strict=True)):
-            if h != _EMPTY:
-                slot, held = table.find_slot(h)
-                if not held:
-                    table.put(slot, h, self.size)
-                    for stored, value in zip(self._store, key, strict=True):
-                        stored[self.size] = value
-                    self.size += 1
-                    added.append(row)
-                    continue
-                if self.identity or self._stored(table.value_at(slot)) == key:
-                    continue  # present
-            if key not in self.overflow:  # its hash is another key's, or the free marker
-                self.overflow.add(key)
-                added.append(row)
-        return added
-
-    def admit_absent(self, hashes: Hashes, keys: Sequence[Column]) -> None:
-        """Add distinct keys known to be absent (`holds` said so) to a set whose hash
-        is the key (`identity`): no probe, no check for repeats."""
-        assert self.identity
-        free = hashes != _EMPTY
-        if not free.all():  # the free-slot marker itself waits in `overflow`
-            self.overflow.update((k,) for k in keys[0][~free].tolist())
-            hashes, keys = hashes[free], [k[free] for k in keys]
-        self._store_new(hashes, keys)
-
-    def _stored(self, at: int) -> tuple[object, ...]:
-        return tuple(stored[at].item() for stored in self._store)
-
-    def _admit_many(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
-        """Add the keys not in the set yet (keys may repeat): the rows added, one per key.
-
-        Repeats among the new keys are found with a scratch table, without
-        sorting; a row whose hash another key holds (rare) goes to `overflow`.
-        """
-        present, held = self._look(hashes, keys)
-        rare = ~present & (held | (hashes == _EMPTY))
-        fresh = np.flatnonzero(~present & ~rare)
-        first, collided = _first_rows(hashes[fresh], [k[fresh] for k in keys])
-        rare[fresh[collided]] = True
-        winners = fresh[first]
-        self._store_new(hashes[winners], [k[winners] for k in keys])
-        added = [winners]
-        for row in np.flatnonzero(rare).tolist():  # keys whose hash another key holds
-            found = tuple(k[row].item() for k in keys)
-            if found not in self.overflow:
-                self.overflow.add(found)
-                added.append(np.array([row], dtype=np.intp))
-        return np.sort(np.concatenate(added))
-
-    def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
-        """Keys with distinct hashes that the table does not hold."""
-        self._reserve(len(hashes))
-        self.table.insert(hashes, np.arange(self.size, self.size + len(hashes)))
-        for stored, key in zip(self._store, keys, strict=True):
-            stored[self.size : self.size + len(hashes)] = key
-        self.size += len(hashes)
-
-    def _reserve(self, more: int) -> None:
-        if not self.table.fits(more):
-            hashes, positions = self.table.values()
-            self.table = HashTable(4 * (self.size + more))
-            self.table.insert(hashes, positions)
-        if self.size + more > len(self._store[0]):
-            capacity = max(2 * len(self._store[0]), self.size + more)
-            for i, stored in enumerate(self._store):
-                grown = np.empty(capacity, dtype=stored.dtype)
-                grown[: self.size] = stored[: self.size]
-                self._store[i] = grown

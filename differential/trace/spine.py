@@ -40,15 +40,14 @@ from differential.batch import (
     Updates,
     concat,
     consolidate,
-    integral,
-    python_rows,
-    python_times,
     run_starts,
     uniform,
 )
 from differential.time import Antichain, Time, join_times, le, less_equal, uniform_times
 from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
 from differential.trace.cursor import Entry, FewKeys, Index, lookup_batch, lookup_entries
+from differential.trace.fuel import Merging
+from differential.trace.recent import Recent
 from differential.trace.sift import Sieve
 from differential.tuning import TUNING
 
@@ -79,11 +78,13 @@ class Spine:
         self.depth = depth
         self._batches: list[Batch] = []
         self._unmerged = 0  # batches appended since the spine last restored its invariant
+        self._appended = 0  # entries appended since then (they bring merges fuel)
+        self._merging: list[Merging] = []  # merges in progress, inputs in `_batches`
         # coordinate-wise maximum of every time ever appended (None: nothing yet)
         self.latest: Time | None = None
         self.handles: list[TraceHandle] = []
         self.default_since = Antichain([(0,) * depth])
-        self._recent = _Recent()
+        self._recent = Recent()
         self._sieve: Sieve | None = None  # built on first use (`sieve`), then kept up
         # Updates held after the last full compaction (None: not measured yet): the
         # trace compacts once it holds more than twice that (`overgrown`).
@@ -116,7 +117,7 @@ class Spine:
     def insert(
         self, updates: Updates, lower: Antichain, upper: Antichain, latest: Time | None = None
     ) -> None:
-        """Add `updates`: a few rows of integer columns wait unarranged (`_Recent`)
+        """Add `updates`: a few rows of integer columns wait unarranged (`Recent`)
         until a reader needs batches; others are arranged into a new batch now.
         `latest`: the coordinate-wise maximum of their times, when the caller knows it."""
         if len(updates) == 0:
@@ -132,14 +133,15 @@ class Spine:
         self.append(batch)
 
     def _arrange_recent(self) -> None:
-        """The batches waiting in `_Recent` join the spine (those that came as updates
+        """The batches waiting in `Recent` join the spine (those that came as updates
         arranged into one batch first, which may consolidate to nothing). All are built
-        before any leaves `_Recent`, and all join before the spine merges: an interrupt
+        before any leaves `Recent`, and all join before the spine merges: an interrupt
         (KeyboardInterrupt, MemoryError) while they are arranged or merged loses none."""
         batches = [batch for batch in self._recent.take(self.key_arity) if len(batch)]
         for batch in batches:
             self._batches.append(batch)
             self._unmerged += 1
+            self._appended += len(batch)
         for batch in batches:
             self._sieved(batch)
         if self._unmerged > TUNING.lazy_batches:
@@ -147,7 +149,7 @@ class Spine:
 
     def append(self, batch: Batch) -> None:
         """Append an already arranged batch (same key arity) and restore the invariant;
-        a batch of a few rows waits in `_Recent` (indexed by key) until a reader
+        a batch of a few rows waits in `Recent` (indexed by key) until a reader
         needs batches."""
         if not len(batch):
             return
@@ -161,6 +163,7 @@ class Spine:
     def _push(self, batch: Batch) -> None:
         self._batches.append(batch)
         self._unmerged += 1
+        self._appended += len(batch)
         self._sieved(batch)
         if self._unmerged > TUNING.lazy_batches:
             self._maintain()
@@ -193,32 +196,85 @@ class Spine:
 
     def _maintain(self) -> None:
         """Merge adjacent batches until each is more than twice the next (newest first);
-        a small trace merges all its batches once it holds more than a few."""
+        a small trace merges all its batches once it holds more than a few. A merge of
+        more than `TUNING.merge_fuel` entries is started, not done: its inputs stay and
+        answer readers, and each call merges some more of every merge in progress
+        (`_work`), so no one commit pays for a whole merge of the largest batches."""
         self._unmerged = 0
+        fuel = max(TUNING.merge_fuel, TUNING.merge_effort * self._appended)
+        self._appended = 0
+        self._work(fuel)  # first: a merge about to be taken into a larger one may finish
+        self._plan()
+        self._work(fuel)
+
+    def _plan(self) -> None:
+        """Combine batches (`_combine`) until the invariant holds, counting each merge
+        in progress as the one batch it will be."""
         batches = self._batches
         if sum(len(b) for b in batches) <= TUNING.small_trace:
             if len(batches) > TUNING.small_batches:
-                merged = merge(batches, self.since)
-                batches[:] = [merged] if len(merged) else []
+                self._combine(0, len(batches))
             return
         tail = len(batches)
-        while tail and len(batches[tail - 1]) <= TUNING.tail:
+        while tail and len(batches[tail - 1]) <= TUNING.tail and not self._merging_at(tail - 1):
             tail -= 1
         if len(batches) - tail > TUNING.small_batches:  # merge the small batches at once
-            merged = merge(batches[tail:], self.since)
-            batches[tail:] = [merged] if len(merged) else []
-            if len(merged) <= TUNING.tail:
+            self._combine(tail, len(batches))
+            if len(batches) == tail or len(batches[tail]) <= TUNING.tail:
                 return
             tail = len(batches)
-        while True:  # the geometric invariant, among the batches before the tail
-            sizes = [len(b) for b in batches[:tail]]
+        while True:  # the geometric invariant, among the units before the tail
+            units = self._units(tail)
+            sizes = [sum(len(b) for b in batches[i:j]) for i, j in units]
             pairs = [i for i in range(len(sizes) - 1) if sizes[i] <= 2 * sizes[i + 1]]
             if not pairs:
                 return
             i = pairs[-1]
-            merged = merge(batches[i : i + 2], self.since)
-            batches[i : i + 2] = [merged] if len(merged) else []
-            tail -= 1 if len(merged) else 2
+            tail -= self._combine(units[i][0], units[i + 1][1])
+
+    def _merging_at(self, position: int) -> Merging | None:
+        """The merge in progress that `_batches[position]` is an input of, if any."""
+        if not self._merging:
+            return None
+        batch = self._batches[position]
+        return next((m for m in self._merging if any(b is batch for b in m.inputs)), None)
+
+    def _units(self, end: int) -> list[tuple[int, int]]:
+        """`_batches[:end]` as ranges: the inputs of one merge in progress, or one batch."""
+        units, i = [], 0
+        while i < end:
+            merging = self._merging_at(i)
+            j = i + (len(merging.inputs) if merging is not None else 1)
+            units.append((i, j))
+            i = j
+        return units
+
+    def _combine(self, start: int, end: int) -> int:
+        """Merge `_batches[start:end]` (whole merges in progress among them are
+        dropped, their inputs merged again): at once when small or unfueled, else
+        started. The number of batches that left the list."""
+        batches = self._batches
+        inputs = batches[start:end]
+        self._merging = [m for m in self._merging if not any(b is m.inputs[0] for b in inputs)]
+        if TUNING.merge_fuel and sum(len(b) for b in inputs) > TUNING.merge_fuel:
+            self._merging.append(Merging(inputs, self.since))
+            return 0
+        merged = merge(inputs, self.since)
+        batches[start:end] = [merged] if len(merged) else []
+        return len(inputs) - (1 if len(merged) else 0)
+
+    def _work(self, fuel: int) -> None:
+        """Spend `fuel` on each merge in progress, newest first; a finished merge's
+        batch replaces its inputs."""
+        if not self._merging:
+            return
+        for merging in reversed(self._merging[:]):
+            merging.work(fuel)
+            if merging.result is not None:
+                self._merging.remove(merging)
+                first = next(i for i, b in enumerate(self._batches) if b is merging.inputs[0])
+                done = [merging.result] if len(merging.result) else []
+                self._batches[first : first + len(merging.inputs)] = done
 
     def sieve(self) -> Sieve:
         """A sieve passing the hash of every entry of every batch (`trace.sift`)."""
@@ -239,6 +295,7 @@ class Spine:
         """Merge everything into one batch, compacted to `since`."""
         self._arrange_recent()
         self._unmerged = 0
+        self._merging = []
         since = self.since
         if len(self._batches) > 1 or any(b.description.since != since for b in self._batches):
             merged = merge(self._batches, since)
@@ -272,6 +329,11 @@ class Spine:
     @property
     def batch_count(self) -> int:
         return len(self.batches)
+
+    @property
+    def merges_in_progress(self) -> int:
+        """Fueled merges started and not yet done (`trace.fuel`): a measurement."""
+        return len(self._merging)
 
     @property
     def held_batches(self) -> int:
@@ -339,7 +401,7 @@ class Spine:
         are more than `limit`."""
         if self._unmerged:
             self._maintain()
-        for batch in self._batches:  # what waits in `_Recent` is read by key as it is
+        for batch in self._batches:  # what waits in `Recent` is read by key as it is
             if not lookup_entries(batch, keys, found, limit):
                 return False
         self._recent.lookup(keys, self.key_arity, found)
@@ -403,75 +465,3 @@ class Spine:
     def empty(self, columns: Sequence[int] | None = None) -> Updates:
         dtypes = self.dtypes if columns is None else [self.dtypes[i] for i in columns]
         return Updates.empty(len(dtypes), self.depth, dtypes)
-
-
-class _Recent:
-    """Updates and batches of a few rows each, appended to a trace without merging
-    them, and indexed by key in a dict: a reader of a few keys finds them in Python,
-    and the first reader that needs batches gets them all (updates arranged into one
-    batch). A reduce step over a few keys then builds no batch for its output, and a
-    trace growing by one small batch per commit is read by key with one dict probe
-    instead of one search per batch."""
-
-    def __init__(self) -> None:
-        self.parts: list[Updates | Batch] = []
-        self.rows = 0
-        self.lower: Antichain | None = None
-        self.loose = False  # some parts are updates, not batches
-        self.by_key: dict[tuple[object, ...], list[tuple[Time, tuple[object, ...], int]]] = {}
-        self.indexed = 0  # parts in `by_key`: the others wait for a reader by key
-
-    def _clear(self) -> None:
-        self.parts, self.rows, self.lower, self.by_key = [], 0, None, {}
-        self.loose, self.indexed = False, 0
-
-    def fits(self, columns: Sequence[Column], rows: int) -> bool:
-        return bool(columns) and self.rows + rows <= TUNING.recent_rows and integral(columns)
-
-    def add(self, updates: Updates, lower: Antichain) -> None:
-        self.parts.append(updates)
-        self.rows += len(updates)
-        self.loose = True
-        if self.lower is None:
-            self.lower = lower
-
-    def hold(self, batch: Batch) -> None:
-        self.parts.append(batch)
-        self.rows += len(batch)
-        if self.lower is None:
-            self.lower = batch.description.lower
-
-    def _index(self, key_arity: int) -> None:
-        """Index the parts added since the last reader by key (a trace that nobody
-        reads by key, like an arrangement only scanned, never converts its rows)."""
-        for part in self.parts[self.indexed :]:
-            updates = part.updates() if isinstance(part, Batch) else part
-            rows = python_rows(updates.columns, len(updates))
-            times = python_times(updates.times)
-            for row, time, diff in zip(rows, times, updates.diffs.tolist(), strict=True):
-                self.by_key.setdefault(row[:key_arity], []).append((time, row[key_arity:], diff))
-        self.indexed = len(self.parts)
-
-    def lookup(self, keys: FewKeys, key_arity: int, found: list[Entry]) -> None:
-        if self.rows:
-            if self.indexed < len(self.parts):
-                self._index(key_arity)
-            for i, row in enumerate(keys.rows):
-                for time, values, diff in self.by_key.get(row, ()):
-                    found.append((i, time, values, diff))
-
-    def take(self, key_arity: int) -> list[Batch]:
-        """The waiting parts as batches, in order (updates among them arranged, with
-        everything else, into one); then none wait. If arranging them raises, they
-        all still wait."""
-        parts = self.parts
-        if not parts:
-            return []
-        if not self.loose:  # batches only: they are arranged already
-            self._clear()
-            return parts  # type: ignore[return-value]
-        assert self.lower is not None
-        updates = concat([p.updates() if isinstance(p, Batch) else p for p in parts])
-        batch = Batch.build(updates, key_arity, Description(self.lower, Antichain(), Antichain()))
-        self._clear()
-        return [batch]

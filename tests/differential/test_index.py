@@ -7,7 +7,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from differential.trace.index import HashIndex, KeySet, LookupCache
+from differential.trace.batch import key_hash
+from differential.trace.index import HashIndex, LookupCache
+from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, tuned
 
 INT64 = st.integers(min_value=-(2**63) + 1, max_value=2**63 - 1)
@@ -173,3 +175,50 @@ def test_holds_and_admit_absent_agree_with_a_python_set(
         assert mixed.holds(h, (a, b)) == ((a, b) in pairs[:i])
         cols = [np.array([a]), np.array([b])]
         mixed.admit(np.array([h], dtype=np.int64), cols)
+
+
+@pytest.mark.parametrize("identity", [True, False], ids=["one column", "pairs"])
+def test_admit_takes_more_new_keys_than_the_table_has_room_for(identity: bool) -> None:
+    """Thousands of new keys, repeating, into a set whose table holds about a thousand:
+    they are placed a part at a time, and a key an earlier part placed is present for
+    the later parts (each new key added once, every key found afterwards)."""
+    rng = np.random.default_rng(3)
+    arity = 1 if identity else 2
+    seen = KeySet([np.dtype(np.int64)] * arity, identity=identity)
+    reference: set[tuple[int, ...]] = set()
+    for _ in range(4):
+        cols = [rng.integers(0, 3_000 if identity else 60, 6_000) for _ in range(arity)]
+        hashes = key_hash(cols)
+        rows = list(zip(*(c.tolist() for c in cols), strict=True))
+        added = [rows[i] for i in seen.admit(hashes, cols).tolist()]
+        new = {row for row in rows if row not in reference}
+        assert sorted(added) == sorted(new) and len(added) == len(new)
+        reference |= new
+        assert len(seen) == len(reference) and seen.contains(hashes, cols).all()
+
+
+@pytest.mark.parametrize("stored_first", ["fits", "does not fit"])
+def test_equal_hashes_mean_equal_keys_only_when_both_are_packed(stored_first: str) -> None:
+    """Keys whose columns are packed side by side as their hash are compared by hash
+    alone; a key that does not fit (its 44-bit mix may equal a packed hash) is never
+    taken for the packed key sharing its hash, in either order of arrival."""
+    fits = [np.array([3] * 40, dtype=np.int64), np.array(range(40), dtype=np.int64)]
+    packed = key_hash(fits)
+    other = [np.array([-1] * 40, dtype=np.int64), np.array(range(40), dtype=np.int64)]
+    first, second = (fits, other) if stored_first == "fits" else (other, fits)
+    seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    assert len(seen.admit(packed, first)) == 40  # the same hashes, as if they collided
+    assert not seen.contains(packed, second).any()
+    assert seen.contains(packed, first).all()
+    assert len(seen.admit(packed, second)) == 40 and len(seen) == 80
+    assert seen.contains(packed, second).all()
+
+
+def test_a_key_added_alone_with_an_unpacked_hash_is_never_matched_by_hash_alone() -> None:
+    """One key admitted by the row-by-row path under a hash that is not its packed
+    columns; a packed key with that hash is not taken for it (a found example)."""
+    seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    one = [np.array([0], dtype=np.int64), np.array([1], dtype=np.int64)]
+    seen.admit(np.array([0], dtype=np.int64), one)  # 0 is not (0, 1) packed
+    zero = [np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)]
+    assert not seen.contains(np.array([0], dtype=np.int64), zero).any()

@@ -1,0 +1,211 @@
+"""A growing set of keys with a hash table over them (`KeySet`), for a `distinct` whose
+input only grows.
+
+Layer: differential (trace). Imports numpy, `differential.batch`/`small` and
+`trace.index`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from differential.batch import Column, python_rows
+from differential.small import packed_width
+from differential.trace.index import EMPTY, Hashes, HashTable, Index
+from differential.tuning import TUNING
+
+
+class KeySet:
+    """A growing set of keys (rows of key columns, with their `key_hash`es).
+
+    For a `distinct` whose input only grows: membership costs one probe. The
+    table maps each hash to the key's position in an append-only store; for
+    mixed hashes lookups confirm the key columns, and a key whose hash is held
+    by another key waits in `overflow` (rare: hashes have 44 bits).
+    """
+
+    def __init__(self, dtypes: Sequence[np.dtype], identity: bool) -> None:
+        self.identity = identity  # the hash is the key (one integer column)
+        self.table = HashTable(1 << 10)
+        self.size = 0
+        self._store = [np.empty(1 << 10, dtype=d) for d in dtypes]
+        self.overflow: set[tuple[object, ...]] = set()
+        # Every key stored so far has its columns packed side by side as its hash
+        # (`key_hash` of integers that fit): a key with a packed hash then equals a
+        # stored key exactly when their hashes do, and lookups compare no columns.
+        self.packed = not identity and len(dtypes) > 1
+
+    def __len__(self) -> int:
+        return self.size + len(self.overflow)
+
+    def contains(self, hashes: Hashes, keys: Sequence[Column]) -> npt.NDArray[np.bool_]:
+        return self._look(hashes, keys)[0]
+
+    def _look(
+        self, hashes: Hashes, keys: Sequence[Column]
+    ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+        """Which keys are present, and which hashes the table holds (maybe for another key)."""
+        at = self.table.find(hashes)
+        held = at >= 0
+        present = held.copy()
+        exact = self.identity or (self.packed and _packed(hashes, keys))
+        rows = np.flatnonzero(held) if not exact else np.zeros(0, dtype=np.intp)
+        same = np.ones(len(rows), dtype=bool)
+        for stored, key in zip(self._store, keys, strict=True):
+            same &= stored[at[rows]] == key[rows]
+        for row in [*rows[~same].tolist(), *np.flatnonzero(hashes == EMPTY).tolist()]:
+            present[row] = tuple(k[row].item() for k in keys) in self.overflow
+        return present, held
+
+    def holds(self, h: int, key: tuple[object, ...]) -> bool:
+        """Whether one key, given as a Python row with its hash, is in the set."""
+        if h != EMPTY:
+            slot, held = self.table.find_slot(h)
+            if not held:
+                return False  # a key goes to `overflow` only when its hash is held
+            if self.identity or self._stored(self.table.value_at(slot)) == key:
+                return True
+        return key in self.overflow
+
+    def admit(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
+        """Add the keys not in the set yet (keys may repeat): the rows added, one per key."""
+        if len(hashes) <= TUNING.few:
+            return np.array(self._admit_few(hashes.tolist(), keys), dtype=np.intp)
+        return self._admit_many(hashes, keys)
+
+    def _admit_few(self, hashes: list[int], keys: Sequence[Column]) -> list[int]:
+        """`admit` key by key in Python: a handful of keys costs no numpy calls per step.
+
+        Each key is placed as soon as it is found absent, so a repeat later in the
+        same call finds it present.
+        """
+        rows = python_rows(keys, len(hashes))
+        self._reserve(len(hashes))
+        table, added = self.table, []
+        for row, (h, key) in enumerate(zip(hashes, rows, strict=True)):
+            if h != EMPTY:
+                slot, held = table.find_slot(h)
+                if not held:
+                    self.packed = self.packed and _packed_row(h, key)
+                    table.put(slot, h, self.size)
+                    for stored, value in zip(self._store, key, strict=True):
+                        stored[self.size] = value
+                    self.size += 1
+                    added.append(row)
+                    continue
+                if self.identity or self._stored(table.value_at(slot)) == key:
+                    continue  # present
+            if key not in self.overflow:  # its hash is another key's, or the free marker
+                self.overflow.add(key)
+                added.append(row)
+        return added
+
+    def admit_absent(self, hashes: Hashes, keys: Sequence[Column]) -> None:
+        """Add distinct keys known to be absent (`holds` said so) to a set whose hash
+        is the key (`identity`): no probe, no check for repeats."""
+        assert self.identity
+        free = hashes != EMPTY
+        if not free.all():  # the free-slot marker itself waits in `overflow`
+            self.overflow.update((k,) for k in keys[0][~free].tolist())
+            hashes, keys = hashes[free], [k[free] for k in keys]
+        self._store_new(hashes, keys)
+
+    def _stored(self, at: int) -> tuple[object, ...]:
+        return tuple(stored[at].item() for stored in self._store)
+
+    def _admit_many(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
+        """Add the keys not in the set yet (keys may repeat): the rows added, one per key.
+
+        The absent keys claim slots of the table itself (`HashTable.claim`, repeats
+        found in the same pass), a part at a time that the table has room for; a row
+        whose hash another key holds (rare) goes to `overflow`.
+        """
+        present, held = self._look(hashes, keys)
+        rare = ~present & (held | (hashes == EMPTY))
+        fresh = np.flatnonzero(~present & ~rare)
+        added: list[Index] = []
+        while len(fresh):
+            room = self._room(len(fresh))
+            part, fresh = fresh[:room], fresh[room:]
+            if added:  # keys an earlier part placed are present now
+                now, held = self._look(hashes[part], [k[part] for k in keys])
+                rare[part[~now & held]] = True
+                part = part[~held]
+            placed, placer = self.table.claim(hashes[part], self.size)
+            self._grow_store(len(placed))
+            winners = part[placed]
+            self.packed = self.packed and _packed(hashes[winners], [k[winners] for k in keys])
+            for stored, key in zip(self._store, keys, strict=True):
+                stored[self.size : self.size + len(placed)] = key[winners]
+                if not self.identity:  # a repeat of a placed hash with another key
+                    rare[part[key[part] != key[part[placer]]]] = True
+            self.size += len(placed)
+            added.append(winners)
+        for row in np.flatnonzero(rare).tolist():  # keys whose hash another key holds
+            found = tuple(k[row].item() for k in keys)
+            if found not in self.overflow:
+                self.overflow.add(found)
+                added.append(np.array([row], dtype=np.intp))
+        return np.sort(np.concatenate(added)) if added else np.zeros(0, dtype=np.intp)
+
+    def _room(self, wanted: int) -> int:
+        """Rows the table can take now (grown to twice its keys first when it holds
+        too few): at least one, at most `wanted`."""
+        if not self.table.fits(min(wanted, max(self.size, 1 << 10))):
+            hashes, positions = self.table.values()
+            self.table = HashTable(2 * (self.size + min(wanted, max(self.size, 1 << 10))))
+            self.table.insert(hashes, positions)
+        free = len(self.table.arrays()[0]) // TUNING.index_load - self.table.size
+        return max(1, min(wanted, free))
+
+    def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
+        """Keys with distinct hashes that the table does not hold."""
+        self.packed = self.packed and _packed(hashes, keys)
+        self._reserve(len(hashes))
+        self.table.insert(hashes, np.arange(self.size, self.size + len(hashes)))
+        for stored, key in zip(self._store, keys, strict=True):
+            stored[self.size : self.size + len(hashes)] = key
+        self.size += len(hashes)
+
+    def _reserve(self, more: int) -> None:
+        if not self.table.fits(more):
+            hashes, positions = self.table.values()
+            self.table = HashTable(4 * (self.size + more))
+            self.table.insert(hashes, positions)
+        self._grow_store(more)
+
+    def _grow_store(self, more: int) -> None:
+        if self.size + more > len(self._store[0]):
+            capacity = max(2 * len(self._store[0]), self.size + more)
+            for i, stored in enumerate(self._store):
+                grown = np.empty(capacity, dtype=stored.dtype)
+                grown[: self.size] = stored[: self.size]
+                self._store[i] = grown
+
+
+def _packed(hashes: Hashes, keys: Sequence[Column]) -> bool:
+    """Whether every hash is its key's integer columns packed side by side (each value
+    fits `packed_width` bits): then equal hashes mean equal keys."""
+    width = packed_width(len(keys))
+    if not len(hashes) or any(k.dtype.kind not in "iu" for k in keys):
+        return not len(hashes)
+    if any(int(k.min()) < 0 or int(k.max()) >> width for k in keys):
+        return False
+    acc = keys[0].astype(np.int64)
+    for k in keys[1:]:
+        acc <<= width
+        acc |= k.astype(np.int64)
+    return bool(np.array_equal(acc, hashes))
+
+
+def _packed_row(h: int, key: tuple[object, ...]) -> bool:
+    """`_packed` for one key given as a Python row."""
+    width, acc = packed_width(len(key)), 0
+    for value in key:
+        if not isinstance(value, int) or value < 0 or value >> width:
+            return False
+        acc = acc << width | value
+    return acc == h
