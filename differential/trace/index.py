@@ -19,6 +19,7 @@ keys so that temporaries stay in cache.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -117,6 +118,27 @@ class HashTable:
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         """The arrays it holds (for measuring its memory)."""
         return [self._keys, self._values]
+
+    def remove(self, hashes: Hashes) -> None:
+        """Free the slots of `hashes` (distinct, each held or not): only for undoing
+        insertions in reverse (`KeySet.rollback`), since a slot freed in the middle of
+        another key's probe sequence would hide that key."""
+        slots = np.empty(0, dtype=np.intp)
+        rows, probe = np.arange(len(hashes), dtype=np.intp), self._slots(hashes)
+        while len(rows):
+            seen = self._keys[probe]
+            hit = seen == hashes[rows]
+            slots = np.concatenate([slots, probe[hit]])
+            going = np.flatnonzero(~hit & (seen != _EMPTY))
+            rows, probe = rows[going], self._next(probe[going])
+        self._keys[slots] = _EMPTY
+        self.size -= len(slots)
+
+    def remove_values_from(self, first: int) -> None:
+        """Free every slot whose value is `first` or more (a scan of the whole table)."""
+        slots = np.flatnonzero((self._keys != _EMPTY) & np.greater_equal(self._values, first))
+        self._keys[slots] = _EMPTY
+        self.size -= len(slots)
 
     def values(self) -> tuple[Hashes, Index]:
         """Every (hash, value) held, in slot order."""
@@ -322,6 +344,18 @@ def _first_rows(hashes: Hashes, keys: Sequence[Column]) -> tuple[Index, Index]:
     return np.flatnonzero(kept == rows), repeat[~same]
 
 
+@dataclass(frozen=True)
+class KeySetMark:
+    """A key set as it was (`KeySet.mark`): its table, how many keys the table and
+    the store held, the store's arrays and the keys in overflow."""
+
+    table: HashTable
+    table_size: int
+    size: int
+    store: list[npt.NDArray[np.generic]]
+    overflow: set[tuple[object, ...]]
+
+
 class KeySet:
     """A growing set of keys (rows of key columns, with their `key_hash`es).
 
@@ -340,6 +374,33 @@ class KeySet:
 
     def __len__(self) -> int:
         return self.size + len(self.overflow)
+
+    def mark(self) -> KeySetMark:
+        """What `rollback` needs to forget the keys added after now."""
+        return KeySetMark(self.table, self.table.size, self.size, list(self._store),
+                          set(self.overflow))  # fmt: skip
+
+    def added_since(self, mark: KeySetMark) -> tuple[Column, ...]:
+        """The keys added to the table since `mark` (not those in `overflow`)."""
+        return tuple(stored[mark.size : self.size] for stored in self._store)
+
+    def rollback(self, mark: KeySetMark, hashes: Hashes) -> None:
+        """Forget every key added since `mark`; `hashes`: the hashes of `added_since`.
+
+        Exact: a key added since took a slot that was free at the mark and no key
+        held then moved, so freeing those slots gives the table as it was. If the
+        table was replaced since (it grew), the one of the mark is taken back, and
+        freed of the keys it took before that (found by their stored positions if the
+        hashes do not account for them all)."""
+        table = mark.table
+        table.remove(hashes)
+        if table.size != mark.table_size:
+            table.remove_values_from(mark.size)
+        assert table.size == mark.table_size, "a key set's undo lost its keys"
+        self.table, self.size = table, mark.size
+        self._store[:] = mark.store
+        self.overflow.clear()
+        self.overflow.update(mark.overflow)
 
     def contains(self, hashes: Hashes, keys: Sequence[Column]) -> npt.NDArray[np.bool_]:
         return self._look(hashes, keys)[0]

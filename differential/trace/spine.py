@@ -219,6 +219,13 @@ class Spine:
             batches[i : i + 2] = [merged] if len(merged) else []
             tail -= 1 if len(merged) else 2
 
+    def settle(self) -> None:
+        """Do now the maintenance a reader of the batches would do (arrange what waits
+        in `_Recent`, merge to the invariant): before a hypothetical epoch, so that
+        it is done once, not once per hypothetical (`differential.savepoint`)."""
+        if self._recent.rows or self._unmerged:
+            self.batches  # noqa: B018 (the property does the work)
+
     def sieve(self) -> Sieve:
         """A sieve passing the hash of every entry of every batch (`trace.sift`)."""
         batches = self.batches
