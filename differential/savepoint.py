@@ -32,7 +32,7 @@ spine is a handful of objects whatever its size (its batches are values).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 from types import BuiltinFunctionType, FunctionType, MethodType, ModuleType
 from typing import Any
@@ -42,7 +42,7 @@ import numpy as np
 from differential.batch import Updates
 from differential.trace.batch import Batch, Description, key_hash
 from differential.trace.dense import DensePairs
-from differential.trace.index import HashIndex, KeyLookups, KeySet, KeySetMark, LookupCache
+from differential.trace.index import HashIndex, KeyLookups, KeySet, LookupCache
 from differential.trace.spine import Spine
 
 _VALUES: tuple[type, ...] = (
@@ -69,29 +69,39 @@ _VALUES: tuple[type, ...] = (
 )
 _LAYERS = ("differential.", "joins.")
 
-Restore = Callable[[], None]
-
 
 class Savepoint:
     """The state reachable from `roots` (module docstring); `stops`: objects not to
     walk (and whatever only they reach)."""
 
     def __init__(self, roots: Iterable[object], stops: Iterable[object] = ()) -> None:
-        self._undo: list[Restore] = []
+        # (how, object, what it held): how to put each recorded object back
+        self._saved: list[tuple[str, Any, Any]] = []
         self._walk(list(roots), {id(s) for s in stops})
 
     def restore(self) -> None:
         """Put every recorded object back as it was when the savepoint was taken."""
-        for undo in reversed(self._undo):
-            undo()
+        for how, obj, held in reversed(self._saved):
+            if how == "dict":
+                obj.clear()
+                obj.update(held)
+            elif how == "list":
+                obj[:] = held
+            elif how == "object":
+                _restore_attributes(obj, held)
+            elif how == "set" or how == "deque":
+                obj.clear()
+                obj.update(held) if how == "set" else obj.extend(held)
+            else:  # "keyset"
+                obj.rollback(held, key_hash(obj.added_since(held)))
 
     def __len__(self) -> int:
         """How many objects and containers it restores (for measuring)."""
-        return len(self._undo)
+        return len(self._saved)
 
     def _walk(self, stack: list[object], seen: set[int]) -> None:
-        kinds: dict[type, str] = {}
-        undo = self._undo
+        kinds = _KINDS
+        saved = self._saved
         while stack:
             obj: Any = stack.pop()
             if id(obj) in seen:
@@ -103,46 +113,41 @@ class Savepoint:
                 kind = kinds[cls] = _kind(cls)
             if kind == "value":
                 continue
-            if kind == "list":
-                items = list(obj)
-                undo.append(partial(_restore_list, obj, items))
+            if kind == "object":
+                held = _attributes(obj)
+                saved.append(("object", obj, held))
+                stack.extend(held.values())
+            elif kind == "list":
+                items = obj.copy()
+                saved.append(("list", obj, items))
                 stack.extend(items)
-            elif kind == "dict":
-                saved = dict(obj)
-                undo.append(partial(_restore_dict, obj, saved))
-                stack.extend(saved.values())
-                stack.extend(saved.keys())
-            elif kind == "set":
-                members = set(obj)
-                undo.append(partial(_restore_set, obj, members))
-                stack.extend(members)
-            elif kind == "deque":
-                queued = list(obj)
-                undo.append(partial(_restore_deque, obj, queued))
-                stack.extend(queued)
             elif kind == "tuple":
                 stack.extend(obj)
+            elif kind == "dict":
+                copy = obj.copy()
+                saved.append(("dict", obj, copy))
+                stack.extend(copy.values())
+                stack.extend(copy)
+            elif kind in ("set", "deque"):
+                members = obj.copy() if kind == "set" else list(obj)
+                saved.append((kind, obj, members))
+                stack.extend(members)
             elif kind == "method":  # a receiver: its operator, which may be reached only so
                 stack.append(obj.__self__)
             elif kind == "function":  # a closure: what it captured (no cell is rebound)
-                for cell in obj.__closure__ or ():
-                    stack.append(_cell(cell))
+                stack.extend(_cell(cell) for cell in obj.__closure__ or ())
             elif kind == "partial":
-                assert isinstance(obj, partial)
                 stack.extend([obj.func, *obj.args, *obj.keywords.values()])
             elif kind == "keyset":
-                assert isinstance(obj, KeySet)
-                undo.append(partial(_rollback_keys, obj, obj.mark()))
-            elif kind == "spine":
-                assert isinstance(obj, Spine)
+                saved.append(("keyset", obj, obj.mark()))
+            elif kind == "spine":  # its deferred maintenance first (`Spine.settle`)
                 obj.settle()
-                attrs = _attributes(obj)
-                undo.append(partial(_restore_attributes, obj, attrs))
-                stack.extend(attrs.values())
-            elif kind == "object":
-                attrs = _attributes(obj)
-                undo.append(partial(_restore_attributes, obj, attrs))
-                stack.extend(attrs.values())
+                held = _attributes(obj)
+                saved.append(("object", obj, held))
+                stack.extend(held.values())
+
+
+_KINDS: dict[type, str] = {}  # how the walk treats each class (`_kind`), learnt as met
 
 
 def _kind(cls: type) -> str:
@@ -193,43 +198,28 @@ _MISSING = object()
 
 
 def _attributes(obj: object) -> dict[str, Any]:
-    attrs = dict(obj.__dict__) if hasattr(obj, "__dict__") else {}
-    for name in _slots(type(obj)):
+    cls = type(obj)
+    slots = _SLOTS.get(cls)
+    if slots is None:
+        slots = _SLOTS[cls] = tuple(_slots(cls))
+    attrs = obj.__dict__.copy() if hasattr(obj, "__dict__") else {}
+    for name in slots:
         attrs[name] = getattr(obj, name, _MISSING)
     return attrs
 
 
+_SLOTS: dict[type, tuple[str, ...]] = {}
+
+
 def _restore_attributes(obj: object, attrs: dict[str, Any]) -> None:
+    slots = _SLOTS[type(obj)]
     if hasattr(obj, "__dict__"):
         held = obj.__dict__
-        for name in [n for n in held if n not in attrs]:
-            del held[name]
-    for name, value in attrs.items():
-        if value is _MISSING:
-            if hasattr(obj, name):
-                delattr(obj, name)
-        else:
+        held.clear()
+        held.update(attrs if not slots else {k: v for k, v in attrs.items() if k not in slots})
+    for name in slots:
+        value = attrs[name]
+        if value is not _MISSING:
             object.__setattr__(obj, name, value)
-
-
-def _rollback_keys(keys: KeySet, mark: KeySetMark) -> None:
-    keys.rollback(mark, key_hash(keys.added_since(mark)))
-
-
-def _restore_list(obj: list[Any], items: list[Any]) -> None:
-    obj[:] = items
-
-
-def _restore_dict(obj: dict[Any, Any], saved: dict[Any, Any]) -> None:
-    obj.clear()
-    obj.update(saved)
-
-
-def _restore_set(obj: set[Any], members: set[Any]) -> None:
-    obj.clear()
-    obj.update(members)
-
-
-def _restore_deque(obj: deque[Any], queued: list[Any]) -> None:
-    obj.clear()
-    obj.extend(queued)
+        elif hasattr(obj, name):
+            delattr(obj, name)
