@@ -339,6 +339,7 @@ class Database:
                 return explain_graph(format, key, built.dataflow, checked.answer_vars)
             live = self.queries.by_key.get(key)
             served = self.queries.tenants.note(live) if live is not None else []
+            served += self.queries.adaptive.note(live)
             return explain_text(key, checked.answer_vars, built, served, self.program.pragmas)
 
     def why(self, fact: str, as_of: int | None = None) -> Derivation:
@@ -440,7 +441,11 @@ class Database:
         with self.lock:
             stats = self.engine.stats()
             stats["queries"] = {
-                k: {"subscribers": len(v.subscribers), "answer_tuples": len(v.answer())}
+                k: {
+                    "subscribers": len(v.subscribers),
+                    "answer_tuples": len(v.answer()),
+                    "last_commit": self.queries.adaptive.last_commit(k),
+                }
                 for k, v in self.queries.by_key.items()
             }
             return stats
