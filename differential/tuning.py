@@ -129,8 +129,8 @@ class Tuning:
     # A commit that asks to change at least `recompute_ratio` times the rows the inputs
     # of a live dataflow hold, and at least `recompute_min_rows` rows, recomputes the
     # dataflow from the new base instead of running the change through it.
-    recompute_ratio: float = 0.5
-    recompute_min_rows: int = 10_000
+    recompute_ratio: float = 0.005
+    recompute_min_rows: int = 100
 
     # -- dataflows ----------------------------------------------------------------------------
     # Nested sends of stateless operators after which updates wait for the outermost

@@ -95,7 +95,8 @@ class Adaptive:
                 self.engine.retire(df)
 
     def last_commit(self, key: str) -> dict[str, object] | None:
-        """How the last commit that reached live query `key` ran (`stats`)."""
+        """How the last commit weighed for live query `key` ran (`stats`): one of at
+        least `TUNING.recompute_min_rows` rows that reached it."""
         choice = self.choices.get(key)
         return None if choice is None else choice.as_dict()
 
@@ -108,15 +109,18 @@ class Adaptive:
 def choose(
     engine: Engine, flows: list[Dataflow], requests: Mapping[str, Requests]
 ) -> dict[Dataflow, Choice]:
-    """For each of `flows` that the requests reach, how the next epoch should reach it."""
+    """For each of `flows` that the requests reach, how the next epoch should reach it.
+    A commit of fewer than `TUNING.recompute_min_rows` rows is not weighed at all (it
+    costs the commit path one sum)."""
     asked = {name: len(req) for name, req in requests.items() if len(req)}
-    if not asked:
+    if sum(asked.values()) < TUNING.recompute_min_rows:
         return {}
     found: dict[Dataflow, Choice] = {}
     epoch = engine.epoch + 1
     free = remaining() is None and row_limit() is None  # (module docstring)
+    owner = {id(a): name for name, inp in engine.inputs.items() for a in inp.arrangements.values()}
     for df in flows:
-        names = read(engine, df)
+        names = read(engine, df, owner)
         change = sum(asked.get(name, 0) for name in names)
         if change:
             state = sum(engine.inputs[name].size for name in names if name in engine.inputs)
@@ -127,9 +131,9 @@ def choose(
     return found
 
 
-def read(engine: Engine, df: Dataflow) -> set[str]:
-    """The inputs `df` reads, and through each view it reads, the inputs the view reads."""
-    owner = {id(a): name for name, inp in engine.inputs.items() for a in inp.arrangements.values()}
+def read(engine: Engine, df: Dataflow, owner: Mapping[int, str]) -> set[str]:
+    """The inputs `df` reads, and through each view it reads, the inputs the view reads
+    (`owner`: the input of each arrangement, by id)."""
     views = {view.input.name: view for view in engine.views}
     names: set[str] = set()
     waiting = [df]

@@ -81,21 +81,24 @@ def test_the_choice_is_measured_and_recorded_in_stats_and_explain() -> None:
     got: list[Any] = []
     db.subscribe("reach(a)", got.append)
     first = db.epoch + 1
-    with tuned(TUNING.but(recompute_min_rows=50)):
-        db.insert("e", chain(100, 10))  # 10 rows into 101 (`e` and `reach`): runs through
+    with tuned(TUNING.but(recompute_min_rows=50, recompute_ratio=1.0)):
+        db.insert("e", chain(100, 10))  # 10 rows: not weighed
+        assert db.stats()["queries"]["reach(a)"]["last_commit"] is None  # type: ignore[index]
+        db.insert("e", chain(110, 60))  # 60 rows into 111 (`e` and `reach`): runs through
         small = db.stats()["queries"]["reach(a)"]["last_commit"]  # type: ignore[index]
-        db.insert("e", chain(110, 200))  # 200 rows into 111: recomputed
+        db.insert("e", chain(170, 200))  # 200 rows into 171: recomputed
         big = db.stats()["queries"]["reach(a)"]["last_commit"]  # type: ignore[index]
         explained = db.explain("reach(a)")
-    assert small == {"epoch": first, "change_rows": 10, "base_rows": 101, "recomputed": False}
-    assert big == {"epoch": first + 1, "change_rows": 200, "base_rows": 111, "recomputed": True}
-    assert f"epoch {first + 1}: recomputed from the new base (change 200 rows" in explained
+    assert small == {"epoch": first + 1, "change_rows": 60, "base_rows": 111, "recomputed": False}
+    assert big == {"epoch": first + 2, "change_rows": 200, "base_rows": 171, "recomputed": True}
+    assert f"epoch {first + 2}: recomputed from the new base (change 200 rows" in explained
     assert [(c.epoch, len(c.rows), set(c.diffs)) for c in got[1:]] == [
         (first, 10, {1}),
-        (first + 1, 200, {1}),
+        (first + 1, 60, {1}),
+        (first + 2, 200, {1}),
     ]
-    assert sorted(db.query("reach(a)")) == [(a,) for a in range(311)]
-    db.insert("e", [(310, 400)])  # the rebuilt dataflow goes on incrementally
+    assert sorted(db.query("reach(a)")) == [(a,) for a in range(371)]
+    db.insert("e", [(370, 400)])  # the rebuilt dataflow goes on incrementally
     db.insert("e", [(400, 401)])
     assert [c.rows for c in got[-2:]] == [[(400,)], [(401,)]]
 
