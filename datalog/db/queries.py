@@ -453,7 +453,9 @@ class LiveQueries:
         self.deliver(live, _difference(live.answer(), new, epoch), epoch)
 
     def _broken(self) -> list[LiveQuery]:
-        running = set(map(id, self.engine.dataflows))
+        # (a dataflow whose retirement an interrupt cut short is going: adaptive
+        # commits retire a live query's dataflow before the epoch, docs/adr/0053)
+        running = set(map(id, self.engine.dataflows)) - set(map(id, self.engine.retiring))
         current = self.program.checked
         return [
             q
