@@ -1,5 +1,5 @@
 """What a hypothetical costs: `db.what_if` against committing the same rows, by the
-database's size and by the change's size (docs/adr/0047).
+database's size and by the change's size (docs/adr/0047, 0052).
 
 Layer: bench — may import anything public from deltalog packages.
 Run: `python -m bench.bench_whatif [--quick]`.
@@ -7,10 +7,11 @@ Run: `python -m bench.bench_whatif [--quick]`.
 A random graph of E edges over E / 4 nodes (seeded) and the single-source reach
 `reach(b) :- reach(a), e(a, b)` from node 0, subscribed (a live query). For each
 size: the p50 (ms) of committing one new edge out of node 0 (each commit a new
-node), of `what_if` with one such edge, their ratio, the fork alone (the floor of
-the mechanism: a child that exits at once) and rebuilding the live query (what
-undoing an epoch on the engine costs: every dataflow the epoch ran is rebuilt,
-measured as subscribing the query afresh). Then, at one size, changes of 1, 100 and
+node), of `what_if` with one such edge (a live query: the epoch run in process and undone,
+ADR 0052), their ratio, the fork alone (the floor of ADR 0047's mechanism, still
+used for queries that are not live: a child that exits at once) and rebuilding the
+live query (what undoing an epoch by dropping its dataflows would cost, measured as
+subscribing the query afresh). Then, at one size, changes of 1, 100 and
 10,000 edges, committed and asked.
 
 Times are reported, never asserted.

@@ -132,6 +132,13 @@ class Tuning:
     handover: int = 4096
     later_handover: int = 4096
 
+    # -- adaptive commits (ADR 0053, `datalog.db.adaptive`) -------------------------------------
+    # A commit that asks to change at least `recompute_ratio` times the rows the inputs
+    # of a live dataflow hold, and at least `recompute_min_rows` rows, recomputes the
+    # dataflow from the new base instead of running the change through it.
+    recompute_ratio: float = 0.005
+    recompute_min_rows: int = 100
+
     # -- dataflows ----------------------------------------------------------------------------
     # Nested sends of stateless operators after which updates wait for the outermost
     # send (`dataflow.Stream.send`): a chain of thousands of maps stays off the stack.

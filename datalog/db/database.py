@@ -381,7 +381,11 @@ class Database:
         with self.lock:
             stats = self.engine.stats()
             stats["queries"] = {
-                k: {"subscribers": len(v.subscribers), "answer_tuples": len(v.answer())}
+                k: {
+                    "subscribers": len(v.subscribers),
+                    "answer_tuples": len(v.answer()),
+                    "last_commit": self.queries.adaptive.last_commit(k),
+                }
                 for k, v in self.queries.by_key.items()
             }
             return stats

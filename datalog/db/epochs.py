@@ -106,6 +106,8 @@ class Epochs:
                     requests = {**write.requests, **self.live.tenants.requests()}
                     self.live.arrive()
                     try:
+                        if write.change is None:  # (a rule change rebuilt what it touches)
+                            self.live.adaptive.adapt(self.live.by_key.values(), requests)
                         engine.commit(requests, sealing=seal)
                     except BaseException as error:
                         if not decided:

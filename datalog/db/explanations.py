@@ -73,6 +73,7 @@ class Explanations:
             return explain_graph(format, plan)
         live = self.queries.by_key.get(key)
         served = self.queries.tenants.note(live) if live is not None else []
+        served += self.queries.adaptive.note(live)
         if passes:
             return explain_passes((*built.stages[:-1], plan), served, pragmas)
         return explain_text(plan, served, pragmas)

@@ -30,6 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Protocol
 
+from datalog.db.adaptive import Adaptive
 from datalog.db.change import Callback, Change
 from datalog.db.definitions import ProgramState
 from datalog.db.interrupts import deferred
@@ -82,6 +83,8 @@ class LiveQueries:
         # its own (`arrive`, `tell_arrived`): None while no commit collects them.
         self.arrived: dict[LiveQuery, tuple[Updates, int]] | None = None
         self.watches: list[Watch] = []  # told of every epoch (`Database.subscribe_why`)
+        # Adaptive commits (docs/adr/0053): which dataflows an epoch recomputes.
+        self.adaptive = Adaptive(engine)
 
     # -- subscriptions ----------------------------------------------------------------
 
@@ -162,6 +165,7 @@ class LiveQueries:
         with deferred():
             if self.by_key.get(live.key) is live:
                 del self.by_key[live.key]
+                self.adaptive.choices.pop(live.key, None)
             if live.tenant is not None:
                 self.tenants.leave(live)
             elif live.plan is not None:
@@ -262,10 +266,28 @@ class LiveQueries:
             raise failure
 
     def drop_arrived(self) -> None:
-        """The epoch did not happen: what its outputs brought is forgotten."""
+        """The epoch did not happen: what its outputs brought is forgotten (the
+        dataflows retired to be recomputed are rebuilt by the repair that follows)."""
         for live in self.arrived or {}:
             live.telling = None
         self.arrived = None
+        self.adaptive.recomputing = []
+
+    def recompute(self, epoch: int) -> None:
+        """The epoch happened: rebuild what `adaptive.adapt` retired, over the new base,
+        and hand each of its live queries the difference (held with the epoch's other
+        changes). What fails stays broken: the repair rebuilds it."""
+        lives, self.adaptive.recomputing = self.adaptive.recomputing, []
+        if not lives:
+            return
+        answers, failure = self._rebuild_each(lives, stop=False)
+        for live, new in answers.items():
+            try:
+                self.deliver(live, _difference(live.answer(), new, epoch), epoch)
+            except BaseException as error:
+                failure = failure or error
+        if failure is not None:
+            raise failure
 
     def hold_changes(self, heads: frozenset[str]) -> None:
         """The program changed the rules of `heads` (installed already): rebuild the
@@ -284,6 +306,7 @@ class LiveQueries:
         first failure is returned, to be raised last."""
         failure: BaseException | None = None
         steps: list[Callable[[], object]] = [
+            (lambda: self.recompute(epoch)) if new_epoch else (lambda: None),
             self.tell_arrived,
             (lambda: self.tenants.committed(epoch)) if new_epoch else (lambda: None),
             self.repair_if_suspect,
@@ -427,7 +450,9 @@ class LiveQueries:
         self.deliver(live, _difference(live.answer(), new, epoch), epoch)
 
     def _broken(self) -> list[LiveQuery]:
-        running = set(map(id, self.engine.dataflows))
+        # (a dataflow whose retirement an interrupt cut short is going: adaptive
+        # commits retire a live query's dataflow before the epoch, docs/adr/0053)
+        running = set(map(id, self.engine.dataflows)) - set(map(id, self.engine.retiring))
         current = self.program.checked
         return [
             q

@@ -181,6 +181,23 @@ class Tenants:
         if failure is not None:
             raise failure
 
+    def changes(self, tenant: Tenant, updates: Updates, epoch: int) -> dict[LiveQuery, Updates]:
+        """What each seat of `tenant` would be handed if its dataflow output `updates`
+        at `epoch` with the parameter requests of `requests` (a hypothetical epoch,
+        `datalog.db.whatif`): a member its slice, a joiner its first slice minus its
+        snapshot (`committed`). Changes nothing."""
+        found = {member: _empty(member) for member in tenant.members.values()}
+        firsts: dict[Param, Updates] = {}
+        for param, part in _groups(updates, len(tenant.shape.params)):
+            if param in tenant.joining:
+                firsts[param] = part
+            elif (member := tenant.members.get(param)) is not None:
+                found[member] = part
+        for param, joiner in tenant.joining.items():
+            first = firsts.get(param, _empty(joiner))
+            found[joiner] = _difference(joiner.answer(), first, epoch)
+        return found
+
     def rebuild(self, tenant: Tenant, program: CheckedProgram) -> dict[LiveQuery, Updates]:
         """Rebuild `tenant`'s dataflow over `program` (its rules changed, or a failed
         commit dropped it): each member's new answer (not delivered). Joiners are not

@@ -40,11 +40,13 @@ from typing import Any
 from datalog.db.change import Change
 from datalog.db.epochs import Epochs, Write
 from datalog.db.live import LiveQuery
+from datalog.db.tenants import Tenant
 from datalog.db.transaction import Transaction
 from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import DatalogError, TransactionError, UnsupportedError
 from datalog.storage.records import Record
+from differential import hypothetical
 from differential.batch import Updates
 
 Subscribe = Callable[[str, Callable[[Change], None]], object]
@@ -87,6 +89,9 @@ class Hypothetical(Transaction):
         super().__init__(transaction.program, transaction.symbols, transaction.epochs)
         self.subscribe, self.queries = subscribe, queries
         self.changes: dict[str, Change] = {}
+        # How `changes` was computed: "in process" (an undone epoch, docs/adr/0052) or
+        # "fork" (a child process, docs/adr/0047); None before.
+        self.how: str | None = None
 
     def __repr__(self) -> str:
         return super().__repr__().replace("<Transaction", "<Hypothetical")
@@ -105,14 +110,70 @@ class Hypothetical(Transaction):
         return self.epochs.engine.epoch
 
     def _changes(self) -> dict[str, Change]:
+        live = self.epochs.live
+        live.repair_if_suspect()  # as a commit would first (a read does too)
+        if self._in_process_covers():
+            self.how = "in process"
+            return self._in_process()
+        self.how = "fork"
         if not fork_available():
-            raise UnsupportedError("what_if needs os.fork (Linux or a BSD)")
+            raise UnsupportedError("what_if of this query needs os.fork (Linux or a BSD)")
         epoch = self.epochs.engine.epoch + 1
         kind, found = _in_child(self._child)
         if kind == "error":
             raise found
         return {text: Change(rows, diffs, epoch, columns=tuple(columns))
                 for text, (rows, diffs, columns) in found.items()}  # fmt: skip
+
+    def _in_process_covers(self) -> bool:
+        """Whether the epoch can run here and be undone (docs/adr/0052): every query
+        asked is live, and no live dataflow reads the engine's own description."""
+        live = {query.query_text for query in self.epochs.live.by_key.values()}
+        asked = set(self.queries or ())
+        return asked <= live and hypothetical.covers(self.epochs.engine)
+
+    def _in_process(self) -> dict[str, Change]:
+        """Run the epoch through the live dataflows and undo it (docs/adr/0052): each
+        live query's change as its subscribers would receive it."""
+        live, engine = self.epochs.live, self.epochs.engine
+        epoch, start = engine.epoch + 1, len(self.symbols)
+        requests = {**self.requests(), **live.tenants.requests()}
+        collecting = gc.isenabled()
+        gc.disable()  # the savepoint makes many small objects, all dropped at once
+        try:
+            outputs = {id(out): updates for out, updates in hypothetical.outputs(engine, requests)}
+            found: dict[str, Change] = {}
+            for query, updates in self._routed(outputs, epoch).items():
+                if query.query_text not in found:  # (two plans of one query agree)
+                    rows = to_rows(updates.columns, query.types, self.symbols, len(updates))
+                    found[query.query_text] = Change(
+                        rows, updates.diffs.tolist(), epoch, columns=query.columns
+                    )
+        finally:
+            if len(self.symbols) > start:  # interned by the epoch (a functor's result)
+                self.symbols.forget_from(start)
+            if collecting:
+                gc.enable()
+        if self.queries is not None:
+            return {text: found[text] for text in self.queries}
+        return found
+
+    def _routed(self, outputs: dict[int, Updates], epoch: int) -> dict[LiveQuery, Updates]:
+        """Each live query's updates among the dataflows' `outputs` (by output id)."""
+        live = self.epochs.live
+        found: dict[LiveQuery, Updates] = {}
+        tenants = []
+        for query in live.by_key.values():
+            if query.tenant is not None:
+                tenants.append(query.tenant)
+            elif query.plan is not None:
+                found[query] = outputs.get(id(query.plan.output), query.state.empty())
+        for tenant in {id(t): t for t in tenants}.values():
+            assert isinstance(tenant, Tenant) and tenant.plan is not None
+            output = tenant.plan.output
+            updates = outputs.get(id(output), output.capture.stream.empty())
+            found.update(live.tenants.changes(tenant, updates, epoch))
+        return found
 
     def _child(self) -> dict[str, Found]:
         """In the child: commit on its copy and record what each query receives."""

@@ -142,6 +142,27 @@ class HashTable:
         """The arrays it holds (for measuring its memory)."""
         return [self._keys, self._values]
 
+    def remove(self, hashes: Hashes) -> None:
+        """Free the slots of `hashes` (distinct, each held or not): only for undoing
+        insertions in reverse (`KeySet.rollback`), since a slot freed in the middle of
+        another key's probe sequence would hide that key."""
+        slots = np.empty(0, dtype=np.intp)
+        rows, probe = np.arange(len(hashes), dtype=np.intp), self._slots(hashes)
+        while len(rows):
+            seen = self._keys[probe]
+            hit = seen == hashes[rows]
+            slots = np.concatenate([slots, probe[hit]])
+            going = np.flatnonzero(~hit & (seen != EMPTY))
+            rows, probe = rows[going], self._next(probe[going])
+        self._keys[slots] = EMPTY
+        self.size -= len(slots)
+
+    def remove_values_from(self, first: int) -> None:
+        """Free every slot whose value is `first` or more (a scan of the whole table)."""
+        slots = np.flatnonzero((self._keys != EMPTY) & np.greater_equal(self._values, first))
+        self._keys[slots] = EMPTY
+        self.size -= len(slots)
+
     def values(self) -> tuple[Hashes, Index]:
         """Every (hash, value) held, in slot order."""
         used = np.flatnonzero(self._keys != EMPTY)

@@ -8,6 +8,7 @@ Layer: differential (trace). Imports numpy, `differential.batch`/`small` and
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +17,20 @@ from differential.batch import Column, python_rows
 from differential.small import packed_width
 from differential.trace.index import EMPTY, Hashes, HashTable, Index
 from differential.tuning import TUNING
+
+
+@dataclass(frozen=True)
+class KeySetMark:
+    """A key set as it was (`KeySet.mark`): its table, how many keys the table and
+    the store held, the store's arrays, the keys in overflow and whether every
+    stored key's hash was its packed columns."""
+
+    table: HashTable
+    table_size: int
+    size: int
+    store: list[npt.NDArray[np.generic]]
+    overflow: set[tuple[object, ...]]
+    packed: bool
 
 
 class KeySet:
@@ -40,6 +55,33 @@ class KeySet:
 
     def __len__(self) -> int:
         return self.size + len(self.overflow)
+
+    def mark(self) -> KeySetMark:
+        """What `rollback` needs to forget the keys added after now."""
+        return KeySetMark(self.table, self.table.size, self.size, list(self._store),
+                          set(self.overflow), self.packed)  # fmt: skip
+
+    def added_since(self, mark: KeySetMark) -> tuple[Column, ...]:
+        """The keys added to the table since `mark` (not those in `overflow`)."""
+        return tuple(stored[mark.size : self.size] for stored in self._store)
+
+    def rollback(self, mark: KeySetMark, hashes: Hashes) -> None:
+        """Forget every key added since `mark`; `hashes`: the hashes of `added_since`.
+
+        Exact: a key added since took a slot that was free at the mark and no key
+        held then moved, so freeing those slots gives the table as it was. If the
+        table was replaced since (it grew), the one of the mark is taken back, and
+        freed of the keys it took before that (found by their stored positions if the
+        hashes do not account for them all)."""
+        table = mark.table
+        table.remove(hashes)
+        if table.size != mark.table_size:
+            table.remove_values_from(mark.size)
+        assert table.size == mark.table_size, "a key set's undo lost its keys"
+        self.table, self.size, self.packed = table, mark.size, mark.packed
+        self._store[:] = mark.store
+        self.overflow.clear()
+        self.overflow.update(mark.overflow)
 
     def contains(self, hashes: Hashes, keys: Sequence[Column]) -> npt.NDArray[np.bool_]:
         return self._look(hashes, keys)[0]

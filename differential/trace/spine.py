@@ -276,6 +276,13 @@ class Spine:
                 done = [merging.result] if len(merging.result) else []
                 self._batches[first : first + len(merging.inputs)] = done
 
+    def settle(self) -> None:
+        """Do now the maintenance a reader of the batches would do (arrange what waits
+        in `_Recent`, merge to the invariant): before a hypothetical epoch, so that
+        it is done once, not once per hypothetical (`differential.savepoint`)."""
+        if self._recent.rows or self._unmerged:
+            self.batches  # noqa: B018 (the property does the work)
+
     def sieve(self) -> Sieve:
         """A sieve passing the hash of every entry of every batch (`trace.sift`)."""
         batches = self.batches

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from dataclasses import replace
 from pathlib import Path
 
@@ -48,6 +48,7 @@ from datalog import (
     HistoryCompactedError,
 )
 from datalog.eval import reference
+from differential.tuning import TUNING, tuned
 from tests.datalog.model import pool
 from tests.datalog.model.faults import Faults
 from tests.datalog.model.measures import eager_compaction, live_counts, stored
@@ -183,9 +184,16 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         fault = data.draw(fault_strategy("budget", "callback", "functor", "engine"), label="fault")
         single = len(ops) == 1 and data.draw(st.booleans(), label="db.insert/db.retract")
         explicit = data.draw(st.booleans(), label="tx.commit()")
-        note(f"transaction {ops} under {fault}{' (tx.commit())' if explicit else ''}")
+        # Adaptive commits (docs/adr/0053): every live dataflow it reaches recomputed.
+        recomputed = data.draw(st.booleans(), label="recomputed")
+        note(f"transaction {ops} under {fault}{' (tx.commit())' if explicit else ''}"
+             f"{' (recomputed)' if recomputed else ''}")  # fmt: skip
 
         def action() -> None:
+            with tuned(TUNING.but(**RECOMPUTED)) if recomputed else nullcontext():
+                commit()
+
+        def commit() -> None:
             if single:
                 inserting, relation, rows_ = ops[0]
                 form = data.draw(st.sampled_from(FORMS), label="form")
@@ -471,6 +479,10 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
             assert watch.handle is not None
             assert as_rows(watch.handle.rows()) == sorted_rows(model.current.answer(watch.query))
         self.no_orphans()
+
+
+# Every dataflow a commit reaches is recomputed from the new base (docs/adr/0053).
+RECOMPUTED = {"recompute_ratio": 0.0, "recompute_min_rows": 1}
 
 
 class _UserError(Exception):

@@ -1,0 +1,204 @@
+"""Big commits into live dataflows against recomputing them (docs/adr/0053).
+
+Layer: bench — may import anything public from deltalog packages.
+Run: `python -m bench.bench_adaptive [--quick] [--scale K] [--runs N]`.
+
+Three programs, each with a live subscription to its whole answer over a base of
+generated facts (seeded): `reach` (single-source reachability over a random graph),
+`tc` (transitive closure over a graph of small DAG clusters) and `hmmer`, a
+points-to analysis shaped like the Doop/Souffle `hmmer` benchmark (field-sensitive
+Andersen: `new`, `assign`, `load`, `store` into mutually recursive `pt`/`hpt`). For
+a change of 1%, 10%, 50% and 100% of the base's size (new facts of the same
+distribution), committed in one transaction:
+
+- `incremental`: the commit with adaptive commits off (the change runs through every
+  round of the live dataflow; `inf` if it ran past `--limit` seconds or out of memory:
+  under a budget, which stops it);
+- `adaptive`: the commit with the default tuning (the engine chooses; `chose` says
+  what it chose, from `stats()`);
+- `recompute`: a fresh database holding base and change, subscribed (planning the
+  dataflow and evaluating it from scratch: what the goal compares against);
+- `ratio`: adaptive / recompute (goal of issue 28: at most 1.2).
+
+Bases: 100,000 edges for `reach` and `tc`, 10,000 facts for `hmmer` (its answer
+grows much faster than its facts: at twice the facts it is several times larger),
+times `--scale`. Each figure is the best of `--runs` (default 1), in
+seconds. Times are reported,
+never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import numpy as np
+
+from bench.common import format_table
+from datalog import BudgetExceeded, Database
+from differential.tuning import TUNING, tuned
+
+Facts = dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    program: str
+    query: str
+    # (facts, base size, rng) -> that many facts over the base's domain
+    facts: Callable[[int, int, np.random.Generator], Facts]
+    size: int  # base facts at scale 1
+
+
+REACH = """
+.decl e(a: number, b: number)
+.decl reach(a: number)
+reach(0).
+reach(b) :- reach(a), e(a, b).
+"""
+
+TC = """
+.decl e(a: number, b: number)
+.decl tc(a: number, b: number)
+tc(a, b) :- e(a, b).
+tc(a, c) :- tc(a, b), e(b, c).
+"""
+
+HMMER = """
+.decl new(v: number, o: number)
+.decl assign(to: number, from: number)
+.decl load(to: number, base: number, f: number)
+.decl store(base: number, f: number, from: number)
+.decl pt(v: number, o: number)
+.decl hpt(o: number, f: number, p: number)
+pt(v, o) :- new(v, o).
+pt(v, o) :- assign(v, w), pt(w, o).
+pt(v, o) :- load(v, b, f), pt(b, q), hpt(q, f, o).
+hpt(q, f, o) :- store(b, f, w), pt(b, q), pt(w, o).
+"""
+
+
+def reach_facts(size: int, base: int, rng: np.random.Generator) -> Facts:
+    nodes = max(base // 2, 2)
+    return {"e": rng.integers(0, nodes, size=(size, 2))}
+
+
+def tc_facts(size: int, base: int, rng: np.random.Generator) -> Facts:
+    """Edges `a -> b`, `a <= b`, inside clusters of 40 nodes (a DAG per cluster)."""
+    cluster = 40
+    clusters = max(base // 60, 1)
+    start = rng.integers(0, clusters, size) * cluster
+    a, b = rng.integers(0, cluster, size), rng.integers(0, cluster, size)
+    return {"e": np.stack([start + np.minimum(a, b), start + np.maximum(a, b)], 1)}
+
+
+def hmmer_facts(size: int, base: int, rng: np.random.Generator) -> Facts:
+    """Variables in modules of 16 (assignments stay in a module), objects one
+    per `new`, four fields: sizes in the proportions of a program's facts."""
+    module = 16
+    variables = max(base // 2, module)
+
+    def var(n: int) -> np.ndarray:
+        return rng.integers(0, variables, n)
+
+    def near(v: np.ndarray) -> np.ndarray:
+        return (v // module) * module + rng.integers(0, module, len(v))
+
+    news, assigns, loads, stores = (int(size * p) for p in (0.3, 0.4, 0.15, 0.15))
+    v = var(news)
+    w = var(assigns)
+    lv, sv = var(loads), var(stores)
+    return {
+        "new": np.stack([v, rng.integers(0, base, news)], 1),
+        "assign": np.stack([near(w), w], 1),
+        "load": np.stack([lv, near(lv), rng.integers(0, 4, loads)], 1),
+        "store": np.stack([sv, rng.integers(0, 4, stores), near(sv)], 1),
+    }
+
+
+WORKLOADS = [
+    Workload("reach", REACH, "reach(a)", reach_facts, 100_000),
+    Workload("tc", TC, "tc(a, b)", tc_facts, 100_000),
+    Workload("hmmer", HMMER, "pt(v, o)", hmmer_facts, 10_000),
+]
+FRACTIONS = [0.01, 0.1, 0.5, 1.0]
+
+
+def loaded(work: Workload, facts: list[Facts]) -> Database:
+    db = Database()
+    db.define(work.program)
+    for part in facts:
+        with db.transaction() as tx:
+            for relation, rows in part.items():
+                tx.insert(relation, rows)
+    return db
+
+
+def commit_s(
+    work: Workload, base: Facts, change: Facts, incremental: bool, limit: float
+) -> tuple[float, str]:
+    """The commit's seconds and what the engine chose; `inf` if it ran past `limit`
+    seconds (or out of memory: an incremental hmmer commit can hold tens of millions
+    of updates in flight)."""
+    db = loaded(work, [base])
+    db.subscribe(work.query, lambda change: None)
+    never = TUNING.but(recompute_ratio=float("inf"))
+    with tuned(never if incremental else TUNING.but()):
+        start = time.perf_counter()
+        try:
+            with db.budget(seconds=limit) if incremental else nullcontext(), db.transaction() as tx:
+                for relation, rows in change.items():
+                    tx.insert(relation, rows)
+        except (BudgetExceeded, MemoryError):
+            return float("inf"), "incremental" if incremental else "?"
+        took = time.perf_counter() - start
+    (live,) = db.stats()["queries"].values()  # type: ignore[attr-defined]
+    last = live["last_commit"]
+    return took, "recompute" if last and last["recomputed"] else "incremental"
+
+
+def recompute_s(work: Workload, base: Facts, change: Facts) -> float:
+    db = loaded(work, [base, change])
+    start = time.perf_counter()
+    try:
+        db.subscribe(work.query, lambda change: None)
+    except MemoryError:
+        return float("inf")
+    return time.perf_counter() - start
+
+
+def rows_for(work: Workload, size: int, fraction: float, runs: int, limit: float) -> list[object]:
+    rng = np.random.default_rng(7)
+    base = work.facts(size, size, rng)
+    change = work.facts(max(int(size * fraction), 1), size, rng)
+    incremental = min(commit_s(work, base, change, True, limit)[0] for _ in range(runs))
+    adaptive_runs = [commit_s(work, base, change, False, limit) for _ in range(runs)]
+    adaptive, chose = min(adaptive_runs)
+    recompute = min(recompute_s(work, base, change) for _ in range(runs))
+    changed = sum(len(v) for v in change.values())
+    return [work.name, size, f"{fraction:.0%}", changed, incremental, adaptive, chose,
+            recompute, adaptive / recompute]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="bases a tenth the size, one run")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiplies the base sizes")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--limit", type=float, default=120.0,
+                        help="seconds an incremental commit may take (inf past it)")  # fmt: skip
+    args = parser.parse_args()
+    scale, runs = (args.scale / 10, 1) if args.quick else (args.scale, args.runs)
+    rows = [rows_for(w, int(w.size * scale), f, runs, args.limit)
+            for w in WORKLOADS for f in FRACTIONS]  # fmt: skip
+    print(f"one commit of a fraction of the base into a live dataflow (best of {runs}, s)")
+    print(format_table(rows, ["program", "base", "change", "rows", "incremental", "adaptive",
+                              "chose", "recompute", "ratio"]))  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
