@@ -153,18 +153,22 @@ class _ReadText:
 
 
 def _checked(reads: list[_ReadText]) -> list[DataFrame]:
-    """The frames of `reads`, once one job found no bad line in any of them (else
-    `FactFileError` for the first read with one)."""
+    """The frames of `reads`, once ONE job found no bad line in any of them (else
+    `FactFileError` for the first read with one, at its least bad line): an aggregate,
+    planned statically (adaptive execution would run its two stages as two jobs)."""
     from pyspark.sql import functions as sf
+
+    from datalog.io.spark.session import static_plan
 
     if reads:
         bad = [read.bad.select(sf.lit(i).alias("read"), "value") for i, read in enumerate(reads)]
         union = bad[0]
         for frame in bad[1:]:
             union = union.union(frame)
-        first = union.first()  # scans the union's partitions in order: reads in order
-        if first is not None:
-            raise reads[first.read].error(first.value)
+        with static_plan(union.sparkSession):
+            first = union.agg(sf.min(sf.struct("read", "value")).alias("bad")).first()
+        if first is not None and first.bad is not None:
+            raise reads[first.bad.read].error(first.bad.value)
     return [read.frame.drop("value", "n") for read in reads]
 
 

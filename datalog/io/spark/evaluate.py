@@ -33,14 +33,13 @@ double (float) and string (symbol), holding a SET of rows.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from datalog.eval.reference import Solver
 from datalog.io.spark.body import BodySolver
 from datalog.io.spark.columns import SPARK_TYPES, Names
-from datalog.io.spark.session import prepare
+from datalog.io.spark.session import prepare, static_plan
 from datalog.lang.ast import Atom, Rule
 from datalog.lang.checks import CheckedProgram
 from datalog.lang.errors import UnsupportedError
@@ -267,21 +266,6 @@ def union_all(frames: list[DataFrame]) -> DataFrame:
     for frame in frames[1:]:
         result = result.union(frame)
     return result
-
-
-@contextmanager
-def static_plan(spark: SparkSession) -> Iterator[None]:
-    """Adaptive execution off for the job run inside: a checkpoint of an adaptive plan
-    forgets its partitioning (Spark records it before the plan is final), one of a
-    static plan keeps it, so later joins on the same columns shuffle only the other
-    side. Restored after, whatever happens."""
-    key = "spark.sql.adaptive.enabled"
-    before = spark.conf.get(key) or "true"
-    spark.conf.set(key, "false")
-    try:
-        yield
-    finally:
-        spark.conf.set(key, before)
 
 
 def byte_size(text: str) -> int:

@@ -20,7 +20,8 @@ import os
 import re
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -99,6 +100,26 @@ def prepare(spark: SparkSession) -> None:
     """Set the SQL options Deltalog's semantics need on an existing session."""
     for key, value in REQUIRED_CONF.items():
         spark.conf.set(key, value)
+
+
+@contextmanager
+def static_plan(spark: SparkSession) -> Iterator[None]:
+    """The job run inside planned statically, for a checkpoint that keeps its hash
+    partitioning: adaptive execution off (an adaptive plan's checkpoint forgets it,
+    Spark records it before the plan is final) and no inferred `IS NOT NULL` filters
+    (heads have no NULLs; such a filter under the union of a relation's pieces makes
+    Spark forget the union's partitioning, and shuffle `full` again). Restored after,
+    whatever happens."""
+    settings = {"spark.sql.adaptive.enabled": "false"}
+    settings["spark.sql.constraintPropagation.enabled"] = "false"
+    before = {key: spark.conf.get(key) or "true" for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
 
 
 def _quiet_pandas_probe() -> None:
