@@ -9,7 +9,9 @@ picks one explicitly; otherwise `ci` when the `CI` environment variable is set
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import Verbosity, settings
@@ -42,3 +44,29 @@ def small_path(request: pytest.FixtureRequest) -> Iterator[str]:
     limit = TUNING.few if request.param == "python" else 0
     with tuned(TUNING.but(few=limit)):
         yield request.param
+
+
+_PROJECT_PACKAGES = ("datalog", "differential", "joins", "server")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fails the run when a project module was imported from outside this checkout.
+
+    An editable install of another checkout (a worktree's shared virtualenv) makes
+    Python fall back to that checkout for a module this one lacks, so a stale import
+    path would pass here and fail on a clean machine.
+    """
+    root = Path(__file__).resolve().parents[1]
+    outside = sorted(
+        name
+        for name, module in list(sys.modules.items())
+        if name.split(".")[0] in _PROJECT_PACKAGES
+        and getattr(module, "__file__", None)
+        and not Path(module.__file__).resolve().is_relative_to(root)
+    )
+    if outside:
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        message = f"modules imported from outside {root}: {', '.join(outside)}"
+        if reporter is not None:
+            reporter.write_line(message, red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
