@@ -124,3 +124,27 @@ def test_the_first_fact_file_with_a_bad_line_is_named(spark: SparkSession, tmp_p
 )
 def test_a_local_session_shuffles_into_one_partition_per_core(master: str, partitions: int) -> None:
     assert default_partitions(master) == partitions
+
+
+def test_program_facts_are_built_by_the_jvm_without_python_rows(spark: SparkSession) -> None:
+    # facts of every type (and a relation without any) give the reference's answers,
+    # from a plan that reads no Python RDD (it would start Python workers)
+    from datalog.io.spark.evaluate import evaluate
+
+    text = """
+    .decl fact(x: number, s: symbol, f: float)
+    fact(1, "one", 0.5). fact(-9223372036854775807, "", -2.25). fact(1, "one", 0.5).
+    .decl none(x: number)
+    .decl both(x: number, s: symbol)
+    both(x, s) :- fact(x, s, _), !none(x).
+    """
+    checked = check_program(parse_program(text))
+    relations = evaluate(spark, checked, {})
+    expected = reference_evaluate(checked, {})
+    found = collect_all({n: relations[n] for n in ("fact", "none", "both")})
+    assert found == {n: expected[n] for n in ("fact", "none", "both")}
+    for name in ("fact", "none"):
+        plan = io.StringIO()
+        with contextlib.redirect_stdout(plan):
+            relations[name].explain()
+        assert "ExistingRDD" not in plan.getvalue(), plan.getvalue()

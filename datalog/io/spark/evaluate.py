@@ -33,7 +33,7 @@ double (float) and string (symbol), holding a SET of rows.
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from datalog.eval.reference import Solver
@@ -91,8 +91,28 @@ def require_supported(checked: CheckedProgram) -> None:
             )
 
 
-def spark_schema(info: RelationInfo) -> str:
-    return ", ".join(f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(info.types))
+def rows_frame(
+    spark: SparkSession, rows: Sequence[tuple[object, ...]], info: RelationInfo
+) -> DataFrame:
+    """A frame of the relation's types holding `rows`, built by the JVM alone: a
+    generated table of literals (`createDataFrame` of Python rows is a Python RDD,
+    which starts Python workers on the executors for every job that reads it)."""
+    from pyspark.sql import functions as sf
+
+    kinds = [SPARK_TYPES[t] for t in info.types]
+    if not rows:
+        empty = [sf.lit(None).cast(k).alias(f"c{i}") for i, k in enumerate(kinds)]
+        return spark.range(0).select(*empty)
+    structs = [
+        sf.struct(
+            *[
+                sf.lit(v).cast(k).alias(f"c{i}")
+                for i, (v, k) in enumerate(zip(row, kinds, strict=True))
+            ]
+        )
+        for row in rows
+    ]
+    return spark.range(1).select(sf.inline(sf.array(*structs)))
 
 
 def typed(frame: DataFrame, info: RelationInfo) -> DataFrame:
@@ -124,7 +144,7 @@ def base_relations(
             rows.setdefault(fact.head.name, []).append(row)
     relations: Relations = {}
     for name, info in checked.schema.relations.items():
-        frame = spark.createDataFrame(rows.get(name, []), spark_schema(info))
+        frame = rows_frame(spark, rows.get(name, []), info)
         if name in inputs:
             frame = typed(inputs[name], info).unionByName(frame)
         relations[name] = frame.cache()
@@ -197,7 +217,7 @@ class StratumEvaluator:
         found: Deltas = {}
         for name, frame in derived.items():
             if frame is None:  # no rule was applied: nothing new, and no job to say so
-                found[name] = (self.spark.createDataFrame([], self.schema_of(name)), 0)
+                found[name] = (rows_frame(self.spark, [], self.checked.schema[name]), 0)
                 continue
             rows = Observation()
             new = self.partitioned(frame).distinct()
@@ -256,9 +276,6 @@ class StratumEvaluator:
         sources = {id(atom): source} if atom is not None and source is not None else {}
         frame = solver.solve(rule.body, solver.unit, names, sources)
         return solver.head(rule.head, frame, names)
-
-    def schema_of(self, name: str) -> str:
-        return spark_schema(self.checked.schema[name])
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:
