@@ -1,5 +1,5 @@
 """The fixed costs of a Spark evaluation: a recursive relation stays partitioned
-between rounds (only the rows just derived are shuffled), a round is at most two
+between rounds (only the rows just derived are shuffled), a round is at most three
 jobs, and the fact files of a run are checked by one job. Counted, never timed."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def no_broadcast(spark: SparkSession) -> Iterator[None]:
 
 
 @pytest.mark.parametrize("merge_every", [2, 16])
-def test_closure_rounds_stay_partitioned_and_cost_two_jobs_each(
+def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
     spark: SparkSession, merge_every: int
 ) -> None:
     from datalog.io.spark.evaluate import evaluate
@@ -66,10 +66,12 @@ def test_closure_rounds_stay_partitioned_and_cost_two_jobs_each(
     rounds = stream.getvalue().count("round ")
     expected = reference_evaluate(checked, {"edge": set(CHAIN)})["path"]
     assert collect_all({"path": relations["path"]})["path"] == expected
-    # round 0 and every later round: the delta's broadcast and the job computing it;
+    # round 0 and every later round: at most the broadcasts of the delta and of the
+    # small relation it joins, and the one job computing the next delta (adaptive
+    # execution ran each shuffle stage as a job of its own: four to six a round);
     # merging the pieces every other round adds one job per merge
     merges = rounds // merge_every
-    assert rounds == 9 and used <= 2 * (rounds + 1) + merges
+    assert rounds == 9 and used <= 3 * (rounds + 1) + merges
     # the full relation is laid out as new rows are: an anti-join against it, planned
     # as a round plans it, shuffles the new rows only (one exchange, on their side)
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "0")
