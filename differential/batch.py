@@ -1,33 +1,34 @@
 """Columnar updates and their consolidation.
 
-Layer: differential (bottom). Imports numpy and `differential.time`.
+Layer: differential (bottom). Imports numpy, `differential.time` and `sort`.
 
 An update is `(data, time, diff)`: a tuple of data columns (int64 or float64
 numpy arrays of equal length), a time column of shape `(depth, n)` and an int64
 diff column. `Updates` holds many of them; it is a value, never mutated.
 Consolidation sorts by (data, time), sums the diffs of equal entries and drops
-zeros, all on whole columns. A sort of many rows runs in parts (`TUNING.sort_part`),
-checking the running budget between them (docs/adr/0039).
+zeros, all on whole columns, with the sorts of `differential.sort` (in parts,
+checking the running budget between them, docs/adr/0039).
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.budget import check_budget
+from differential.sort import Column, Index, order_of, pack, run_starts, sort_order
+from differential.sort import distinct_rows as distinct_rows  # (re-exported: sorting moved)
+from differential.sort import in_order as in_order
+from differential.sort import sorted_values as sorted_values
+from differential.sort import uniform as uniform
+from differential.sort import unpack as unpack
 from differential.time import Time, Times, column, uniform_times
 from differential.tuning import TUNING
 
-Column = npt.NDArray[np.generic]
 Diffs = npt.NDArray[np.int64]
-Index = npt.NDArray[np.intp]
 
 
 @dataclass(eq=False, slots=True)
@@ -187,164 +188,6 @@ def multiplied(a: Diffs, b: Diffs) -> Diffs:
     return a * b
 
 
-def pack(columns: Sequence[Column]) -> tuple[npt.NDArray[np.int64], list[tuple[int, int]]] | None:
-    """Integer columns packed into one int64 per row, ordered like the rows.
-
-    Each column is offset by its minimum and given just the bits its range
-    needs, first column most significant, so sorting the packed keys sorts the
-    rows lexicographically. None when a column is not integer or the widths
-    add up to more than 63 bits.
-    """
-    n = len(columns[0]) if columns else 0
-    specs: list[tuple[int, int]] = []
-    total = 0
-    for col in columns:
-        if col.dtype.kind not in "iu":
-            return None
-        if uniform(col) or not n:
-            lo = hi = int(col[0]) if n else 0
-        else:
-            lo, hi = int(col.min()), int(col.max())
-        if hi >= 1 << 63:
-            return None
-        width = (hi - lo).bit_length()
-        total += width
-        if total > 63:
-            return None
-        specs.append((lo, width))
-    return _packed_key(columns, specs, n), specs
-
-
-def _packed_key(
-    columns: Sequence[Column], specs: list[tuple[int, int]], n: int
-) -> npt.NDArray[np.int64]:
-    """`sum((col - lo) << shift)`, computed as `sum(col << shift) - sum(lo << shift)` in
-    wrapping int64 arithmetic: exact, since the result fits in 63 bits (`pack` checked
-    the ranges), with one array allocated instead of one per column."""
-    key: npt.NDArray[np.int64] | None = None
-    offset = 0
-    for col, (lo, width) in zip(columns, specs, strict=True):
-        if not width:
-            continue
-        same_bits = col.view(np.int64) if col.dtype == np.uint64 else col
-        if key is None:
-            key = same_bits.astype(np.int64)  # a copy: ours to shift
-        else:
-            key <<= width
-            np.add(key, same_bits, out=key, casting="unsafe")
-        offset = (offset << width) + lo
-    if key is None:
-        return np.zeros(n, dtype=np.int64)
-    wrapped = offset % (1 << 64)
-    key -= np.int64(wrapped - (1 << 64) if wrapped >= 1 << 63 else wrapped)
-    return key
-
-
-def unpack(
-    key: npt.NDArray[np.int64], specs: list[tuple[int, int]], dtypes: Sequence[np.dtype]
-) -> list[Column]:
-    """The columns that `pack` packed into `key` (in any row order)."""
-    out: list[Column] = []
-    shift = 0
-    for (lo, width), dtype in zip(reversed(specs), reversed(list(dtypes)), strict=True):
-        if width:
-            part = np.right_shift(key, shift) if shift else key.copy()
-            if shift + width < 63:  # not the leading column: the bits above are others'
-                np.bitwise_and(part, (1 << width) - 1, out=part)
-            if lo:
-                part += lo
-            shift += width
-        else:
-            part = np.full(len(key), lo, dtype=np.int64)
-        out.append(part if dtype == np.int64 else part.astype(dtype))
-    return out[::-1]
-
-
-def sort_order(
-    columns: Sequence[Column], times: Times | None = None, stable: bool = False, runs: bool = False
-) -> Index:
-    """The permutation sorting rows by (columns..., time) lexicographically.
-
-    Integer columns whose ranges fit in 63 bits are packed and sorted as one
-    key; failing that, the first column (a hash, say) stays apart and the rest
-    are packed; the general case is `np.lexsort`. Ties keep their input order
-    when `stable`. More than `TUNING.sort_part` rows are sorted in parts, the budget
-    checked between them (`_sort_in_parts`), unless they are a few sorted `runs`
-    (batches being merged), which one stable sort merges in about linear time.
-    """
-    keys: list[Column] = list(columns)
-    if times is not None:
-        keys.extend(times[i] for i in range(times.shape[0]))
-    if keys and len(keys[0]) > TUNING.sort_part and not runs:
-        return _sort_in_parts(keys, stable)
-    return _sort_keys(keys, stable)
-
-
-def _sort_keys(keys: Sequence[Column], stable: bool) -> Index:
-    kind: Literal["stable", "quicksort"] = "stable" if stable else "quicksort"
-    if len(keys) == 1:
-        return np.argsort(keys[0], kind=kind)
-    packed = pack(keys)
-    if packed is not None:
-        return np.argsort(packed[0], kind=kind)
-    rest = pack(keys[1:])
-    if rest is not None:
-        return np.lexsort((rest[0], keys[0]))
-    return np.lexsort(keys[::-1])
-
-
-def _sort_in_parts(keys: Sequence[Column], stable: bool) -> Index:
-    """`_sort_keys` of many rows with no numpy call over much more than `TUNING.sort_part`
-    rows, checking the budget between any two (a sample sort).
-
-    Splitters drawn from an evenly spaced sample of the leading key (all keys packed
-    into one when they fit) cut its range into about `n / TUNING.sort_part` ranges; each
-    part of the rows is distributed into the ranges (a stable sort of small range
-    numbers, linear), then each range is sorted on its own. Rows of one range keep
-    their input order until their own sort, so the result is stable. Many rows with
-    one leading key (no packing, a skewed first column) make one range large: its
-    sort is then one call over them."""
-    packed = pack(keys)
-    lead = keys[0] if packed is None else packed[0]
-    n = len(lead)
-    ranges = -(-n // TUNING.sort_part)
-    sample = np.sort(lead[:: max(1, n // (ranges * 64))])
-    splitters = np.unique(sample[64::64])
-    pieces: list[list[Index]] = [[] for _ in range(len(splitters) + 1)]
-    for start in range(0, n, TUNING.sort_part):
-        check_budget()
-        where = np.searchsorted(splitters, lead[start : start + TUNING.sort_part], side="right")
-        small_numbers = where.astype(np.uint16) if len(pieces) <= 1 << 16 else where
-        order = np.argsort(small_numbers, kind="stable") + start  # linear: a radix sort
-        ends = np.cumsum(np.bincount(where, minlength=len(pieces)))
-        for piece, (lo, hi) in zip(pieces, itertools.pairwise([0, *ends.tolist()]), strict=True):
-            if hi > lo:
-                piece.append(order[lo:hi])
-    out: list[Index] = []
-    for piece in pieces:
-        check_budget()
-        if piece:
-            rows = np.concatenate(piece) if len(piece) > 1 else piece[0]
-            sub = [lead[rows]] if packed is not None else [k[rows] for k in keys]
-            out.append(rows[_sort_keys(sub, stable)])
-    return np.concatenate(out).astype(np.intp, copy=False)
-
-
-def run_starts(columns: Sequence[Column], times: Times | None = None) -> npt.NDArray[np.bool_]:
-    """For sorted rows: True where a row differs from its predecessor (row 0 is True)."""
-    n = len(columns[0]) if columns else (times.shape[1] if times is not None else 0)
-    starts = np.zeros(n, dtype=bool)
-    if n == 0:
-        return starts
-    starts[0] = True
-    for c in columns:
-        if not uniform(c):
-            starts[1:] |= c[1:] != c[:-1]
-    if times is not None and not uniform(times):
-        starts[1:] |= np.any(times[:, 1:] != times[:, :-1], axis=0)
-    return starts
-
-
 def consolidate(updates: Updates) -> Updates:
     """Sort by (data, time), sum the diffs of equal entries, drop zero diffs. Rows
     already in that order (`in_order`) are not sorted again."""
@@ -431,111 +274,6 @@ def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
         return Updates(tuple(cols[:arity]), times, uniform_diffs(diff, n))
     counts = np.diff(np.append(starts, len(ordered)))
     return Updates(tuple(cols[:arity]), times, counts.astype(np.int64) * diff)
-
-
-# -- sorted input, uniform columns -----------------------------------------------------
-
-
-def in_order(keys: Sequence[Column]) -> bool:
-    """Whether the rows of `keys` (compared lexicographically, first column first) are
-    in non-decreasing order (`order_of`)."""
-    return order_of(keys) >= 0
-
-
-def order_of(keys: Sequence[Column]) -> int:
-    """-1 when the rows of `keys` (compared lexicographically) are not in order, 0 when
-    they are but some row equals the one before it, 1 when they strictly increase
-    (no two alike: nothing to consolidate). Checked in blocks of `TUNING.probe` rows, the
-    first block first: an unsorted input is usually told by its first rows, and the
-    temporaries stay in cache."""
-    n = len(keys[0]) if len(keys) else 0
-    found = 1
-    for start in range(0, n - 1, TUNING.probe):
-        block = [k[start : start + TUNING.probe + 1] for k in keys]  # one row of overlap
-        found = min(found, _order(block))
-        if found < 0:
-            return found
-    return found
-
-
-def _order(keys: Sequence[Column]) -> int:
-    """`order_of` one block."""
-    tied: npt.NDArray[np.bool_] | None = None  # rows equal to their predecessor so far
-    for key in keys:
-        if uniform(key):
-            continue
-        before, after = key[:-1], key[1:]
-        down: npt.NDArray[np.bool_] = np.less(after, before)
-        if tied is not None:
-            down &= tied
-        if down.any():
-            return -1
-        same = after == before
-        tied = same if tied is None else np.logical_and(tied, same, out=tied)
-        if not tied.any():
-            return 1
-    return 0
-
-
-def sorted_values(key: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """`key` sorted (values, not a permutation: a third of an argsort's cost), in place
-    when it has at most `TUNING.value_sort_part` rows; the caller must own `key`.
-
-    A larger array is sorted in parts, checking the budget between any two: parts
-    of `TUNING.value_sort_part` rows are sorted in place, splitters drawn from them cut
-    every part into ranges by binary search, and each range, gathered from the
-    parts into its place in the result, is sorted on its own."""
-    n = len(key)
-    if n <= TUNING.value_sort_part:
-        key.sort()
-        return key
-    bounds = [*range(0, n, TUNING.value_sort_part), n]
-    parts = [key[lo:hi] for lo, hi in itertools.pairwise(bounds)]
-    for part in parts:
-        check_budget()
-        part.sort()
-    ranges = len(parts)
-    sample = np.sort(np.concatenate([p[:: max(1, len(p) // (ranges * 64))] for p in parts]))
-    splitters = np.unique(sample[len(sample) // ranges :: max(1, len(sample) // ranges)])
-    cuts = [np.concatenate([[0], p.searchsorted(splitters), [len(p)]]) for p in parts]
-    out = np.empty_like(key)
-    at = 0
-    for r in range(len(splitters) + 1):
-        check_budget()
-        start = at
-        for part, cut in zip(parts, cuts, strict=True):
-            lo, hi = int(cut[r]), int(cut[r + 1])
-            out[at : at + hi - lo] = part[lo:hi]
-            at += hi - lo
-        out[start:at].sort()
-    return out
-
-
-def distinct_rows(columns: Sequence[Column]) -> tuple[Column, ...]:
-    """The distinct rows of `columns`, sorted lexicographically: what a set keeps of
-    a bag of rows. Rows in order already are not sorted again; integer rows that
-    pack into one int64 are sorted as values (`sorted_values`)."""
-    n = len(columns[0])
-    if n >= TUNING.sorted_from and in_order(columns):
-        ordered = tuple(columns)
-    else:
-        packed = pack(columns)
-        if packed is not None:
-            key = sorted_values(packed[0])
-            first = np.ones(len(key), dtype=bool)
-            np.not_equal(key[1:], key[:-1], out=first[1:])
-            kept = key if first.all() else key[first]
-            return tuple(unpack(kept, packed[1], [c.dtype for c in columns]))
-        order = sort_order(columns)
-        ordered = tuple(c[order] for c in columns)
-    starts = run_starts(ordered)
-    return ordered if starts.all() else tuple(c[starts] for c in ordered)
-
-
-def uniform(values: Column) -> bool:
-    """Whether `values` is one value repeated without memory (`uniform_times`,
-    `uniform_diffs`): its last axis has stride 0."""
-    return values.ndim > 0 and values.shape[-1] > 1 and values.strides[-1] == 0
 
 
 def uniform_diffs(diff: int, n: int) -> Diffs:

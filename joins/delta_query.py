@@ -32,29 +32,36 @@ with it every result's count, stays exact when `r` changes too.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from differential.batch import Updates, concat
-from differential.dataflow import Operator, Scope, Stream, check_budget, check_rows, row_limit
+from differential.dataflow import Operator, Scope, Stream
 from differential.time import Time
 from differential.tuning import TUNING
-from joins import few
-from joins.extenders import (
-    AntijoinExtender,
-    CollectionExtender,
-    ConstantExtender,
-    Extender,
-    Owner,
-    PredicateExtender,
-    Prefixes,
-    UnaryExtender,
-)
-from joins.pipeline import Constant, Pattern, Pipeline, Stage, plan_pipeline
+from joins.columns import ColumnsPipeline
+from joins.extenders import PredicateExtender, Prefixes
+from joins.few import Refused, RowsPipeline
+from joins.pipeline import Constant, Pattern, Pipeline, Query, Stage, plan_pipeline
 
 __all__ = ["Constant", "DeltaQueryOp", "Pattern", "Pipeline", "Stage", "plan_pipeline"]
+
+
+class Tactic(Protocol):
+    """One pipeline's steps over prefixes held one way (`ColumnsPipeline`: numpy
+    columns, the reference; `RowsPipeline`: Python lists, which may raise `Refused`)."""
+
+    def start(self, vars_: tuple[str, ...], changes: Updates) -> Any: ...
+
+    def empty(self, prefixes: Any) -> bool: ...
+
+    def parts(self, prefixes: Any, stage: Stage) -> Iterable[Any]: ...
+
+    def check(self, prefixes: Any, stage: Stage) -> Any: ...
+
+    def finish(self, prefixes: Any) -> Updates: ...
 
 
 class DeltaQueryOp(Operator):
@@ -84,6 +91,9 @@ class DeltaQueryOp(Operator):
         }
         dtypes = [self.dtypes[v] for v in self.out_vars]
         self.output = Stream(scope, dtypes, "delta_query", producer=self)
+        self.query = Query(
+            self.patterns, self.constants, self.predicates, self.dtypes, self.out_vars
+        )
         integers = all(d.kind == "i" for d in self.dtypes.values())
         self.listed = [integers and self._listable(p) for p in self.pipelines]
 
@@ -92,7 +102,7 @@ class DeltaQueryOp(Operator):
 
     def step(self, time: Time) -> None:
         order = self._binding_order(time)
-        parts = []
+        output = _Gathering(self.output)
         for pipeline in self.pipelines:
             delta = self.patterns[pipeline.source].by_both.delta(time)
             new = frozenset(order[: order.index(pipeline.source)])
@@ -100,9 +110,9 @@ class DeltaQueryOp(Operator):
                 changes = delta.updates()
                 if self.patterns[pipeline.source].negated:  # the factor is 1 - r
                     changes = changes.negate()
-                parts.append(self._run(pipeline, changes, new, time))
-        if parts:
-            self.output.send(concat(parts))
+                for part in self._run(pipeline, changes, new, time):
+                    output.add(part)
+        output.flush()
 
     def _binding_order(self, time: Time) -> list[int]:
         """The order of bindings that decides which each pipeline sees as new.
@@ -137,7 +147,7 @@ class DeltaQueryOp(Operator):
         )
         prefixes = Prefixes(self.patterns[source].vars, delta.updates().take(sample))
         everyone = frozenset(range(len(self.patterns)))
-        extenders = self._proposers(pipeline.stages[0], everyone)
+        extenders = ColumnsPipeline(self.query, everyone, time).proposers(pipeline.stages[0])
         counts = np.min(np.stack([e.count(prefixes, time) for e in extenders]), axis=0)
         return float(counts.mean()) * len(delta)
 
@@ -152,21 +162,43 @@ class DeltaQueryOp(Operator):
 
     def _run(
         self, pipeline: Pipeline, changes: Updates, new: frozenset[int], time: Time
-    ) -> Updates:
+    ) -> Iterable[Updates]:
+        """Pipeline `pipeline` from `changes`: on Python lists for a few changes when
+        it may (`RowsPipeline`, which refuses a hub: so it runs to the end before
+        anything is sent), else on columns, part by part."""
         if len(changes) <= TUNING.few and self.listed[pipeline.source]:
-            found = self._run_few(pipeline, changes, new, time)
-            if found is not None:
-                return found
-        prefixes = Prefixes(self.patterns[pipeline.source].vars, changes)
-        prefixes = self._validate(prefixes, pipeline.first, new, time)
-        for stage in pipeline.stages:
-            if not len(prefixes):
-                return self.output.empty()
-            prefixes = self._extend(prefixes, stage, new, time)
-            prefixes = self._validate(prefixes, stage, new, time)
-        order = [prefixes.vars.index(v) for v in self.out_vars]
-        u = prefixes.updates
-        return Updates(tuple(u.columns[i] for i in order), u.times, u.diffs)
+            try:
+                return list(self._walk(RowsPipeline(self.query, new, time), pipeline, changes))
+            except Refused:
+                pass
+        return self._walk(ColumnsPipeline(self.query, new, time), pipeline, changes)
+
+    def _walk(self, tactic: Tactic, pipeline: Pipeline, changes: Updates) -> Iterator[Updates]:
+        """The pipeline's algorithm, once for every tactic: the source's changes,
+        checked; then stage by stage, its variable bound and its checks applied.
+
+        Depth first over the parts an extension yields: each part is carried to
+        the end before the next is proposed, so memory holds a chunk per stage and
+        not a stage's whole product (hundreds of millions of triangles stream out
+        in parts). An explicit stack, as bodies may have hundreds of stages."""
+        stages = pipeline.stages
+        first = tactic.check(
+            tactic.start(self.patterns[pipeline.source].vars, changes), pipeline.first
+        )
+        walking: list[tuple[int, Iterator[Any]]] = [(0, iter([first]))]
+        while walking:
+            depth, parts = walking[-1]
+            prefixes = next(parts, None)
+            if prefixes is None:
+                walking.pop()
+            elif tactic.empty(prefixes):
+                continue
+            elif depth == len(stages):
+                yield tactic.finish(prefixes)
+            else:
+                stage = stages[depth]
+                checked = (tactic.check(p, stage) for p in tactic.parts(prefixes, stage))
+                walking.append((depth + 1, checked))
 
     def _listable(self, pipeline: Pipeline) -> bool:
         """Whether the pipeline may run on Python lists (`joins.few`): bindings
@@ -177,165 +209,6 @@ class DeltaQueryOp(Operator):
             and all(len(self.patterns[j].vars) == 2 for j in s.proposers)
             for s in (pipeline.first, *pipeline.stages)
         )
-
-    def _run_few(
-        self, pipeline: Pipeline, changes: Updates, new: frozenset[int], time: Time
-    ) -> Updates | None:
-        """`_run` on Python prefixes (None: a lookup found too many entries, run numpy).
-
-        Predicates filter the finished rows: they commute with extending."""
-        vars_ = self.patterns[pipeline.source].vars
-        prefixes = few.prefixes_of(changes)
-        for stage in (pipeline.first, *pipeline.stages):
-            extended: list[few.Prefix] | None = prefixes
-            if stage.variable:
-                bindings = [self._binding(j, vars_, stage.variable, new) for j in stage.proposers]
-                extended = few.extend(prefixes, bindings, time)
-                vars_ = (*vars_, stage.variable)
-            checked = (
-                None if extended is None else self._check_few(extended, vars_, stage, new, time)
-            )
-            if checked is None:
-                return None
-            prefixes = checked
-        found = Prefixes(
-            vars_, few.to_updates(prefixes, [self.dtypes[v] for v in vars_], len(time))
-        )
-        for stage in (pipeline.first, *pipeline.stages):
-            for k in stage.predicates:
-                found = self.predicates[k].filter(found, time)
-        u = found.updates
-        return Updates(tuple(u.columns[vars_.index(v)] for v in self.out_vars), u.times, u.diffs)
-
-    def _check_few(
-        self,
-        prefixes: list[few.Prefix],
-        vars_: tuple[str, ...],
-        stage: Stage,
-        new: frozenset[int],
-        time: Time,
-    ) -> list[few.Prefix] | None:
-        """`_validate` on Python prefixes, but for predicates (see `_run_few`)."""
-        for k in stage.fixed:
-            const = self.constants[k]
-            prefixes = few.constant(prefixes, vars_.index(const.var), const.value.item())
-        for j in (*stage.unary, *stage.complete):
-            where = [vars_.index(v) for v in self.patterns[j].vars]
-            found = few.matched(prefixes, where, self.patterns[j].by_both, time, j in new)
-            if found is None:
-                return None
-            prefixes = found
-        return prefixes
-
-    def _binding(
-        self, j: int, vars_: tuple[str, ...], var: str, new: frozenset[int]
-    ) -> few.Binding:
-        """Binary binding `j` proposing `var` from the bound variable of prefixes in `vars_`."""
-        p = self.patterns[j]
-        first = p.vars[1] == var
-        by_key = p.by_first if first else p.by_second
-        assert by_key is not None
-        key = p.vars[0] if first else p.vars[1]
-        return few.Binding(vars_.index(key), by_key, j in new)
-
-    def _extend(
-        self, prefixes: Prefixes, stage: Stage, new: frozenset[int], time: Time
-    ) -> Prefixes:
-        """Bind `stage.variable`: the smallest count proposes, the other proposers and
-        the negations now bound check the candidates, survivors are gathered.
-
-        Under a row limit, an extension whose candidates all survive (one proposer,
-        no negation) is refused before any is proposed if they are too many; any
-        other once its survivors so far are."""
-        extenders = self._proposers(stage, new)
-        negations = [self._antijoin(j, new, stage.variable) for j in stage.negations]
-        limited = row_limit() is not None
-        if len(extenders) == 1 and not limited:  # nothing to choose between: no counts
-            winner = np.zeros(len(prefixes), dtype=np.intp)
-            sizes = None
-        else:
-            counts = np.stack([e.count(prefixes, time) for e in extenders])
-            winner = np.argmin(counts, axis=0)
-            sizes = np.take_along_axis(counts, winner[None, :], axis=0)[0]
-            if len(extenders) == 1 and not negations:
-                check_rows(int(sizes.sum()), "a join (delta query)")
-        parts = []
-        built = 0
-        for rows in _chunks(len(prefixes), sizes):
-            check_budget()  # a huge extension stops between two chunks when time is up
-            for w, proposer in enumerate(extenders):
-                mine = rows[winner[rows] == w]
-                if not len(mine):
-                    continue
-                proposed = proposer.propose(prefixes, mine, time)
-                for check in [e for o, e in enumerate(extenders) if o != w] + negations:
-                    if len(proposed):
-                        proposed = check.validate(prefixes, proposed, time)
-                if len(proposed):
-                    parts.append(proposed.extend(prefixes, stage.variable).updates)
-                    built += len(proposed)
-            if limited:
-                check_rows(built, "a join (delta query)", at_least=True)
-        vars_ = (*prefixes.vars, stage.variable)
-        if not parts:
-            empty = prefixes.updates.take(np.zeros(0, dtype=np.intp))
-            column = np.zeros(0, dtype=self.dtypes[stage.variable])
-            return Prefixes(vars_, empty.with_columns((*empty.columns, column)))
-        return Prefixes(vars_, concat(parts))
-
-    def _proposers(self, stage: Stage, new: frozenset[int]) -> list[Extender]:
-        """Constants first (they win ties), then binary bindings, then unary ones."""
-        var = stage.variable
-        out: list[Extender] = [self._constant(k) for k in stage.constants]
-        binary = [j for j in stage.proposers if len(self.patterns[j].vars) == 2]
-        out += [self._collection(j, var, new) for j in binary]
-        out += [self._unary(j, new) for j in stage.proposers if j not in binary]
-        return out
-
-    def _validate(
-        self, prefixes: Prefixes, stage: Stage, new: frozenset[int], time: Time
-    ) -> Prefixes:
-        """The checks placed after `stage` (negations of a later stage ran in `_extend`)."""
-        for k in stage.fixed:
-            prefixes = self._constant(k).filter(prefixes, time)
-        for j in stage.unary:
-            prefixes = self._unary(j, new).filter(prefixes, time)
-        for j in stage.complete:
-            prefixes = self._whole(j, new).filter(prefixes, time)
-        if not stage.variable:
-            for j in stage.negations:
-                prefixes = self._antijoin(j, new).filter(prefixes, time)
-        for k in stage.predicates:
-            prefixes = self.predicates[k].filter(prefixes, time)
-        return prefixes
-
-    def _collection(self, j: int, var: str, new: frozenset[int]) -> CollectionExtender:
-        p = self.patterns[j]
-        first = p.vars[1] == var
-        by_key = p.by_first if first else p.by_second
-        assert by_key is not None
-        key = p.vars[0] if first else p.vars[1]
-        both = (p.vars[0], p.vars[1])
-        return CollectionExtender(key, var, by_key, p.by_both, both, j in new)
-
-    def _unary(self, j: int, new: frozenset[int]) -> UnaryExtender:
-        return UnaryExtender(self.patterns[j].vars[0], self.patterns[j].by_both, j in new)
-
-    def _antijoin(self, j: int, new: frozenset[int], proposing: str = "") -> AntijoinExtender:
-        p = self.patterns[j]
-        return AntijoinExtender(p.vars, p.by_both, j in new, proposing)
-
-    def _constant(self, k: int) -> ConstantExtender:
-        const = self.constants[k]
-        return ConstantExtender(const.var, const.value, self.dtypes[const.var])
-
-    def _whole(self, j: int, new: frozenset[int]) -> UnaryExtender | CollectionExtender:
-        p = self.patterns[j]
-        if len(p.vars) == 1:
-            return self._unary(j, new)
-        assert p.by_first is not None
-        both = (p.vars[0], p.vars[1])
-        return CollectionExtender(p.vars[0], p.vars[1], p.by_first, p.by_both, both, j in new)
 
     def describe(self) -> str:
         shown = [p.show() for p in self.patterns]
@@ -373,14 +246,23 @@ class DeltaQueryOp(Operator):
         return ", ".join(parts)
 
 
-def _chunks(n: int, sizes: Owner | None) -> Iterator[Owner]:
-    """Consecutive runs of the rows `0..n`: about `TUNING.proposals` candidates each by
-    their proposal `sizes`, or `TUNING.prefixes` rows each when the sizes are unknown."""
-    if sizes is None:
-        edges = [*range(0, n, TUNING.prefixes), n]
-    else:
-        ends = np.cumsum(sizes)
-        marks = np.arange(TUNING.proposals, int(ends[-1]) if n else 0, TUNING.proposals)
-        edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), n]).tolist()
-    for lo, hi in itertools.pairwise(edges):
-        yield np.arange(lo, hi, dtype=np.intp)
+class _Gathering:
+    """A step's output parts, sent in batches of about `TUNING.proposals` rows: few
+    sends for a small step, bounded memory for a huge one."""
+
+    def __init__(self, output: Stream) -> None:
+        self.output = output
+        self.parts: list[Updates] = []
+        self.rows = 0
+
+    def add(self, part: Updates) -> None:
+        if len(part):
+            self.parts.append(part)
+            self.rows += len(part)
+            if self.rows >= TUNING.proposals:
+                self.flush()
+
+    def flush(self) -> None:
+        if self.parts:
+            parts, self.parts, self.rows = self.parts, [], 0
+            self.output.send(parts[0] if len(parts) == 1 else concat(parts))

@@ -15,8 +15,10 @@ Each extender contributes its relation's multiplicity exactly once (by
 proposing or by validating) and joins times (`⊔`), so a delta query computes
 the same updates as a chain of binary joins, without intermediate state.
 
-Every extender implements the `Extender` protocol (dogsdogsdogs' `PrefixExtender`):
-`count(prefixes)`, `propose(prefixes, rows)` and `validate(prefixes, proposals)`.
+Every extender implements the `Extender` protocol (`joins.extend`, dogsdogsdogs'
+`PrefixExtender`): `count(prefixes)`, `propose(prefixes, rows)` and
+`validate(prefixes, proposals)`; these are its columns tactic (numpy), and
+`joins.few.Binding` its rows tactic, both driven by the one `joins.extend.extend`.
 Proposals carry only the prefix row they extend, the proposed value, and the
 time and multiplicity met so far, so proposing and validating many more
 candidates than survive moves three columns rather than whole prefixes. A
@@ -296,22 +298,6 @@ class PredicateExtender:
 
     def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
         return prefixes.take(self.holds(prefixes)) if len(prefixes) else prefixes
-
-
-class Extender(Protocol):
-    """GenericJoin's three steps, over a batch of prefixes, for one variable."""
-
-    def count(self, prefixes: Prefixes, time: Time) -> Owner:
-        """How many values each prefix would be proposed (`NEVER`: it cannot propose)."""
-        ...
-
-    def propose(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
-        """The values for the prefix rows `rows` (those this extender counted fewest)."""
-        ...
-
-    def validate(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
-        """The proposals this binding agrees with, their multiplicities and times met."""
-        ...
 
 
 class Check(Protocol):

@@ -56,6 +56,18 @@ class Pattern:
 
 
 @dataclass(frozen=True)
+class Query:
+    """What a delta query's pipelines read: its bindings, constants and predicates,
+    each variable's column type, and the output's variables."""
+
+    patterns: list[Pattern]
+    constants: list[Constant]
+    predicates: list[PredicateExtender]
+    dtypes: dict[str, np.dtype]
+    out_vars: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Constant:
     """`var` equals `value` (of the variable's column type); `text` shows the value."""
 

@@ -62,7 +62,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for name, module in list(sys.modules.items())
         if name.split(".")[0] in _PROJECT_PACKAGES
         and getattr(module, "__file__", None)
-        and not Path(module.__file__).resolve().is_relative_to(root)
+        and not Path(str(module.__file__)).resolve().is_relative_to(root)
     )
     if outside:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")

@@ -289,12 +289,10 @@ def import_cycles(root: Path, package: str) -> list[list[str]]:
     return sorted(cycles)
 
 
-# Cycles known and owned by other work, each with where it goes: the fused rounds of
-# `chain` and `later_rounds` drive each other's queues until the operators get a
-# public protocol for them (issue 26, operators as drivers). Nothing else may join.
-KNOWN_CYCLES = [
-    ["differential/operators/chain.py", "differential/operators/later_rounds.py"],
-]
+# Cycles known and owned by other work, each with where it goes. None is left (the
+# last, `chain <-> later_rounds`, went with the fused rounds' public protocol on the
+# operators, ADR 0050); nothing may join.
+KNOWN_CYCLES: list[list[str]] = []
 
 
 # --- the rules, on this repository ---------------------------------------------------

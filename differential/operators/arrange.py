@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from differential.batch import Column, Updates, concat, consolidate
-from differential.dataflow import Operator, Stream, TimeQueue
+from differential.dataflow import Operator, Receiver, Stream, TimeQueue
 from differential.time import Antichain, Time, join_times, le
 from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import (
@@ -270,6 +270,32 @@ class ArrangeOp(BatchesArranged):
             self.spine.insert(concat(parts), lower, Antichain(), latest)  # a few rows wait unsorted
         self.deferred, self._deferred_latest = [], None
         return self.spine
+
+    # -- the protocol of fused rounds (`chain`, `later_rounds`, `chain_joins`) -------------
+
+    @property
+    def receiver(self) -> Receiver:
+        """What the input stream sends to (a stream connected here feeds this queue)."""
+        return self.queue.push
+
+    def waiting_only(self, time: Time) -> list[Updates] | None:
+        """The updates queued at `time`, when no other time is queued (None: one is)."""
+        buckets = self.queue.buckets
+        if not set(buckets) <= {time}:
+            return None
+        return buckets.get(time, [])
+
+    def take_waiting(self, time: Time) -> None:
+        """Drop the updates queued at `time`: fused rounds take them on themselves."""
+        self.queue.buckets.pop(time, None)
+
+    def enqueue(self, updates: Updates) -> None:
+        """Queue updates for the scheduler, as the input stream would."""
+        self.queue.push(updates)
+
+    def entries_of(self, keys: FewKeys, found: list[Entry]) -> None:
+        """Append every entry under `keys` (any time, deferred ones arranged first)."""
+        self.settle().find_entries(keys, found)
 
     def lookup_entries(
         self, keys: FewKeys, time: Time, include_delta: bool, limit: int

@@ -18,7 +18,7 @@ row. Fused rounds do the same work on Python tuples (ADR 0029):
 - the rounds from a time apply when that time is the scope's only work (the
   arrangements' queues hold only it, at most `TUNING.few` insertions in all, and
   no other operator has work) and every distinct is in its growing state with all
-  its input at times `<=` it: the conditions of `ReduceOp._monotone`;
+  its input at times `<=` it: the conditions of the distinct's growing tactic (`reduce_growing`);
 - each round keeps, per relation, the rows whose key is neither in its distinct's
   key set (a read-only probe) nor new in these rounds, maps them through the
   paths, and goes on one iteration later while 1 to `TUNING.few` rows come back;
@@ -40,69 +40,20 @@ from typing import cast
 
 import numpy as np
 
-from differential import small
 from differential.batch import Column, Diffs, Updates, python_rows
 from differential.dataflow import Operator, Receiver, Scope, Stream, check_budget
 from differential.operators import later_rounds
 from differential.operators.arrange import ArrangeOp
 from differential.operators.chain_joins import JoinStage
+from differential.operators.fused import Path, Relation, Stage
 from differential.operators.join import JoinOp
 from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
 from differential.operators.reduce import ReduceOp, distinct
 from differential.time import Time, Times, column
-from differential.trace.batch import key_hash
 from differential.trace.cursor import columns_of
 from differential.tuning import TUNING
 
 Fused = Callable[[Time], bool]
-Stage = RowMap | JoinStage
-Path = list[Stage]  # the row forms along one way from a variable to a distinct
-
-
-class Relation:
-    """A recursive relation of the scope: its distinct, the arrangement of the
-    distinct's input, and the ways its variable's rows reach the relations' inputs
-    (each a path and the index of the relation it ends at)."""
-
-    def __init__(self, reduce: ReduceOp, arrange: ArrangeOp, leaves: list[Edge]) -> None:
-        self.reduce = reduce
-        self.arrange = arrange
-        self.leaves = leaves
-        self.paths: list[tuple[Path, int]] = []
-        self.hash_of = small.row_hash(arrange.key_arity == 1, arrange.dtypes[0].kind == "i")
-
-    def admitter(self, rounds: _Rounds) -> Callable[[list[Row]], list[Row]]:
-        """The distinct's growing step for one round's rows, recorded in `rounds`: the
-        rows whose key is neither in its output (a probe of its key set) nor new in
-        these rounds, once each."""
-        seen = self.reduce.seen
-        assert seen is not None
-        holds, hash_of, admitted = seen.holds, self.hash_of, rounds.admitted
-        take, taken = rounds.inputs.extend, rounds.input_counts.append
-        keep, kept = rounds.outputs.extend, rounds.output_counts.append
-
-        def admit(rows: list[Row]) -> list[Row]:
-            fresh = []
-            for row in rows:
-                if row not in admitted and not holds(hash_of(row), row):  # type: ignore[arg-type]
-                    admitted.add(row)
-                    fresh.append(row)
-            take(rows)
-            taken(len(rows))
-            keep(fresh)
-            kept(len(fresh))
-            return fresh
-
-        return admit
-
-    def growing_at(self, time: Time) -> bool:
-        """Whether the distinct may take the growing step at `time` and later (its
-        other conditions, positive diffs, are the rows')."""
-        reduce = self.reduce
-        if reduce.seen is None or reduce.scheduled:
-            return False
-        self.arrange.seal()
-        return self.arrange.history_before(time)
 
 
 class Chain:
@@ -127,7 +78,8 @@ class Chain:
         if start is None and self.joins:  # (later rounds follow maps and filters only)
             return False
         if start is None:  # history beyond `time`, or retractions: key by key
-            return later_rounds.run(self, time, [_counts(p) for p in parts])
+            counts = [_counts(p) for p in parts]
+            return later_rounds.run(self.scope, self.relations, time, counts)
         rows, diffs = start
         rounds = [_Rounds(time, d) for d in diffs]
         while True:
@@ -143,7 +95,7 @@ class Chain:
             if left:  # too many for rows: the scheduler takes them from here
                 ones = np.ones(len(left), dtype=np.int64)
                 arrange = relation.arrange
-                arrange.queue.push(
+                arrange.enqueue(
                     Updates(_columns(left, arrange.dtypes), column(later, len(left)), ones)
                 )
         return True
@@ -153,7 +105,8 @@ class Chain:
         come back, too many do, or `TUNING.handover` keys are new: the rows of the round
         after the last."""
         steps = [
-            (r.admitter(record), r.paths) for r, record in zip(self.relations, rounds, strict=True)
+            (_admitter(r, record), r.paths)
+            for r, record in zip(self.relations, rounds, strict=True)
         ]
         empty, new = [()] * len(steps), 0
         joins, record = self.joins, rounds[0]
@@ -183,7 +136,7 @@ class Chain:
         """`_rounds` for a scope of one recursive relation (a counter): the same
         steps without the per-round lists of rows by relation."""
         (relation,), (record,), (rows,) = self.relations, rounds, inputs
-        admit, paths = relation.admitter(record), [path for path, _ in relation.paths]
+        admit, paths = _admitter(relation, record), [path for path, _ in relation.paths]
         outputs, joins, targets = record.outputs, self.joins, [t for _, t in relation.paths]
         while len(outputs) < TUNING.handover:
             fresh = admit(rows)
@@ -207,10 +160,11 @@ class Chain:
         distincts), with at most `TUNING.few` rows."""
         if any(True for op in self.others for _ in op.pending(time[:-1])):
             return None
-        if any(not set(r.arrange.queue.buckets) <= {time} for r in self.relations):
+        waiting = [r.arrange.waiting_only(time) for r in self.relations]
+        parts = [p for p in waiting if p is not None]
+        if len(parts) < len(waiting):
             return None
-        parts = [r.arrange.queue.buckets.get(time, []) for r in self.relations]
-        staged = [p for j in self.joins for p in j.dynamic.queue.buckets.get(time, [])]
+        staged = [p for j in self.joins for p in j.dynamic.waiting_only(time) or []]
         return None if sum(len(p) for ps in [*parts, staged] for p in ps) > TUNING.few else parts
 
     def _start(
@@ -233,11 +187,11 @@ class Chain:
         if None in staged:
             return None
         for relation in self.relations:
-            relation.arrange.queue.buckets.pop(time, None)
+            relation.arrange.take_waiting(time)
         for join in self.joins:  # what they receive now is at `time`, through every join
             join.iteration = time[-1]
         for join, sent in zip(self.joins, staged, strict=True):
-            join.dynamic.queue.buckets.pop(time, None)
+            join.dynamic.take_waiting(time)
             if sent:  # rows already at the join's side: the rest of their way now
                 _route([join], -1, sent, rows)
         return rows, diffs
@@ -252,11 +206,34 @@ class Chain:
             join.hand_over(rounds[0].start[:-1])
 
 
+def _admitter(relation: Relation, rounds: _Rounds) -> Callable[[list[Row]], list[Row]]:
+    """The distinct's growing step for one round's rows, recorded in `rounds`: the
+    rows whose key is neither in its output (a probe of its key set) nor new in
+    these rounds, once each."""
+    holds, hash_of, admitted = relation.reduce.holds(), relation.hash_of, rounds.admitted
+    take, taken = rounds.inputs.extend, rounds.input_counts.append
+    keep, kept = rounds.outputs.extend, rounds.output_counts.append
+
+    def admit(rows: list[Row]) -> list[Row]:
+        fresh = []
+        for row in rows:
+            if row not in admitted and not holds(hash_of(row), row):  # type: ignore[arg-type]
+                admitted.add(row)
+                fresh.append(row)
+        take(rows)
+        taken(len(rows))
+        keep(fresh)
+        kept(len(fresh))
+        return fresh
+
+    return admit
+
+
 def _staged(join: JoinStage, time: Time) -> list[Row] | None:
     """The rows waiting at `time` in the join's dynamic side, each repeated by its
     multiplicity (None: a retraction among them)."""
     rows: list[Row] = []
-    for part in join.dynamic.queue.buckets.get(time, []):
+    for part in join.dynamic.waiting_only(time) or []:
         for row, n in zip(python_rows(part.columns, len(part)), part.diffs.tolist(), strict=True):
             if n <= 0:
                 return None
@@ -278,13 +255,6 @@ def _hand_over(relation: Relation, rounds: _Rounds) -> None:
     if len(rounds.outputs) < len(rounds.inputs):  # else every input row was new
         columns, times = _columns(rounds.outputs, dtypes), rounds.times(False)
     result = Updates(columns, times, np.ones(len(rounds.outputs), dtype=np.int64))
-    seen = relation.reduce.seen
-    assert seen is not None
-    if seen.identity:
-        seen.admit_absent(key_hash(result.columns), result.columns)
-    else:
-        added = seen.admit(key_hash(result.columns), result.columns)
-        assert len(added) == len(result), "fused rounds admit each new key once"
     relation.reduce.grown(result)
     for leave in relation.leaves:
         leave(result)
@@ -357,7 +327,7 @@ def fused_rounds(scope: Scope) -> Fused | None:
     relations = [r for op in scope.operators if (r := _relation_at(op)) is not None]
     if not relations:
         return None
-    targets: dict[Receiver, int] = {r.arrange.queue.push: i for i, r in enumerate(relations)}
+    targets: dict[Receiver, int] = {r.arrange.receiver: i for i, r in enumerate(relations)}
     graph = _Graph(scope)
     for relation in relations:
         variable = next(r for r in relation.reduce.output.receivers if isinstance(r, Feedback))
@@ -381,7 +351,7 @@ class _Graph:
     def __init__(self, scope: Scope) -> None:
         ops = scope.operators
         self.arranges: dict[Receiver, ArrangeOp] = {
-            op.queue.push: op for op in ops if isinstance(op, ArrangeOp)
+            op.receiver: op for op in ops if isinstance(op, ArrangeOp)
         }
         self.readers: dict[int, list[Operator]] = {}
         for op in ops:

@@ -67,7 +67,7 @@ class JoinStage:
         """Whether the stage applies to rounds from `time`: both sides quiet, every
         entry of each at a time `<= time` (sealing the dynamic side first)."""
         dynamic, static = self.dynamic, self.static
-        if not set(dynamic.queue.buckets) <= {time} or static.has_delta(time):
+        if dynamic.waiting_only(time) is None or static.has_delta(time):
             return False
         for side in (dynamic, static):  # (as their own next steps would first)
             if isinstance(side, ArrangeOp):

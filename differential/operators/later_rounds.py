@@ -1,7 +1,8 @@
 """Fused rounds in later epochs: a chain's few-row rounds where history is older.
 
-Layer: differential (operators). Imports `dataflow`, `batch`, `small`, `time`, the
-arrange and reduce operators and `trace`; `chain` passes its relations in.
+Layer: differential (operators). Imports `dataflow`, `batch`, `time`, `trace` and
+`fused` (the relations, driven through the operators' public protocols); `chain`
+passes its relations in.
 
 ADR 0029's fused rounds need every distinct growing: all its input history at
 times `<=` the rounds'. A later epoch of a live dataflow breaks that at once: the
@@ -28,24 +29,22 @@ that condition key by key (ADR 0034):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 import numpy as np
 
 from differential.batch import Column, Updates
-from differential.dataflow import check_budget
+from differential.dataflow import Scope, check_budget
+from differential.operators.fused import Relation
 from differential.operators.linear import Row, RowMap
-from differential.time import Antichain, Time, at_or_before
+from differential.time import Time, at_or_before
 from differential.trace.cursor import Entry, FewKeys, columns_of
 from differential.tuning import TUNING
-
-if TYPE_CHECKING:
-    from differential.operators.chain import Chain, Relation
 
 Counts = dict[Row, int]
 
 
-def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
+def run(scope: Scope, relations: Sequence[Relation], time: Time, rows: list[Counts]) -> bool:
     """Fused rounds from `time` (the scope's only work; `rows`: each relation's
     first input, consolidated) when each key they reach has no history beyond
     the round that reaches it. False: the first round's keys have such history,
@@ -53,25 +52,23 @@ def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
     distincts' own steps at `time` do first (the arrangements sealed, the trace
     settled and read from then on). The rounds stop before the first time a
     distinct has keys scheduled at: the scheduler's corrections."""
-    relations = chain.relations
     prefix, iteration = time[:-1], time[-1]
     until = _first_scheduled(relations, prefix)
     if until is not None and until <= iteration:
         return False
     for relation in relations:
         relation.arrange.seal()
-        relation.reduce.settle()  # as its step does before reading the trace
-        relation.reduce.seen = None
+        relation.reduce.stop_growing()  # as its step does before reading the trace
     keys = [_Keys(r) for r in relations]
     if not _read(keys, rows, time):
         return False
     for relation in relations:
-        relation.arrange.queue.buckets.pop(time, None)
+        relation.arrange.take_waiting(time)
     while True:
         check_budget()
         rounds = [_Rounds(k, prefix) for k in keys]
         rows, iteration = _rounds(relations, rounds, rows, prefix, iteration, until)
-        chain.scope.steps += rounds[0].count
+        scope.steps += rounds[0].count
         for relation, record in zip(relations, rounds, strict=True):
             record.hand_over(relation)
         if iteration == until or not _going(rows) or not _read(keys, rows, (*prefix, iteration)):
@@ -85,7 +82,7 @@ def run(chain: Chain, time: Time, rows: list[Counts]) -> bool:
             columns = tuple(columns_of([row for row, _ in live], arrange.dtypes))
             times = _times(prefix, [iteration] * len(live))
             diffs = np.array([n for _, n in live], dtype=np.int64)
-            arrange.queue.push(Updates(columns, times, diffs))
+            arrange.enqueue(Updates(columns, times, diffs))
     return True
 
 
@@ -93,19 +90,8 @@ def _first_scheduled(relations: Sequence[Relation], prefix: Time) -> int | None:
     """The least iteration of `prefix` (the scope's run) at which a distinct has
     keys scheduled. Times of other prefixes are not this run's: the scheduler
     would not visit them before the rounds' times either."""
-    least: int | None = None
-    for relation in relations:
-        scheduled = relation.reduce.scheduled
-        if not scheduled:
-            continue
-        first = min(scheduled)  # lexicographic, in C: the pending time is the least
-        if first[:-1] != prefix:
-            mine = [t[-1] for t in scheduled if t[:-1] == prefix]
-            if not mine:
-                continue
-            first = (*prefix, min(mine))
-        least = first[-1] if least is None else min(least, first[-1])
-    return least
+    firsts = [r.reduce.first_scheduled(prefix) for r in relations]
+    return min((f for f in firsts if f is not None), default=None)
 
 
 def _read(keys: list[_Keys], rows: list[Counts], time: Time) -> bool:
@@ -162,8 +148,8 @@ class _Keys:
         asked = FewKeys(new, [relation.hash_of(row) for row in new])  # type: ignore[arg-type]
         inputs: list[Entry] = []
         outputs: list[Entry] = []
-        relation.arrange.settle().find_entries(asked, inputs)
-        relation.reduce.trace.find_entries(asked, outputs)
+        relation.arrange.entries_of(asked, inputs)
+        relation.reduce.output_entries(asked, outputs)
         visible = at_or_before(time)
         if not all(visible(t) for _, t, _, _ in inputs) or not all(
             visible(t) for _, t, _, _ in outputs
@@ -243,8 +229,7 @@ class _Rounds:
         if not rows:
             return
         result = _updates(rows, iterations, diffs, prefix, arrange.dtypes)
-        lower = Antichain([(*prefix, iterations[0])])
-        relation.reduce.trace.insert(result, lower, Antichain(), (*prefix, iterations[-1]))
+        relation.reduce.record(result, (*prefix, iterations[0]), (*prefix, iterations[-1]))
         for leave in relation.leaves:
             leave(result)
 

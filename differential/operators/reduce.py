@@ -13,64 +13,76 @@ not `<= t`, the accumulations at `t ⊔ s` may differ from both; the reduce
 schedules the key for `t ⊔ s`. Re-evaluation there schedules further joins, so
 the key is visited at the closure of its change times under `⊔` (DESIGN §3).
 In the root scope history is always `<= t` and nothing is scheduled.
+
+`ReduceOp` is the driver: it owns this algorithm and its time logic once (which
+keys a step visits, `revisit`: the one rule of interesting times, and where the
+change goes). The inner loop is a tactic's, chosen per step (ADR 0050):
+
+- while the input only grows (no history beyond `t`, nothing scheduled at `t`) a
+  growing tactic may answer from the step's changes alone: `GrowingDistinct`
+  (`reduce_growing`) for `distinct`, `LeastGrowing` (`reduce_extreme`) for a
+  reducer keeping a least value;
+- otherwise the keys are re-evaluated by the first tactic that takes them:
+  `RowsTactic` (a few keys, short history, Python lists) when every column is an
+  integer one, then `ColumnsTactic` (numpy, the reference), both in
+  `reduce_tactics`. The thresholds are `Tuning` fields.
+
+Fused rounds (`chain`, `later_rounds`) drive a growing `distinct` through its
+public protocol: `growing_at`, `holds`, `grown`, `stop_growing`, `first_scheduled`,
+`output_entries` and `record`.
 """
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import cast
 
 import numpy as np
-import numpy.typing as npt
 
-from differential import small
-from differential.batch import (
-    Column,
-    Updates,
-    concat,
-    consolidate,
-    python_rows,
-    run_starts,
-    sort_order,
-)
-from differential.dataflow import Operator, Stream, check_budget
+from differential.batch import Column, Updates, concat, python_rows
+from differential.dataflow import Operator, Stream
 from differential.operators.arrange import Arranged, Owner
-from differential.operators.reduce_extreme import extreme_step
-from differential.time import (
-    Antichain,
-    Time,
-    at_or_before,
-    column,
-    join_times,
-    less_equal,
-    split_by_time,
+from differential.operators.reduce_extreme import LeastGrowing
+from differential.operators.reduce_growing import GrowingDistinct
+from differential.operators.reduce_tactics import (
+    ColumnsTactic,
+    KeyPart,
+    Keys,
+    RowsTactic,
+    distinct_columns,
 )
-from differential.trace.batch import Hashes, key_hash
+from differential.operators.reducers import (
+    LINEAR,
+    Counts,
+    Groups,
+    Reducer,
+    count,
+    distinct,
+    maximum,
+    minimum,
+    monoid,
+    sum_values,
+)
+from differential.time import Antichain, Time, join_times, le
 from differential.trace.cursor import Entry, FewKeys, columns_of
-from differential.trace.index import KeySet
 from differential.trace.spine import Spine
 from differential.tuning import TUNING
 
-Counts = npt.NDArray[np.int64]
+__all__ = [
+    "LINEAR",
+    "Counts",
+    "Groups",
+    "ReduceOp",
+    "Reducer",
+    "count",
+    "distinct",
+    "maximum",
+    "minimum",
+    "monoid",
+    "sum_values",
+]
+
 Row = tuple[object, ...]
-# Keys scheduled for a later time: columns, or Python rows from the list path.
-KeyPart = tuple[Column, ...] | list[Row]
-
-
-@dataclass(frozen=True)
-class Groups:
-    """Input of a reducer: rows sorted by `owner` (the key's index), then by value."""
-
-    owner: Owner
-    values: tuple[Column, ...]
-    counts: Counts
-    n_keys: int
-
-
-# A reducer maps groups to output rows: (owner of each row, output columns, multiplicities).
-Reducer = Callable[[Groups], tuple[Owner, Sequence[Column], Counts]]
+Growing = GrowingDistinct | LeastGrowing
 
 
 class ReduceOp(Operator):
@@ -91,17 +103,19 @@ class ReduceOp(Operator):
         self.output = Stream(source.scope, dtypes, name, producer=self)
         self.trace = Spine(k, dtypes, source.scope.depth)
         self.scheduled: dict[Time, list[KeyPart]] = {}
-        # The output's keys while every step has been a growing distinct: then
-        # they are the trace's keys, and membership is a probe, not a trace lookup.
-        # Output of growing steps not yet arranged into `trace` (nobody reads it
-        # while `seen` answers membership; a one-shot dataflow never does).
-        self.unbuilt: list[Updates] = []
-        self.seen: KeySet | None = KeySet(
-            dtypes[:k], source.key_arity == 1 and dtypes[0].kind in "iu"
-        )
         # Small steps may run on Python lists when every value compares like numpy's.
         self.lists_ok = all(d.kind in "iu" for d in (*source.dtypes, *dtypes))
         self.identity = k == 1 and dtypes[0].kind in "iu"  # `key_hash` is the key itself
+        self.tactics: list[RowsTactic | ColumnsTactic] = [
+            *([RowsTactic(self)] if self.lists_ok else []),
+            ColumnsTactic(self),
+        ]
+        self.growing: Growing | None = None
+        self.growing_distinct: GrowingDistinct | None = None
+        if reducer is distinct and len(source.dtypes) == k:  # keys only, no values
+            self.growing = self.growing_distinct = GrowingDistinct(source, self.trace)
+        elif (least := getattr(reducer, "growing_least", None)) is not None:
+            self.growing = LeastGrowing(source, self.trace, least, self.reevaluate)
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.scheduled.keys()
@@ -110,206 +124,51 @@ class ReduceOp(Operator):
         return time in self.scheduled or self.source.has_delta(time)
 
     def step(self, time: Time) -> None:
-        if self.reducer is distinct:
-            updates = self.source.updates_at(time)
-            if updates is not None and self._monotone(updates, time):
-                changes = self.source.changes(time)
-                assert changes is not None
-                self._distinct_growing(changes, time)
-                return
-        self.settle()
-        self.seen = None  # the trace may now lose keys: read it from here on
-        least = getattr(self.reducer, "growing_least", None)
-        if least is not None and time not in self.scheduled and self.source.history_before(time):
-            change = extreme_step(self.source, least, time, self._current_output, self._reduce)
-            self._emit(change, time)
-            return
-        keys = self._keys_at(time)
-        if keys is None:
-            return
-        limit = TUNING.few * TUNING.reduce_list_factor
-        if isinstance(keys, list):  # a few keys, as Python rows
-            asked = FewKeys(keys, small.key_hashes(keys, self.identity))  # type: ignore[arg-type]
-            found = self.source.lookup_entries(asked, time, True, limit)
-            if found is not None:
-                self._emit(self._step_lists(asked, found, time), time)
-                return
-            keys = tuple(columns_of(keys, self.source.dtypes[: self.source.key_arity]))
-            hashes = np.array(asked.hashes, dtype=np.int64)
-        else:
-            hashes = key_hash(keys)
-            if self.lists_ok and len(hashes) <= limit:
-                asked = FewKeys.of(keys, hashes)
-                found = self.source.lookup_entries(asked, time, True, limit)
-                if found is not None:
-                    self._emit(self._step_lists(asked, found, time), time)
-                    return
-        parts = []
-        for rows in self._chunks(hashes, time):
-            check_budget()  # many keys, or a long history, are reduced part by part
-            if rows is None:
-                parts.append(self._reduce(keys, hashes, time))
-            else:
-                parts.append(self._reduce(tuple(k[rows] for k in keys), hashes[rows], time))
-        changed = [part for part in parts if len(part)]
-        if changed:
-            self._emit(concat(changed), time)
-
-    def _chunks(self, hashes: Hashes, time: Time) -> Iterable[Owner | None]:
-        """Runs of the (sorted, distinct) keys whose histories add up to about
-        `TUNING.history` entries each (None: all at once, the usual case, also when an
-        evenly spaced sample of the keys says their histories are far fewer). Keys
-        reduce independently, so a huge step is reduced a run at a time and the
-        budget checked in between; each key's history is read once either way."""
-        n = len(hashes)
-        if n <= TUNING.history // 64:
-            yield None
-            return
-        sample = hashes[:: max(1, n // 256)]
+        """Re-evaluate the keys that changed at `time` or were scheduled for it, and
+        emit the difference; a growing tactic answers while the input only grows."""
+        growing = self.growing
         if (
-            int(self.source.count(sample, time, True).sum()) * n
-            <= len(sample) * TUNING.history // 4
+            growing is not None
+            and growing.applies(self.source.updates_at(time))
+            and self._only_grows(time)
         ):
-            yield None
+            self._emit(growing.step(time), time)
             return
-        ends = np.cumsum(self.source.count(hashes, time, True))
-        if not len(ends) or ends[-1] <= TUNING.history:
-            yield None
+        self.stop_growing()
+        keys = self._keys_at(time)
+        if keys is not None:
+            self._emit(self.reevaluate(keys, time), time)
+
+    def reevaluate(self, keys: Keys, time: Time) -> Updates | None:
+        """The output change at `time` for `keys`: the first tactic that takes them."""
+        for tactic in self.tactics:
+            parts = tactic.reevaluate(keys, time)
+            if parts is not None:
+                return concat(parts) if parts else None
+        raise AssertionError("the columns tactic takes every key")
+
+    def revisit(
+        self, keys: Keys, history: Iterable[tuple[Time, Owner | list[int]]], time: Time
+    ) -> None:
+        """The interesting times (DESIGN §3), the one rule: a key whose history holds
+        a time `s` not `<= time` is revisited at `s ⊔ time`. `history`: times with
+        the keys (positions in `keys`) that hold an entry at each."""
+        for s, owners in history:
+            if not le(s, time):
+                self.scheduled.setdefault(join_times(s, time), []).append(keys.part(owners))
+
+    def _only_grows(self, time: Time) -> bool:
+        """No input history beyond `time` and nothing scheduled at it."""
+        return time not in self.scheduled and self.source.history_before(time)
+
+    def _emit(self, change: Updates | None, time: Time) -> None:
+        if change is None or not len(change):
             return
-        marks = np.arange(TUNING.history, int(ends[-1]), TUNING.history)
-        edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), len(hashes)])
-        for lo, hi in itertools.pairwise(edges.tolist()):
-            yield np.arange(lo, hi, dtype=np.intp)
+        if self.growing_distinct is None or not self.growing_distinct.keep(change):
+            self.trace.insert(change, Antichain([time]), Antichain(), time)
+        self.output.send(change)
 
-    def _reduce(self, keys: tuple[Column, ...], hashes: Hashes, time: Time) -> Updates:
-        """The change of the output at `time` for `keys` (re-evaluated together)."""
-        owner, history = self.source.lookup(keys, hashes, time, True)
-        self._schedule_joins(keys, owner, history.times, time)
-        linear = self.reducer in LINEAR
-        groups = _accumulate(owner, history, self.source.key_arity, time, len(hashes), linear)
-        d_owner, d_cols, d_mult = self.reducer(groups)
-        o_owner, o_cols, o_mult = self._current_output(keys, hashes, time)
-        out_owner = np.concatenate([d_owner, o_owner])
-        cols = [np.concatenate([a, b]) for a, b in zip(d_cols, o_cols, strict=True)]
-        diffs = np.concatenate([d_mult.astype(np.int64), -o_mult])
-        change = consolidate(Updates((out_owner, *cols), column(time, len(diffs)), diffs))
-        rows = change.columns[0]
-        return Updates((*(k[rows] for k in keys), *change.columns[1:]), change.times, change.diffs)
-
-    def _emit(self, result: Updates | None, time: Time) -> None:
-        if result is not None and len(result):
-            self.trace.insert(result, Antichain([time]), Antichain(), time)
-            self.output.send(result)
-
-    def _step_lists(self, asked: FewKeys, history: list[Entry], time: Time) -> Updates | None:
-        """`step` for a few keys with a short history, on Python lists: the same
-        interesting times scheduled, the same groups handed to the reducer and the
-        same change out as the numpy path, without its fixed cost per numpy call."""
-        accumulated: dict[tuple[object, ...], int] = {}
-        later: dict[Time, set[int]] = {}
-        visible = at_or_before(time)
-        for o, t, row, d in history:
-            if visible(t):
-                accumulated[(o, *row)] = accumulated.get((o, *row), 0) + d
-            else:  # a key changed at `time` meets history not `<=` it: revisit the join
-                later.setdefault(join_times(t, time), set()).add(o)
-        for at, owners in later.items():
-            self.scheduled.setdefault(at, []).append([asked.rows[o] for o in owners])
-        wanted = self._reduce_lists(accumulated, len(asked))
-        for o, t, row, d in self.trace.lookup_entries(asked):
-            if visible(t):
-                wanted[(o, *row)] = wanted.get((o, *row), 0) - d
-        change = sorted((row, n) for row, n in wanted.items() if n)
-        if not change:
-            return None
-        keys = asked.rows
-        rows = [(*keys[cast(int, row[0])], *row[1:]) for row, _ in change]
-        values = columns_of(rows, self.output.dtypes)
-        diffs = np.array([n for _, n in change], dtype=np.int64)
-        return Updates(tuple(values), column(time, len(diffs)), diffs)
-
-    def _reduce_lists(
-        self, accumulated: dict[tuple[object, ...], int], n_keys: int
-    ) -> dict[tuple[object, ...], int]:
-        """The reducer's output rows `(query row, *values)` and multiplicities for
-        the accumulated input rows; `distinct` (one copy of each row present) in
-        Python, others handed their numpy groups."""
-        if self.reducer is distinct:
-            return {row: 1 for row, n in accumulated.items() if n > 0}
-        k = self.source.key_arity
-        live = sorted((row, n) for row, n in accumulated.items() if n)
-        groups = Groups(
-            np.array([row[0] for row, _ in live], dtype=np.intp),
-            tuple(columns_of([row[1:] for row, _ in live], self.source.dtypes[k:])),
-            np.array([n for _, n in live], dtype=np.int64),
-            n_keys,
-        )
-        d_owner, d_cols, d_mult = self.reducer(groups)
-        wanted: dict[tuple[object, ...], int] = {}
-        out_rows = zip(d_owner.tolist(), *(c.tolist() for c in d_cols), strict=True)
-        for row, n in zip(out_rows, d_mult.tolist(), strict=True):
-            wanted[row] = wanted.get(row, 0) + n
-        return wanted
-
-    def _monotone(self, changes: Updates, time: Time) -> bool:
-        """Only insertions at `time`, no history beyond it, nothing scheduled here."""
-        return (
-            len(self.source.dtypes) == self.source.key_arity  # keys only, no values
-            and time not in self.scheduled
-            and _all_positive(changes.diffs)
-            and self.source.history_before(time)
-        )
-
-    def _distinct_growing(self, changes: tuple[Updates, Hashes], time: Time) -> None:
-        """`distinct` when the input only grows: emit the keys not yet in the output.
-
-        With all input history at times `<= time`, the output accumulated at
-        `time` is already `distinct` of that history (every interesting time
-        up to here was evaluated), and adding positive multiplicities can only
-        make absent keys present. No input history is read. While the key set
-        is kept, the input's changes are not even arranged (nothing sorts them).
-        """
-        if self.seen is not None:
-            updates, hashes = changes
-            keys: tuple[Column, ...] = updates.columns
-            fresh = _admit(self.seen, hashes, keys)
-        else:
-            delta = self.source.delta(time)
-            assert delta is not None
-            first = np.flatnonzero(run_starts([delta.hashes, *delta.columns]))
-            keys = tuple(c[first] for c in delta.columns)
-            owner, found = self.trace.lookup(keys, delta.hashes[first])
-            counts = np.zeros(len(first), dtype=np.int64)  # int64: exact for any count
-            np.add.at(counts, owner, found.diffs)
-            present = counts > 0
-            fresh = np.flatnonzero(~present)
-        n = len(fresh)
-        if not n:
-            return
-        if n < len(keys[0]):
-            keys = tuple(k[fresh] for k in keys)
-        result = Updates(keys, column(time, n), np.ones(n, dtype=np.int64))
-        if self.seen is not None:
-            self.unbuilt.append(result)
-        else:
-            self.trace.insert(result, Antichain([time]), Antichain())
-        self.output.send(result)
-
-    def grown(self, result: Updates) -> None:
-        """Record what growing steps emitted (fused rounds) as `_distinct_growing` does;
-        the caller sends it on."""
-        assert self.seen is not None
-        self.unbuilt.append(result)
-
-    def settle(self) -> None:
-        """Arrange the output of growing steps into the trace, all in one batch."""
-        if self.unbuilt:
-            updates = concat(self.unbuilt)
-            self.unbuilt = []
-            lower = Antichain([tuple(int(t) for t in updates.times.min(axis=1))])
-            self.trace.insert(updates, lower, Antichain())
-
-    def _keys_at(self, time: Time) -> list[Row] | tuple[Column, ...] | None:
+    def _keys_at(self, time: Time) -> Keys | None:
         """The keys to re-evaluate at `time`, sorted and distinct: a few as Python rows
         (when every column is an integer one), else as columns."""
         parts = self.scheduled.pop(time, [])
@@ -317,184 +176,83 @@ class ReduceOp(Operator):
         changes = self.source.updates_at(time)  # scanned: they need not be arranged now
         if changes is not None:
             parts.append(changes.columns[:k])
-        if not parts or not k:
-            return None if not parts else _distinct_columns(self._columns(parts))
-        n = sum(len(p) if isinstance(p, list) else len(p[0]) for p in parts)
-        if self.lists_ok and n <= TUNING.few:
+        if not parts:
+            return None
+        dtypes = self.source.dtypes[:k]
+        n = sum(len(p) if isinstance(p, list) else len(p[0]) for p in parts) if k else 0
+        if k and self.lists_ok and n <= TUNING.few:
             rows: set[Row] = set()
             for p in parts:
                 rows.update(p if isinstance(p, list) else python_rows(p, len(p[0])))
-            return sorted(rows)
-        return _distinct_columns(self._columns(parts))
+            return Keys(dtypes, self.identity, rows=sorted(rows))
+        return Keys(dtypes, self.identity, columns=distinct_columns(self._columns(parts)))
 
     def _columns(self, parts: list[KeyPart]) -> tuple[Column, ...]:
         dtypes = self.source.dtypes[: self.source.key_arity]
         cols = [tuple(columns_of(p, dtypes)) if isinstance(p, list) else p for p in parts]
         return tuple(np.concatenate([c[i] for c in cols]) for i in range(len(dtypes)))
 
-    def _schedule_joins(
-        self, keys: tuple[Column, ...], owner: Owner, times: npt.NDArray[np.int64], time: Time
-    ) -> None:
-        now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
-        later = ~less_equal(times, now)
-        if not later.any():
-            return
-        joined = np.maximum(times[:, later], now)
-        pairs = consolidate(Updates((owner[later],), joined, np.ones(joined.shape[1], np.int64)))
-        for t, idx in split_by_time(pairs.times):
-            rows = pairs.columns[0][idx]
-            self.scheduled.setdefault(t, []).append(tuple(k[rows] for k in keys))
+    # -- the protocol of fused rounds (`chain`, `later_rounds`): a growing distinct ----------
 
-    def _current_output(
-        self, keys: tuple[Column, ...], hashes: npt.NDArray[np.int64], time: Time
-    ) -> tuple[Owner, list[Column], Counts]:
-        owner, found = self.trace.lookup(keys, hashes)
-        k = self.source.key_arity
-        now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
-        visible = less_equal(found.times, now)
-        owner, found = owner[visible], found.take(visible)
-        acc = consolidate(
-            Updates((owner, *found.columns[k:]), column(time, len(owner)), found.diffs)
-        )
-        return acc.columns[0].astype(np.intp), list(acc.columns[1:]), acc.diffs
+    def growing_at(self, time: Time) -> bool:
+        """Whether the distinct's output is still a key set (`holds` answers) and
+        nothing is scheduled: fused rounds may grow it from `time` on, given input
+        history `<= time` (the arrangement's to say)."""
+        growing = self.growing_distinct
+        return growing is not None and growing.seen is not None and not self.scheduled
+
+    def holds(self) -> Callable[[int, Row], bool]:
+        """Membership of a key (hash, row) in the growing distinct's output."""
+        assert self.growing_distinct is not None
+        return self.growing_distinct.holds()
+
+    def grown(self, result: Updates) -> None:
+        """Record new keys that fused rounds emitted as growing steps would (the
+        caller sends them on)."""
+        assert self.growing_distinct is not None
+        self.growing_distinct.grown(result)
+
+    def stop_growing(self) -> None:
+        """Arrange the growing steps' output into the trace and read the trace from
+        here on (what a step that is not growing does first)."""
+        if self.growing_distinct is not None:
+            self.growing_distinct.stop()
+
+    def first_scheduled(self, prefix: Time) -> int | None:
+        """The least last coordinate of a time extending `prefix` at which keys are
+        scheduled (None: none)."""
+        mine = [t[-1] for t in self.scheduled if t[:-1] == prefix]
+        return min(mine) if mine else None
+
+    def output_entries(self, keys: FewKeys, found: list[Entry]) -> None:
+        """Append the output's entries under `keys` to `found` (any time)."""
+        self.trace.find_entries(keys, found)
+
+    def record(self, result: Updates, first: Time, last: Time) -> None:
+        """Insert output that fused rounds computed at times `first` to `last`, as
+        this operator's own steps would have (the caller sends it on)."""
+        self.trace.insert(result, Antichain([first]), Antichain(), last)
+
+    # -- state ------------------------------------------------------------------------------
+
+    def settle(self) -> None:
+        """Arrange the output of growing steps into the trace, all in one batch."""
+        if self.growing_distinct is not None:
+            self.growing_distinct.settle()
 
     def advance(self, epoch: int) -> None:
         """Compact the output trace (`Spine.advance`); the output of growing steps
-        (`unbuilt`, insertions of distinct keys) has nothing to compact."""
+        (insertions of distinct keys not arranged yet) has nothing to compact."""
         self.trace.advance(Antichain([(epoch,) + (0,) * (self.scope.depth - 1)]))
 
     def arranged_size(self) -> tuple[int, int]:
         """Output updates held, those of growing steps not arranged yet included
         (nothing is arranged or merged to measure them)."""
-        unbuilt = sum(len(part) for part in self.unbuilt)
-        return len(self.trace) + unbuilt, self.trace.held_batches + bool(self.unbuilt)
+        unbuilt = self.growing_distinct.unbuilt_size() if self.growing_distinct is not None else 0
+        return len(self.trace) + unbuilt, self.trace.held_batches + bool(unbuilt)
 
     def describe(self) -> str:
         return f"{self.name}({self.source.describe()})"
 
     def inputs(self) -> Sequence[Operator | Stream]:
         return (self.source,)
-
-
-def _distinct_columns(cols: tuple[Column, ...]) -> tuple[Column, ...]:
-    """The distinct rows of key columns, sorted."""
-    order = sort_order(cols)
-    cols = tuple(c[order] for c in cols)
-    starts = run_starts(cols)
-    return tuple(c[starts] for c in cols)
-
-
-def _all_positive(diffs: Counts) -> bool:
-    if len(diffs) <= TUNING.few:  # a few rows: cheaper in Python than a numpy reduction
-        return min(diffs.tolist(), default=1) > 0
-    return bool((diffs > 0).all())
-
-
-def _accumulate(
-    owner: Owner, history: Updates, k: int, time: Time, n_keys: int, linear: bool = False
-) -> Groups:
-    """Each key's values accumulated at `time`. For a reducer linear in the
-    multiplicities (`LINEAR`), equal values need not be summed first: the rows are
-    only grouped by key (a stable sort of the owners, not a sort of every column)."""
-    now = np.asarray(time, dtype=np.int64).reshape(-1, 1)
-    visible = less_equal(history.times, now)
-    values = tuple(c[visible] for c in history.columns[k:])
-    if linear:
-        owners, diffs = owner[visible], history.diffs[visible]
-        order = np.argsort(owners, kind="stable")
-        return Groups(owners[order], tuple(v[order] for v in values), diffs[order], n_keys)
-    acc = consolidate(
-        Updates((owner[visible], *values), column(time, int(visible.sum())), history.diffs[visible])
-    )
-    return Groups(acc.columns[0], tuple(acc.columns[1:]), acc.diffs, n_keys)  # type: ignore[arg-type]
-
-
-# -- reducers -------------------------------------------------------------------
-
-
-def _group_starts(groups: Groups) -> Owner:
-    return np.flatnonzero(run_starts([groups.owner]))
-
-
-def distinct(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
-    """One copy of each (key, value) with positive multiplicity."""
-    keep = groups.counts > 0
-    return groups.owner[keep], [v[keep] for v in groups.values], np.ones(int(keep.sum()), np.int64)
-
-
-def count(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
-    """The sum of multiplicities per key (keys with a zero total produce nothing)."""
-    if len(groups.owner) == 0:
-        return groups.owner, [np.empty(0, np.int64)], np.empty(0, np.int64)
-    starts = _group_starts(groups)
-    totals = np.add.reduceat(groups.counts, starts)
-    keep = totals != 0
-    return groups.owner[starts][keep], [totals[keep]], np.ones(int(keep.sum()), np.int64)
-
-
-def sum_values(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
-    """The sum of value times multiplicity per key (first value column)."""
-    if len(groups.owner) == 0:
-        return groups.owner, [groups.values[0][:0]], np.empty(0, np.int64)
-    starts = _group_starts(groups)
-    weighted = groups.values[0] * groups.counts.astype(groups.values[0].dtype)
-    totals = np.add.reduceat(weighted, starts)
-    return groups.owner[starts], [totals], np.ones(len(starts), np.int64)
-
-
-def _extreme(groups: Groups, last: bool) -> tuple[Owner, Sequence[Column], Counts]:
-    keep = groups.counts > 0
-    owner = groups.owner[keep]
-    values = [v[keep] for v in groups.values]
-    if len(owner) == 0:
-        return owner, values, np.empty(0, np.int64)
-    order = sort_order([owner, values[0]])
-    owner, values = owner[order], [v[order] for v in values]
-    starts = run_starts([owner])
-    pick = np.flatnonzero(np.roll(starts, -1)) if last else np.flatnonzero(starts)
-    return owner[pick], [v[pick] for v in values], np.ones(len(pick), np.int64)
-
-
-def minimum(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
-    """The least first-column value (with its row) among values present per key."""
-    return _extreme(groups, last=False)
-
-
-def maximum(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
-    """The greatest first-column value (with its row) among values present per key."""
-    return _extreme(groups, last=True)
-
-
-def monoid(ufunc: np.ufunc) -> Reducer:
-    """A reducer folding the first value column with `ufunc` over present values."""
-
-    def fold(groups: Groups) -> tuple[Owner, Sequence[Column], Counts]:
-        keep = groups.counts > 0
-        owner, vals = groups.owner[keep], groups.values[0][keep]
-        if len(owner) == 0:
-            return owner, [vals], np.empty(0, np.int64)
-        starts = np.flatnonzero(run_starts([owner]))
-        return owner[starts], [ufunc.reduceat(vals, starts)], np.ones(len(starts), np.int64)
-
-    return fold
-
-
-# Reducers linear in the multiplicities, whose groups need not be consolidated. Not
-# `sum_values`: a float sum taken in another order may differ in its last bit, and a
-# re-evaluated key would then retract and insert the same total.
-LINEAR: frozenset[Reducer] = frozenset({count})
-
-
-def _admit(seen: KeySet, hashes: Hashes, keys: tuple[Column, ...]) -> Owner:
-    """`seen.admit` of many keys a run of `TUNING.history` at a time, the budget checked in
-    between (a run admitted stays admitted: the operator's state is dropped with its
-    dataflow when the step fails)."""
-    n = len(hashes)
-    if n <= TUNING.history:
-        return seen.admit(hashes, keys)
-    parts = []
-    for lo in range(0, n, TUNING.history):
-        check_budget()
-        run = slice(lo, lo + TUNING.history)
-        parts.append(seen.admit(hashes[run], tuple(k[run] for k in keys)) + lo)
-    return np.concatenate(parts)

@@ -1,6 +1,7 @@
 """A growing step for reduces that keep a group's least (or greatest) value.
 
-Layer: differential (operators). Imports `batch`, `time`, `trace`.
+Layer: differential (operators). Imports `batch`, `time`, `trace`, the arrange
+operator and the reduce tactics.
 
 WCC, SSSP and BFS are subsumptions that keep, per group, the tuple with the least
 label, distance or level (`datalog.plan.subsume`). In their first evaluation each
@@ -19,7 +20,7 @@ any time (true of every Datalog collection); `m` is then present after the step.
 Keys where it does not apply (a retraction at or below the new least, no output
 and no insertion) take the general path. A reducer offers this step by carrying
 `growing_least = column` (its value column), and only when its output tuple is
-the key and that one column.
+the key and that one column; `LeastGrowing` is then the reduce's growing tactic.
 """
 
 from __future__ import annotations
@@ -29,21 +30,38 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, concat, consolidate, run_starts
+from differential.batch import Column, Updates, concat, consolidate
 from differential.operators.arrange import Arranged, ArrangeOp, Owner
+from differential.operators.reduce_tactics import Keys, current_output
+from differential.sort import run_starts
 from differential.time import Time, column
-from differential.trace.batch import Hashes, key_hash
+from differential.trace.batch import key_hash
+from differential.trace.spine import Spine
 
-Current = Callable[[tuple[Column, ...], Hashes, Time], tuple[Owner, list[Column], npt.NDArray]]
-General = Callable[[tuple[Column, ...], Hashes, Time], Updates]
+General = Callable[[Keys, Time], Updates | None]
+
+
+class LeastGrowing:
+    """The growing tactic of a reduce keeping the least value of column `col`."""
+
+    def __init__(self, source: Arranged, trace: Spine, col: int, general: General) -> None:
+        self.source, self.trace, self.col, self.general = source, trace, col, general
+
+    def applies(self, changes: Updates | None) -> bool:
+        """Always, while the input only grows (the driver checks): keys where the
+        step cannot tell go to `general`."""
+        return True
+
+    def step(self, time: Time) -> Updates | None:
+        return extreme_step(self.source, self.trace, self.col, time, self.general)
 
 
 def extreme_step(
-    source: Arranged, col: int, time: Time, current: Current, general: General
+    source: Arranged, trace: Spine, col: int, time: Time, general: General
 ) -> Updates | None:
     """The output change at `time` (None: nothing changed), from the step's changes
-    and each key's current output, whose least value is in value column `col`;
-    `general` reduces the keys this cannot."""
+    and each key's current output (in `trace`), whose least value is in value column
+    `col`; `general` re-evaluates the keys this cannot."""
     if isinstance(source, ArrangeOp):  # arranged and merged as the general path's reads
         source.settle().batches  # noqa: B018 (leave it: a later epoch's first read must
         source.delta(time)  # not sort and merge every round's input at once)
@@ -59,7 +77,7 @@ def extreme_step(
     )
     n = len(inserted)
     hashes = key_hash(keys)
-    o_owner, o_cols, o_mult = current(keys, hashes, time)
+    o_owner, o_cols, o_mult = current_output(trace, k, keys, hashes, time)
     o_value = np.full(n, _NONE, dtype=np.int64)
     o_value[o_owner] = o_cols[col]
     new = np.minimum(o_value, inserted)
@@ -80,7 +98,11 @@ def extreme_step(
         parts.append(Updates(cols, column(time, len(win)), np.ones(len(win), np.int64)))
     rest = np.flatnonzero(~ok)
     if len(rest):
-        parts.append(general(tuple(c[rest] for c in keys), hashes[rest], time))
+        dtypes = tuple(c.dtype for c in keys)
+        others = Keys(dtypes, False, columns=tuple(c[rest] for c in keys), hashes=hashes[rest])
+        change = general(others, time)
+        if change is not None:
+            parts.append(change)
     parts = [p for p in parts if len(p)]
     if not parts:
         return None

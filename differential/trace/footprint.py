@@ -32,9 +32,11 @@ Held = Iterator[tuple[str, npt.NDArray[np.generic]]]
 class Footprint:
     """Bytes held by kind of structure; a buffer met again (shared) counts nothing."""
 
-    def __init__(self) -> None:
+    def __init__(self, seen: dict[int, npt.NDArray[np.generic]] | None = None) -> None:
         self.bytes = dict.fromkeys(KINDS, 0)
-        self._seen: dict[int, npt.NDArray[np.generic]] = {}  # kept: ids stay unique
+        # Buffers counted (shared with the footprint this one was split from), kept:
+        # their ids stay unique.
+        self._seen: dict[int, npt.NDArray[np.generic]] = {} if seen is None else seen
 
     @property
     def total(self) -> int:
@@ -64,9 +66,7 @@ class Footprint:
     def split(self) -> Footprint:
         """An empty footprint that counts nothing this one has counted (for measuring
         the next structure apart: what it shares with this one is not its own)."""
-        other = Footprint()
-        other._seen = self._seen
-        return other
+        return Footprint(self._seen)
 
 
 def batch_arrays(batch: Batch) -> Held:

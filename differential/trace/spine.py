@@ -67,7 +67,7 @@ class TraceHandle:
     def release(self) -> None:
         if not self.released:
             self.released = True
-            self.spine._release(self)
+            self.spine.released_handle(self)
 
 
 class Spine:
@@ -96,7 +96,8 @@ class Spine:
         self.handles.append(h)
         return h
 
-    def _release(self, handle: TraceHandle) -> None:
+    def released_handle(self, handle: TraceHandle) -> None:
+        """Forget a reader that released its handle (its frontier holds nothing back)."""
         self.handles.remove(handle)
 
     @property

@@ -256,7 +256,7 @@ def test_steps_run_in_parts_and_counted_under_a_row_limit_give_the_reference_ans
     """Sorts, reduces, joins and extensions split in parts as tiny as can be, and the
     pairs of every join counted first (as under a row limit), meet the reference."""
     from differential.operators import join
-    from joins import delta_query
+    from joins import extend
     from tests.datalog.test_engine_vs_reference import check_against_reference
 
     unlimited = 10**12
@@ -264,7 +264,7 @@ def test_steps_run_in_parts_and_counted_under_a_row_limit_give_the_reference_ans
         # the numpy kernels whatever the size, and every part as small as can be
         tuned(TUNING.but(few=0, sort_part=3, history=2, pairs=2, proposals=2)),
         mock.patch.object(join, "row_limit", lambda: unlimited),
-        mock.patch.object(delta_query, "row_limit", lambda: unlimited),
+        mock.patch.object(extend, "row_limit", lambda: unlimited),
     ):
         check_against_reference(data)
 

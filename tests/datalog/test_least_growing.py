@@ -65,7 +65,7 @@ def least_step(on: bool) -> Iterator[list[int]]:
         return original(*args)
 
     if on:
-        with mock.patch("differential.operators.reduce.extreme_step", counted):
+        with mock.patch("differential.operators.reduce_extreme.extreme_step", counted):
             yield used
         return
     plain = subsume.dominance_reducer

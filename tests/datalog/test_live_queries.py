@@ -304,7 +304,7 @@ def test_a_budget_stops_a_huge_product_between_two_chunks_and_changes_nothing(
     from datalog.lang.errors import BudgetExceeded
     from differential.dataflow import Interrupted
     from differential.operators import join
-    from joins import delta_query
+    from joins import extend
 
     db = Database()
     db.define(".decl a(x: number)\n.decl b(y: number)\n.decl c(z: number)\n" + program)
@@ -321,7 +321,7 @@ def test_a_budget_stops_a_huge_product_between_two_chunks_and_changes_nothing(
     with (
         tuned(TUNING.but(pairs=1_000, proposals=1_000)),
         mock.patch.object(join, "check_budget", check),
-        mock.patch.object(delta_query, "check_budget", check),
+        mock.patch.object(extend, "check_budget", check),
         pytest.raises(BudgetExceeded),
         db.budget(60),
     ):

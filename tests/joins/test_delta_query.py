@@ -29,6 +29,8 @@ from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
+from differential.tuning import TUNING, tuned
+from joins.delta_query import DeltaQueryOp
 
 pytestmark = pytest.mark.usefixtures("small_path")
 
@@ -400,3 +402,28 @@ def test_less_than_keeps_only_the_smaller_left_side() -> None:
         assert acc.rows() == {(1, 5, 2)}
     assert set(db.query("e(a, b), f(b, c), c > a", plan="wcoj")) == {(1, 5, 2)}
     assert set(db.query("e(a, b), f(b, c), a != c, c < a", plan="wcoj")) == {(3, 5, 2)}
+
+
+def test_a_huge_product_streams_out_in_bounded_parts() -> None:
+    """The delta query walks depth first: its output leaves in parts of about
+    `TUNING.proposals` rows, never as one batch of the whole product (a LiveJournal
+    triangle count held hundreds of millions of rows at once), and the parts add up
+    to exactly the answer."""
+    n, proposals = 24, 50
+    edges = [(a, b) for a in range(n) for b in range(a + 1, n)]  # every a < b < c
+    db = Database()
+    db.define(TRIANGLES)
+    with tuned(TUNING.but(proposals=proposals, prefixes=proposals)):
+        acc = Accumulated("wcoj")
+        db.subscribe("tri(a, b, c)", acc, plan="wcoj")
+        dataflow = db.live["tri(a, b, c) [plan=wcoj]"].plan.dataflow
+        (op,) = [op for op in dataflow.root.operators if isinstance(op, DeltaQueryOp)]
+        sent: list[int] = []
+        op.output.connect(lambda updates: sent.append(len(updates)))
+        db.insert("e", edges)
+    triangles = n * (n - 1) * (n - 2) // 6
+    assert acc.rows() == {(a, b, c) for a, b in edges for c in range(b + 1, n)}
+    assert sum(sent) == triangles and len(sent) > 1
+    # A batch is flushed once it reaches `proposals` rows; a part adds at most a
+    # chunk's survivors (about `proposals` candidates) to it.
+    assert max(sent) < 3 * proposals

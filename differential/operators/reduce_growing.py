@@ -1,0 +1,126 @@
+"""The growing step of `distinct`: while its input only grows, emit the keys not yet out.
+
+Layer: differential (operators). Imports `batch`, `dataflow`, `time`, `trace`, the
+arrange operator and the reduce tactics.
+
+With all input history at times `<= t` and nothing scheduled at `t`, the output
+accumulated at `t` is already `distinct` of that history (every interesting time up
+to here was evaluated), and adding positive multiplicities can only make absent
+keys present. No input history is read. While the output's keys are kept in a key
+set (`seen`), membership is a probe, and neither the input's changes nor the
+output are arranged (`unbuilt`: nothing sorts them until someone reads the trace;
+a one-shot dataflow never does). The first step that is not growing settles the
+output into the trace and drops the key set (`stop`). Fused rounds drive this
+state through the reduce's public protocol (`ReduceOp.holds`, `ReduceOp.grown`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from differential.batch import Column, Updates, concat
+from differential.dataflow import check_budget
+from differential.operators.arrange import Arranged, Owner
+from differential.operators.reduce_tactics import all_positive
+from differential.sort import run_starts
+from differential.time import Antichain, Time, column
+from differential.trace.batch import Hashes, key_hash
+from differential.trace.index import KeySet
+from differential.trace.spine import Spine
+from differential.tuning import TUNING
+
+Row = tuple[object, ...]
+
+
+class GrowingDistinct:
+    """`distinct`'s growing tactic, and the output's key set while it applies."""
+
+    def __init__(self, source: Arranged, trace: Spine) -> None:
+        self.source, self.trace = source, trace
+        k, dtypes = source.key_arity, source.dtypes
+        self.seen: KeySet | None = KeySet(dtypes[:k], k == 1 and dtypes[0].kind in "iu")
+        self.unbuilt: list[Updates] = []  # output of growing steps, not arranged yet
+
+    def applies(self, changes: Updates | None) -> bool:
+        """Only insertions at the step's time (the driver checks the history)."""
+        return changes is not None and all_positive(changes.diffs)
+
+    def step(self, time: Time) -> Updates | None:
+        """The keys of the changes at `time` not in the output yet (None: none)."""
+        if self.seen is not None:
+            changes = self.source.changes(time)
+            assert changes is not None
+            updates, hashes = changes
+            keys: tuple[Column, ...] = updates.columns
+            fresh = _admit(self.seen, hashes, keys)
+        else:
+            delta = self.source.delta(time)
+            assert delta is not None
+            first = np.flatnonzero(run_starts([delta.hashes, *delta.columns]))
+            keys = tuple(c[first] for c in delta.columns)
+            owner, found = self.trace.lookup(keys, delta.hashes[first])
+            counts = np.zeros(len(first), dtype=np.int64)  # int64: exact for any count
+            np.add.at(counts, owner, found.diffs)
+            fresh = np.flatnonzero(counts <= 0)
+        n = len(fresh)
+        if not n:
+            return None
+        if n < len(keys[0]):
+            keys = tuple(k[fresh] for k in keys)
+        return Updates(keys, column(time, n), np.ones(n, dtype=np.int64))
+
+    def keep(self, change: Updates) -> bool:
+        """Hold a step's output unarranged while the key set answers membership."""
+        if self.seen is None:
+            return False
+        self.unbuilt.append(change)
+        return True
+
+    def holds(self) -> Callable[[int, Row], bool]:
+        """Membership of a key (its hash, its row) in the output, while growing."""
+        assert self.seen is not None
+        return self.seen.holds
+
+    def grown(self, result: Updates) -> None:
+        """Record new keys that fused rounds emitted (each once, none held yet)."""
+        seen = self.seen
+        assert seen is not None
+        if seen.identity:
+            seen.admit_absent(key_hash(result.columns), result.columns)
+        else:
+            added = seen.admit(key_hash(result.columns), result.columns)
+            assert len(added) == len(result), "fused rounds admit each new key once"
+        self.unbuilt.append(result)
+
+    def settle(self) -> None:
+        """Arrange the output of growing steps into the trace, all in one batch."""
+        if self.unbuilt:
+            updates = concat(self.unbuilt)
+            self.unbuilt = []
+            lower = Antichain([tuple(int(t) for t in updates.times.min(axis=1))])
+            self.trace.insert(updates, lower, Antichain())
+
+    def stop(self) -> None:
+        """Settle, and read the trace from here on (it may now lose keys)."""
+        self.settle()
+        self.seen = None
+
+    def unbuilt_size(self) -> int:
+        return sum(len(part) for part in self.unbuilt)
+
+
+def _admit(seen: KeySet, hashes: Hashes, keys: Sequence[Column]) -> Owner:
+    """`seen.admit` of many keys a run of `TUNING.history` at a time, the budget checked in
+    between (a run admitted stays admitted: the operator's state is dropped with its
+    dataflow when the step fails)."""
+    n = len(hashes)
+    if n <= TUNING.history:
+        return seen.admit(hashes, keys)
+    parts = []
+    for lo in range(0, n, TUNING.history):
+        check_budget()
+        run = slice(lo, lo + TUNING.history)
+        parts.append(seen.admit(hashes[run], tuple(k[run] for k in keys)) + lo)
+    return np.concatenate(parts)

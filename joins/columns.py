@@ -1,0 +1,168 @@
+"""A delta query's pipeline on numpy columns: the reference tactic.
+
+Layer: joins. Imports `differential` and the extenders.
+
+Prefixes are `Prefixes` (`Updates` whose columns follow the variables bound so
+far), proposals are `Proposals`; every binding is an extender of
+`joins.extenders` (`CollectionExtender`, `UnaryExtender`, `ConstantExtender`,
+`AntijoinExtender`) and the extension is the one algorithm of `joins.extend`,
+over `ColumnShape`. The driver (`delta_query.DeltaQueryOp`) walks the pipeline.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from differential.batch import Updates, concat
+from differential.dataflow import row_limit
+from differential.time import Time
+from differential.tuning import TUNING
+from joins.extend import Extender, extend, extend_parts
+from joins.extenders import (
+    AntijoinExtender,
+    CollectionExtender,
+    ConstantExtender,
+    Owner,
+    Prefixes,
+    Proposals,
+    UnaryExtender,
+)
+from joins.pipeline import Query, Stage
+
+ColumnExtender = Extender[Prefixes, Proposals, Owner, Owner]
+
+
+class ColumnShape:
+    """`Prefixes` and `Proposals` of numpy columns, for `joins.extend.extend`."""
+
+    def __init__(self, dtype: np.dtype) -> None:
+        self.dtype = dtype  # of the variable being bound
+
+    def size(self, prefixes: Prefixes) -> int:
+        return len(prefixes)
+
+    def fewest(self, counts: Sequence[Owner]) -> tuple[Owner, Owner]:
+        stacked = np.stack(counts)
+        winner = np.argmin(stacked, axis=0)
+        return winner, np.take_along_axis(stacked, winner[None, :], axis=0)[0]
+
+    def total(self, sizes: Owner) -> int:
+        return int(sizes.sum())
+
+    def chunks(self, n: int, sizes: Owner | None) -> Iterator[Owner]:
+        """Consecutive runs of the rows `0..n`: about `TUNING.proposals` candidates each
+        by their proposal `sizes`, or `TUNING.prefixes` rows each when unknown."""
+        if sizes is None:
+            edges = [*range(0, n, TUNING.prefixes), n]
+        else:
+            ends = np.cumsum(sizes)
+            marks = np.arange(TUNING.proposals, int(ends[-1]) if n else 0, TUNING.proposals)
+            edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), n]).tolist()
+        for lo, hi in itertools.pairwise(edges):
+            yield np.arange(lo, hi, dtype=np.intp)
+
+    def won(self, rows: Owner, winner: Any, w: int) -> Owner:
+        return rows if winner is None else rows[winner[rows] == w]
+
+    def extended(self, prefixes: Prefixes, proposals: Proposals, var: str) -> Prefixes:
+        return proposals.extend(prefixes, var)
+
+    def gathered(self, prefixes: Prefixes, var: str, parts: list[Prefixes]) -> Prefixes:
+        vars_ = (*prefixes.vars, var)
+        if not parts:
+            empty = prefixes.updates.take(np.zeros(0, dtype=np.intp))
+            column = np.zeros(0, dtype=self.dtype)
+            return Prefixes(vars_, empty.with_columns((*empty.columns, column)))
+        return Prefixes(vars_, concat([p.updates for p in parts]))
+
+
+class ColumnsPipeline:
+    """One pipeline's steps on columns, at `time`, with the bindings in `new` seen
+    with this time's changes."""
+
+    def __init__(self, query: Query, new: frozenset[int], time: Time) -> None:
+        self.query, self.new, self.time = query, new, time
+
+    def start(self, vars_: tuple[str, ...], changes: Updates) -> Prefixes:
+        return Prefixes(vars_, changes)
+
+    def empty(self, prefixes: Prefixes) -> bool:
+        return not len(prefixes)
+
+    def parts(self, prefixes: Prefixes, stage: Stage) -> Iterable[Prefixes]:
+        """Bind `stage.variable`: its proposers compete, negations now bound check.
+        The survivors come chunk by chunk (the walk carries each on before the next
+        is proposed), or as one part under a row limit, which counts a stage whole."""
+        proposers = self.proposers(stage)
+        negations = [self._antijoin(j, stage.variable) for j in stage.negations]
+        shape = ColumnShape(self.query.dtypes[stage.variable])
+        args = (shape, prefixes, stage.variable, proposers, negations, self.time)
+        return extend_parts(*args) if row_limit() is None else [extend(*args)]
+
+    def check(self, prefixes: Prefixes, stage: Stage) -> Prefixes:
+        """The checks placed after `stage` (negations of a later stage ran in `extend`)."""
+        query, time = self.query, self.time
+        for k in stage.fixed:
+            prefixes = self._constant(k).filter(prefixes, time)
+        for j in stage.unary:
+            prefixes = self._unary(j).filter(prefixes, time)
+        for j in stage.complete:
+            prefixes = self._whole(j).filter(prefixes, time)
+        if not stage.variable:
+            for j in stage.negations:
+                prefixes = self._antijoin(j).filter(prefixes, time)
+        for k in stage.predicates:
+            prefixes = query.predicates[k].filter(prefixes, time)
+        return prefixes
+
+    def finish(self, prefixes: Prefixes) -> Updates:
+        """The output's columns, in its variables' order."""
+        query = self.query
+        if not len(prefixes) and not set(query.out_vars) <= set(prefixes.vars):
+            dtypes = [query.dtypes[v] for v in query.out_vars]
+            return Updates.empty(len(dtypes), len(self.time), dtypes)
+        order = [prefixes.vars.index(v) for v in query.out_vars]
+        u = prefixes.updates
+        return Updates(tuple(u.columns[i] for i in order), u.times, u.diffs)
+
+    def proposers(self, stage: Stage) -> list[ColumnExtender]:
+        """Constants first (they win ties), then binary bindings, then unary ones."""
+        patterns, var = self.query.patterns, stage.variable
+        out: list[ColumnExtender] = [self._constant(k) for k in stage.constants]
+        binary = [j for j in stage.proposers if len(patterns[j].vars) == 2]
+        out += [self._collection(j, var) for j in binary]
+        out += [self._unary(j) for j in stage.proposers if j not in binary]
+        return out
+
+    def _collection(self, j: int, var: str) -> CollectionExtender:
+        p = self.query.patterns[j]
+        first = p.vars[1] == var
+        by_key = p.by_first if first else p.by_second
+        assert by_key is not None
+        key = p.vars[0] if first else p.vars[1]
+        both = (p.vars[0], p.vars[1])
+        return CollectionExtender(key, var, by_key, p.by_both, both, j in self.new)
+
+    def _unary(self, j: int) -> UnaryExtender:
+        p = self.query.patterns[j]
+        return UnaryExtender(p.vars[0], p.by_both, j in self.new)
+
+    def _antijoin(self, j: int, proposing: str = "") -> AntijoinExtender:
+        p = self.query.patterns[j]
+        return AntijoinExtender(p.vars, p.by_both, j in self.new, proposing)
+
+    def _constant(self, k: int) -> ConstantExtender:
+        const = self.query.constants[k]
+        return ConstantExtender(const.var, const.value, self.query.dtypes[const.var])
+
+    def _whole(self, j: int) -> UnaryExtender | CollectionExtender:
+        p = self.query.patterns[j]
+        if len(p.vars) == 1:
+            return self._unary(j)
+        assert p.by_first is not None
+        both = (p.vars[0], p.vars[1])
+        return CollectionExtender(p.vars[0], p.vars[1], p.by_first, p.by_both, both, j in self.new)
