@@ -139,7 +139,11 @@ class Transaction:
         grouped: dict[str, list[tuple[tuple[np.ndarray, ...], bool]]] = {}
         for relation, cols, inserting in self.parts:
             grouped.setdefault(relation, []).append((cols, inserting))
-        return {rel: _requests(parts) for rel, parts in grouped.items()}
+        requests = {rel: _requests(parts) for rel, parts in grouped.items()}
+        self.parts = [
+            part for rel, parts in grouped.items() for part in _held(rel, parts, requests)
+        ]
+        return requests
 
 
 def _nullary_rows(relation: str, rows: object) -> int:
@@ -150,6 +154,18 @@ def _nullary_rows(relation: str, rows: object) -> int:
     if any(not isinstance(r, tuple) or r for r in found):
         raise TransactionError(f"`{relation}` has no columns: its only row is `()`")
     return len(found)
+
+
+def _held(
+    relation: str, parts: list[tuple[tuple[np.ndarray, ...], bool]], requests: dict[str, Requests]
+) -> list[Part]:
+    """What the transaction keeps of a relation's parts once its request is made (the
+    log's record is written from them): the request's own columns when every part
+    goes one way, so a bulk load of many batches is held once while it commits, not
+    as its batches and their concatenation; otherwise the parts, in order."""
+    if len(parts) > 1 and len({inserting for _, inserting in parts}) == 1:
+        return [(relation, requests[relation].columns, parts[0][1])]
+    return [(relation, columns, inserting) for columns, inserting in parts]
 
 
 def _requests(parts: list[tuple[tuple[np.ndarray, ...], bool]]) -> Requests:

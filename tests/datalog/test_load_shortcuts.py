@@ -4,6 +4,8 @@ built from rows in order, one repeated time or diff held once, the packed key ha
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
@@ -50,3 +52,31 @@ def test_a_bulk_load_sorted_or_not_answers_like_rows_inserted_one_by_one() -> No
     )
     assert answers[0][0] == expected_edges
     assert answers[0] == answers[1] == answers[2]
+
+
+def test_a_load_in_batches_is_held_once_at_commit_and_logged_as_inserted(tmp_path: Path) -> None:
+    # a relation inserted in several batches is held as ONE part (its request's columns)
+    # once the commit builds its request, not as its batches and their concatenation;
+    # a relation with inserts and retracts keeps its parts in order; the log replays both
+    program = ".decl e(a: number, b: symbol)\n.decl f(a: number)\n"
+    batches = [pa.table({"a": [i, i + 1], "b": [f"s{i}", "t"]}) for i in range(0, 8, 2)]
+    with Database(tmp_path) as db:
+        db.define(program)
+        with db.transaction() as tx:
+            for batch in batches:
+                tx.insert("e", batch)
+            tx.insert("f", [(1,), (2,)])
+            tx.retract("f", [(1,)])
+            tx.insert("f", [(1,), (3,)])
+        assert [
+            (relation, len(columns[0]), inserting) for relation, columns, inserting in tx.parts
+        ] == [
+            ("e", 8, True),
+            ("f", 2, True),
+            ("f", 1, False),
+            ("f", 2, True),
+        ]
+        expected = (db.query("e(a, b)"), db.query("f(a)"))
+    assert sorted(expected[1]) == [(1,), (2,), (3,)]
+    with Database(tmp_path) as again:
+        assert (again.query("e(a, b)"), again.query("f(a)")) == expected

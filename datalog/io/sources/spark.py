@@ -107,24 +107,69 @@ def read_csv(
     equal to the first line of the first file are dropped. A line with the
     wrong number of fields or a value that is not of its column's type raises
     `FactFileError` (one extra Spark job checks the file)."""
+    read = _ReadText(spark, paths, info, delimiter, header)
+    return _checked([read])[0]
+
+
+def read_fact_files(spark: SparkSession, files: Iterable[FactFile]) -> dict[str, DataFrame]:
+    """The files of `.input` directives by relation, as `read_fact_file` reads each,
+    checked by ONE Spark job for all of them (a job costs about as much as a small
+    file's whole reading)."""
+    reads = [_ReadText(spark, str(f.path), f.relation, f.delimiter, f.headers) for f in files]
+    return {read.info.name: frame for read, frame in zip(reads, _checked(reads), strict=True)}
+
+
+@dataclass
+class _ReadText:
+    """One delimited text relation as parsed by Spark, before its check."""
+
+    spark: SparkSession
+    paths: str | Path | list[str]
+    info: RelationInfo
+    delimiter: str
+    header: bool
+
+    def __post_init__(self) -> None:
+        from pyspark.sql import functions as sf
+
+        paths = self.paths
+        self.files = [str(p) for p in paths] if isinstance(paths, list) else [str(paths)]
+        lines = self.spark.read.text(self.files).where(sf.col("value") != "")
+        if self.header:
+            lines = lines.where(sf.col("value") != _first_line(self.files[0]))
+        parts = sf.split(sf.col("value"), re.escape(self.delimiter), -1)
+        types = self.info.types
+        columns = [parts[i].cast(SPARK_TYPES[t]).alias(f"c{i}") for i, t in enumerate(types)]
+        self.frame = lines.select("value", sf.size(parts).alias("n"), *columns)
+        valid = sf.col("n") == self.info.arity
+        for i in range(self.info.arity):
+            valid = valid & sf.col(f"c{i}").isNotNull()
+        self.bad = self.frame.where(~valid).select("value")
+
+    def error(self, line: str) -> FactFileError:
+        info = self.info
+        message = f"a line of `{info.name}` does not have {info.arity} values of types {info.types}"
+        return FactFileError(message, self.files[0], text=line)
+
+
+def _checked(reads: list[_ReadText]) -> list[DataFrame]:
+    """The frames of `reads`, once ONE job found no bad line in any of them (else
+    `FactFileError` for the first read with one, at its least bad line): an aggregate,
+    planned statically (adaptive execution would run its two stages as two jobs)."""
     from pyspark.sql import functions as sf
 
-    files = [str(p) for p in paths] if isinstance(paths, list) else [str(paths)]
-    lines = spark.read.text(files).where(sf.col("value") != "")
-    if header:
-        first = _first_line(files[0])
-        lines = lines.where(sf.col("value") != first)
-    parts = sf.split(sf.col("value"), re.escape(delimiter), -1)
-    columns = [parts[i].cast(SPARK_TYPES[t]).alias(f"c{i}") for i, t in enumerate(info.types)]
-    frame = lines.select("value", sf.size(parts).alias("n"), *columns)
-    valid = sf.col("n") == info.arity
-    for i in range(info.arity):
-        valid = valid & sf.col(f"c{i}").isNotNull()
-    bad = frame.where(~valid).select("value").first()
-    if bad is not None:
-        message = f"a line of `{info.name}` does not have {info.arity} values of types {info.types}"
-        raise FactFileError(message, files[0], text=bad.value)
-    return frame.drop("value", "n")
+    from datalog.io.spark.session import static_plan
+
+    if reads:
+        bad = [read.bad.select(sf.lit(i).alias("read"), "value") for i, read in enumerate(reads)]
+        union = bad[0]
+        for frame in bad[1:]:
+            union = union.union(frame)
+        with static_plan(union.sparkSession):
+            first = union.agg(sf.min(sf.struct("read", "value")).alias("bad")).first()
+        if first is not None and first.bad is not None:
+            raise reads[first.bad.read].error(first.bad.value)
+    return [read.frame.drop("value", "n") for read in reads]
 
 
 def _first_line(path: str | Path) -> str:

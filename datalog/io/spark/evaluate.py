@@ -16,25 +16,30 @@ double (float) and string (symbol), holding a SET of rows.
   rule's head rows, without copies, cached so later strata do not recompute it
   (its plan stays as long as the program, so no checkpoint is needed).
 - A recursive stratum: semi-naive iteration. Round 0 applies every rule to the
-  base rows; afterwards each rule is applied once per positive atom of the
-  stratum whose delta is not empty, that atom reading the previous round's
-  delta (broadcast when it fits under Spark's broadcast threshold) and every
-  other atom the full relation. The derived rows not in `full` are the next
-  delta, checkpointed and counted by the one job that computes them (an
-  observed metric; the count ends the iteration); `full` grows by it and its lineage is cut with a
-  lazy `localCheckpoint` every `checkpoint_every` rounds.
+  base rows, and its delta is those rows and the derived ones; afterwards each rule
+  is applied once per positive atom of the stratum whose delta is not empty, that
+  atom reading the previous round's delta (broadcast when it fits under Spark's
+  broadcast threshold) and every other atom the full relation. The derived rows
+  not in `full` are the next delta, checkpointed and counted by the one job that
+  computes them (an observed metric; the count ends the iteration).
+- Every delta is hash-partitioned by all its columns into the session's shuffle
+  partitions and checkpointed by a static (non-adaptive) plan, which keeps that
+  partitioning (an adaptive plan's checkpoint forgets it). `full` is the union of
+  the deltas (a union of identically partitioned children stays partitioned), so
+  a round's anti-join against `full` reads it where it lies and shuffles only the
+  rows just derived; every `merge_every` rounds the pieces become one checkpoint.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from datalog.eval.reference import Solver
 from datalog.io.spark.body import BodySolver
 from datalog.io.spark.columns import SPARK_TYPES, Names
-from datalog.io.spark.session import prepare
+from datalog.io.spark.session import prepare, static_plan
 from datalog.lang.ast import Atom, Rule
 from datalog.lang.checks import CheckedProgram
 from datalog.lang.errors import UnsupportedError
@@ -54,7 +59,7 @@ def evaluate(
     checked: CheckedProgram,
     inputs: Mapping[str, DataFrame],
     *,
-    checkpoint_every: int = 4,
+    merge_every: int = 16,
     verbose: bool = False,
 ) -> Relations:
     """Every relation of `checked`: the `inputs` (by position), the program's
@@ -63,7 +68,7 @@ def evaluate(
     prepare(spark)
     relations = base_relations(spark, checked, inputs)
     for stratum in checked.strata:
-        evaluator = StratumEvaluator(spark, checked, relations, checkpoint_every, verbose)
+        evaluator = StratumEvaluator(spark, checked, relations, merge_every, verbose)
         relations.update(evaluator.run(stratum))
     for name in inputs:  # read as they came (bodies do not mind copies), returned as sets
         relations[name] = relations[name].distinct()
@@ -86,8 +91,28 @@ def require_supported(checked: CheckedProgram) -> None:
             )
 
 
-def spark_schema(info: RelationInfo) -> str:
-    return ", ".join(f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(info.types))
+def rows_frame(
+    spark: SparkSession, rows: Sequence[tuple[object, ...]], info: RelationInfo
+) -> DataFrame:
+    """A frame of the relation's types holding `rows`, built by the JVM alone: a
+    generated table of literals (`createDataFrame` of Python rows is a Python RDD,
+    which starts Python workers on the executors for every job that reads it)."""
+    from pyspark.sql import functions as sf
+
+    kinds = [SPARK_TYPES[t] for t in info.types]
+    if not rows:
+        empty = [sf.lit(None).cast(k).alias(f"c{i}") for i, k in enumerate(kinds)]
+        return spark.range(0).select(*empty)
+    structs = [
+        sf.struct(
+            *[
+                sf.lit(v).cast(k).alias(f"c{i}")
+                for i, (v, k) in enumerate(zip(row, kinds, strict=True))
+            ]
+        )
+        for row in rows
+    ]
+    return spark.range(1).select(sf.inline(sf.array(*structs)))
 
 
 def typed(frame: DataFrame, info: RelationInfo) -> DataFrame:
@@ -119,7 +144,7 @@ def base_relations(
             rows.setdefault(fact.head.name, []).append(row)
     relations: Relations = {}
     for name, info in checked.schema.relations.items():
-        frame = spark.createDataFrame(rows.get(name, []), spark_schema(info))
+        frame = rows_frame(spark, rows.get(name, []), info)
         if name in inputs:
             frame = typed(inputs[name], info).unionByName(frame)
         relations[name] = frame.cache()
@@ -137,54 +162,85 @@ class StratumEvaluator:
         spark: SparkSession,
         checked: CheckedProgram,
         relations: Relations,
-        checkpoint_every: int,
+        merge_every: int,
         verbose: bool,
     ) -> None:
         self.spark, self.checked = spark, checked
         self.relations = relations
-        self.checkpoint_every = max(1, checkpoint_every)
+        self.merge_every = max(1, merge_every)
         self.verbose = verbose
 
     def run(self, stratum: Stratum) -> Relations:
         if not stratum.recursive:
             derived = self.derive(stratum, self.relations, None)
-            full = {n: self.relations[n].union(derived[n]).distinct() for n in stratum.relations}
+            full = {
+                n: union_all([self.relations[n], *filter(None, [derived[n]])]).distinct()
+                for n in stratum.relations
+            }
             return {n: f.cache() for n, f in full.items()}
         return self.iterate(stratum)
 
     def iterate(self, stratum: Stratum) -> Relations:
-        full = {n: self.relations[n] for n in stratum.relations}
-        delta = self.new_facts(self.derive(stratum, {**self.relations, **full}, None), full)
+        """Semi-naive rounds. Each relation's `full` is a union of the deltas found so
+        far, every one hash-partitioned by all its columns into the same partitions, so
+        a round's anti-join reads `full` where it lies and shuffles only derived rows;
+        round 0's delta includes the base rows (one extra pass over them, no extra job)."""
+        derived = self.derive(stratum, self.relations, None)
+        seeded = {n: union_all([self.relations[n], *filter(None, [derived[n]])]) for n in derived}
+        delta = self.new_facts(seeded, {})
+        pieces = {n: [frame] for n, (frame, _) in delta.items()}
         rounds = 0
         while any(size for _, size in delta.values()):
             rounds += 1
-            for name, (frame, _) in delta.items():
-                full[name] = full[name].union(frame)
-                if rounds % self.checkpoint_every == 0:
-                    full[name] = full[name].localCheckpoint(eager=False)
-            current = {**self.relations, **full}
-            delta = self.new_facts(self.derive(stratum, current, delta), full)
+            if rounds % self.merge_every == 0:
+                pieces = {n: [self.merged(frames)] for n, frames in pieces.items()}
+            full = {n: union_all(frames) for n, frames in pieces.items()}
+            delta = self.new_facts(self.derive(stratum, {**self.relations, **full}, delta), full)
+            for name, (frame, size) in delta.items():
+                if size:
+                    pieces[name].append(frame)
             if self.verbose:
                 sizes = ", ".join(f"{n} +{size:,}" for n, (_, size) in sorted(delta.items()))
                 print(
                     f"stratum {sorted(stratum.relations)}: round {rounds}: {sizes}", file=sys.stderr
                 )
-        return full
+        return {n: union_all(frames) for n, frames in pieces.items()}
 
-    def new_facts(self, derived: Relations, full: Relations) -> Deltas:
-        """The derived rows not in `full` yet, each materialized and counted by ONE job
-        (the count is observed while the checkpoint computes it): the next delta and
-        its size. Heads have no NULLs, so a plain anti-join on every column is `EXCEPT`."""
+    def new_facts(self, derived: Mapping[str, DataFrame | None], full: Relations) -> Deltas:
+        """The derived rows not in `full` yet (all of them without a `full`), each
+        hash-partitioned by all its columns, materialized and counted by ONE job (the
+        count is observed while the checkpoint computes it): the next delta and its
+        size. Heads have no NULLs, so a plain anti-join on every column is `EXCEPT`."""
         from pyspark.sql import Observation
         from pyspark.sql import functions as sf
 
         found: Deltas = {}
-        for name in full:
+        for name, frame in derived.items():
+            if frame is None:  # no rule was applied: nothing new, and no job to say so
+                found[name] = (rows_frame(self.spark, [], self.checked.schema[name]), 0)
+                continue
             rows = Observation()
-            new = derived[name].distinct().join(full[name], full[name].columns, "left_anti")
-            frame = new.observe(rows, sf.count(sf.lit(1)).alias("rows")).localCheckpoint()
-            found[name] = (frame, int(rows.get["rows"]))
+            new = self.partitioned(frame).distinct()
+            if name in full:
+                new = new.join(full[name], list(new.columns), "left_anti")
+            with static_plan(self.spark):
+                new = new.observe(rows, sf.count(sf.lit(1)).alias("rows")).localCheckpoint()
+            found[name] = (new, int(rows.get["rows"]))
         return found
+
+    def partitioned(self, frame: DataFrame) -> DataFrame:
+        """`frame` hash-partitioned by all its columns into the session's shuffle
+        partitions: the layout every piece of a recursive relation shares."""
+        partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "8")
+        return frame.repartition(partitions, *frame.columns)
+
+    def merged(self, frames: list[DataFrame]) -> DataFrame:
+        """The pieces of a relation as one checkpoint, partitioned as they are (their
+        union keeps the layout): bounds the union a round plans and reads."""
+        if len(frames) == 1:
+            return frames[0]
+        with static_plan(self.spark):
+            return union_all(frames).localCheckpoint()
 
     def broadcast(self, frame: DataFrame, rows: int, arity: int) -> DataFrame:
         """`frame`, hinted to be broadcast to every join when its rows fit under Spark's
@@ -194,9 +250,11 @@ class StratumEvaluator:
         threshold = byte_size(self.spark.conf.get("spark.sql.autoBroadcastJoinThreshold") or "-1")
         return sf.broadcast(frame) if 0 <= rows * arity * 8 <= threshold else frame
 
-    def derive(self, stratum: Stratum, relations: Relations, delta: Deltas | None) -> Relations:
+    def derive(
+        self, stratum: Stratum, relations: Relations, delta: Deltas | None
+    ) -> dict[str, DataFrame | None]:
         """Every rule's head rows; with `delta`, only those using some delta row (a rule
-        is not applied to an empty delta)."""
+        is not applied to an empty delta); None for a relation no rule was applied to."""
         found: dict[str, list[DataFrame]] = {n: [] for n in stratum.relations}
         for rule in stratum.rules:
             if delta is None:
@@ -207,7 +265,7 @@ class StratumEvaluator:
                 if rows:
                     source = self.broadcast(frame, rows, len(atom.args))
                     found[rule.head.name].append(self.apply(rule, relations, atom, source))
-        return {n: self.union(n, frames) for n, frames in found.items()}
+        return {n: union_all(frames) if frames else None for n, frames in found.items()}
 
     def apply(
         self, rule: Rule, relations: Relations, atom: Atom | None, source: DataFrame | None
@@ -219,14 +277,12 @@ class StratumEvaluator:
         frame = solver.solve(rule.body, solver.unit, names, sources)
         return solver.head(rule.head, frame, names)
 
-    def union(self, name: str, frames: list[DataFrame]) -> DataFrame:
-        if not frames:
-            info = self.checked.schema[name]
-            return self.spark.createDataFrame([], spark_schema(info))
-        result = frames[0]
-        for frame in frames[1:]:
-            result = result.union(frame)
-        return result  # the caller drops copies, once
+
+def union_all(frames: list[DataFrame]) -> DataFrame:
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.union(frame)
+    return result
 
 
 def byte_size(text: str) -> int:

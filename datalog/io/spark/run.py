@@ -4,7 +4,7 @@ Layer: datalog (Spark back end). Imports the checker, the fact-file
 conventions of `datalog.io.sources.csv` (file names, options, value formatting)
 and the Spark readers of `datalog.io.sources.spark`; pyspark only inside functions.
 
-The `.input` files are read by Spark (`read_fact_file`), the program is
+The `.input` files are read by Spark (`read_fact_files`, checked by one job), the program is
 evaluated by `datalog.io.spark.evaluate`, and every `.output` relation is sorted
 by Spark and streamed to its file (`toLocalIterator`), formatted exactly as
 the embedded engine formats it. `.printsize` counts with Spark.
@@ -34,15 +34,13 @@ def run(
     stdout: IO[str] | None = None,
 ) -> None:
     """Evaluate `program` on Spark like `deltalog run`; DatalogError on bad input."""
-    from datalog.io.sources.spark import read_fact_file
+    from datalog.io.sources.spark import read_fact_files
     from datalog.io.spark.session import local_session
 
     stdout = stdout or sys.stdout
     checked = check_program(parse_program(program))
     spark = spark or local_session()
-    inputs = {
-        file.relation.name: read_fact_file(spark, file) for file in input_files(checked, facts_dir)
-    }
+    inputs = read_fact_files(spark, input_files(checked, facts_dir))
     relations = evaluate(spark, checked, inputs)
     write_outputs(checked, relations, output_dir, stdout)
     for directive in checked.directives:

@@ -17,9 +17,11 @@ anything else `spark-submit --master` takes. No path here uses pandas
 from __future__ import annotations
 
 import os
+import re
 import sys
 import warnings
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -46,12 +48,13 @@ def spark_session(
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # workers need this venv
     master = master or os.environ.get("DELTALOG_SPARK_MASTER") or DEFAULT_MASTER
     local = master.startswith("local")
+    partitions = shuffle_partitions or default_partitions(master)
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or (8 if local else 32)))
+        .config("spark.sql.shuffle.partitions", str(partitions))
     )
     if local:
         builder = builder.config("spark.driver.memory", "2g")
@@ -61,6 +64,20 @@ def spark_session(
     spark.sparkContext.setLogLevel("ERROR")
     prepare(spark)
     return spark
+
+
+def default_partitions(master: str) -> int:
+    """Shuffle partitions for a new session: one per core of a `local[N]` master (a
+    round of the evaluator runs a static plan, whose partitions are not coalesced,
+    and on a few cores every further task is a fixed cost: docs/benchmarks.md,
+    "Spark"), 32 on a cluster (adaptive execution coalesces them where it plans)."""
+    found = re.fullmatch(r"local(?:\[(\d+|\*)(?:,\s*\d+)?\])?", master.strip())
+    if found is None:
+        return 32
+    cores = found.group(1)
+    if cores is None:
+        return 1
+    return os.cpu_count() or 1 if cores == "*" else max(1, int(cores))
 
 
 def local_session(
@@ -83,6 +100,26 @@ def prepare(spark: SparkSession) -> None:
     """Set the SQL options Deltalog's semantics need on an existing session."""
     for key, value in REQUIRED_CONF.items():
         spark.conf.set(key, value)
+
+
+@contextmanager
+def static_plan(spark: SparkSession) -> Iterator[None]:
+    """The job run inside planned statically, for a checkpoint that keeps its hash
+    partitioning: adaptive execution off (an adaptive plan's checkpoint forgets it,
+    Spark records it before the plan is final) and no inferred `IS NOT NULL` filters
+    (heads have no NULLs; such a filter under the union of a relation's pieces makes
+    Spark forget the union's partitioning, and shuffle `full` again). Restored after,
+    whatever happens."""
+    settings = {"spark.sql.adaptive.enabled": "false"}
+    settings["spark.sql.constraintPropagation.enabled"] = "false"
+    before = {key: spark.conf.get(key) or "true" for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            spark.conf.set(key, value)
 
 
 def _quiet_pandas_probe() -> None:

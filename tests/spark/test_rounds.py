@@ -1,0 +1,152 @@
+"""The fixed costs of a Spark evaluation: a recursive relation stays partitioned
+between rounds (only the rows just derived are shuffled), a round is at most three
+jobs, and the fact files of a run are checked by one job. Counted, never timed."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from datalog.eval.reference import evaluate as reference_evaluate
+from datalog.io.sources.csv import FactFile, FactFileError
+from datalog.io.spark.session import default_partitions
+from datalog.lang.checks import check_program
+from datalog.lang.parser import parse_program
+from tests.spark.test_evaluate import collect_all
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+pytestmark = pytest.mark.spark
+
+CLOSURE = """
+.decl edge(x: number, y: number)
+.decl path(x: number, y: number)
+path(x, y) :- edge(x, y).
+path(x, z) :- path(x, y), edge(y, z).
+"""
+CHAIN = [(i, i + 1) for i in range(9)] + [(3, 0)]  # a cycle, then a tail: 9 rounds
+
+
+def jobs(spark: SparkSession) -> int:
+    """How many jobs the session has run (they are numbered from 0)."""
+    return max(spark.sparkContext.statusTracker().getJobIdsForGroup(None), default=-1) + 1
+
+
+@contextlib.contextmanager
+def no_broadcast(spark: SparkSession) -> Iterator[None]:
+    key = "spark.sql.autoBroadcastJoinThreshold"
+    before = spark.conf.get(key) or "10485760b"
+    spark.conf.set(key, "-1")
+    try:
+        yield
+    finally:
+        spark.conf.set(key, before)
+
+
+@pytest.mark.parametrize("merge_every", [2, 16])
+def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
+    spark: SparkSession, merge_every: int
+) -> None:
+    from datalog.io.spark.evaluate import evaluate
+    from datalog.io.spark.session import static_plan
+
+    checked = check_program(parse_program(CLOSURE))
+    frame = spark.createDataFrame(CHAIN, "a long, b long")
+    before = jobs(spark)
+    stream = io.StringIO()
+    with contextlib.redirect_stderr(stream):
+        relations = evaluate(spark, checked, {"edge": frame}, merge_every=merge_every, verbose=True)
+    used = jobs(spark) - before
+    rounds = stream.getvalue().count("round ")
+    expected = reference_evaluate(checked, {"edge": set(CHAIN)})["path"]
+    assert collect_all({"path": relations["path"]})["path"] == expected
+    # round 0 and every later round: at most the broadcasts of the delta and of the
+    # small relation it joins, and the one job computing the next delta (adaptive
+    # execution ran each shuffle stage as a job of its own: four to six a round);
+    # merging the pieces every other round adds one job per merge
+    merges = rounds // merge_every
+    assert rounds == 9 and used <= 3 * (rounds + 1) + merges
+    # the full relation is laid out as new rows are: an anti-join against it, planned
+    # as a round plans it, shuffles the new rows only (one exchange, on their side)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "0")
+    new = spark.createDataFrame([(1, 2), (5, 0)], "c0 long, c1 long")
+    anti = new.repartition(partitions, "c0", "c1").join(
+        relations["path"], ["c0", "c1"], "left_anti"
+    )
+    plan = io.StringIO()
+    with no_broadcast(spark), static_plan(spark), contextlib.redirect_stdout(plan):
+        anti.explain()
+    assert plan.getvalue().count("Exchange") == 1, plan.getvalue()
+    assert sorted(tuple(r) for r in anti.collect()) == [(5, 0)]
+
+
+def test_fact_files_of_a_run_are_checked_by_one_job(spark: SparkSession, tmp_path: Path) -> None:
+    from datalog.io.sources.spark import read_fact_files
+
+    checked = check_program(parse_program(CLOSURE + ".decl name(x: number, s: symbol)\n"))
+    schema = checked.schema
+    (tmp_path / "edge.facts").write_text("1\t2\n2\t3\n")
+    (tmp_path / "path.facts").write_text("7\t8\n")
+    (tmp_path / "name.facts").write_text("1\tone\n")
+    files = [FactFile(schema[n], tmp_path / f"{n}.facts") for n in ("edge", "path", "name")]
+    before = jobs(spark)
+    frames = read_fact_files(spark, files)
+    assert jobs(spark) - before == 1
+    found: dict[str, Any] = collect_all(frames)
+    assert found == {"edge": {(1, 2), (2, 3)}, "path": {(7, 8)}, "name": {(1, "one")}}
+
+
+def test_the_first_fact_file_with_a_bad_line_is_named(spark: SparkSession, tmp_path: Path) -> None:
+    from datalog.io.sources.spark import read_fact_files
+
+    schema = check_program(parse_program(CLOSURE)).schema
+    (tmp_path / "edge.facts").write_text("1\t2\n")
+    (tmp_path / "path.facts").write_text("7\tx\n")
+    (tmp_path / "late.facts").write_text("1\n")
+    files = [
+        FactFile(schema["edge"], tmp_path / "edge.facts"),
+        FactFile(schema["path"], tmp_path / "path.facts"),
+        FactFile(schema["edge"], tmp_path / "late.facts"),
+    ]
+    with pytest.raises(FactFileError) as caught:
+        read_fact_files(spark, files)
+    assert caught.value.path == str(tmp_path / "path.facts")
+    assert caught.value.text == "7\tx"
+
+
+@pytest.mark.parametrize(
+    ("master", "partitions"),
+    [("local", 1), ("local[2]", 2), ("local[3, 2]", 3), ("spark://127.0.0.1:7077", 32)],
+)
+def test_a_local_session_shuffles_into_one_partition_per_core(master: str, partitions: int) -> None:
+    assert default_partitions(master) == partitions
+
+
+def test_program_facts_are_built_by_the_jvm_without_python_rows(spark: SparkSession) -> None:
+    # facts of every type (and a relation without any) give the reference's answers,
+    # from a plan that reads no Python RDD (it would start Python workers)
+    from datalog.io.spark.evaluate import evaluate
+
+    text = """
+    .decl fact(x: number, s: symbol, f: float)
+    fact(1, "one", 0.5). fact(-9223372036854775807, "", -2.25). fact(1, "one", 0.5).
+    .decl none(x: number)
+    .decl both(x: number, s: symbol)
+    both(x, s) :- fact(x, s, _), !none(x).
+    """
+    checked = check_program(parse_program(text))
+    relations = evaluate(spark, checked, {})
+    expected = reference_evaluate(checked, {})
+    found = collect_all({n: relations[n] for n in ("fact", "none", "both")})
+    assert found == {n: expected[n] for n in ("fact", "none", "both")}
+    for name in ("fact", "none"):
+        plan = io.StringIO()
+        with contextlib.redirect_stdout(plan):
+            relations[name].explain()
+        assert "ExistingRDD" not in plan.getvalue(), plan.getvalue()
