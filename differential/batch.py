@@ -12,7 +12,8 @@ checking the running budget between them, docs/adr/0039).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -293,3 +294,14 @@ def compact_uniform(times: Times, diffs: Diffs) -> tuple[Times, Diffs]:
     if not uniform(diffs) and bool((diffs == diffs[0]).all()):
         diffs = uniform_diffs(int(diffs[0]), n)
     return times, diffs
+
+
+def weighed_runs(ends: npt.NDArray[np.integer], limit: int) -> Iterator[Index]:
+    """Consecutive runs of the rows `0..len(ends)` whose weights add up to about `limit`
+    each (`ends`: the running sum of the weights; a row heavier than `limit` is a run
+    of its own): the parts a join, a reduce or an extension works through in turn."""
+    n = len(ends)
+    marks = np.arange(limit, int(ends[-1]) if n else 0, limit)
+    edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), n])
+    for lo, hi in itertools.pairwise(edges.tolist()):
+        yield np.arange(lo, hi, dtype=np.intp)

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from differential.batch import Updates, concat
+from differential.batch import Updates, concat, weighed_runs
 from differential.dataflow import row_limit
 from differential.time import Time
 from differential.tuning import TUNING
@@ -56,13 +56,10 @@ class ColumnShape:
     def chunks(self, n: int, sizes: Owner | None) -> Iterator[Owner]:
         """Consecutive runs of the rows `0..n`: about `TUNING.proposals` candidates each
         by their proposal `sizes`, or `TUNING.prefixes` rows each when unknown."""
-        if sizes is None:
-            edges = [*range(0, n, TUNING.prefixes), n]
-        else:
-            ends = np.cumsum(sizes)
-            marks = np.arange(TUNING.proposals, int(ends[-1]) if n else 0, TUNING.proposals)
-            edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), n]).tolist()
-        for lo, hi in itertools.pairwise(edges):
+        if sizes is not None:
+            yield from weighed_runs(np.cumsum(sizes), TUNING.proposals)
+            return
+        for lo, hi in itertools.pairwise([*range(0, n, TUNING.prefixes), n]):
             yield np.arange(lo, hi, dtype=np.intp)
 
     def won(self, rows: Owner, winner: Any, w: int) -> Owner:

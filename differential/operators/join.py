@@ -11,7 +11,6 @@ traces of its inputs.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -24,6 +23,7 @@ from differential.batch import (
     multiplied,
     python_rows,
     python_times,
+    weighed_runs,
 )
 from differential.dataflow import Operator, Stream, check_budget, check_rows, row_limit
 from differential.operators.arrange import Arranged, Owner
@@ -172,7 +172,4 @@ def _chunks(
     if not len(ends) or ends[-1] <= TUNING.pairs:
         yield None
         return
-    marks = np.arange(TUNING.pairs, int(ends[-1]), TUNING.pairs)
-    edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), len(delta)])
-    for lo, hi in itertools.pairwise(edges.tolist()):
-        yield np.arange(lo, hi, dtype=np.intp)
+    yield from weighed_runs(ends, TUNING.pairs)

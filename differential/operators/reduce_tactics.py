@@ -19,7 +19,6 @@ compute the same change (`tests/differential/test_oracle.py` runs them both):
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Sequence
 from typing import Protocol, cast
 
@@ -27,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.batch import Column, Updates, consolidate
+from differential.batch import Column, Updates, consolidate, weighed_runs
 from differential.dataflow import Stream, check_budget
 from differential.operators.arrange import Arranged, Owner
 from differential.operators.reducers import LINEAR, Counts, Groups, Reducer, distinct
@@ -146,10 +145,7 @@ class ColumnsTactic:
         if not len(ends) or ends[-1] <= TUNING.history:
             yield None
             return
-        marks = np.arange(TUNING.history, int(ends[-1]), TUNING.history)
-        edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), len(hashes)])
-        for lo, hi in itertools.pairwise(edges.tolist()):
-            yield np.arange(lo, hi, dtype=np.intp)
+        yield from weighed_runs(ends, TUNING.history)
 
     def _reduce(self, keys: Keys, time: Time) -> Updates:
         """The change of the output at `time` for `keys` (re-evaluated together)."""
