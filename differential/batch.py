@@ -201,7 +201,7 @@ def consolidate(updates: Updates) -> Updates:
         if found >= 0:
             return consolidate_sorted(updates, distinct=found > 0)
     uniform = uniform_diff(updates.diffs)
-    if uniform is not None:
+    if uniform is not None or TUNING.packed_diffs:
         fast = consolidate_packed(updates, uniform)
         if fast is not None:
             return fast
@@ -254,27 +254,55 @@ def uniform_diff(diffs: Diffs) -> int | None:
     return first if uniform(diffs) or bool((diffs == first).all()) else None
 
 
-def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
-    """All diffs equal: sort the packed rows themselves and count the runs."""
+def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
+    """Integer rows and times that pack into one int64: sort the packed rows themselves
+    (values, not a permutation: no gathers) and sum each run. `diff`: the diff every
+    update carries (each run's count times it); None: the diffs differ and are packed
+    too, below the rows, and summed per run (ADR 0057). None when they do not pack."""
     keys = [*updates.columns, *(updates.times[i] for i in range(updates.depth))]
-    packed = pack(keys)
+    packed = pack([*keys, updates.diffs] if diff is None else keys)
     if packed is None:
         return None
     ordered = sorted_values(packed[0])  # `pack` made it: ours to sort in place
-    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+    specs, sums = packed[1], None
+    if diff is None:  # the rows are the bits above the diff's
+        (low, width), specs = specs[-1], specs[:-1]
+        rows = ordered >> width if width else ordered
+    else:
+        rows = ordered
+    starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))
+    if diff is None:
+        sums = _summed_low_bits(ordered, starts, low, width)
+        kept = np.flatnonzero(sums)
+        if len(kept) < len(starts):
+            starts, sums = starts[kept], sums[kept]
     dtypes = [c.dtype for c in updates.columns] + [np.dtype(np.int64)] * updates.depth
-    cols = unpack(ordered[starts], packed[1], dtypes)
+    cols = unpack(rows[starts], specs, dtypes)
     arity, n = updates.arity, len(starts)
-    if updates.depth and all(width == 0 for _, width in packed[1][arity:]):
-        times = uniform_times(tuple(lo for lo, _ in packed[1][arity:]), n)  # one time
+    if updates.depth and all(width == 0 for _, width in specs[arity:]):
+        times = uniform_times(tuple(lo for lo, _ in specs[arity:]), n)  # one time
     elif updates.depth:
         times = np.stack(cols[arity:]).astype(np.int64, copy=False)
     else:
         times = np.empty((0, n), np.int64)
+    if diff is None:
+        assert sums is not None
+        return Updates(tuple(cols[:arity]), times, sums)
     if n == len(ordered):  # no two rows agree: every count is one
         return Updates(tuple(cols[:arity]), times, uniform_diffs(diff, n))
     counts = np.diff(np.append(starts, len(ordered)))
     return Updates(tuple(cols[:arity]), times, counts.astype(np.int64) * diff)
+
+
+def _summed_low_bits(
+    ordered: npt.NDArray[np.int64], starts: Index, low: int, width: int
+) -> npt.NDArray[np.int64]:
+    """Per run of `ordered` (from `starts`), the sum of the values packed in its low
+    `width` bits, each offset by `low` (`pack`'s spec of the last column)."""
+    values = ordered & ((1 << width) - 1) if width else np.zeros(len(ordered), np.int64)
+    if low:
+        values += low
+    return np.add.reduceat(values, starts) if len(starts) < len(values) else values
 
 
 def uniform_diffs(diff: int, n: int) -> Diffs:
