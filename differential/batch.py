@@ -25,6 +25,7 @@ from differential.sort import distinct_rows as distinct_rows  # (re-exported: so
 from differential.sort import in_order as in_order
 from differential.sort import sorted_values as sorted_values
 from differential.sort import uniform as uniform
+from differential.sort import unique_values as unique_values
 from differential.sort import unpack as unpack
 from differential.time import Time, Times, column, uniform_times
 from differential.tuning import TUNING
@@ -330,6 +331,6 @@ def weighed_runs(ends: npt.NDArray[np.integer], limit: int) -> Iterator[Index]:
     of its own): the parts a join, a reduce or an extension works through in turn."""
     n = len(ends)
     marks = np.arange(limit, int(ends[-1]) if n else 0, limit)
-    edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), n])
+    edges = unique_values(np.r_[0, np.searchsorted(ends, marks, side="right"), n])
     for lo, hi in itertools.pairwise(edges.tolist()):
         yield np.arange(lo, hi, dtype=np.intp)

@@ -40,7 +40,9 @@ from differential.budget import unbudgeted
 from differential.dataflow import Scope, Stream
 from differential.inputs import Input, Requests, Semantics
 from differential.memory import use_small_pages
+from differential.operators.arrange import ArrangeOp
 from differential.operators.capture import Capture
+from differential.operators.reduce import ReduceOp
 from differential.operators.shared import ImportOp
 from differential.time import column
 
@@ -83,6 +85,13 @@ class Dataflow:
 
     def run(self) -> None:
         self.root.run(())
+
+    def settle(self) -> None:
+        """Arrange what the arrangements defer until read (`ArrangeOp.settle`,
+        `ReduceOp.settle`): a live dataflow's first commit would, all at once."""
+        for op in self.root.all_operators():
+            if isinstance(op, (ArrangeOp, ReduceOp)):
+                op.settle()
 
     def deliver(self, epoch: int) -> None:
         for out in self.outputs.values():
@@ -248,11 +257,16 @@ class Engine:
         """A new, empty dataflow; build it, then call `start`."""
         return Dataflow(self, name)
 
-    def start(self, dataflow: Dataflow) -> None:
-        """Run a built dataflow over the current state (its snapshot) and make it live."""
+    def start(self, dataflow: Dataflow, settle: bool = False) -> None:
+        """Run a built dataflow over the current state (its snapshot) and make it live.
+        `settle`: arrange what it deferred now (`Dataflow.settle`), for a dataflow that
+        will live on, so that its first commit does not pay for the whole first
+        evaluation's unread updates (ADR 0057); a one-shot dataflow never reads them."""
         dataflow.run()
         dataflow.deliver(self.epoch)
         dataflow.advance(self.epoch + 1)
+        if settle:
+            dataflow.settle()
         self.dataflows.append(dataflow)
 
     def retire(self, dataflow: Dataflow) -> None:

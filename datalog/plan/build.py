@@ -85,7 +85,7 @@ class QueryPlan:
         captured: list[Updates] = []
         self.output.listeners.append(lambda u, _e: captured.append(u))
         try:
-            engine.start(self.dataflow)
+            engine.start(self.dataflow, settle=not self.plan.options.one_shot)
         except BaseException:
             engine.retire(self.dataflow)
             raise
