@@ -259,8 +259,12 @@ def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
     """Integer rows and times that pack into one int64: sort the packed rows themselves
     (values, not a permutation: no gathers) and sum each run. `diff`: the diff every
     update carries (each run's count times it); None: the diffs differ and are packed
-    too, below the rows, and summed per run (ADR 0057). None when they do not pack."""
-    keys = [*updates.columns, *(updates.times[i] for i in range(updates.depth))]
+    too, below the rows, and summed per run (ADR 0057). None when they do not pack.
+    A column equal to an earlier one (a reduce's key, repeated in its tuple) is packed
+    once and shared by both in the result."""
+    copies = _copies(updates.columns)
+    own = [i for i, c in enumerate(copies) if c == i]
+    keys = [*(updates.columns[i] for i in own), *(updates.times[i] for i in range(updates.depth))]
     packed = pack([*keys, updates.diffs] if diff is None else keys)
     if packed is None:
         return None
@@ -277,22 +281,43 @@ def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
         kept = np.flatnonzero(sums)
         if len(kept) < len(starts):
             starts, sums = starts[kept], sums[kept]
-    dtypes = [c.dtype for c in updates.columns] + [np.dtype(np.int64)] * updates.depth
-    cols = unpack(rows[starts], specs, dtypes)
-    arity, n = updates.arity, len(starts)
-    if updates.depth and all(width == 0 for _, width in specs[arity:]):
-        times = uniform_times(tuple(lo for lo, _ in specs[arity:]), n)  # one time
+    dtypes = [updates.columns[i].dtype for i in own] + [np.dtype(np.int64)] * updates.depth
+    unpacked = unpack(rows[starts], specs, dtypes)
+    m, n = len(own), len(starts)
+    by_column = dict(zip(own, unpacked[:m], strict=True))
+    cols = tuple(by_column[c] for c in copies)
+    if updates.depth and all(width == 0 for _, width in specs[m:]):
+        times = uniform_times(tuple(lo for lo, _ in specs[m:]), n)  # one time
     elif updates.depth:
-        times = np.stack(cols[arity:]).astype(np.int64, copy=False)
+        times = np.stack(unpacked[m:]).astype(np.int64, copy=False)
     else:
         times = np.empty((0, n), np.int64)
     if diff is None:
         assert sums is not None
-        return Updates(tuple(cols[:arity]), times, sums)
+        return Updates(cols, times, sums)
     if n == len(ordered):  # no two rows agree: every count is one
-        return Updates(tuple(cols[:arity]), times, uniform_diffs(diff, n))
+        return Updates(cols, times, uniform_diffs(diff, n))
     counts = np.diff(np.append(starts, len(ordered)))
-    return Updates(tuple(cols[:arity]), times, counts.astype(np.int64) * diff)
+    return Updates(cols, times, counts.astype(np.int64) * diff)
+
+
+def _copies(columns: Sequence[Column]) -> list[int]:
+    """For each column, the first column equal to it (itself when none is)."""
+    found: list[int] = []
+    for i, col in enumerate(columns):
+        earlier = (j for j in range(i) if found[j] == j and _same(columns[j], col))
+        found.append(next(earlier, i))
+    return found
+
+
+def _same(a: Column, b: Column) -> bool:
+    """Whether two columns hold the same values (told apart by their first rows,
+    usually)."""
+    if a is b:
+        return True
+    if a.dtype != b.dtype or not np.array_equal(a[:64], b[:64]):
+        return False
+    return bool(np.array_equal(a, b))
 
 
 def _summed_low_bits(

@@ -6,7 +6,7 @@ Each case runs both tactics on the same input and compares every column, time an
 diff, and for batches the hashes too: consolidation, a batch built from changes
 (an identity key and others), a batch built from sorted runs (a merge), with diffs
 that cancel, diffs far apart (which do not pack: the reference answers) and times
-that differ or agree.
+that differ or agree, a key column repeated in the values.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ KINDS = st.sampled_from([("i",), ("i", "i"), ("i", "i", "i")])
 def changes(draw: st.DrawFn) -> Updates:
     """Integer updates, their diffs small (they pack) or some far apart (they do not)."""
     u = draw(updates(kinds=draw(KINDS), depth=draw(st.integers(1, 2)), domain=4, max_size=60))
+    if u.arity > 1 and draw(st.booleans()):  # the key repeated in the tuple, as a reduce's
+        copy = u.columns[0] if draw(st.booleans()) else u.columns[0].copy()
+        u = Updates((u.columns[0], copy, *u.columns[2:]), u.times, u.diffs)
     if draw(st.booleans()):  # every row at one time, as a round's changes are
         u = Updates(u.columns, as_column([(3,) * u.depth] * len(u), u.depth), u.diffs)
     if len(u) and draw(st.booleans()):
@@ -99,3 +102,15 @@ def test_packed_diffs_cancel_to_nothing_and_sum_per_row() -> None:
         == expected
     )
     assert built.hashes.tolist() == [5, 7]
+
+
+def test_a_repeated_column_is_packed_once_and_shared() -> None:
+    key = np.array([5, 3, 5, 3, 9], dtype=np.int64)
+    value = np.array([1, 2, 1, 2, 0], dtype=np.int64)
+    diffs = np.array([1, 1, 1, -1, -1], dtype=np.int64)
+    u = Updates((key, key.copy(), value), as_column([(0,)] * 5, 1), diffs)
+    with tuned(TUNING.but(few=0, packed_diffs=True)):
+        built = Batch.build(u, 1, DESCRIPTION)
+    rows = list(zip(*(c.tolist() for c in built.columns), built.diffs.tolist(), strict=True))
+    assert rows == [(5, 5, 1, 2), (9, 9, 0, -1)]
+    assert built.columns[1] is built.columns[0] is built.hashes
