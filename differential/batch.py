@@ -127,8 +127,14 @@ def concat(parts: Sequence[Updates]) -> Updates:
     if not nonempty:
         return parts[0]
     arity = nonempty[0].arity
+    columns: list[Column] = []
+    for i in range(arity):  # a column every part shares with an earlier one stays shared
+        same = next((j for j in range(i) if all(p.columns[i] is p.columns[j] for p in nonempty)), i)
+        columns.append(
+            columns[same] if same < i else np.concatenate([p.columns[i] for p in nonempty])
+        )
     return Updates(
-        tuple(np.concatenate([p.columns[i] for p in nonempty]) for i in range(arity)),
+        tuple(columns),
         _concat_times([p.times for p in nonempty]),
         _concat_diffs([p.diffs for p in nonempty]),
     )

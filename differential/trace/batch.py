@@ -350,5 +350,5 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
     first, last = batches[0], batches[-1]
     description = Description(first.description.lower, last.description.upper, since)
     updates = concat([b.updates() for b in batches])
-    hashes = np.concatenate([b.hashes for b in batches])
+    hashes = None if first.identity_hash else np.concatenate([b.hashes for b in batches])
     return Batch.build(updates, first.key_arity, description, runs=True, hashes=hashes)
