@@ -287,13 +287,16 @@ def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
         kept = np.flatnonzero(sums)
         if len(kept) < len(starts):
             starts, sums = starts[kept], sums[kept]
-    dtypes = [updates.columns[i].dtype for i in own] + [np.dtype(np.int64)] * updates.depth
-    unpacked = unpack(rows[starts], specs, dtypes)
     m, n = len(own), len(starts)
+    one_time = updates.depth > 0 and all(width == 0 for _, width in specs[m:])
+    dtypes = [updates.columns[i].dtype for i in own] + [np.dtype(np.int64)] * updates.depth
+    if one_time:  # the times hold no bits: unpack the columns only
+        specs, dtypes = specs[:m], dtypes[:m]
+    unpacked = unpack(rows[starts], specs, dtypes)
     by_column = dict(zip(own, unpacked[:m], strict=True))
     cols = tuple(by_column[c] for c in copies)
-    if updates.depth and all(width == 0 for _, width in specs[m:]):
-        times = uniform_times(tuple(lo for lo, _ in specs[m:]), n)  # one time
+    if one_time:
+        times = uniform_times(tuple(lo for lo, _ in packed[1][m : m + updates.depth]), n)
     elif updates.depth:
         times = np.stack(unpacked[m:]).astype(np.int64, copy=False)
     else:
