@@ -88,7 +88,9 @@ class Dataflow:
 
     def settle(self) -> None:
         """Arrange what the arrangements defer until read (`ArrangeOp.settle`,
-        `ReduceOp.settle`): a live dataflow's first commit would, all at once."""
+        `ReduceOp.settle`): a live dataflow's first commit would, all at once, so a
+        query that lives on settles when it starts (ADR 0057); a one-shot dataflow
+        never reads what it deferred."""
         for op in self.root.all_operators():
             if isinstance(op, (ArrangeOp, ReduceOp)):
                 op.settle()
@@ -257,16 +259,11 @@ class Engine:
         """A new, empty dataflow; build it, then call `start`."""
         return Dataflow(self, name)
 
-    def start(self, dataflow: Dataflow, settle: bool = False) -> None:
-        """Run a built dataflow over the current state (its snapshot) and make it live.
-        `settle`: arrange what it deferred now (`Dataflow.settle`), for a dataflow that
-        will live on, so that its first commit does not pay for the whole first
-        evaluation's unread updates (ADR 0057); a one-shot dataflow never reads them."""
+    def start(self, dataflow: Dataflow) -> None:
+        """Run a built dataflow over the current state (its snapshot) and make it live."""
         dataflow.run()
         dataflow.deliver(self.epoch)
         dataflow.advance(self.epoch + 1)
-        if settle:
-            dataflow.settle()
         self.dataflows.append(dataflow)
 
     def retire(self, dataflow: Dataflow) -> None:

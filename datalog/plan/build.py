@@ -85,7 +85,9 @@ class QueryPlan:
         captured: list[Updates] = []
         self.output.listeners.append(lambda u, _e: captured.append(u))
         try:
-            engine.start(self.dataflow, settle=not self.plan.options.one_shot)
+            engine.start(self.dataflow)
+            if not self.plan.options.one_shot:  # its first commit must not catch up
+                self.dataflow.settle()
         except BaseException:
             engine.retire(self.dataflow)
             raise
