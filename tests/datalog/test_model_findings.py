@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from datalog import Change, Database
+from differential.tuning import TUNING, tuned
 from tests.datalog.model.faults import Faults, engine_hooks
 from tests.datalog.model.measures import log_bytes, stored
 
@@ -242,3 +243,36 @@ def test_an_explicit_commit_inside_a_transaction_block_commits_once() -> None:
     assert db.epoch == epoch + 1
     db.retract("m", [(1,)])
     assert db.query("m(x)") == []
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+@pytest.mark.parametrize("error", [KeyboardInterrupt, MemoryError])
+def test_a_recomputed_commit_interrupted_while_the_old_dataflow_is_dropped_leaves_no_orphan(
+    nth: int, error: type[BaseException]
+) -> None:
+    """Found by the model test (randomized soak), fixed: an adaptive commit retires a
+    live query's dataflow before its epoch and rebuilds it after (ADR 0053); a
+    MemoryError landing while the rebuild dropped the old dataflow left the new one
+    computing for nobody (the live query kept pointing at the old one, and the repair
+    built a third). Whichever drop fails, one dataflow stays, and the subscriber
+    holds the answer."""
+    db = Database()
+    db.define(TC)
+    db.insert("e", [(1, 2), (2, 3)])
+    got: dict[tuple[int, ...], int] = {}
+
+    def told(change: Change) -> None:
+        for row, diff in zip(change.rows, change.diffs, strict=True):
+            got[row] = got.get(row, 0) + diff
+
+    db.subscribe("tc(x, y)", told)
+    faults = Faults()
+    with engine_hooks(faults), tuned(TUNING.but(recompute_ratio=0.0, recompute_min_rows=1)):
+        faults.arm("engine:drop", error, nth)
+        with pytest.raises(error):
+            db.insert("e", [(3, 4)])
+    assert faults.fired
+    db.insert("e", [(4, 5)])
+    assert len(db.stats()["dataflows"]) == 1
+    assert sorted(row for row, n in got.items() if n) == sorted(db.query("tc(x, y)"))
+    assert all(n in (0, 1) for n in got.values())
