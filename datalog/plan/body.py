@@ -87,6 +87,7 @@ class BodyCompiler:
         if isinstance(step, DeltaQuery):
             return delta_query(self, step)
         if isinstance(step, Unit):
+            self.steps.append(step)
             return self.unit()
         if isinstance(step, Scan | Join):
             return self.join_atom(binding, step)
