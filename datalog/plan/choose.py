@@ -48,10 +48,10 @@ from datalog.lang.ast import (
 )
 from datalog.lang.passes.check_generators import generator_binding
 from datalog.lang.passes.term_types import comparison_type
-from datalog.lang.passes.variables import aggregate_groups, nodes, term_variables
+from datalog.lang.passes.variables import nodes, term_variables
 from datalog.lang.pretty import format_term
 from datalog.lang.schema import Schema
-from datalog.plan.lifting import lift_aggregates, name_wildcards
+from datalog.plan.lifting import groups_of, lift_aggregates, name_wildcards
 from datalog.plan.plan import Binary, DeltaChoice, JoinChoice, JoinPlan
 from joins.pipeline import Constant, orderable
 
@@ -82,7 +82,7 @@ class Chooser:
             return name
 
         named = body if grouped is None else name_wildcards(body, self.schema, placeholder)
-        groups = aggregate_groups(head, named)
+        groups = groups_of(head, named)
         literals, lifted = lift_aggregates(named, groups, scratch, placeholder)
         delta, binary = None, None
         if not grouped and self.join_plan != "binary":

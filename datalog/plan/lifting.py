@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 from datalog.lang.ast import Aggregate, Atom, ColumnType, Comparison, Literal, Term, Var, Wildcard
 from datalog.lang.passes.term_types import resolve_type
-from datalog.lang.passes.variables import replace_aggregates
+from datalog.lang.passes.variables import aggregate_groups, replace_aggregates
 from datalog.lang.schema import Schema
 
 # A fresh variable of a type, named after a prefix (`_agg`, `_w`, `_e`, ...).
@@ -57,6 +57,14 @@ def lift_aggregates(
         else:
             out.append(lit)
     return out, found
+
+
+def groups_of(head: Sequence[Term], body: Sequence[Literal]) -> dict[int, frozenset[str]]:
+    """`aggregate_groups`, skipped for a body without a comparison (where aggregates
+    are: the checker lifted the head's into the body), which is most of them."""
+    if not any(isinstance(lit, Comparison) for lit in body):
+        return {}
+    return aggregate_groups(head, body)
 
 
 def aggregate_type(term: Aggregate, types: Mapping[str, ColumnType]) -> ColumnType:

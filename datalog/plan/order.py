@@ -25,12 +25,12 @@ from datalog.lang.ast import Atom, Call, ColumnType, Comparison, Literal, Negati
 from datalog.lang.errors import UnsupportedError
 from datalog.lang.passes.check_generators import generator_binding
 from datalog.lang.passes.term_types import resolve_type
-from datalog.lang.passes.variables import aggregate_groups, term_variables
+from datalog.lang.passes.variables import term_variables
 from datalog.lang.pretty import format_literal
 from datalog.lang.schema import Schema
 from datalog.plan.atoms import shape_of
 from datalog.plan.choose import comparison_vars
-from datalog.plan.lifting import Lifted, lift_aggregates, name_wildcards
+from datalog.plan.lifting import Lifted, groups_of, lift_aggregates, name_wildcards
 from datalog.plan.plan import (
     Aggregate,
     Antijoin,
@@ -83,7 +83,7 @@ class Orderer:
         head: Sequence[Term] = (),
         start: Vars | None = None,
     ) -> tuple[tuple[Step, ...], Vars]:
-        groups = aggregate_groups(head, body)
+        groups = groups_of(head, body)
         literals, lifted = lift_aggregates(body, groups, self.types, self.fresh_var)
         pending: list[Literal] = list(literals)
         waiting = list(zip(lifted, choice.inner, strict=True))
