@@ -171,7 +171,7 @@ def test_repl_on_piped_stdin(capsys: pytest.CaptureFixture[str]) -> None:
     assert "stopped watch 1" in out
     assert "\ntrue\n" in out
     assert "shared arrangements" in out
-    assert "-- after pass 1: magic sets --" in out and "-- after pass 5: lowering --" in out
+    assert "-- after pass 1: magic sets --" in out and "-- after pass 7: lowering --" in out
     assert ":watch QUERY" in out
     assert out.count("rows)") == 1  # input after :quit is not read
     assert "unknown relation `edg`; did you mean `edge`?" in err
