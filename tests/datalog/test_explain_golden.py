@@ -51,7 +51,7 @@ QUERIES = (
 PLANS = ("auto", "wcoj", "binary")
 
 
-def _database() -> Database:
+def golden_database() -> Database:
     db = Database()
     db.define(PROGRAM)
     db.insert("edge", [(1, 2), (2, 3), (3, 1), (3, 4)])
@@ -65,7 +65,7 @@ def explained() -> str:
     parts = []
     for number, query in enumerate(QUERIES):
         for plan in PLANS:
-            db = _database()
+            db = golden_database()
             for when in ("one-shot", "live"):
                 if when == "live":
                     db.subscribe(query, lambda change: None, plan=plan)

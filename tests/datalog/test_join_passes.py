@@ -27,7 +27,7 @@ from datalog.plan.plan import (
     Step,
 )
 from datalog.plan.planner import PASSES, Planner
-from tests.datalog.test_explain_golden import PLANS, QUERIES, _database
+from tests.datalog.test_explain_golden import PLANS, QUERIES, golden_database
 
 PROGRAM = """
 .decl edge(x: number, y: number)
@@ -145,7 +145,7 @@ def _bodies(plan: Plan) -> list[BodyPlan]:
 
 @pytest.mark.parametrize("join_plan", PLANS)
 def test_lowering_builds_the_ordered_steps_and_adds_only_pipelines(join_plan: JoinPlan) -> None:
-    db = _database()
+    db = golden_database()
     for text in QUERIES:
         stages = _stages(db, text, join_plan)
         ordered, lowered = _stage(stages, "order joins"), stages[-1]
