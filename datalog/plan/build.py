@@ -9,9 +9,10 @@ facts transactions inserted into it and what its rules derive, reading the
 relations of `Plan.views` from their shared views (docs/adr/0026). A recursive
 stratum becomes one iteration scope with a variable per relation (mutual
 recursion); everything else lives in the root scope. The answer is the distinct
-projection of the query's bodies onto its answer variables. What lowering chose
-per body (join order, delta query or binary joins, arrangements) is recorded in
-the plan it returns (docs/adr/0051).
+projection of the query's bodies onto its answer variables. Each body is built as
+the join passes ordered its steps (`BodyPlan.order`, docs/adr/0058), and the steps
+as built (with a delta query's pipelines) are recorded in the plan it returns
+(docs/adr/0051).
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The named planning passes: each takes a `Plan` and returns a new one.
 
-Layer: datalog.plan. Imports the language, the functor binder, `magic` and `views`.
+Layer: datalog.plan. Imports the language, the functor binder, `magic`, `views`,
+`choose` and `order`.
 
 In order (`PASSES`), then `datalog.plan.build` lowers the result to operators:
 

@@ -1,15 +1,15 @@
 """The plan as data: what the planning passes decide, as small immutable values.
 
-Layer: datalog.plan. Imports the language's AST, checked program and printer, nothing
-that builds operators.
+Layer: datalog.plan. Imports the language's AST, checked program and printer, and a
+delta query's `Constant` (`joins.pipeline`), nothing that builds operators.
 
 A `Plan` starts as a checked query (or a derived relation a view computes) with
 its `Options`, and each named pass of `datalog.plan.passes` returns a new one with
 its decisions filled in (3DF's `Plan`, sqlglot's planner: the plan is what
 `explain` prints; Soufflé's transformer pipeline: it can be dumped after each
-pass). `datalog.plan.build` lowers it to operators and records what lowering
-chose per body as `Step`s; `datalog.plan.explain` prints it. Nothing here holds an
-operator or a stream.
+pass). The join passes record each body's `JoinChoice` and its `Step`s in order;
+`datalog.plan.build` lowers them to operators and records the steps as built;
+`datalog.plan.explain` prints it. Nothing here holds an operator or a stream.
 """
 
 from __future__ import annotations
@@ -251,7 +251,8 @@ class JoinChoice:
         elif self.binary is None:
             lines.append("binary joins")
         for n, inner in enumerate(self.inner, 1):
-            lines += [f"aggregate {n}: {inner.lines()[0]}", *(f"  {x}" for x in inner.lines()[1:])]
+            first, *rest = inner.lines()
+            lines += [f"aggregate {n}: {first}", *(f"  {x}" for x in rest)]
         return lines
 
 
