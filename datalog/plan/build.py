@@ -86,6 +86,8 @@ class QueryPlan:
         self.output.listeners.append(lambda u, _e: captured.append(u))
         try:
             engine.start(self.dataflow)
+            if not self.plan.options.one_shot:  # its first commit must not catch up
+                self.dataflow.settle()
         except BaseException:
             engine.retire(self.dataflow)
             raise
