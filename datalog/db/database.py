@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from datalog.db import definitions, durable
+from datalog.db.change import Answer
 from datalog.db.definitions import Definition, ProgramState, fact_rows
 from datalog.db.durable import Log
 from datalog.db.epochs import Epochs, Write
@@ -272,20 +273,34 @@ class Database:
             return pa.Table.from_struct_array(pa.array([{}] * rows, type=pa.struct([])))
         return pa.table({name: pa.array(column) for name, column in columns.items()})
 
+    def query_many(self, texts: Sequence[str], plan: JoinPlan = "auto") -> list[Answer]:
+        """The current answers of several queries: live ones as they stand, the others
+        from one evaluation, which computes what they read once where a `query` per
+        text would compute it again each time (a program's outputs, ADR 0061). These
+        are not specialized to their constants by magic sets."""
+        with self.lock, self._read_only(*texts):
+            asked = [self._check_query(text, plan) for text in texts]
+            found = self.queries.answer_many(asked, plan)
+            return [Answer(*self._named(u, c)) for u, (_, c) in zip(found, asked, strict=True)]
+
     def _columns(self, text: str, plan: JoinPlan, as_of: int | None) -> tuple[dict[str, Any], int]:
         with self.lock, self._read_only(text):
-            updates, checked = self._answer(text, plan, as_of)
-            named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
-            columns = {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
-            return columns, len(updates)
+            return self._named(*self._answer(text, plan, as_of))
+
+    def _named(self, updates: Updates, checked: CheckedQuery) -> tuple[dict[str, Any], int]:
+        """An answer's columns by variable (symbols decoded) and its number of rows."""
+        named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
+        columns = {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
+        return columns, len(updates)
 
     @contextmanager
-    def _read_only(self, text: str) -> Iterator[None]:
+    def _read_only(self, *texts: str) -> Iterator[None]:
         """Symbols a one-shot query interns (its constants, functor results) are
         forgotten when it is done: nothing stored refers to them, and a stream of
         queries with fresh constants would otherwise grow the table forever. (The
         `deltalog.*` relations it reads are refreshed first: they are stored.)"""
-        self.introspection.prepare(text)
+        for text in texts:
+            self.introspection.prepare(text)
         mark = len(self.symbols)
         try:
             yield

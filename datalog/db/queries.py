@@ -181,6 +181,26 @@ class LiveQueries:
             return live.answer()
         return self.answer_once(checked, key, plan)
 
+    def answer_many(self, asked: list[tuple[str, CheckedQuery]], plan: JoinPlan) -> list[Updates]:
+        """The current answers of several queries: live states where live, the others
+        from one one-shot dataflow, whose strata are built and run once (ADR 0061)."""
+        self.repair_if_suspect()
+        answers: dict[int, Updates] = {}
+        rest = []
+        for i, (key, _) in enumerate(asked):
+            live = self.by_key.get(key)
+            if live is not None:
+                answers[i] = live.answer()
+            else:
+                rest.append(i)
+        if rest:
+            options = Options(plan, share="reuse", one_shot=True)
+            queries = [asked[i][1] for i in rest]
+            built = self.planner.build_many(self.program.checked, queries, "answers", options)
+            answers.update(zip(rest, built.start(self.engine), strict=True))
+            self.engine.retire(built.dataflow)  # (a failed start dropped it already)
+        return [answers[i] for i in range(len(asked))]
+
     def answer_once(self, checked: CheckedQuery, key: str, plan: JoinPlan) -> Updates:
         built, answer = self._started(checked, key, plan, one_shot=True)
         self.engine.retire(built.dataflow)
