@@ -204,7 +204,7 @@ class Chain:
             join.hand_over(rounds[0].start[:-1])
 
 
-def _admitter(relation: Relation, rounds: _Rounds) -> Callable[[list[Row]], list[Row]]:
+def _admitter(relation: Relation, rounds: _Rounds) -> Callable[[list[Row], int], list[Row]]:
     """The distinct's growing step for one round's rows, recorded in `rounds`: the
     rows whose key is neither in its output (a probe of its key set) nor new in
     these rounds, once each."""
