@@ -430,13 +430,13 @@ def _route(path: Path, target: int, rows: list[Row], images: list[list[Row]], no
     into `images[target]`, or, when the path ends at a join (`target` -1), through
     the join (its side receiving them at iteration `now`) and on along each of its
     ways; how many rows arrived."""
-    join = path[-1] if path else None
-    if join.__class__ is not JoinStage:
+    if target >= 0:
         return _through(path, rows, images[target])
+    join: JoinStage = path[-1]  # type: ignore[assignment]
     passed: list[Row] = rows
     if len(path) > 1:
         passed = []
-        _through(path[:-1], rows, passed)
+        _through(path, rows, passed, len(path) - 1)
     joined = join.join_rows(passed, now)
     count = 0
     for onward, to in join.onward:
@@ -444,14 +444,19 @@ def _route(path: Path, target: int, rows: list[Row], images: list[list[Row]], no
     return count
 
 
-def _through(path: Sequence[Stage], rows: Iterable[Row], out: list[Row]) -> int:
-    """Append to `out` each row's image through the maps and filters of `path` (a
-    filter's None drops the row); how many were appended. (Paths without joins.)"""
+def _through(
+    path: Sequence[Stage], rows: Iterable[Row], out: list[Row], stages: int | None = None
+) -> int:
+    """Append to `out` each row's image through the maps and filters of `path` (its
+    first `stages`, all by default; a filter's None drops the row); how many were
+    appended. (Paths without joins, or the maps before a path's join.)"""
     before = len(out)
-    if len(path) == 1:  # (most paths: one map or filter)
+    if (stages or len(path)) == 1:  # (most paths: one map or filter)
         one: RowMap = path[0]  # type: ignore[assignment]
         out.extend([mapped for row in rows if (mapped := one(row)) is not None])
         return len(out) - before
+    if stages is not None:
+        path = path[:stages]
     for row in rows:
         image: Row | None = row
         for stage in path:

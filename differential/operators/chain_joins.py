@@ -84,13 +84,19 @@ class JoinStage:
             return []
         self.rows.extend(rows)
         self.iterations.extend([iteration] * len(rows))
-        k, project, matches, out = self.k, self.project, self.matches, []
+        k, project, matches, left = self.k, self.project, self.matches, self.dynamic_left
+        out: list[Row] = []
         for row in rows:
             key = row[:k]
             found = matches.get(key)
             if found is None:
                 found = matches[key] = self._lookup(key)
-            if self.dynamic_left:
+            if not found:
+                continue
+            if len(found) == 1:  # (most keys of a lookup: one match)
+                (values,) = found
+                out.append(project((*row, *values) if left else (*key, *values, *row[k:])))
+            elif left:
                 out.extend([project((*row, *values)) for values in found])
             else:
                 out.extend([project((*key, *values, *row[k:])) for values in found])
