@@ -206,11 +206,11 @@ class Chain:
 
 def _admitter(relation: Relation, rounds: _Rounds) -> Callable[[list[Row], int], list[Row]]:
     """The distinct's growing step for one round's rows, recorded in `rounds`: the
-    rows whose key is neither in its output (a probe of its key set) nor new in
-    these rounds, once each."""
+    rows whose key is neither in its output (the run's set when it holds the key
+    set's keys, else a probe of the key set) nor new in these rounds, once each."""
     holds, hash_of, admitted = relation.reduce.holds(), relation.hash_of, rounds.admitted
-    take, taken = rounds.inputs.extend, rounds.input_counts.append
-    keep, kept = rounds.outputs.extend, rounds.output_counts.append
+    take, keep = rounds.inputs.extend, rounds.outputs.extend
+    taken, kept = rounds.input_iterations, rounds.output_iterations
     exact = rounds.exact
 
     def admit(rows: list[Row], now: int) -> list[Row]:
@@ -222,12 +222,18 @@ def _admitter(relation: Relation, rounds: _Rounds) -> Callable[[list[Row], int],
             if exact or not holds(hash_of(row), row):  # type: ignore[arg-type]
                 admitted.add(row)
                 fresh.append(row)
-        if rows:
+        if len(rows) == 1:  # (most rounds of a long chain)
             take(rows)
-            taken((now, len(rows)))
-        if fresh:
+            taken.append(now)
+        elif rows:
+            take(rows)
+            taken.extend([now] * len(rows))
+        if len(fresh) == 1:
             keep(fresh)
-            kept((now, len(fresh)))
+            kept.append(now)
+        elif fresh:
+            keep(fresh)
+            kept.extend([now] * len(fresh))
         return fresh
 
     return admit
@@ -274,9 +280,9 @@ class _Rounds:
         self.first_diffs = first_diffs  # of the first round's input (None: all 1)
         self.inputs: list[Row] = []
         self.outputs: list[Row] = []
-        # (iteration, rows) of each round with input, and with output
-        self.input_counts: list[tuple[int, int]] = []
-        self.output_counts: list[tuple[int, int]] = []
+        # the iteration of each input row, and of each output row
+        self.input_iterations: list[int] = []
+        self.output_iterations: list[int] = []
         # `outputs`, for membership; `seen` (then `exact`) holds the key set's keys too
         self.admitted: set[Row] = set() if seen is None else seen
         self.exact = seen is not None
@@ -288,7 +294,7 @@ class _Rounds:
     def span(self) -> tuple[Time, Time]:
         """The times of the first and the last round with input (there is one)."""
         prefix = self.start[:-1]
-        return (*prefix, self.input_counts[0][0]), (*prefix, self.input_counts[-1][0])
+        return (*prefix, self.input_iterations[0]), (*prefix, self.input_iterations[-1])
 
     def diffs(self) -> Diffs:
         diffs = np.ones(len(self.inputs), dtype=np.int64)
@@ -298,8 +304,8 @@ class _Rounds:
 
     def times(self, inputs: bool) -> Times:
         """The time column of the inputs, or of the outputs."""
-        counts = np.array(self.input_counts if inputs else self.output_counts, dtype=np.int64)
-        iterations = np.repeat(counts[:, 0], counts[:, 1])
+        listed = self.input_iterations if inputs else self.output_iterations
+        iterations = np.array(listed, dtype=np.int64)
         prefix = np.array(self.start[:-1], dtype=np.int64).reshape(-1, 1)
         return np.vstack([np.repeat(prefix, len(iterations), axis=1), iterations[None, :]])
 
