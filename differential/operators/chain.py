@@ -44,6 +44,7 @@ from differential.dataflow import Operator, Receiver, Scope, Stream, check_budge
 from differential.operators import later_rounds
 from differential.operators.arrange import ArrangeOp
 from differential.operators.chain_joins import JoinStage, row_columns
+from differential.operators.chain_routes import Route, compile_route
 from differential.operators.fused import Path, Relation, Stage
 from differential.operators.join import JoinOp
 from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
@@ -83,12 +84,16 @@ class Chain:
         # enough (`TUNING.fused_seen`): membership is then a set's alone, no probe.
         seen = [r.reduce.held(TUNING.few) for r in self.relations]
         rounds = [_Rounds(time, d, s) for d, s in zip(diffs, seen, strict=True)]
+        routes: list[Route] | None = None  # the generic walk until the run is long
         while True:
             check_budget()
-            rows = (self._rounds if len(rounds) > 1 else self._rounds_of_one)(rows, rounds)
+            many = len(rounds) > 1
+            rows = (self._rounds if many else self._rounds_of_one)(rows, rounds, routes)
             if not 0 < sum(map(len, rows)) <= TUNING.few:
                 break
             self._hand_over(rounds)  # `TUNING.handover` new keys: bound what waits
+            if routes is None:
+                routes = [compile_route(r.paths) for r in self.relations]
             seen = [None if s is None or len(s) > TUNING.fused_seen else s for s in seen]
             rounds = [_Rounds(rounds[0].next_time(), None, s) for s in seen]
         self._hand_over(rounds)
@@ -102,28 +107,28 @@ class Chain:
                 )
         return True
 
-    def _rounds(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
+    def _rounds(
+        self, inputs: list[list[Row]], rounds: list[_Rounds], routes: list[Route] | None
+    ) -> list[list[Row]]:
         """Rounds from `inputs` (rows per relation), recorded in `rounds`, until none
         come back, too many do, or `TUNING.handover` keys are new: the rows of the round
         after the last. A relation without rows in a round costs nothing there (in
-        mutual recursion most rounds have rows in one relation only)."""
+        mutual recursion most rounds have rows in one relation only). `routes`: the
+        relations' compiled routes (`chain_routes`), else the generic walk."""
+        walks = routes or [_walk(r.paths) for r in self.relations]
         steps = [
-            (_admitter(r, record), r.paths)
-            for r, record in zip(self.relations, rounds, strict=True)
+            (_admitter(r, record), walk)
+            for r, record, walk in zip(self.relations, rounds, walks, strict=True)
         ]
-        now, new, few, through = rounds[0].end, 0, TUNING.few, not self.joins
+        now, new, few = rounds[0].end, 0, TUNING.few
         while new < TUNING.handover:
             images: list[list[Row]] = [[] for _ in steps]
             count = 0
-            for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
+            for (admit, route), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
                 if not rows or not (fresh := admit(rows, now)):
                     continue
-                new += len(fresh)
-                for path, target in paths:  # each new row one round later
-                    if through:
-                        count += _through(path, fresh, images[target])
-                    else:  # (the rows a join receives are the next round's)
-                        count += _route(path, target, fresh, images, now + 1)
+                new += len(fresh)  # each new row one round later, at joins too
+                count += route(fresh, images, now + 1)
             now += 1
             inputs = images
             if not 0 < count <= few:
@@ -132,18 +137,23 @@ class Chain:
             record.end = now
         return inputs
 
-    def _rounds_of_one(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
+    def _rounds_of_one(
+        self, inputs: list[list[Row]], rounds: list[_Rounds], routes: list[Route] | None
+    ) -> list[list[Row]]:
         """`_rounds` for a scope of one recursive relation (a counter): the same
         steps without the per-round lists of rows by relation."""
         (relation,), (record,), (rows,) = self.relations, rounds, inputs
         admit, paths = _admitter(relation, record), [path for path, _ in relation.paths]
         outputs, joins, targets = record.outputs, self.joins, [t for _, t in relation.paths]
         now, few, handover = record.end, TUNING.few, TUNING.handover
+        route = routes[0] if routes else None
         while len(outputs) < handover:
             fresh = admit(rows, now)
             now += 1
             rows = []
-            if joins:
+            if route is not None:
+                route(fresh, [rows], now)
+            elif joins:
                 for path, target in zip(paths, targets, strict=True):
                     _route(path, target, fresh, [rows], now)
             else:
@@ -429,6 +439,15 @@ def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
     if isinstance(concatenated, Stream) and receiver == concatenated.send:
         return same, concatenated
     return None
+
+
+def _walk(paths: list[tuple[Path, int]]) -> Route:
+    """The generic walk of a relation's `paths` (`chain_routes` compiles the same)."""
+
+    def walk(rows: list[Row], images: list[list[Row]], now: int) -> int:
+        return sum(_route(path, target, rows, images, now) for path, target in paths)
+
+    return walk
 
 
 def _route(path: Path, target: int, rows: list[Row], images: list[list[Row]], now: int) -> int:

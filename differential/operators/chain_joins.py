@@ -74,7 +74,8 @@ class JoinStage:
                 side.seal()
         if not (dynamic.history_before(time) and static.history_before(time)):
             return False
-        self.time, self.matches = time, {}
+        self.time = time
+        self.matches.clear()  # (in place: compiled routes hold it, `chain_routes`)
         return True
 
     def join_rows(self, rows: list[Row], iteration: int) -> list[Row]:
@@ -90,7 +91,7 @@ class JoinStage:
             key = row[:k]
             found = matches.get(key)
             if found is None:
-                found = matches[key] = self._lookup(key)
+                found = matches[key] = self.lookup(key)
             if not found:
                 continue
             if len(found) == 1:  # (most keys of a lookup: one match)
@@ -102,7 +103,7 @@ class JoinStage:
                 out.extend([project((*key, *values, *row[k:])) for values in found])
         return out
 
-    def _lookup(self, key: Row) -> list[tuple[object, ...]]:
+    def lookup(self, key: Row) -> list[tuple[object, ...]]:
         """The static side's values under `key`, each repeated by its multiplicity."""
         time, static, k = self.time, self.static, self.k
         counts: dict[tuple[object, ...], int] = {}
@@ -135,7 +136,8 @@ class JoinStage:
         updates = Updates(columns, times, np.ones(len(self.rows), dtype=np.int64))
         first, last = (*prefix, min(self.iterations)), (*prefix, max(self.iterations))
         self.dynamic.defer(updates, first, last)
-        self.rows, self.iterations = [], []
+        self.rows.clear()  # (in place: compiled routes hold them)
+        self.iterations.clear()
 
 
 def row_columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...]:
