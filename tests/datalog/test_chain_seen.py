@@ -87,3 +87,27 @@ def test_a_chain_that_comes_back_to_a_key_it_made_long_before_stops_there() -> N
             db.define(program)
             assert sorted(db.query("c(x)")) == [(x,) for x in range(1024)]
         assert any(taken) == fused
+
+
+@tuned(TUNING.but(handover=64))
+def test_a_long_run_compiles_its_routes_once_and_a_short_one_never() -> None:
+    """Compiled routes (`chain_routes`) after the first hand-over only: a small
+    commit's few rounds pay no compilation."""
+    from differential.operators import chain
+
+    compiled: list[object] = []
+    original = chain.compile_route
+
+    def spy(paths: object) -> object:
+        compiled.append(paths)
+        return original(paths)  # type: ignore[arg-type]
+
+    with mock.patch.object(chain, "compile_route", spy):
+        db = Database()
+        db.define(BODY3)
+        assert len(db.query("a(x)")) == 3001
+        assert len(compiled) == 2  # one per relation, once for the run
+        compiled.clear()
+        db.define(".decl e(x: number)\ne(x + 1) :- e(x), x < 20.\ne(0).")
+        assert len(db.query("e(x)")) == 21
+    assert compiled == []
