@@ -111,3 +111,21 @@ def test_a_long_run_compiles_its_routes_once_and_a_short_one_never() -> None:
         db.define(".decl e(x: number)\ne(x + 1) :- e(x), x < 20.\ne(0).")
         assert len(db.query("e(x)")) == 21
     assert compiled == []
+
+
+def test_a_key_sets_rows_are_its_keys_up_to_a_limit() -> None:
+    """`KeySet.rows`: every key, the free-slot marker's key (kept aside) included."""
+    import numpy as np
+
+    from differential.trace.batch import key_hash
+    from differential.trace.index import EMPTY
+
+    keys = KeySet([np.dtype(np.int64)], identity=True)
+    column = np.array([5, EMPTY, -3, 70_000], dtype=np.int64)
+    keys.admit_absent(key_hash((column,)), (column,))
+    assert keys.rows(4) == {(5,), (EMPTY,), (-3,), (70_000,)}
+    assert keys.rows(3) is None
+    pairs = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    a, b = np.array([1, 2, 1], dtype=np.int64), np.array([7, 8, 9], dtype=np.int64)
+    pairs.admit(key_hash((a, b)), (a, b))
+    assert pairs.rows(10) == {(1, 7), (2, 8), (1, 9)}
