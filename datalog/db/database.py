@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from datalog.db import definitions, durable
-from datalog.db.change import Answer
 from datalog.db.definitions import Definition, ProgramState, fact_rows
 from datalog.db.durable import Log
 from datalog.db.epochs import Epochs, Write
@@ -35,6 +34,7 @@ from datalog.db.explanations import Explanations
 from datalog.db.history import DEFAULT_HISTORY, Past, history_setting
 from datalog.db.introspection import Introspection
 from datalog.db.live import Callback, Subscription
+from datalog.db.many import answers
 from datalog.db.pacing import Clock, Pacing, SystemClock
 from datalog.db.queries import LiveQueries
 from datalog.db.transaction import Transaction
@@ -57,7 +57,7 @@ from differential.engine import Engine
 from differential.inputs import Requests
 
 if TYPE_CHECKING:
-    from datalog.db.change import Change
+    from datalog.db.change import Answer, Change
     from datalog.db.live import LiveQuery
     from datalog.db.provenance import Derivation
     from datalog.db.whatif import Hypothetical
@@ -274,24 +274,17 @@ class Database:
         return pa.table({name: pa.array(column) for name, column in columns.items()})
 
     def query_many(self, texts: Sequence[str], plan: JoinPlan = "auto") -> list[Answer]:
-        """The current answers of several queries: live ones as they stand, the others
-        from one evaluation, which computes what they read once where a `query` per
-        text would compute it again each time (a program's outputs, ADR 0061). These
-        are not specialized to their constants by magic sets."""
+        """Answers of several queries, what they read evaluated once (ADR 0061)."""
         with self.lock, self._read_only(*texts):
             asked = [self._check_query(text, plan) for text in texts]
-            found = self.queries.answer_many(asked, plan)
-            return [Answer(*self._named(u, c)) for u, (_, c) in zip(found, asked, strict=True)]
+            return answers(self.queries, self.symbols, asked, plan)
 
     def _columns(self, text: str, plan: JoinPlan, as_of: int | None) -> tuple[dict[str, Any], int]:
         with self.lock, self._read_only(text):
-            return self._named(*self._answer(text, plan, as_of))
-
-    def _named(self, updates: Updates, checked: CheckedQuery) -> tuple[dict[str, Any], int]:
-        """An answer's columns by variable (symbols decoded) and its number of rows."""
-        named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
-        columns = {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
-        return columns, len(updates)
+            updates, checked = self._answer(text, plan, as_of)
+            named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
+            columns = {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
+            return columns, len(updates)
 
     @contextmanager
     def _read_only(self, *texts: str) -> Iterator[None]:

@@ -47,7 +47,7 @@ from datalog.plan.plan import JoinPlan, Options, Share
 from datalog.plan.planner import Planner
 from differential.batch import Updates, concat, consolidate
 from differential.dataflow import unbudgeted
-from differential.engine import Engine
+from differential.engine import Dataflow, Engine
 from differential.time import column
 
 _log = logging.getLogger("deltalog")
@@ -180,26 +180,6 @@ class LiveQueries:
         if live is not None:
             return live.answer()
         return self.answer_once(checked, key, plan)
-
-    def answer_many(self, asked: list[tuple[str, CheckedQuery]], plan: JoinPlan) -> list[Updates]:
-        """The current answers of several queries: live states where live, the others
-        from one one-shot dataflow, whose strata are built and run once (ADR 0061)."""
-        self.repair_if_suspect()
-        answers: dict[int, Updates] = {}
-        rest = []
-        for i, (key, _) in enumerate(asked):
-            live = self.by_key.get(key)
-            if live is not None:
-                answers[i] = live.answer()
-            else:
-                rest.append(i)
-        if rest:
-            options = Options(plan, share="reuse", one_shot=True)
-            queries = [asked[i][1] for i in rest]
-            built = self.planner.build_many(self.program.checked, queries, "answers", options)
-            answers.update(zip(rest, built.start(self.engine), strict=True))
-            self.engine.retire(built.dataflow)  # (a failed start dropped it already)
-        return [answers[i] for i in range(len(asked))]
 
     def answer_once(self, checked: CheckedQuery, key: str, plan: JoinPlan) -> Updates:
         built, answer = self._started(checked, key, plan, one_shot=True)
@@ -406,12 +386,12 @@ class LiveQueries:
     def _rebuild_each(
         self, lives: Collection[LiveQuery], stop: bool
     ) -> tuple[dict[LiveQuery, Updates], BaseException | None]:
-        """`rebuild`, going on past a failure unless `stop`: what was rebuilt, and the
-        first failure."""
+        """`rebuild`, past a failure unless `stop`: what was rebuilt, the first failure."""
         program = self.program.checked
         tenants = {id(q.tenant): q.tenant for q in lives if isinstance(q.tenant, Tenant)}
+        replaced: list[Dataflow] = []
         jobs: list[Callable[[], dict[LiveQuery, Updates]]] = [
-            *(partial(self._rebuild_own, q, program) for q in lives if q.tenant is None),
+            *(partial(self._rebuild_own, q, program, replaced) for q in lives if q.tenant is None),
             *(partial(self.tenants.rebuild, t, program) for t in tenants.values()),
         ]
         answers: dict[LiveQuery, Updates] = {}
@@ -419,17 +399,23 @@ class LiveQueries:
         for job in jobs:
             try:
                 answers.update(job())
+                while replaced:
+                    self.engine.retire(replaced.pop())
             except BaseException as error:
-                failure = failure or error
+                failure = failure or error  # (a retirement cut short finishes later)
                 if stop:
                     break
         return answers, failure
 
-    def _rebuild_own(self, live: LiveQuery, program: CheckedProgram) -> dict[LiveQuery, Updates]:
+    def _rebuild_own(
+        self, live: LiveQuery, program: CheckedProgram, replaced: list[Dataflow]
+    ) -> dict[LiveQuery, Updates]:
+        """`live` on a new dataflow; the old one goes to `replaced` (retired once
+        `live` is on the new one, or a failed drop would orphan the new one)."""
         checked = check_query(parse_query(live.query_text), program.schema)
         built, first = self._started(checked, live.key, live.join_plan, share="create")
         if live.plan is not None:
-            self.engine.retire(live.plan.dataflow)
+            replaced.append(live.plan.dataflow)
         self._attach(live, built, program)
         return {live: first}
 
