@@ -135,6 +135,10 @@ class Tuning:
     # rounds so far to the scheduled operators.
     handover: int = 4096
     later_handover: int = 4096
+    # Keys a first-epoch fused run remembers as Python rows (ADR 0061): while the run's
+    # set holds every key of the distinct's key set (it started with at most `few`),
+    # a round's membership test is that set alone, not a probe of the key set.
+    fused_seen: int = 1 << 21
 
     # -- adaptive commits (ADR 0053, `datalog.db.adaptive`) -------------------------------------
     # A commit that asks to change at least `recompute_ratio` times the rows the inputs

@@ -28,7 +28,6 @@ from typing import TYPE_CHECKING, Any
 import datalog
 
 if TYPE_CHECKING:
-    from datalog import Database
     from datalog.storage.repair import Repair
 
 EXAMPLES = Path(__file__).with_name("examples")
@@ -168,7 +167,7 @@ def load_functors(paths: Sequence[Path]) -> dict[str, object]:
 def run_program(args: argparse.Namespace) -> int:
     """Load the program and its `.input` files, write `.output`s, print `.printsize`s."""
     from datalog.db.database import Database
-    from datalog.io.sources.csv import load_inputs, write_outputs
+    from datalog.io.sources.csv import load_inputs, read_outputs, write_outputs
     from datalog.lang.errors import DatalogError
 
     text = _program_text(args.program)
@@ -185,10 +184,11 @@ def run_program(args: argparse.Namespace) -> int:
         load_inputs(
             db, args.fact_dir, progress=args.progress, allow_missing=args.allow_missing_inputs
         )
-        write_outputs(db, args.output_dir, sys.stdout)
+        answers = read_outputs(db)  # one evaluation for every printed relation
+        write_outputs(db, args.output_dir, sys.stdout, answers)
         for directive in db.checked.directives:
             if directive.kind == "printsize":
-                print(f"{directive.relation}\t{_size(db, directive.relation)}")
+                print(f"{directive.relation}\t{answers[directive.relation].size}")
     except DatalogError as error:
         print(error.format(), file=sys.stderr)
         return 1
@@ -256,16 +256,6 @@ def _run_on_spark(text: str, args: argparse.Namespace) -> int:
         print(error.format(), file=sys.stderr)
         return 1
     return 0
-
-
-def _size(db: Database, relation: str) -> int:
-    """The relation's row count, read as columns (no Python rows; a nullary relation
-    has at most one row, `()`)."""
-    arity = db.checked.schema.require(relation).arity
-    query = f"{relation}({', '.join(f'x{i}' for i in range(arity))})"
-    if not arity:
-        return len(db.query(query))
-    return len(db.query_columns(query)["x0"])
 
 
 # --- repl ------------------------------------------------------------------------------------

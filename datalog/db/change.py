@@ -55,3 +55,18 @@ Callback = Callable[[Change], None]
 def _short(row: object, width: int = 60) -> str:
     text = repr(row)
     return text if len(text) <= width else text[: width - 4] + "...)"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One query's answer as `Database.query_many` reads it: numpy columns by answer
+    variable (symbols as strings) and the number of rows (a query without variables
+    has no columns: one row, `()`, if its fact holds, else none)."""
+
+    columns: dict[str, Any]
+    size: int
+
+    def rows(self) -> list[tuple[Any, ...]]:
+        """The rows as Python tuples, as `Database.query` gives them."""
+        values = [column.tolist() for column in self.columns.values()]
+        return list(zip(*values, strict=True)) if values else [()] * self.size

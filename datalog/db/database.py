@@ -34,6 +34,7 @@ from datalog.db.explanations import Explanations
 from datalog.db.history import DEFAULT_HISTORY, Past, history_setting
 from datalog.db.introspection import Introspection
 from datalog.db.live import Callback, Subscription
+from datalog.db.many import answers
 from datalog.db.pacing import Clock, Pacing, SystemClock
 from datalog.db.queries import LiveQueries
 from datalog.db.transaction import Transaction
@@ -56,7 +57,7 @@ from differential.engine import Engine
 from differential.inputs import Requests
 
 if TYPE_CHECKING:
-    from datalog.db.change import Change
+    from datalog.db.change import Answer, Change
     from datalog.db.live import LiveQuery
     from datalog.db.provenance import Derivation
     from datalog.db.whatif import Hypothetical
@@ -272,6 +273,12 @@ class Database:
             return pa.Table.from_struct_array(pa.array([{}] * rows, type=pa.struct([])))
         return pa.table({name: pa.array(column) for name, column in columns.items()})
 
+    def query_many(self, texts: Sequence[str], plan: JoinPlan = "auto") -> list[Answer]:
+        """Answers of several queries, what they read evaluated once (ADR 0061)."""
+        with self.lock, self._read_only(*texts):
+            asked = [self._check_query(text, plan) for text in texts]
+            return answers(self.queries, self.symbols, asked, plan)
+
     def _columns(self, text: str, plan: JoinPlan, as_of: int | None) -> tuple[dict[str, Any], int]:
         with self.lock, self._read_only(text):
             updates, checked = self._answer(text, plan, as_of)
@@ -280,12 +287,13 @@ class Database:
             return columns, len(updates)
 
     @contextmanager
-    def _read_only(self, text: str) -> Iterator[None]:
+    def _read_only(self, *texts: str) -> Iterator[None]:
         """Symbols a one-shot query interns (its constants, functor results) are
         forgotten when it is done: nothing stored refers to them, and a stream of
         queries with fresh constants would otherwise grow the table forever. (The
         `deltalog.*` relations it reads are refreshed first: they are stored.)"""
-        self.introspection.prepare(text)
+        for text in texts:
+            self.introspection.prepare(text)
         mark = len(self.symbols)
         try:
             yield

@@ -25,7 +25,7 @@ import numpy as np
 from datalog.eval.expressions import DTYPES
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import Atom, ColumnType, Comparison, Const, Literal, Negation, Rule, Var
-from datalog.lang.checks import CheckedProgram
+from datalog.lang.checks import CheckedProgram, CheckedQuery
 from datalog.plan.binding import Binding
 from datalog.plan.body import BodyCompiler
 from datalog.plan.dot import graph_of
@@ -82,19 +82,52 @@ class QueryPlan:
         """Start the dataflow over the current state and return what its output sent
         then (the answer so far); the listeners added later see every epoch after.
         If starting fails, the dataflow is dropped (it holds back no compaction)."""
-        captured: list[Updates] = []
-        self.output.listeners.append(lambda u, _e: captured.append(u))
-        try:
-            engine.start(self.dataflow)
-            if not self.plan.options.one_shot:  # its first commit must not catch up
-                self.dataflow.settle()
-        except BaseException:
-            engine.retire(self.dataflow)
-            raise
-        finally:
-            self.output.listeners.clear()
-        dtypes = self.output.capture.stream.dtypes
-        return concat_updates([Updates.empty(len(dtypes), 1, dtypes), *captured])
+        settle = not self.plan.options.one_shot  # a live one's first commit must not catch up
+        return start_outputs(engine, self.dataflow, [self.output], settle)[0]
+
+
+@dataclass
+class QueriesPlan:
+    """A built (not yet started) dataflow answering several queries, one output
+    each, over the strata they read built once (`Planner.build_many`)."""
+
+    dataflow: Dataflow
+    outputs: list[Output]
+    stages: tuple[Plan, ...]
+
+    def start(self, engine: Engine) -> list[Updates]:
+        """Start the dataflow; each output's answer, in order (as `QueryPlan.start`)."""
+        return start_outputs(engine, self.dataflow, self.outputs)
+
+
+def start_outputs(
+    engine: Engine, dataflow: Dataflow, outputs: Sequence[Output], settle: bool = False
+) -> list[Updates]:
+    """Start `dataflow` (and `settle` it: arrange what it deferred, ADR 0057) and
+    return what each of `outputs` sent then; if starting fails, the dataflow is
+    dropped (it holds back no compaction)."""
+    captured: list[list[Updates]] = [[] for _ in outputs]
+    for output, into in zip(outputs, captured, strict=True):
+        output.listeners.append(_appender(into))
+    try:
+        engine.start(dataflow)
+        if settle:
+            dataflow.settle()
+    except BaseException:
+        engine.retire(dataflow)
+        raise
+    finally:
+        for output in outputs:
+            output.listeners.clear()
+    answers = []
+    for output, sent in zip(outputs, captured, strict=True):
+        dtypes = output.capture.stream.dtypes
+        answers.append(concat_updates([Updates.empty(len(dtypes), 1, dtypes), *sent]))
+    return answers
+
+
+def _appender(into: list[Updates]) -> Callable[[Updates, int], None]:
+    return lambda updates, _epoch: into.append(updates)
 
 
 Resolve = Callable[[ViewRead], ViewRead]  # a view read, its view found or made
@@ -117,8 +150,39 @@ class Lowering:
         query = self.plan.query
         assert query is not None
         root, plan = self._lower_strata(dataflow)
+        output, bodies = self._answer(root, query, plan.bodies, plan.name)
+        lowered = replace(plan, bodies=tuple(bodies), shared=tuple(root.shared))
+        return output, ran_lowering(lowered)
+
+    def queries(
+        self, dataflow: Dataflow, parts: Sequence[CheckedQuery]
+    ) -> tuple[list[Output], Plan]:
+        """Each of `parts`' answers captured in `dataflow` over strata built once: the
+        plan's query is their bodies in order (`Planner.build_many`)."""
+        query = self.plan.query
+        assert query is not None
+        root, plan = self._lower_strata(dataflow)
+        outputs: list[Output] = []
+        bodies: list[BodyPlan] = []
+        start = 0
+        for part in parts:  # the bodies as the passes left them (functors bound)
+            end = start + len(part.bodies)
+            bound = replace(part, bodies=query.bodies[start:end])
+            name = f"{plan.name}[{len(outputs)}]"
+            output, done = self._answer(root, bound, plan.bodies[start:end], name)
+            outputs.append(output)
+            bodies.extend(done)
+            start = end
+        lowered = replace(plan, bodies=tuple(bodies), shared=tuple(root.shared))
+        return outputs, ran_lowering(lowered)
+
+    def _answer(
+        self, root: Sources, query: CheckedQuery, planned: Sequence[BodyPlan], name: str
+    ) -> tuple[Output, list[BodyPlan]]:
+        """The distinct projection of `query`'s bodies (as `planned`) onto its answer
+        variables, captured as `name`, and the bodies as lowered."""
         answers, bodies = [], []
-        for body in plan.bodies:
+        for body in planned:
             binding, done = self._body(root, body)
             picked = Binding(
                 project(binding.stream, [binding.index(v) for v in query.answer_vars]),
@@ -131,9 +195,7 @@ class Lowering:
         else:
             union = Binding(concat([a.stream for a in answers]), query.answer_vars)
             result = BodyCompiler(root, {}, self.symbols, []).distinct(union)
-        output = dataflow.capture(result.stream, plan.name)
-        lowered = replace(plan, bodies=tuple(bodies), shared=tuple(root.shared))
-        return output, ran_lowering(lowered)
+        return root.dataflow.capture(result.stream, name), bodies
 
     def view(self, dataflow: Dataflow) -> tuple[Stream, Plan]:
         """What computes the view's relation alone, in `dataflow`, and the lowered plan."""

@@ -13,12 +13,13 @@ fact (docs/adr/0051).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from datalog.eval.functors import FunctorBinding
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.checks import CheckedProgram, CheckedQuery
-from datalog.plan.build import Lowering, QueryPlan
+from datalog.plan.build import Lowering, QueriesPlan, QueryPlan
 from datalog.plan.passes import (
     Pass,
     choose_join,
@@ -64,6 +65,29 @@ class Planner:
         dataflow = self.engine.dataflow(name)
         output, lowered = self._lowering(stages[-1], views).query(dataflow)
         return QueryPlan(dataflow, output, (*stages, lowered))
+
+    def build_many(
+        self,
+        program: CheckedProgram,
+        queries: Sequence[CheckedQuery],
+        name: str,
+        options: Options | None = None,
+    ) -> QueriesPlan:
+        """One (not yet started) dataflow answering each of `queries` over `program`,
+        one output each: the strata they read are built once (a program's outputs,
+        ADR 0061). Planned as one query of all their bodies, never specialized by
+        magic sets (one query's constants would not restrict another's)."""
+        merged = replace(
+            queries[0],
+            bodies=tuple(b for q in queries for b in q.bodies),
+            variable_types=tuple(t for q in queries for t in q.variable_types),
+        )
+        start = Plan(name, program, merged, replace(options or Options(), magic="off"))
+        views = self._views(program)
+        stages = self._passes(start, views)
+        dataflow = self.engine.dataflow(name)
+        outputs, lowered = self._lowering(stages[-1], views).queries(dataflow, queries)
+        return QueriesPlan(dataflow, outputs, (*stages, lowered))
 
     def build_view(
         self, program: CheckedProgram, relation: str, options: Options, dataflow: Dataflow

@@ -34,23 +34,22 @@ differently), so later epochs, retractions included, read the same state.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import cast
 
 import numpy as np
 
-from differential.batch import Column, Diffs, Updates, python_rows
+from differential.batch import Diffs, Updates, python_rows
 from differential.dataflow import Operator, Receiver, Scope, Stream, check_budget
 from differential.operators import later_rounds
 from differential.operators.arrange import ArrangeOp
-from differential.operators.chain_joins import JoinStage
+from differential.operators.chain_joins import JoinStage, row_columns
+from differential.operators.chain_routes import Route, compile_route
 from differential.operators.fused import Path, Relation, Stage
 from differential.operators.join import JoinOp
 from differential.operators.linear import Edge, Feedback, Leave, Row, RowMap, same
 from differential.operators.reduce import ReduceOp, distinct
 from differential.time import Time, Times, column
-from differential.trace.cursor import columns_of
 from differential.tuning import TUNING
 
 Fused = Callable[[Time], bool]
@@ -81,14 +80,22 @@ class Chain:
             counts = [_counts(p) for p in parts]
             return later_rounds.run(self.scope, self.relations, time, counts)
         rows, diffs = start
-        rounds = [_Rounds(time, d) for d in diffs]
+        # Per relation, every key of its key set as Python rows, while they are few
+        # enough (`TUNING.fused_seen`): membership is then a set's alone, no probe.
+        seen = [r.reduce.held(TUNING.few) for r in self.relations]
+        rounds = [_Rounds(time, d, s) for d, s in zip(diffs, seen, strict=True)]
+        routes: list[Route] | None = None  # the generic walk until the run is long
         while True:
             check_budget()
-            rows = (self._rounds if len(rounds) > 1 else self._rounds_of_one)(rows, rounds)
+            many = len(rounds) > 1
+            rows = (self._rounds if many else self._rounds_of_one)(rows, rounds, routes)
             if not 0 < sum(map(len, rows)) <= TUNING.few:
                 break
             self._hand_over(rounds)  # `TUNING.handover` new keys: bound what waits
-            rounds = [_Rounds(rounds[0].next_time(), None) for _ in rounds]
+            if routes is None:
+                routes = [compile_route(r.paths) for r in self.relations]
+            seen = [None if s is None or len(s) > TUNING.fused_seen else s for s in seen]
+            rounds = [_Rounds(rounds[0].next_time(), None, s) for s in seen]
         self._hand_over(rounds)
         later = rounds[0].next_time()
         for relation, left in zip(self.relations, rows, strict=True):
@@ -96,62 +103,65 @@ class Chain:
                 ones = np.ones(len(left), dtype=np.int64)
                 arrange = relation.arrange
                 arrange.enqueue(
-                    Updates(_columns(left, arrange.dtypes), column(later, len(left)), ones)
+                    Updates(row_columns(left, arrange.dtypes), column(later, len(left)), ones)
                 )
         return True
 
-    def _rounds(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
+    def _rounds(
+        self, inputs: list[list[Row]], rounds: list[_Rounds], routes: list[Route] | None
+    ) -> list[list[Row]]:
         """Rounds from `inputs` (rows per relation), recorded in `rounds`, until none
         come back, too many do, or `TUNING.handover` keys are new: the rows of the round
-        after the last."""
+        after the last. A relation without rows in a round costs nothing there (in
+        mutual recursion most rounds have rows in one relation only). `routes`: the
+        relations' compiled routes (`chain_routes`), else the generic walk."""
+        walks = routes or [_walk(r.paths) for r in self.relations]
         steps = [
-            (_admitter(r, record), r.paths)
-            for r, record in zip(self.relations, rounds, strict=True)
+            (_admitter(r, record), walk)
+            for r, record, walk in zip(self.relations, rounds, walks, strict=True)
         ]
-        empty, new = [()] * len(steps), 0
-        joins, record = self.joins, rounds[0]
+        now, new, few = rounds[0].end, 0, TUNING.few
         while new < TUNING.handover:
-            images: list[list[Row]] = list(map(list, empty))
+            images: list[list[Row]] = [[] for _ in steps]
             count = 0
-            for (admit, paths), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
-                fresh = admit(rows)
-                if not fresh:
+            for (admit, route), rows in zip(steps, inputs):  # noqa: B905 (equal lengths)
+                if not rows or not (fresh := admit(rows, now)):
                     continue
-                new += len(fresh)
-                if joins:
-                    iteration = record.iteration()
-                    for join in joins:  # the rows they receive are the next round's
-                        join.iteration = iteration
-                    for path, target in paths:
-                        count += _route(path, target, fresh, images)
-                    continue
-                for path, target in paths:  # each new row one round later
-                    count += _through(path, fresh, images[target])
+                new += len(fresh)  # each new row one round later, at joins too
+                count += route(fresh, images, now + 1)
+            now += 1
             inputs = images
-            if not 0 < count <= TUNING.few:
+            if not 0 < count <= few:
                 break
+        for record in rounds:
+            record.end = now
         return inputs
 
-    def _rounds_of_one(self, inputs: list[list[Row]], rounds: list[_Rounds]) -> list[list[Row]]:
+    def _rounds_of_one(
+        self, inputs: list[list[Row]], rounds: list[_Rounds], routes: list[Route] | None
+    ) -> list[list[Row]]:
         """`_rounds` for a scope of one recursive relation (a counter): the same
         steps without the per-round lists of rows by relation."""
         (relation,), (record,), (rows,) = self.relations, rounds, inputs
         admit, paths = _admitter(relation, record), [path for path, _ in relation.paths]
         outputs, joins, targets = record.outputs, self.joins, [t for _, t in relation.paths]
-        while len(outputs) < TUNING.handover:
-            fresh = admit(rows)
+        now, few, handover = record.end, TUNING.few, TUNING.handover
+        route = routes[0] if routes else None
+        while len(outputs) < handover:
+            fresh = admit(rows, now)
+            now += 1
             rows = []
-            if joins:
-                iteration = record.iteration()
-                for join in joins:  # the rows they receive are the next round's
-                    join.iteration = iteration
+            if route is not None:
+                route(fresh, [rows], now)
+            elif joins:
                 for path, target in zip(paths, targets, strict=True):
-                    _route(path, target, fresh, [rows])
+                    _route(path, target, fresh, [rows], now)
             else:
                 for path in paths:
                     _through(path, fresh, rows)
-            if not 0 < len(rows) <= TUNING.few:
+            if not 0 < len(rows) <= few:
                 break
+        record.end = now
         return [rows]
 
     def _quiet(self, time: Time) -> list[list[Updates]] | None:
@@ -188,17 +198,15 @@ class Chain:
             return None
         for relation in self.relations:
             relation.arrange.take_waiting(time)
-        for join in self.joins:  # what they receive now is at `time`, through every join
-            join.iteration = time[-1]
         for join, sent in zip(self.joins, staged, strict=True):
             join.dynamic.take_waiting(time)
-            if sent:  # rows already at the join's side: the rest of their way now
-                _route([join], -1, sent, rows)
+            if sent:  # rows already at the join's side: the rest of their way now, at `time`
+                _route([join], -1, sent, rows, time[-1])
         return rows, diffs
 
     def _hand_over(self, rounds: list[_Rounds]) -> None:
         """Give the operators the rounds' updates, as their own steps would have."""
-        self.scope.steps += len(rounds[0].input_counts)
+        self.scope.steps += rounds[0].end - rounds[0].start[-1]
         for relation, record in zip(self.relations, rounds, strict=True):
             if record.inputs:
                 _hand_over(relation, record)
@@ -206,24 +214,36 @@ class Chain:
             join.hand_over(rounds[0].start[:-1])
 
 
-def _admitter(relation: Relation, rounds: _Rounds) -> Callable[[list[Row]], list[Row]]:
+def _admitter(relation: Relation, rounds: _Rounds) -> Callable[[list[Row], int], list[Row]]:
     """The distinct's growing step for one round's rows, recorded in `rounds`: the
-    rows whose key is neither in its output (a probe of its key set) nor new in
-    these rounds, once each."""
+    rows whose key is neither in its output (the run's set when it holds the key
+    set's keys, else a probe of the key set) nor new in these rounds, once each."""
     holds, hash_of, admitted = relation.reduce.holds(), relation.hash_of, rounds.admitted
-    take, taken = rounds.inputs.extend, rounds.input_counts.append
-    keep, kept = rounds.outputs.extend, rounds.output_counts.append
+    take, keep = rounds.inputs.extend, rounds.outputs.extend
+    taken, kept = rounds.input_iterations, rounds.output_iterations
+    exact = rounds.exact
 
-    def admit(rows: list[Row]) -> list[Row]:
+    def admit(rows: list[Row], now: int) -> list[Row]:
+        """The round at iteration `now`."""
         fresh = []
         for row in rows:
-            if row not in admitted and not holds(hash_of(row), row):  # type: ignore[arg-type]
+            if row in admitted:
+                continue
+            if exact or not holds(hash_of(row), row):  # type: ignore[arg-type]
                 admitted.add(row)
                 fresh.append(row)
-        take(rows)
-        taken(len(rows))
-        keep(fresh)
-        kept(len(fresh))
+        if len(rows) == 1:  # (most rounds of a long chain)
+            take(rows)
+            taken.append(now)
+        elif rows:
+            take(rows)
+            taken.extend([now] * len(rows))
+        if len(fresh) == 1:
+            keep(fresh)
+            kept.append(now)
+        elif fresh:
+            keep(fresh)
+            kept.extend([now] * len(fresh))
         return fresh
 
     return admit
@@ -246,14 +266,14 @@ def _hand_over(relation: Relation, rounds: _Rounds) -> None:
     admitted to the distinct's key set, its output recorded in the distinct and sent
     to the parent scope (which runs only once this scope is quiet)."""
     dtypes = relation.arrange.dtypes
-    columns = _columns(rounds.inputs, dtypes)
+    columns = row_columns(rounds.inputs, dtypes)
     times = rounds.times(True)
     first, last = rounds.span()
     relation.arrange.defer(Updates(columns, times, rounds.diffs()), first, last)
     if not rounds.outputs:
         return
     if len(rounds.outputs) < len(rounds.inputs):  # else every input row was new
-        columns, times = _columns(rounds.outputs, dtypes), rounds.times(False)
+        columns, times = row_columns(rounds.outputs, dtypes), rounds.times(False)
     result = Updates(columns, times, np.ones(len(rounds.outputs), dtype=np.int64))
     relation.reduce.grown(result)
     for leave in relation.leaves:
@@ -264,30 +284,27 @@ class _Rounds:
     """Consecutive rounds from `start`: their input rows, the new keys among them,
     and how many of each per round, until they are handed over as `Updates`."""
 
-    def __init__(self, start: Time, first_diffs: list[int] | None) -> None:
+    def __init__(self, start: Time, first_diffs: list[int] | None, seen: set[Row] | None) -> None:
         self.start = start
+        self.end = start[-1]  # the iteration after the last round
         self.first_diffs = first_diffs  # of the first round's input (None: all 1)
         self.inputs: list[Row] = []
         self.outputs: list[Row] = []
-        self.input_counts: list[int] = []
-        self.output_counts: list[int] = []
-        self.admitted: set[Row] = set()  # `outputs`, for membership
-
-    def iteration(self) -> int:
-        """The iteration after the last round."""
-        return self.start[-1] + len(self.input_counts)
+        # the iteration of each input row, and of each output row
+        self.input_iterations: list[int] = []
+        self.output_iterations: list[int] = []
+        # `outputs`, for membership; `seen` (then `exact`) holds the key set's keys too
+        self.admitted: set[Row] = set() if seen is None else seen
+        self.exact = seen is not None
 
     def next_time(self) -> Time:
         """The time of the round after the last one."""
-        return (*self.start[:-1], self.iteration())
+        return (*self.start[:-1], self.end)
 
     def span(self) -> tuple[Time, Time]:
         """The times of the first and the last round with input (there is one)."""
-        rounds = [i for i, n in enumerate(self.input_counts) if n]
-        return self._at(rounds[0]), self._at(rounds[-1])
-
-    def _at(self, round: int) -> Time:
-        return (*self.start[:-1], self.start[-1] + round)
+        prefix = self.start[:-1]
+        return (*prefix, self.input_iterations[0]), (*prefix, self.input_iterations[-1])
 
     def diffs(self) -> Diffs:
         diffs = np.ones(len(self.inputs), dtype=np.int64)
@@ -297,8 +314,8 @@ class _Rounds:
 
     def times(self, inputs: bool) -> Times:
         """The time column of the inputs, or of the outputs."""
-        counts = self.input_counts if inputs else self.output_counts
-        iterations = np.repeat(np.arange(len(counts), dtype=np.int64), counts) + self.start[-1]
+        listed = self.input_iterations if inputs else self.output_iterations
+        iterations = np.array(listed, dtype=np.int64)
         prefix = np.array(self.start[:-1], dtype=np.int64).reshape(-1, 1)
         return np.vstack([np.repeat(prefix, len(iterations), axis=1), iterations[None, :]])
 
@@ -310,15 +327,6 @@ def _counts(parts: list[Updates]) -> dict[Row, int]:
         for row, n in zip(python_rows(part.columns, len(part)), part.diffs.tolist(), strict=True):
             counts[row] = counts.get(row, 0) + n
     return counts
-
-
-def _columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...]:
-    """Rows (at least one) as typed columns: one conversion when all have one type."""
-    if any(d != dtypes[0] for d in dtypes):
-        return tuple(columns_of(rows, dtypes))
-    n, k = len(rows), len(dtypes)
-    flat = np.fromiter(itertools.chain.from_iterable(rows), dtypes[0], count=n * k)
-    return tuple(flat[i::k].copy() for i in range(k)) if k > 1 else (flat,)
 
 
 def fused_rounds(scope: Scope) -> Fused | None:
@@ -433,32 +441,47 @@ def _onward(receiver: Receiver) -> tuple[RowMap, Stream] | None:
     return None
 
 
-def _route(path: Path, target: int, rows: list[Row], images: list[list[Row]]) -> int:
+def _walk(paths: list[tuple[Path, int]]) -> Route:
+    """The generic walk of a relation's `paths` (`chain_routes` compiles the same)."""
+
+    def walk(rows: list[Row], images: list[list[Row]], now: int) -> int:
+        return sum(_route(path, target, rows, images, now) for path, target in paths)
+
+    return walk
+
+
+def _route(path: Path, target: int, rows: list[Row], images: list[list[Row]], now: int) -> int:
     """Send `rows` along `path` into `images` (rows per relation): through its maps
     into `images[target]`, or, when the path ends at a join (`target` -1), through
-    the join and on along each of its ways; how many rows arrived."""
-    join = path[-1] if path else None
-    if join.__class__ is not JoinStage:
+    the join (its side receiving them at iteration `now`) and on along each of its
+    ways; how many rows arrived."""
+    if target >= 0:
         return _through(path, rows, images[target])
+    join: JoinStage = path[-1]  # type: ignore[assignment]
     passed: list[Row] = rows
     if len(path) > 1:
         passed = []
-        _through(path[:-1], rows, passed)
-    joined = join.join_rows(passed)
+        _through(path, rows, passed, len(path) - 1)
+    joined = join.join_rows(passed, now)
     count = 0
     for onward, to in join.onward:
-        count += _route(onward, to, joined, images)  # type: ignore[arg-type]
+        count += _route(onward, to, joined, images, now)  # type: ignore[arg-type]
     return count
 
 
-def _through(path: Sequence[Stage], rows: Iterable[Row], out: list[Row]) -> int:
-    """Append to `out` each row's image through the maps and filters of `path` (a
-    filter's None drops the row); how many were appended. (Paths without joins.)"""
+def _through(
+    path: Sequence[Stage], rows: Iterable[Row], out: list[Row], stages: int | None = None
+) -> int:
+    """Append to `out` each row's image through the maps and filters of `path` (its
+    first `stages`, all by default; a filter's None drops the row); how many were
+    appended. (Paths without joins, or the maps before a path's join.)"""
     before = len(out)
-    if len(path) == 1:  # (most paths: one map or filter)
+    if (stages or len(path)) == 1:  # (most paths: one map or filter)
         one: RowMap = path[0]  # type: ignore[assignment]
         out.extend([mapped for row in rows if (mapped := one(row)) is not None])
         return len(out) - before
+    if stages is not None:
+        path = path[:stages]
     for row in rows:
         image: Row | None = row
         for stage in path:

@@ -22,13 +22,14 @@ its own steps would have left them, so later epochs read the same trace.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from collections.abc import Callable
 
 import numpy as np
 
 from differential import small
-from differential.batch import Updates, python_rows, python_times
+from differential.batch import Column, Updates, python_rows, python_times
 from differential.operators.arrange import Arranged, ArrangeOp
 from differential.operators.join import JoinOp
 from differential.operators.linear import Row
@@ -57,7 +58,6 @@ class JoinStage:
         self.matches: dict[Row, list[tuple[object, ...]]] = {}
         self.rows: list[Row] = []
         self.iterations: list[int] = []
-        self.iteration = 0  # of the rows sent through now (set by the rounds)
         self.time: Time = ()
         # Where its output goes: paths (of maps, maybe ending in a join) to the
         # relations' inputs, each with the relation's index (-1: the join routes).
@@ -74,29 +74,36 @@ class JoinStage:
                 side.seal()
         if not (dynamic.history_before(time) and static.history_before(time)):
             return False
-        self.time, self.matches = time, {}
+        self.time = time
+        self.matches.clear()  # (in place: compiled routes hold it, `chain_routes`)
         return True
 
-    def join_rows(self, rows: list[Row]) -> list[Row]:
-        """The images of `rows` (each of multiplicity one, sent to the dynamic side,
-        where they are recorded) through the join."""
+    def join_rows(self, rows: list[Row], iteration: int) -> list[Row]:
+        """The images of `rows` (each of multiplicity one, sent to the dynamic side at
+        `iteration`, where they are recorded) through the join."""
         if not rows:
             return []
         self.rows.extend(rows)
-        self.iterations.extend([self.iteration] * len(rows))
-        k, project, matches, out = self.k, self.project, self.matches, []
+        self.iterations.extend([iteration] * len(rows))
+        k, project, matches, left = self.k, self.project, self.matches, self.dynamic_left
+        out: list[Row] = []
         for row in rows:
             key = row[:k]
             found = matches.get(key)
             if found is None:
-                found = matches[key] = self._lookup(key)
-            if self.dynamic_left:
+                found = matches[key] = self.lookup(key)
+            if not found:
+                continue
+            if len(found) == 1:  # (most keys of a lookup: one match)
+                (values,) = found
+                out.append(project((*row, *values) if left else (*key, *values, *row[k:])))
+            elif left:
                 out.extend([project((*row, *values)) for values in found])
             else:
                 out.extend([project((*key, *values, *row[k:])) for values in found])
         return out
 
-    def _lookup(self, key: Row) -> list[tuple[object, ...]]:
+    def lookup(self, key: Row) -> list[tuple[object, ...]]:
         """The static side's values under `key`, each repeated by its multiplicity."""
         time, static, k = self.time, self.static, self.k
         counts: dict[tuple[object, ...], int] = {}
@@ -125,11 +132,21 @@ class JoinStage:
         iterations = np.array(self.iterations, dtype=np.int64)
         outer = np.repeat(np.array(prefix, dtype=np.int64).reshape(-1, 1), len(iterations), 1)
         times = np.vstack([outer, iterations[None, :]])
-        columns = tuple(columns_of(self.rows, self.dynamic.dtypes))
+        columns = row_columns(self.rows, self.dynamic.dtypes)
         updates = Updates(columns, times, np.ones(len(self.rows), dtype=np.int64))
         first, last = (*prefix, min(self.iterations)), (*prefix, max(self.iterations))
         self.dynamic.defer(updates, first, last)
-        self.rows, self.iterations = [], []
+        self.rows.clear()  # (in place: compiled routes hold them)
+        self.iterations.clear()
+
+
+def row_columns(rows: list[Row], dtypes: tuple[np.dtype, ...]) -> tuple[Column, ...]:
+    """Rows (at least one) as typed columns: one conversion when all have one type."""
+    if any(d != dtypes[0] for d in dtypes):
+        return tuple(columns_of(rows, dtypes))
+    n, k = len(rows), len(dtypes)
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtypes[0], count=n * k)
+    return tuple(flat[i::k].copy() for i in range(k)) if k > 1 else (flat,)
 
 
 def _visible(at: Time, time: Time) -> None:

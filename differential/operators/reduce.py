@@ -206,6 +206,11 @@ class ReduceOp(Operator):
         assert self.growing_distinct is not None
         return self.growing_distinct.holds()
 
+    def held(self, limit: int) -> set[Row] | None:
+        """The growing distinct's output keys as Python rows, if at most `limit`."""
+        assert self.growing_distinct is not None
+        return self.growing_distinct.held(limit)
+
     def grown(self, result: Updates) -> None:
         """Record new keys that fused rounds emitted as growing steps would (the
         caller sends them on)."""

@@ -83,6 +83,11 @@ class GrowingDistinct:
         assert self.seen is not None
         return self.seen.holds
 
+    def held(self, limit: int) -> set[Row] | None:
+        """The output's keys as Python rows while growing, if at most `limit`."""
+        assert self.seen is not None
+        return self.seen.rows(limit)
+
     def grown(self, result: Updates) -> None:
         """Record new keys that fused rounds emitted (each once, none held yet)."""
         seen = self.seen

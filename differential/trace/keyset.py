@@ -155,6 +155,13 @@ class KeySet:
             hashes, keys = hashes[free], [k[free] for k in keys]
         self._store_new(hashes, keys)
 
+    def rows(self, limit: int) -> set[tuple[object, ...]] | None:
+        """Every key as a Python row, if there are at most `limit` (else None)."""
+        if len(self) > limit:
+            return None
+        stored = [column[: self.size] for column in self._store]
+        return set(python_rows(stored, self.size)) | self.overflow
+
     def _stored(self, at: int) -> tuple[object, ...]:
         return tuple(stored[at].item() for stored in self._store)
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import logging
 import re
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -46,6 +46,7 @@ from datalog.lang.errors import DatalogError
 from datalog.lang.schema import RelationInfo
 
 if TYPE_CHECKING:
+    from datalog.db.change import Answer
     from datalog.db.database import Database
 
 CHUNK_ROWS = 1_000_000  # rows per `Transaction.insert`
@@ -334,11 +335,18 @@ def _progress(name: str, total: int) -> Callable[[int], None]:
 # --- writing ----------------------------------------------------------------------------
 
 
-def relation_rows(db: Database, relation: str) -> list[tuple[Any, ...]]:
-    """Every tuple of `relation`, sorted column by column."""
-    arity = db.checked.schema.require(relation).arity
-    variables = ", ".join(f"x{i}" for i in range(arity))
-    return sorted(db.query(f"{relation}({variables})"))
+def read_outputs(
+    db: Database, kinds: Collection[str] = ("output", "printsize")
+) -> dict[str, Answer]:
+    """The relations the program's `.output` and `.printsize` directives (or those of
+    `kinds`) name, by name, read in one evaluation (`Database.query_many`): a
+    recursive group computed once for all its printed relations (ADR 0061)."""
+    names = list(dict.fromkeys(d.relation for d in db.checked.directives if d.kind in kinds))
+    texts = []
+    for name in names:
+        arity = db.checked.schema.require(name).arity
+        texts.append(f"{name}({', '.join(f'x{i}' for i in range(arity))})")
+    return dict(zip(names, db.query_many(texts), strict=True)) if names else {}
 
 
 def format_value(value: object) -> str:
@@ -356,20 +364,26 @@ def write_rows(stream: IO[str], rows: Iterable[tuple[Any, ...]], delimiter: str 
 
 
 def write_outputs(
-    db: Database, output_dir: str | Path = ".", stdout: IO[str] | None = None
+    db: Database,
+    output_dir: str | Path = ".",
+    stdout: IO[str] | None = None,
+    answers: Mapping[str, Answer] | None = None,
 ) -> list[Path]:
     """Write every `.output` relation; `output_dir="-"` prints them to `stdout`.
+    `answers` holds the relations already read (`read_outputs`), else they are read.
 
     Returns the files written.
     """
     stdout = stdout or sys.stdout
+    if answers is None:
+        answers = read_outputs(db, ("output",))
     written = []
     for directive in db.checked.directives:
         if directive.kind != "output":
             continue
         info = db.checked.schema.require(directive.relation, directive.span)
         file = output_file(directive, info, output_dir)
-        rows = relation_rows(db, info.name)
+        rows = sorted(answers[directive.relation].rows())
         if str(output_dir) == "-" or (directive.option("IO") or "").lower() == "stdout":
             print_framed(stdout, file, rows)
         else:
