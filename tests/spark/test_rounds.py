@@ -53,7 +53,7 @@ def no_broadcast(spark: SparkSession) -> Iterator[None]:
 def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
     spark: SparkSession, merge_every: int
 ) -> None:
-    from datalog.io.spark.evaluate import evaluate
+    from datalog.io.spark.evaluate import absent, evaluate
     from datalog.io.spark.session import static_plan
 
     checked = check_program(parse_program(CLOSURE))
@@ -86,6 +86,15 @@ def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
         anti.explain()
     assert plan.getvalue().count("Exchange") == 1, plan.getvalue()
     assert sorted(tuple(r) for r in anti.collect()) == [(5, 0)]
+    # the round's own join builds its table from the new rows and streams the full
+    # relation as it lies: no shuffle and no sort of it
+    absent_rows = absent(new.repartition(partitions, "c0", "c1"), relations["path"])
+    plan = io.StringIO()
+    with no_broadcast(spark), static_plan(spark), contextlib.redirect_stdout(plan):
+        absent_rows.explain()
+    text = plan.getvalue()
+    assert text.count("Exchange") == 1 and "Sort" not in text and "BuildLeft" in text, text
+    assert sorted(tuple(r) for r in absent_rows.collect()) == [(5, 0)]
 
 
 def test_fact_files_of_a_run_are_checked_by_one_job(spark: SparkSession, tmp_path: Path) -> None:
