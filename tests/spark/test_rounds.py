@@ -161,3 +161,10 @@ def test_program_facts_are_built_by_the_jvm_without_python_rows(spark: SparkSess
         with contextlib.redirect_stdout(plan):
             relations[name].explain()
         assert "ExistingRDD" not in plan.getvalue(), plan.getvalue()
+
+
+def test_a_local_session_compiles_with_the_first_jit_tier(spark: SparkSession) -> None:
+    """On a few cores the optimizing JIT's threads took the cores a short run needed
+    (ADR 0059): a local session's JVM is started with the first tier only."""
+    options = spark.conf.get("spark.driver.extraJavaOptions") or ""
+    assert "-XX:TieredStopAtLevel=1" in options.split()
