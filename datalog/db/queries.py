@@ -47,7 +47,7 @@ from datalog.plan.plan import JoinPlan, Options, Share
 from datalog.plan.planner import Planner
 from differential.batch import Updates, concat, consolidate
 from differential.dataflow import unbudgeted
-from differential.engine import Engine
+from differential.engine import Dataflow, Engine
 from differential.time import column
 
 _log = logging.getLogger("deltalog")
@@ -390,8 +390,9 @@ class LiveQueries:
         first failure."""
         program = self.program.checked
         tenants = {id(q.tenant): q.tenant for q in lives if isinstance(q.tenant, Tenant)}
+        replaced: list[Dataflow] = []
         jobs: list[Callable[[], dict[LiveQuery, Updates]]] = [
-            *(partial(self._rebuild_own, q, program) for q in lives if q.tenant is None),
+            *(partial(self._rebuild_own, q, program, replaced) for q in lives if q.tenant is None),
             *(partial(self.tenants.rebuild, t, program) for t in tenants.values()),
         ]
         answers: dict[LiveQuery, Updates] = {}
@@ -399,17 +400,24 @@ class LiveQueries:
         for job in jobs:
             try:
                 answers.update(job())
+                while replaced:  # once its live query is on the new one
+                    self.engine.retire(replaced.pop())
             except BaseException as error:
-                failure = failure or error
+                failure = failure or error  # (a retirement cut short finishes later)
                 if stop:
                     break
         return answers, failure
 
-    def _rebuild_own(self, live: LiveQuery, program: CheckedProgram) -> dict[LiveQuery, Updates]:
+    def _rebuild_own(
+        self, live: LiveQuery, program: CheckedProgram, replaced: list[Dataflow]
+    ) -> dict[LiveQuery, Updates]:
+        """`live` on a new dataflow over `program`, its old one added to `replaced`
+        for `_rebuild_each` to retire: were it retired here, a failure of its drop
+        would leave the new one computing for nobody."""
         checked = check_query(parse_query(live.query_text), program.schema)
         built, first = self._started(checked, live.key, live.join_plan, share="create")
         if live.plan is not None:
-            self.engine.retire(live.plan.dataflow)
+            replaced.append(live.plan.dataflow)
         self._attach(live, built, program)
         return {live: first}
 
