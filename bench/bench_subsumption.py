@@ -9,13 +9,17 @@ source: the node of highest out-degree) each query's initial computation is time
 (subscribing builds and runs the dataflow) next to DuckDB's recursive CTE with
 `USING KEY` (DuckDB >= 1.3: each round keeps one row per key, the minimum found)
 and networkx. Then, with the query subscribed, single edges are retracted and
-inserted back, one commit each: p50 and p99 of those commits. Prints a table;
-asserts nothing.
+inserted back, one commit each: p50 and p99 of those commits, in wall time and in
+the thread's CPU time (on a shared machine wall minus CPU is time spent waiting for
+a core), after `gc.freeze()` as a latency-minded host would (docs/benchmarks.md,
+"Single-edge commit spikes"). First evaluations are timed in wall and process CPU
+time, DuckDB's too (its threads' CPU added up). Prints a table; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 from collections.abc import Callable, Sequence
 
@@ -64,8 +68,16 @@ def timed(fn: Callable[[], object]) -> tuple[object, float]:
     return result, time.perf_counter() - start
 
 
-def deltalog(kind: str, g: Graph, updates: int, seed: int) -> tuple[int, float, list[float]]:
-    """(answer rows, initial seconds, [insert p50, insert p99, delete p50, delete p99] ms)."""
+def timed_cpu(fn: Callable[[], object], clock: Callable[[], float]) -> tuple[object, float, float]:
+    """`fn()`, its wall seconds and its seconds of `clock` (a CPU clock)."""
+    cpu = clock()
+    result, wall = timed(fn)
+    return result, wall, clock() - cpu
+
+
+def deltalog(kind: str, g: Graph, updates: int, seed: int) -> tuple[int, float, float, list[float]]:
+    """(answer rows, initial wall and CPU seconds, [insert p50, insert p99, delete p50,
+    delete p99, insert CPU p99, delete CPU p99] ms)."""
     src, dst, weights, source = g
     db = Database()
     db.define(BASE + PROGRAMS[kind])
@@ -76,16 +88,26 @@ def deltalog(kind: str, g: Graph, updates: int, seed: int) -> tuple[int, float, 
     def count(change: object) -> None:
         rows[0] += int(sum(change.diffs))  # type: ignore[attr-defined]
 
-    _, initial = timed(lambda: db.subscribe(QUERIES[kind], count))
+    _, initial, initial_cpu = timed_cpu(
+        lambda: db.subscribe(QUERIES[kind], count), time.process_time
+    )
     answer = rows[0]
+    gc.collect()
+    gc.freeze()
     picks = np.random.default_rng(seed + 1).choice(len(src), updates, replace=False)
-    deletes, inserts = [], []
+    deletes, inserts, delete_cpu, insert_cpu = [], [], [], []
     for i in picks.tolist():
         edge = [(int(src[i]), int(dst[i]), int(weights[i]))]
-        deletes.append(timed(lambda e=edge: db.retract("edge", e))[1])  # type: ignore[misc]
-        inserts.append(timed(lambda e=edge: db.insert("edge", e))[1])  # type: ignore[misc]
+        _, wall, cpu = timed_cpu(lambda e=edge: db.retract("edge", e), time.thread_time)  # type: ignore[misc]
+        deletes.append(wall)
+        delete_cpu.append(cpu)
+        _, wall, cpu = timed_cpu(lambda e=edge: db.insert("edge", e), time.thread_time)  # type: ignore[misc]
+        inserts.append(wall)
+        insert_cpu.append(cpu)
+    gc.unfreeze()
     ms = [1000 * float(np.percentile(s, q)) for s in (inserts, deletes) for q in (50, 99)]
-    return answer, initial, ms
+    ms += [1000 * float(np.percentile(s, 99)) for s in (insert_cpu, delete_cpu)]
+    return answer, initial, initial_cpu, ms
 
 
 DUCK = {
@@ -116,22 +138,24 @@ DUCK = {
 }
 
 
-def duckdb_time(kind: str, g: Graph) -> tuple[int | str, float | str]:
+def duckdb_time(kind: str, g: Graph) -> tuple[int | str, float | str, float | str]:
+    """(rows, wall seconds, process CPU seconds) of DuckDB's recursive CTE."""
     try:
         import duckdb
     except ImportError:
-        return "-", "not installed"
+        return "-", "not installed", "-"
     src, dst, weights, source = g
     con = duckdb.connect()
     frame = {"src": src, "dst": dst, "w": weights}  # noqa: F841 - read by DuckDB by name
     con.execute("CREATE TABLE edge AS SELECT * FROM frame")
     con.execute("CREATE TABLE und AS SELECT src, dst FROM edge UNION SELECT dst, src FROM edge")
+    query = DUCK[kind].format(source=source)
     try:
-        result, seconds = timed(lambda: con.execute(DUCK[kind].format(source=source)).fetchone())
+        result, seconds, cpu = timed_cpu(lambda: con.execute(query).fetchone(), time.process_time)
     except duckdb.Error as error:  # USING KEY needs DuckDB >= 1.3
-        return "-", f"failed: {str(error).splitlines()[0][:40]}"
+        return "-", f"failed: {str(error).splitlines()[0][:40]}", "-"
     assert isinstance(result, tuple)
-    return int(result[0]), seconds
+    return int(result[0]), seconds, cpu
 
 
 def networkx_time(kind: str, g: Graph) -> tuple[int | str, float | str]:
@@ -164,13 +188,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     g = graph(args.edges, args.seed)
     table = []
     for kind in PROGRAMS:
-        rows, initial, ms = deltalog(kind, g, args.updates, args.seed)
-        duck_rows, duck = duckdb_time(kind, g)
+        rows, initial, initial_cpu, ms = deltalog(kind, g, args.updates, args.seed)
+        duck_rows, duck, duck_cpu = duckdb_time(kind, g)
         nx_rows, nx_seconds = networkx_time(kind, g)
-        table.append([kind, rows, initial, duck, duck_rows, nx_seconds, nx_rows, *ms])
+        table.append(
+            [kind, rows, initial, initial_cpu, duck, duck_cpu, duck_rows, nx_seconds, nx_rows, *ms]
+        )
     headers = [
-        "query", "rows", "deltalog s", "duckdb s", "duckdb rows", "networkx s", "nx rows",
-        "insert p50 ms", "insert p99 ms", "delete p50 ms", "delete p99 ms",
+        "query", "rows", "deltalog s", "deltalog cpu s", "duckdb s", "duckdb cpu s",
+        "duckdb rows", "networkx s", "nx rows", "insert p50 ms", "insert p99 ms",
+        "delete p50 ms", "delete p99 ms", "insert cpu p99 ms", "delete cpu p99 ms",
     ]  # fmt: skip
     print(f"power-law graph: {args.edges:,} edges, {len(np.unique(g[:2])):,} nodes")
     print(format_table(table, headers))

@@ -25,6 +25,7 @@ from differential.sort import distinct_rows as distinct_rows  # (re-exported: so
 from differential.sort import in_order as in_order
 from differential.sort import sorted_values as sorted_values
 from differential.sort import uniform as uniform
+from differential.sort import unique_values as unique_values
 from differential.sort import unpack as unpack
 from differential.time import Time, Times, column, uniform_times
 from differential.tuning import TUNING
@@ -126,8 +127,14 @@ def concat(parts: Sequence[Updates]) -> Updates:
     if not nonempty:
         return parts[0]
     arity = nonempty[0].arity
+    columns: list[Column] = []
+    for i in range(arity):  # a column every part shares with an earlier one stays shared
+        same = next((j for j in range(i) if all(p.columns[i] is p.columns[j] for p in nonempty)), i)
+        columns.append(
+            columns[same] if same < i else np.concatenate([p.columns[i] for p in nonempty])
+        )
     return Updates(
-        tuple(np.concatenate([p.columns[i] for p in nonempty]) for i in range(arity)),
+        tuple(columns),
         _concat_times([p.times for p in nonempty]),
         _concat_diffs([p.diffs for p in nonempty]),
     )
@@ -201,7 +208,7 @@ def consolidate(updates: Updates) -> Updates:
         if found >= 0:
             return consolidate_sorted(updates, distinct=found > 0)
     uniform = uniform_diff(updates.diffs)
-    if uniform is not None:
+    if uniform is not None or TUNING.packed_diffs:
         fast = consolidate_packed(updates, uniform)
         if fast is not None:
             return fast
@@ -254,27 +261,83 @@ def uniform_diff(diffs: Diffs) -> int | None:
     return first if uniform(diffs) or bool((diffs == first).all()) else None
 
 
-def consolidate_packed(updates: Updates, diff: int) -> Updates | None:
-    """All diffs equal: sort the packed rows themselves and count the runs."""
-    keys = [*updates.columns, *(updates.times[i] for i in range(updates.depth))]
-    packed = pack(keys)
+def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
+    """Integer rows and times that pack into one int64: sort the packed rows themselves
+    (values, not a permutation: no gathers) and sum each run. `diff`: the diff every
+    update carries (each run's count times it); None: the diffs differ and are packed
+    too, below the rows, and summed per run (ADR 0057). None when they do not pack.
+    A column equal to an earlier one (a reduce's key, repeated in its tuple) is packed
+    once and shared by both in the result."""
+    copies = _copies(updates.columns)
+    own = [i for i, c in enumerate(copies) if c == i]
+    keys = [*(updates.columns[i] for i in own), *(updates.times[i] for i in range(updates.depth))]
+    packed = pack([*keys, updates.diffs] if diff is None else keys)
     if packed is None:
         return None
     ordered = sorted_values(packed[0])  # `pack` made it: ours to sort in place
-    starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
-    dtypes = [c.dtype for c in updates.columns] + [np.dtype(np.int64)] * updates.depth
-    cols = unpack(ordered[starts], packed[1], dtypes)
-    arity, n = updates.arity, len(starts)
-    if updates.depth and all(width == 0 for _, width in packed[1][arity:]):
-        times = uniform_times(tuple(lo for lo, _ in packed[1][arity:]), n)  # one time
+    specs, sums = packed[1], None
+    if diff is None:  # the rows are the bits above the diff's
+        (low, width), specs = specs[-1], specs[:-1]
+        rows = ordered >> width if width else ordered
+    else:
+        rows = ordered
+    starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))
+    if diff is None:
+        sums = _summed_low_bits(ordered, starts, low, width)
+        kept = np.flatnonzero(sums)
+        if len(kept) < len(starts):
+            starts, sums = starts[kept], sums[kept]
+    m, n = len(own), len(starts)
+    one_time = updates.depth > 0 and all(width == 0 for _, width in specs[m:])
+    dtypes = [updates.columns[i].dtype for i in own] + [np.dtype(np.int64)] * updates.depth
+    if one_time:  # the times hold no bits: unpack the columns only
+        specs, dtypes = specs[:m], dtypes[:m]
+    unpacked = unpack(rows[starts], specs, dtypes)
+    by_column = dict(zip(own, unpacked[:m], strict=True))
+    cols = tuple(by_column[c] for c in copies)
+    if one_time:
+        times = uniform_times(tuple(lo for lo, _ in packed[1][m : m + updates.depth]), n)
     elif updates.depth:
-        times = np.stack(cols[arity:]).astype(np.int64, copy=False)
+        times = np.stack(unpacked[m:]).astype(np.int64, copy=False)
     else:
         times = np.empty((0, n), np.int64)
+    if diff is None:
+        assert sums is not None
+        return Updates(cols, times, sums)
     if n == len(ordered):  # no two rows agree: every count is one
-        return Updates(tuple(cols[:arity]), times, uniform_diffs(diff, n))
+        return Updates(cols, times, uniform_diffs(diff, n))
     counts = np.diff(np.append(starts, len(ordered)))
-    return Updates(tuple(cols[:arity]), times, counts.astype(np.int64) * diff)
+    return Updates(cols, times, counts.astype(np.int64) * diff)
+
+
+def _copies(columns: Sequence[Column]) -> list[int]:
+    """For each column, the first column equal to it (itself when none is)."""
+    found: list[int] = []
+    for i, col in enumerate(columns):
+        earlier = (j for j in range(i) if found[j] == j and _same(columns[j], col))
+        found.append(next(earlier, i))
+    return found
+
+
+def _same(a: Column, b: Column) -> bool:
+    """Whether two columns hold the same values (told apart by their first rows,
+    usually)."""
+    if a is b:
+        return True
+    if a.dtype != b.dtype or not np.array_equal(a[:64], b[:64]):
+        return False
+    return bool(np.array_equal(a, b))
+
+
+def _summed_low_bits(
+    ordered: npt.NDArray[np.int64], starts: Index, low: int, width: int
+) -> npt.NDArray[np.int64]:
+    """Per run of `ordered` (from `starts`), the sum of the values packed in its low
+    `width` bits, each offset by `low` (`pack`'s spec of the last column)."""
+    values = ordered & ((1 << width) - 1) if width else np.zeros(len(ordered), np.int64)
+    if low:
+        values += low
+    return np.add.reduceat(values, starts) if len(starts) < len(values) else values
 
 
 def uniform_diffs(diff: int, n: int) -> Diffs:
@@ -302,6 +365,6 @@ def weighed_runs(ends: npt.NDArray[np.integer], limit: int) -> Iterator[Index]:
     of its own): the parts a join, a reduce or an extension works through in turn."""
     n = len(ends)
     marks = np.arange(limit, int(ends[-1]) if n else 0, limit)
-    edges = np.unique(np.r_[0, np.searchsorted(ends, marks, side="right"), n])
+    edges = unique_values(np.r_[0, np.searchsorted(ends, marks, side="right"), n])
     for lo, hi in itertools.pairwise(edges.tolist()):
         yield np.arange(lo, hi, dtype=np.intp)

@@ -40,7 +40,9 @@ from differential.budget import unbudgeted
 from differential.dataflow import Scope, Stream
 from differential.inputs import Input, Requests, Semantics
 from differential.memory import use_small_pages
+from differential.operators.arrange import ArrangeOp
 from differential.operators.capture import Capture
+from differential.operators.reduce import ReduceOp
 from differential.operators.shared import ImportOp
 from differential.time import column
 
@@ -83,6 +85,15 @@ class Dataflow:
 
     def run(self) -> None:
         self.root.run(())
+
+    def settle(self) -> None:
+        """Arrange what the arrangements defer until read (`ArrangeOp.settle`,
+        `ReduceOp.settle`): a live dataflow's first commit would, all at once, so a
+        query that lives on settles when it starts (ADR 0057); a one-shot dataflow
+        never reads what it deferred."""
+        for op in self.root.all_operators():
+            if isinstance(op, (ArrangeOp, ReduceOp)):
+                op.settle()
 
     def deliver(self, epoch: int) -> None:
         for out in self.outputs.values():

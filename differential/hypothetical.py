@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from differential.batch import Updates
 from differential.engine import Dataflow, Engine, Output, View
 from differential.inputs import Requests
-from differential.operators.arrange import ArrangeOp
-from differential.operators.reduce import ReduceOp
 from differential.savepoint import Savepoint
 
 
@@ -91,6 +89,4 @@ def settle(flows: list[Dataflow]) -> None:
     the first reader would, and a hypothetical whose state is restored would do it
     again at every call (a dataflow just started defers its whole first epoch)."""
     for df in flows:
-        for op in df.root.all_operators():
-            if isinstance(op, (ArrangeOp, ReduceOp)):
-                op.settle()
+        df.settle()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -24,6 +24,7 @@ from differential.time import Times
 from differential.tuning import TUNING
 
 Column = npt.NDArray[np.generic]
+G = TypeVar("G", bound=np.generic)
 Index = npt.NDArray[np.intp]
 
 
@@ -149,7 +150,7 @@ def _sort_in_parts(keys: Sequence[Column], stable: bool) -> Index:
     n = len(lead)
     ranges = -(-n // TUNING.sort_part)
     sample = np.sort(lead[:: max(1, n // (ranges * 64))])
-    splitters = np.unique(sample[64::64])
+    splitters = unique_values(sample[64::64])
     pieces: list[list[Index]] = [[] for _ in range(len(splitters) + 1)]
     for start in range(0, n, TUNING.sort_part):
         check_budget()
@@ -245,7 +246,7 @@ def sorted_values(key: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
         part.sort()
     ranges = len(parts)
     sample = np.sort(np.concatenate([p[:: max(1, len(p) // (ranges * 64))] for p in parts]))
-    splitters = np.unique(sample[len(sample) // ranges :: max(1, len(sample) // ranges)])
+    splitters = unique_values(sample[len(sample) // ranges :: max(1, len(sample) // ranges)])
     cuts = [np.concatenate([[0], p.searchsorted(splitters), [len(p)]]) for p in parts]
     out = np.empty_like(key)
     at = 0
@@ -279,6 +280,19 @@ def distinct_rows(columns: Sequence[Column]) -> tuple[Column, ...]:
         ordered = tuple(c[order] for c in columns)
     starts = run_starts(ordered)
     return ordered if starts.all() else tuple(c[starts] for c in ordered)
+
+
+def unique_values(values: npt.NDArray[G]) -> npt.NDArray[G]:
+    """The distinct values of one column, sorted: `np.unique` without its check for a
+    masked array, whose first call in a process imports `numpy.ma` (about 30 ms, which
+    landed on the first single-edge commit after a subscription; ADR 0057)."""
+    ordered = np.sort(values)
+    if len(ordered) < 2:
+        return ordered
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 def uniform(values: Column) -> bool:

@@ -105,6 +105,10 @@ class Tuning:
     probe: int = 1 << 16
     # Rows from which one repeated time is held as one value (`time.uniform_times`).
     uniform_from: int = 1 << 10
+    # Consolidation and batch builds of integer rows whose diffs differ pack the diffs
+    # below the rows and sort the packed values (`batch.consolidate_packed`, ADR 0057);
+    # False: they sort a permutation and gather every column (the reference).
+    packed_diffs: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

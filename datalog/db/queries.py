@@ -386,8 +386,7 @@ class LiveQueries:
     def _rebuild_each(
         self, lives: Collection[LiveQuery], stop: bool
     ) -> tuple[dict[LiveQuery, Updates], BaseException | None]:
-        """`rebuild`, going on past a failure unless `stop`: what was rebuilt, and the
-        first failure."""
+        """`rebuild`, past a failure unless `stop`: what was rebuilt, the first failure."""
         program = self.program.checked
         tenants = {id(q.tenant): q.tenant for q in lives if isinstance(q.tenant, Tenant)}
         replaced: list[Dataflow] = []
@@ -400,7 +399,7 @@ class LiveQueries:
         for job in jobs:
             try:
                 answers.update(job())
-                while replaced:  # once its live query is on the new one
+                while replaced:
                     self.engine.retire(replaced.pop())
             except BaseException as error:
                 failure = failure or error  # (a retirement cut short finishes later)
@@ -411,9 +410,8 @@ class LiveQueries:
     def _rebuild_own(
         self, live: LiveQuery, program: CheckedProgram, replaced: list[Dataflow]
     ) -> dict[LiveQuery, Updates]:
-        """`live` on a new dataflow over `program`, its old one added to `replaced`
-        for `_rebuild_each` to retire: were it retired here, a failure of its drop
-        would leave the new one computing for nobody."""
+        """`live` on a new dataflow; the old one goes to `replaced` (retired once
+        `live` is on the new one, or a failed drop would orphan the new one)."""
         checked = check_query(parse_query(live.query_text), program.schema)
         built, first = self._started(checked, live.key, live.join_plan, share="create")
         if live.plan is not None:

@@ -33,10 +33,11 @@ import numpy.typing as npt
 from differential.batch import Column, Updates, concat, consolidate
 from differential.operators.arrange import Arranged, ArrangeOp, Owner
 from differential.operators.reduce_tactics import Keys, current_output
-from differential.sort import run_starts
+from differential.sort import order_of, run_starts
 from differential.time import Time, column
 from differential.trace.batch import key_hash
 from differential.trace.spine import Spine
+from differential.tuning import TUNING
 
 General = Callable[[Keys, Time], Updates | None]
 
@@ -122,35 +123,50 @@ def _groups(
     retracting: npt.NDArray[np.bool_],
 ) -> Groups:
     """The distinct keys (sorted), each row's key index, and per key the least value
-    inserted and the least retracted (`_NONE`: none). One integer key column over a
-    range not much wider than the rows: by index (`np.minimum.at`, no sort)."""
+    inserted and the least retracted (`_NONE`: none). Rows sorted by key already (the
+    step's arranged changes) are grouped by runs, not sorted again; else one integer
+    key column over a range not much wider than the rows goes by index
+    (`np.minimum.at`, no sort), and other keys by one sort."""
+    n = len(values)
+    if n >= TUNING.sorted_from and order_of(list(key)) >= 0:
+        return _runs(key, values, inserting, retracting)
     if len(key) == 1 and key[0].dtype.kind == "i":
         low, high = int(key[0].min()), int(key[0].max())
-        if high - low <= 4 * len(values) + 1024:
+        if high - low <= 4 * n + 1024:
             at = key[0] - low
             present = np.bincount(at, minlength=high - low + 1) > 0
             slot = np.cumsum(present) - 1
             owner = slot[at]
-            n = int(present.sum())
+            m = int(present.sum())
             return (
                 (np.flatnonzero(present).astype(key[0].dtype) + low,),
                 owner,
-                _least(owner, values, inserting, n),
-                _least(owner, values, retracting, n),
+                _least(owner, values, inserting, m),
+                _least(owner, values, retracting, m),
             )
     order = np.argsort(key[0]) if len(key) == 1 else np.lexsort(tuple(reversed(key)))
-    by_key = [c[order] for c in key]
-    marks = run_starts(by_key)
-    starts = np.flatnonzero(marks)
-    owner = np.empty(len(order), dtype=np.intp)
-    owner[order] = np.cumsum(marks) - 1
-    keys = tuple(c[starts] for c in by_key)
-    return (
-        keys,
-        owner,
-        _least(owner, values, inserting, len(starts)),
-        _least(owner, values, retracting, len(starts)),
+    keys, by_run, inserted, retracted = _runs(
+        [c[order] for c in key], values[order], inserting[order], retracting[order]
     )
+    owner = np.empty(n, dtype=np.intp)
+    owner[order] = by_run
+    return keys, owner, inserted, retracted
+
+
+def _runs(
+    key: Sequence[Column],
+    values: npt.NDArray[np.int64],
+    inserting: npt.NDArray[np.bool_],
+    retracting: npt.NDArray[np.bool_],
+) -> Groups:
+    """`_groups` of rows sorted by key: one pass for the runs, one reduction each."""
+    marks = run_starts(key)
+    starts = np.flatnonzero(marks)
+    owner = np.cumsum(marks, dtype=np.intp) - 1
+    keys = tuple(c[starts] for c in key)
+    inserted = np.minimum.reduceat(np.where(inserting, values, _NONE), starts)
+    retracted = np.minimum.reduceat(np.where(retracting, values, _NONE), starts)
+    return keys, owner, inserted, retracted
 
 
 def _least(

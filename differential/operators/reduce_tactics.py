@@ -30,7 +30,7 @@ from differential.batch import Column, Updates, consolidate, weighed_runs
 from differential.dataflow import Stream, check_budget
 from differential.operators.arrange import Arranged, Owner
 from differential.operators.reducers import LINEAR, Counts, Groups, Reducer, distinct
-from differential.sort import run_starts, sort_order
+from differential.sort import run_starts, sort_order, unique_values
 from differential.time import Time, Times, at_or_before, column, less_equal, split_by_time
 from differential.trace.batch import Hashes, key_hash
 from differential.trace.cursor import FewKeys, columns_of
@@ -235,7 +235,7 @@ def _later(owner: Owner, times: Times, time: Time) -> list[tuple[Time, Owner]]:
     if not later.any():
         return []
     owner = owner[later]
-    return [(s, np.unique(owner[at])) for s, at in split_by_time(times[:, later])]
+    return [(s, unique_values(owner[at])) for s, at in split_by_time(times[:, later])]
 
 
 def current_output(

@@ -211,7 +211,7 @@ class Batch:
             found = _build_in_order(updates.with_times(times), key_arity, description, hashes)
             if found is not None:
                 return found
-        if identity and not runs:
+        if identity:
             fast = _build_packed(updates.with_times(times), description)
             if fast is not None:
                 return fast
@@ -329,16 +329,20 @@ def _keys_interleave(hashes: Hashes, keys: Sequence[Column], order: npt.NDArray[
 
 
 def _build_packed(updates: Updates, description: Description) -> Batch | None:
-    """An identity-keyed batch whose rows pack into one int64 and whose diffs agree:
-    sort the packed rows themselves (no permutation, no gathers)."""
-    diff = uniform_diff(updates.diffs) if len(updates) else None
-    if diff is None:
+    """An identity-keyed batch whose rows (and times, and diffs unless they agree) pack
+    into one int64: sort the packed rows themselves (no permutation, no gathers). Its
+    order is the batch's: the key is the hash, then values, then time."""
+    if not len(updates):
+        return None
+    diff = uniform_diff(updates.diffs)
+    if diff is None and not TUNING.packed_diffs:
         return None
     packed = consolidate_packed(updates, diff)
     if packed is None:
         return None
     hashes = key_hash(packed.columns[:1])
-    return Batch(hashes, packed.columns, 1, packed.times, packed.diffs, description)
+    times, diffs = compact_uniform(packed.times, packed.diffs)
+    return Batch(hashes, packed.columns, 1, times, diffs, description)
 
 
 def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
@@ -346,5 +350,5 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
     first, last = batches[0], batches[-1]
     description = Description(first.description.lower, last.description.upper, since)
     updates = concat([b.updates() for b in batches])
-    hashes = np.concatenate([b.hashes for b in batches])
+    hashes = None if first.identity_hash else np.concatenate([b.hashes for b in batches])
     return Batch.build(updates, first.key_arity, description, runs=True, hashes=hashes)

@@ -75,9 +75,10 @@ class Merging:
         parts = [
             _rows(b, c, e) for b, c, e in zip(self.inputs, self.cursors, ends, strict=True) if e > c
         ]
-        hashes = np.concatenate(
-            [b.hashes[c:e] for b, c, e in zip(self.inputs, self.cursors, ends, strict=True)]
-        )
+        hashes = None  # an identity key is its own hash (`key_hash`): not copied twice
+        if not self.inputs[0].identity_hash:
+            cuts = zip(self.inputs, self.cursors, ends, strict=True)
+            hashes = np.concatenate([b.hashes[c:e] for b, c, e in cuts])
         spent = sum(e - c for c, e in zip(self.cursors, ends, strict=True))
         key_arity = self.inputs[0].key_arity
         piece = Batch.build(concat(parts), key_arity, self.description, runs=True, hashes=hashes)

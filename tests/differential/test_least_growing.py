@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from differential.dataflow import Scope, Stream
 from differential.operators.arrange import ArrangeOp
 from differential.operators.reduce import Groups, ReduceOp, minimum
+from differential.tuning import TUNING, tuned
 from tests.differential.test_lattice import (
     I64,
     Timed,
@@ -50,8 +51,11 @@ least.growing_least = 0  # type: ignore[attr-defined]
 
 
 @pytest.mark.parametrize("spread", [1, 10**15])  # keys by index, or sorted (a wide range)
+@pytest.mark.parametrize("sorted_from", [2, 1 << 40])  # arranged changes grouped by runs, or not
 @given(spans=SPANS)
-def test_the_least_growing_step_is_right_at_every_time(spread: int, spans: list[Any]) -> None:
+def test_the_least_growing_step_is_right_at_every_time(
+    spread: int, sorted_from: int, spans: list[Any]
+) -> None:
     updates: Timed = []
     for (key, value), start, length in spans:
         row = (key * spread - 10**15 * (spread > 1), value)
@@ -63,8 +67,9 @@ def test_the_least_growing_step_is_right_at_every_time(spread: int, spans: list[
     stream = Stream(scope, [I64, I64], "input")
     reduce = ReduceOp(ArrangeOp(stream, 1), least, [I64], "least")
     output = _collect(reduce.output)
-    _send(stream, updates)
-    _run_scope(scope)
+    with tuned(TUNING.but(sorted_from=sorted_from)):
+        _send(stream, updates)
+        _run_scope(scope)
     _check([updates], output, lambda acc: _per_key(acc, _least_present))
 
 
