@@ -53,7 +53,7 @@ def no_broadcast(spark: SparkSession) -> Iterator[None]:
 def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
     spark: SparkSession, merge_every: int
 ) -> None:
-    from datalog.io.spark.evaluate import evaluate
+    from datalog.io.spark.evaluate import absent, evaluate
     from datalog.io.spark.session import static_plan
 
     checked = check_program(parse_program(CLOSURE))
@@ -61,7 +61,9 @@ def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
     before = jobs(spark)
     stream = io.StringIO()
     with contextlib.redirect_stderr(stream):
-        relations = evaluate(spark, checked, {"edge": frame}, merge_every=merge_every, verbose=True)
+        relations = evaluate(
+            spark, checked, {"edge": frame}, merge_every=merge_every, verbose=True, squaring=False
+        )
     used = jobs(spark) - before
     rounds = stream.getvalue().count("round ")
     expected = reference_evaluate(checked, {"edge": set(CHAIN)})["path"]
@@ -84,6 +86,15 @@ def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
         anti.explain()
     assert plan.getvalue().count("Exchange") == 1, plan.getvalue()
     assert sorted(tuple(r) for r in anti.collect()) == [(5, 0)]
+    # the round's own join builds its table from the new rows and streams the full
+    # relation as it lies: no shuffle and no sort of it
+    absent_rows = absent(new.repartition(partitions, "c0", "c1"), relations["path"])
+    plan = io.StringIO()
+    with no_broadcast(spark), static_plan(spark), contextlib.redirect_stdout(plan):
+        absent_rows.explain()
+    text = plan.getvalue()
+    assert text.count("Exchange") == 1 and "Sort" not in text and "BuildLeft" in text, text
+    assert sorted(tuple(r) for r in absent_rows.collect()) == [(5, 0)]
 
 
 def test_fact_files_of_a_run_are_checked_by_one_job(spark: SparkSession, tmp_path: Path) -> None:
@@ -150,3 +161,10 @@ def test_program_facts_are_built_by_the_jvm_without_python_rows(spark: SparkSess
         with contextlib.redirect_stdout(plan):
             relations[name].explain()
         assert "ExistingRDD" not in plan.getvalue(), plan.getvalue()
+
+
+def test_a_local_session_compiles_with_the_first_jit_tier(spark: SparkSession) -> None:
+    """On a few cores the optimizing JIT's threads took the cores a short run needed
+    (ADR 0059): a local session's JVM is started with the first tier only."""
+    options = spark.conf.get("spark.driver.extraJavaOptions") or ""
+    assert "-XX:TieredStopAtLevel=1" in options.split()

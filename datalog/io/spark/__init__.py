@@ -14,5 +14,6 @@ checks and the stratification with the embedded engine, not its dataflows.
 - `body`: a rule body as a DataFrame of variable bindings (joins, anti-joins,
   aggregates).
 - `evaluate`: strata in order; semi-naive iteration for recursive ones.
+- `squaring`: a linear transitive closure rewritten non-linear (log2 of the rounds).
 - `run`: `deltalog run --engine spark`: fact files in, output files out.
 """

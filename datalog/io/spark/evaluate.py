@@ -40,6 +40,7 @@ from datalog.eval.reference import Solver
 from datalog.io.spark.body import BodySolver
 from datalog.io.spark.columns import SPARK_TYPES, Names
 from datalog.io.spark.session import prepare, static_plan
+from datalog.io.spark.squaring import squared
 from datalog.lang.ast import Atom, Rule
 from datalog.lang.checks import CheckedProgram
 from datalog.lang.errors import UnsupportedError
@@ -61,14 +62,21 @@ def evaluate(
     *,
     merge_every: int = 16,
     verbose: bool = False,
+    squaring: bool = True,
 ) -> Relations:
     """Every relation of `checked`: the `inputs` (by position), the program's
-    facts and everything the rules derive."""
+    facts and everything the rules derive. With `squaring`, a stratum that is the
+    transitive closure of one relation is evaluated in its non-linear form (same
+    fixpoint, about log2 of the rounds: `datalog.io.spark.squaring`)."""
     require_supported(checked)
     prepare(spark)
     relations = base_relations(spark, checked, inputs)
+    seeded = {*inputs, *(fact.head.name for fact in checked.facts)}
     for stratum in checked.strata:
-        evaluator = StratumEvaluator(spark, checked, relations, merge_every, verbose)
+        rules = {r: r for r in stratum.rules}
+        if squaring:
+            rules = squared(stratum, checked.schema, seeded)
+        evaluator = StratumEvaluator(spark, checked, relations, rules, merge_every, verbose)
         relations.update(evaluator.run(stratum))
     for name in inputs:  # read as they came (bodies do not mind copies), returned as sets
         relations[name] = relations[name].distinct()
@@ -155,24 +163,28 @@ def base_relations(
 
 
 class StratumEvaluator:
-    """Computes the relations of one stratum from the (complete) earlier ones."""
+    """Computes the relations of one stratum from the (complete) earlier ones, with
+    `rules` (the stratum's, or rules of the same fixpoint), each mapped to the
+    program's rule whose variable types it has."""
 
     def __init__(
         self,
         spark: SparkSession,
         checked: CheckedProgram,
         relations: Relations,
+        rules: Mapping[Rule, Rule],
         merge_every: int,
         verbose: bool,
     ) -> None:
         self.spark, self.checked = spark, checked
         self.relations = relations
+        self.rules = rules
         self.merge_every = max(1, merge_every)
         self.verbose = verbose
 
     def run(self, stratum: Stratum) -> Relations:
         if not stratum.recursive:
-            derived = self.derive(stratum, self.relations, None)
+            derived = self.derive(stratum, self.relations, None, {})
             full = {
                 n: union_all([self.relations[n], *filter(None, [derived[n]])]).distinct()
                 for n in stratum.relations
@@ -184,18 +196,23 @@ class StratumEvaluator:
         """Semi-naive rounds. Each relation's `full` is a union of the deltas found so
         far, every one hash-partitioned by all its columns into the same partitions, so
         a round's anti-join reads `full` where it lies and shuffles only derived rows;
-        round 0's delta includes the base rows (one extra pass over them, no extra job)."""
-        derived = self.derive(stratum, self.relations, None)
+        round 0's delta includes the base rows (one extra pass over them, no extra job).
+        `older` holds the pieces of `full` before the last delta (unknown after a merge)."""
+        derived = self.derive(stratum, self.relations, None, {})
         seeded = {n: union_all([self.relations[n], *filter(None, [derived[n]])]) for n in derived}
         delta = self.new_facts(seeded, {})
         pieces = {n: [frame] for n, (frame, _) in delta.items()}
+        older: dict[str, list[DataFrame]] = {n: [] for n in pieces}
         rounds = 0
         while any(size for _, size in delta.values()):
             rounds += 1
             if rounds % self.merge_every == 0:
                 pieces = {n: [self.merged(frames)] for n, frames in pieces.items()}
+                older = {}
             full = {n: union_all(frames) for n, frames in pieces.items()}
-            delta = self.new_facts(self.derive(stratum, {**self.relations, **full}, delta), full)
+            derived = self.derive(stratum, {**self.relations, **full}, delta, older)
+            delta = self.new_facts(derived, full)
+            older = {n: list(frames) for n, frames in pieces.items()}
             for name, (frame, size) in delta.items():
                 if size:
                     pieces[name].append(frame)
@@ -222,7 +239,7 @@ class StratumEvaluator:
             rows = Observation()
             new = self.partitioned(frame).distinct()
             if name in full:
-                new = new.join(full[name], list(new.columns), "left_anti")
+                new = absent(new, full[name])
             with static_plan(self.spark):
                 new = new.observe(rows, sf.count(sf.lit(1)).alias("rows")).localCheckpoint()
             found[name] = (new, int(rows.get["rows"]))
@@ -251,31 +268,59 @@ class StratumEvaluator:
         return sf.broadcast(frame) if 0 <= rows * arity * 8 <= threshold else frame
 
     def derive(
-        self, stratum: Stratum, relations: Relations, delta: Deltas | None
+        self,
+        stratum: Stratum,
+        relations: Relations,
+        delta: Deltas | None,
+        older: Mapping[str, list[DataFrame]],
     ) -> dict[str, DataFrame | None]:
         """Every rule's head rows; with `delta`, only those using some delta row (a rule
-        is not applied to an empty delta); None for a relation no rule was applied to."""
+        is not applied to an empty delta); None for a relation no rule was applied to.
+        A rule with several recursive atoms is applied once per atom reading the delta,
+        the atoms before it reading `older` (the relation without that delta, where
+        known; skipped when empty) and those after it the full relation: each
+        derivation from two delta rows is made once, not once per atom."""
         found: dict[str, list[DataFrame]] = {n: [] for n in stratum.relations}
-        for rule in stratum.rules:
+        for rule in self.rules:
             if delta is None:
-                found[rule.head.name].append(self.apply(rule, relations, None, None))
+                found[rule.head.name].append(self.apply(rule, relations, {}))
                 continue
-            for atom in recursive_atoms(rule, stratum):
+            atoms = recursive_atoms(rule, stratum)
+            for i, atom in enumerate(atoms):
                 frame, rows = delta[atom.name]
-                if rows:
-                    source = self.broadcast(frame, rows, len(atom.args))
-                    found[rule.head.name].append(self.apply(rule, relations, atom, source))
+                before = [older.get(a.name) for a in atoms[:i]]
+                if not rows or any(pieces == [] for pieces in before):
+                    continue
+                sources = {id(atom): self.broadcast(frame, rows, len(atom.args))}
+                for earlier, pieces in zip(atoms[:i], before, strict=True):
+                    if pieces is not None:
+                        sources[id(earlier)] = union_all(pieces)
+                found[rule.head.name].append(self.apply(rule, relations, sources))
         return {n: union_all(frames) if frames else None for n, frames in found.items()}
 
     def apply(
-        self, rule: Rule, relations: Relations, atom: Atom | None, source: DataFrame | None
+        self, rule: Rule, relations: Relations, sources: Mapping[int, DataFrame]
     ) -> DataFrame:
         groups = aggregate_groups(rule.head.args, rule.body)
         solver = BodySolver(self.spark, relations, self.checked.schema, groups)
-        names = Names(self.checked.types_of(rule))
-        sources = {id(atom): source} if atom is not None and source is not None else {}
+        names = Names(self.checked.types_of(self.rules[rule]))
         frame = solver.solve(rule.body, solver.unit, names, sources)
         return solver.head(rule.head, frame, names)
+
+
+def absent(new: DataFrame, full: DataFrame) -> DataFrame:
+    """The rows of `new` not in `full` (same columns, no NULLs, both hash-partitioned
+    by every column): a left outer join that builds its hash table from `new` and
+    streams `full` where it lies, keeping the rows `full` did not match. A `left_anti`
+    join builds from `full` or sorts it, i.e. every round would sort or hash the whole
+    relation to find a few new rows."""
+    from pyspark.sql import functions as sf
+
+    columns = list(new.columns)
+    seen = full.select(*[sf.col(c).alias(f"_old{c}") for c in columns])
+    on = [sf.col(c) == sf.col(f"_old{c}") for c in columns]
+    joined = new.hint("shuffle_hash").join(seen, on, "left_outer")
+    return joined.where(sf.col(f"_old{columns[0]}").isNull()).select(*columns)
 
 
 def union_all(frames: list[DataFrame]) -> DataFrame:

@@ -41,7 +41,8 @@ def spark_session(
     """The running session, or a new one on `master` (default `$DELTALOG_SPARK_MASTER`,
     else `local[*]`) with `conf` (`spark.*` options); no UI, no progress bars, quiet
     logs. `conf` and `shuffle_partitions` apply to a new session only (the SQL options
-    to a running one too)."""
+    to a running one too). A new local session's JVM compiles with the JIT's first
+    tier only (`spark.driver.extraJavaOptions`, which `conf` may replace)."""
     from pyspark.sql import SparkSession
 
     _quiet_pandas_probe()
@@ -58,6 +59,9 @@ def spark_session(
     )
     if local:
         builder = builder.config("spark.driver.memory", "2g")
+        # the JIT's first tier only: a local run is short, and the optimizing tier's
+        # compiler threads took the cores the tasks needed (ADR 0059)
+        builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
     for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
