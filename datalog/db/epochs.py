@@ -135,7 +135,7 @@ class Epochs:
             except BaseException as error:
                 failure = failure or error
             self.live.mark_current()
-        failure = self.live.settle(epoch, write.new_epoch, touched) or failure
+        failure = self.live.settle(epoch, write.new_epoch, touched, write.requests) or failure
         if failure is not None:
             raise failure
 

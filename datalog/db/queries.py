@@ -48,6 +48,7 @@ from datalog.plan.planner import Planner
 from differential.batch import Updates, concat, consolidate
 from differential.dataflow import unbudgeted
 from differential.engine import Engine
+from differential.inputs import Requests
 from differential.time import column
 
 _log = logging.getLogger("deltalog")
@@ -55,9 +56,12 @@ _log = logging.getLogger("deltalog")
 
 class Watch(Protocol):
     """Something kept current at every epoch after the live queries (an explanation,
-    `datalog.db.whywatch`), told which relations the epoch wrote or gave new rules."""
+    `datalog.db.whywatch`), told which relations the epoch wrote or gave new rules,
+    and the rows it asked to write (by relation; None: not known)."""
 
-    def at_epoch(self, epoch: int, touched: frozenset[str]) -> None: ...
+    def at_epoch(
+        self, epoch: int, touched: frozenset[str], requests: Mapping[str, Requests] | None
+    ) -> None: ...
 
 
 class LiveQueries:
@@ -299,11 +303,16 @@ class LiveQueries:
             live.held = _difference(live.answer(), new, self.engine.epoch)
 
     def settle(
-        self, epoch: int, new_epoch: bool, touched: frozenset[str] = frozenset()
+        self,
+        epoch: int,
+        new_epoch: bool,
+        touched: frozenset[str] = frozenset(),
+        requests: Mapping[str, Requests] | None = None,
     ) -> BaseException | None:
         """After a write happened (a new `epoch`, or none; `touched`: the relations it
-        wrote or gave new rules): every step runs whatever an earlier one raised; the
-        first failure is returned, to be raised last."""
+        wrote or gave new rules; `requests`: the rows it asked to write, if known):
+        every step runs whatever an earlier one raised; the first failure is returned,
+        to be raised last."""
         failure: BaseException | None = None
         steps: list[Callable[[], object]] = [
             (lambda: self.recompute(epoch)) if new_epoch else (lambda: None),
@@ -313,7 +322,7 @@ class LiveQueries:
             lambda: self._deliver_held(epoch),
             self.share_views,
             lambda: self.tick(epoch),
-            lambda: self._tell_watches(epoch, touched),
+            lambda: self._tell_watches(epoch, touched, requests),
             self.repair_if_suspect,  # what a step above left half-way, at this epoch
         ]
         for step in steps:
@@ -346,13 +355,15 @@ class LiveQueries:
         if failure is not None:
             raise failure
 
-    def _tell_watches(self, epoch: int, touched: frozenset[str]) -> None:
+    def _tell_watches(
+        self, epoch: int, touched: frozenset[str], requests: Mapping[str, Requests] | None
+    ) -> None:
         """Each watch sees the epoch, whatever another one raises (each keeps its own
         errors; what is raised here is a `BaseException`, raised last)."""
         failure: BaseException | None = None
         for watch in list(self.watches):
             try:
-                watch.at_epoch(epoch, touched)
+                watch.at_epoch(epoch, touched, requests)
             except BaseException as error:
                 failure = failure or error
         if failure is not None:

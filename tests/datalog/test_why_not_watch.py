@@ -53,9 +53,27 @@ def test_an_epoch_that_touches_none_of_its_relations_explains_nothing() -> None:
     for i in range(20):
         db.insert("other", [(i,)])
     db.define(".decl unrelated(x: number)\nunrelated(x) :- other(x).")
-    assert sub.explained == 0
-    db.insert("edge", [(7, 8)])  # touches `edge`: explained again, unchanged, not delivered
-    assert sub.explained == 1
+    assert sub.explained == sub.spared == 0
+
+
+def test_rows_its_lookups_would_not_find_explain_nothing_and_others_explain_again() -> None:
+    """An epoch that writes a relation it reads, but no row any lookup of its why-not
+    would find (docs/adr/0060), keeps the explanation without computing it; a row
+    that a lookup finds, or new rules, explain it again."""
+    db = tc([(1, 2)])
+    got: list[WhyChange] = []
+    sub = db.subscribe_why("reach(1, 4)", got.append)
+    db.insert("edge", [(7, 8)])  # far from 1 and 4: no lookup finds it
+    db.retract("edge", [(8, 9)])  # a retraction of an absent row: the same
+    assert (sub.explained, sub.spared, len(got)) == (0, 2, 1)
+    db.insert("edge", [(2, 7)])  # reach(1, 7) now: reach(1, _) finds more (same printed form)
+    assert (sub.explained, sub.spared) == (1, 2)
+    db.insert("edge", [(7, 4)])  # and now it holds
+    assert sub.explained == 2 and [c.holds for c in got] == [False, True]
+    db.insert("edge", [(5, 6)])  # a proof reads every edge: explained again
+    assert (sub.explained, sub.spared) == (3, 2)
+    db.define("reach(x, y) :- edge(y, x).")  # new rules: explained again
+    assert (sub.explained, sub.spared) == (4, 2)
 
 
 def test_new_rules_for_a_relation_it_reads_are_a_change() -> None:
