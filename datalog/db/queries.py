@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Protocol
 
-from datalog.db.adaptive import Adaptive
+from datalog.db.adaptive import Adaptive, difference
 from datalog.db.change import Callback, Change
 from datalog.db.definitions import ProgramState
 from datalog.db.interrupts import deferred
@@ -45,11 +45,10 @@ from datalog.lang.parser import parse_query
 from datalog.plan.build import QueryPlan
 from datalog.plan.plan import JoinPlan, Options, Share
 from datalog.plan.planner import Planner
-from differential.batch import Updates, concat, consolidate
+from differential.batch import Updates, concat
 from differential.dataflow import unbudgeted
 from differential.engine import Engine
 from differential.inputs import Requests
-from differential.time import column
 
 _log = logging.getLogger("deltalog")
 
@@ -287,7 +286,7 @@ class LiveQueries:
         answers, failure = self._rebuild_each(lives, stop=False)
         for live, new in answers.items():
             try:
-                self.deliver(live, _difference(live.answer(), new, epoch), epoch)
+                self.deliver(live, difference(live.answer(), new, epoch), epoch)
             except BaseException as error:
                 failure = failure or error
         if failure is not None:
@@ -300,7 +299,7 @@ class LiveQueries:
             return
         affected = [q for q in self.by_key.values() if heads & self.program.reads(q.query_text)]
         for live, new in self.rebuild(affected).items():
-            live.held = _difference(live.answer(), new, self.engine.epoch)
+            live.held = difference(live.answer(), new, self.engine.epoch)
 
     def settle(
         self,
@@ -458,7 +457,7 @@ class LiveQueries:
             live.reset(new)
             return
         live.stage = "idle"
-        self.deliver(live, _difference(live.answer(), new, epoch), epoch)
+        self.deliver(live, difference(live.answer(), new, epoch), epoch)
 
     def _broken(self) -> list[LiveQuery]:
         # (a dataflow whose retirement an interrupt cut short is going: adaptive
@@ -497,9 +496,3 @@ class LiveQueries:
                 if not stale:
                     return
                 self.rebuild(stale)
-
-
-def _difference(old: Updates, new: Updates, epoch: int) -> Updates:
-    """`new - old`, consolidated, at `epoch`."""
-    parts = [old.negate(), new]
-    return consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
