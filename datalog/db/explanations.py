@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +38,20 @@ if TYPE_CHECKING:
 
 # A query's answer (and its checked query), now or as of an epoch: `Database._answer`.
 Answer = Callable[[str, JoinPlan, "int | None"], tuple[Updates, Any]]
+
+
+@dataclass(frozen=True)
+class Looked:
+    """What a why-not read (`States`: the relations and the lookups it made in them)
+    and the functor bindings it was explained with (`register_functor` rebinds one
+    without an epoch: a why-not computed since may differ)."""
+
+    states: States
+    functors: dict[str, FunctorBinding]
+
+
 # An explanation, the relations it depends on, and a why-not's lookups (`explanation`).
-Explained = tuple["Derivation | WhyNot", frozenset[str], "States | None"]
+Explained = tuple["Derivation | WhyNot", frozenset[str], Looked | None]
 
 
 class Explanations:
@@ -143,18 +156,23 @@ class Explanations:
             relation, _ = target(reading.checked, fact, "subscribe_why")
             reads = frozenset(dependencies(reading.checked, [relation]))
             try:
-                absent, looked = explained(reading, self.functors, fact)
-                return absent, reads, looked
+                absent, states = explained(reading, self.functors, fact)
+                return absent, reads, Looked(states, dict(self.functors))
             except FactHoldsError:
                 return why(self.past(), reading, fact), reads, None
 
-    def unchanged(self, fact: str, looked: States, requests: Mapping[str, Requests]) -> bool:
+    def unchanged(self, fact: str, looked: Looked, requests: Mapping[str, Requests]) -> bool:
         """Whether the lookups of `fact`'s last why-not find what they found, now that
-        an epoch wrote `requests` (`datalog.db.states.unchanged`)."""
+        an epoch wrote `requests`, with the same functors (`datalog.db.states.unchanged`)."""
         from datalog.db.states import unchanged
 
+        bound = looked.functors
+        if bound.keys() != self.functors.keys() or any(
+            self.functors[name] is not binding for name, binding in bound.items()
+        ):
+            return False
         with self.read_only(fact):
-            return unchanged(looked, self.reading(None), requests)
+            return unchanged(looked.states, self.reading(None), requests)
 
     def reading(self, as_of: int | None) -> Reading:
         """How explanations read the relations at the end of epoch `as_of` (now: None)."""

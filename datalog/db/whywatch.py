@@ -41,8 +41,8 @@ from datalog.db.pacing import Clock, Pacing
 from differential.inputs import Requests
 
 if TYPE_CHECKING:
+    from datalog.db.explanations import Looked
     from datalog.db.provenance import Derivation
-    from datalog.db.states import States
     from datalog.db.whynot import WhyNot
 
 __all__ = ["WhyChange", "WhySubscription", "WhyWatch"]
@@ -124,13 +124,13 @@ class WhyWatch:
     find what they found after an epoch that wrote `requests` and no rules."""
 
     sub: WhySubscription
-    explain: Callable[[], tuple[Derivation | WhyNot, frozenset[str], States | None]]
+    explain: Callable[[], tuple[Derivation | WhyNot, frozenset[str], Looked | None]]
     calling: Callable[[], AbstractContextManager[object]]
     limit: Callable[[], AbstractContextManager[object]]
     pacing: Pacing | None = None
-    unchanged: Callable[[States, Mapping[str, Requests]], bool] | None = None
+    unchanged: Callable[[Looked, Mapping[str, Requests]], bool] | None = None
     reads: frozenset[str] = frozenset()
-    looked: States | None = None  # the last why-not's lookups (None: a proof, or unknown)
+    looked: Looked | None = None  # the last why-not's lookups (None: a proof, or unknown)
     shown: str = ""  # the printed form of what the subscriber holds (or will, paced)
     pending: WhyChange | None = None  # paced: the newest explanation not yet delivered
     stale: bool = False

@@ -205,3 +205,25 @@ def test_a_spared_epoch_is_one_where_a_fresh_explanation_is_the_same(
         assert [str(c.explanation) for c in told] == ([now] if now != shown else [])
         shown = now
     event(f"spared: {min(sub.spared, 3)}")
+
+
+def test_a_functor_bound_again_explains_again_at_the_next_epoch_that_touches_it() -> None:
+    """`register_functor` rebinds a functor without an epoch: a why-not's lookups may
+    find what they found, yet a fresh explanation differ, so it is not spared."""
+    db = Database()
+    db.define(""".functor f(x: number): number
+.decl a(x: number)
+.decl b(x: number)
+.decl p(x: number)
+p(y) :- a(x), y = @f(x), b(y).""")
+    db.register_functor("f", lambda x: x + 1)
+    db.insert("a", [(1,)])
+    db.insert("b", [(2,)])
+    got: list[WhyChange] = []
+    sub = db.subscribe_why("p(3)", got.append)
+    db.insert("b", [(9,)])  # no lookup finds it (@f(1) = 2 is not 3: `b` is not read)
+    assert (sub.explained, sub.spared, len(got)) == (0, 1, 1)
+    db.register_functor("f", lambda x: x + 2)  # now @f(1) = 3: a(1) gets as far as b(3)
+    db.insert("b", [(9,)])  # the same lookups would find the same, yet the functor moved
+    assert (sub.explained, sub.spared, len(got)) == (1, 1, 2)
+    assert str(got[-1].explanation) == str(db.why_not("p(3)")) != str(got[0].explanation)
