@@ -87,16 +87,21 @@ class Stored:
         """Every lookup made so far, `((positions, key), rows found)`."""
         return list(self._found.items())
 
-    def touched_by(self, columns: Sequence[Array]) -> bool:
+    def touched_by(self, columns: Sequence[Array], entity: bool = False) -> bool:
         """Whether a row of `columns` (every column of the relation, encoded as stored:
         an epoch's requests) agrees with a lookup made so far on the columns it looked
         up (its values encoded now: a symbol interned since counts). Writing no such
         row leaves every lookup's answer as it was. Hashes compared: a collision says
-        touched, never the reverse."""
+        touched, never the reverse. `entity`: a last-write-wins relation, where a row
+        written retracts the entity's old value unasked, so rows agree by their first
+        column alone (any row touches a lookup that does not bind it)."""
         if not self._found or not columns or not len(columns[0]):
             return False
         keys: dict[Positions, list[Row]] = {}
         for positions, key in self._found:
+            if entity:  # the first column's value alone, or none bound
+                at = positions.index(0) if 0 in positions else None
+                positions, key = ((0,), (key[at],)) if at is not None else ((), ())
             keys.setdefault(positions, []).append(key)
         for positions, group in keys.items():
             if not positions:  # the whole relation was read
@@ -225,9 +230,11 @@ def unchanged(old: States, reading: Reading, requests: Mapping[str, Requests]) -
     relation is checked against the rows asked of it, a derived one is read again at
     `reading` (the epoch after) and its lookups made again. An explanation reads
     relations only through `Stored.lookup`, so when this holds it would be the same."""
+    schema = old.schema
     for relation, stored in old.read.items():
         written = requests.get(relation) if relation not in old.computed else None
-        if written is not None and stored.touched_by(written.columns):
+        entity = relation in schema and schema[relation].semantics == "last_write_wins"
+        if written is not None and stored.touched_by(written.columns, entity):
             return False
     fresh = States(reading, old.demand)
     for relation, stored in old.read.items():

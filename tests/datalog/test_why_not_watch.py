@@ -227,3 +227,37 @@ p(y) :- a(x), y = @f(x), b(y).""")
     db.insert("b", [(9,)])  # the same lookups would find the same, yet the functor moved
     assert (sub.explained, sub.spared, len(got)) == (1, 1, 2)
     assert str(got[-1].explanation) == str(db.why_not("p(3)")) != str(got[0].explanation)
+
+
+def test_a_last_write_wins_row_touches_every_lookup_of_its_entity() -> None:
+    """Writing `owner(1, "bob")` retracts `owner(1, "ann")` unasked: the lookup of
+    `owner(_, "ann")` finds less, although no row asked agrees with it (and the fact
+    stays absent: only the explanation's first failing premise moves)."""
+    db = Database()
+    db.define(""".decl owner(doc: number, who: symbol) last_write_wins
+.decl admin(who: symbol)
+.decl active(who: symbol)
+.decl can(who: symbol)
+can(w) :- admin(w), !owner(_, w), active(w).""")
+    db.insert("owner", [(1, "ann")])
+    db.insert("admin", [("ann",)])
+    got: list[WhyChange] = []
+    sub = db.subscribe_why('can("ann")', got.append)
+    db.insert("owner", [(1, "bob")])  # ann owns nothing now: `active` is what fails
+    assert sub.spared == 0 and [c.holds for c in got] == [False, False]
+    missing = 'active("ann")  missing'
+    assert missing in str(got[1].explanation) and missing not in str(got[0].explanation)
+
+
+def test_a_transaction_with_new_rules_and_rows_explains_again() -> None:
+    """Rows written into a relation whose rules change in the same transaction: the
+    new rules are a change, though the rows meet no lookup and derive nothing new."""
+    db = tc([(1, 2)])
+    got: list[WhyChange] = []
+    sub = db.subscribe_why("reach(1, 4)", got.append)
+    with db.transaction() as tx:
+        tx.insert("reach", [(7, 9)])
+        tx.redefine("reach", "reach(x, y) :- edge(x, y), x != 99.\n"
+                             "reach(x, z) :- reach(x, y), edge(y, z).")  # fmt: skip
+    assert sub.spared == 0 and [c.holds for c in got] == [False, False]
+    assert "x != 99" in str(got[1].explanation)
