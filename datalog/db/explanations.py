@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,7 @@ from differential.inputs import Requests
 if TYPE_CHECKING:
     from datalog.db.history import Past
     from datalog.db.provenance import Derivation
-    from datalog.db.states import Reading, States
+    from datalog.db.states import Looked, Reading
     from datalog.db.whynot import WhyNot
     from datalog.db.whywatch import WhyCallback, WhySubscription
 
@@ -40,18 +39,8 @@ if TYPE_CHECKING:
 Answer = Callable[[str, JoinPlan, "int | None"], tuple[Updates, Any]]
 
 
-@dataclass(frozen=True)
-class Looked:
-    """What a why-not read (`States`: the relations and the lookups it made in them)
-    and the functor bindings it was explained with (`register_functor` rebinds one
-    without an epoch: a why-not computed since may differ)."""
-
-    states: States
-    functors: dict[str, FunctorBinding]
-
-
 # An explanation, the relations it depends on, and a why-not's lookups (`explanation`).
-Explained = tuple["Derivation | WhyNot", frozenset[str], Looked | None]
+Explained = tuple["Derivation | WhyNot", frozenset[str], "Looked | None"]
 
 
 class Explanations:
@@ -148,6 +137,7 @@ class Explanations:
         """`fact`'s explanation now (a proof, or why not), the relations it depends on,
         and for a why-not the lookups it made (`States`; a proof reads them whole)."""
         from datalog.db.provenance import target, why
+        from datalog.db.states import Looked
         from datalog.db.whynot import explained
         from datalog.lang.errors import FactHoldsError
 

@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from datalog.db.pacing import sort_key
+from datalog.eval.functors import FunctorBinding
 from datalog.eval.reference import Row
 from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
@@ -41,7 +42,7 @@ from differential.trace.batch import key_hash
 Array = npt.NDArray[Any]
 Positions = tuple[int, ...]
 
-__all__ = ["Reading", "States", "Stored", "unchanged"]
+__all__ = ["Looked", "Reading", "States", "Stored", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -222,6 +223,16 @@ class States:
         present = np.flatnonzero(answer.diffs > 0)
         columns = tuple(column[present] for column in answer.columns)
         return Stored(types, columns, len(present), symbols, fixed)
+
+
+@dataclass(frozen=True)
+class Looked:
+    """What a why-not read (`States`: the relations and the lookups it made in them)
+    and the functor bindings it was explained with (`register_functor` rebinds one
+    without an epoch: a why-not computed since may differ)."""
+
+    states: States
+    functors: dict[str, FunctorBinding]
 
 
 def unchanged(old: States, reading: Reading, requests: Mapping[str, Requests]) -> bool:

@@ -41,8 +41,8 @@ from datalog.db.pacing import Clock, Pacing
 from differential.inputs import Requests
 
 if TYPE_CHECKING:
-    from datalog.db.explanations import Looked
     from datalog.db.provenance import Derivation
+    from datalog.db.states import Looked
     from datalog.db.whynot import WhyNot
 
 __all__ = ["WhyChange", "WhySubscription", "WhyWatch"]
