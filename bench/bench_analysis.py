@@ -1,8 +1,8 @@
 """Program-analysis workloads next to Soufflé (or DuckDB): CSPA-style points-to, CRDT.
 
 Layer: bench — may import anything public from deltalog packages and peers.
-Run: `python -m bench.bench_analysis [--cspa 20000] [--crdt 2000] [--runs 3]
-[--only cspa cspa-hub crdt] [--timeout 600]`.
+Run: `python -m bench.bench_analysis [--cspa 20000] [--crdt 2000] [--tc 1000000]
+[--edges 1000000] [--runs 3] [--only cspa cspa-hub crdt tc triangles reach] [--timeout 600]`.
 
 Each workload's facts are generated (`bench.analysis_data`, seeded) into a temporary
 directory as Soufflé's `-F` layout, with the program as a `.dl` file; every system
@@ -43,10 +43,17 @@ import numpy as np
 
 from bench.analysis_data import CRDT, CSPA, crdt_facts, cspa_facts, write_facts
 from bench.common import format_table
-from bench.generators import dag_for_closure
+from bench.generators import dag_for_closure, power_law_graph
 
 MARK = "RESULT "
-PRINTED = {"cspa": "valueAlias", "cspa-hub": "valueAlias", "crdt": "result", "tc": "tc"}
+PRINTED = {
+    "cspa": "valueAlias",
+    "cspa-hub": "valueAlias",
+    "crdt": "result",
+    "tc": "tc",
+    "triangles": "tri",
+    "reach": "reach",
+}
 TC = """
 .decl edge(x: number, y: number)
 .input edge
@@ -54,12 +61,28 @@ TC = """
 tc(x, y) :- edge(x, y).
 tc(x, z) :- tc(x, y), edge(y, z).
 """
+# Each undirected edge once as (min, max): every triangle counted once.
+TRIANGLES = """
+.decl edge(x: number, y: number)
+.input edge
+.decl tri(x: number, y: number, z: number)
+tri(x, y, z) :- edge(x, y), edge(y, z), edge(x, z).
+"""
+REACH = """
+.decl edge(x: number, y: number)
+.input edge
+.decl source(x: number)
+.input source
+.decl reach(x: number)
+reach(x) :- source(x).
+reach(y) :- reach(x), edge(x, y).
+"""
 
 
 def _program(workload: str) -> str:
     """The program with only the relation compared printed (Soufflé computes every
     relation anyway; Deltalog computes what the printed one needs)."""
-    text = {"crdt": CRDT, "tc": TC}.get(workload, CSPA)
+    text = {"crdt": CRDT, "tc": TC, "triangles": TRIANGLES, "reach": REACH}.get(workload, CSPA)
     kept = f".printsize {PRINTED[workload]}"
     lines = [line for line in text.splitlines() if not line.startswith(".printsize")]
     return "\n".join([*lines, kept, ""])
@@ -70,6 +93,11 @@ def prepare(workload: str, size: int, directory: Path) -> Path:
     if workload == "tc":  # a random DAG whose closure has about `size` pairs
         src, dst = dag_for_closure(size, seed=0)
         facts = {"edge": np.stack([src, dst], 1)}
+    elif workload in ("triangles", "reach"):  # a power-law graph of `size` edges
+        src, dst = power_law_graph(size, seed=0, directed=workload == "reach")
+        facts = {"edge": np.stack([src, dst], 1)}
+        if workload == "reach":  # from the biggest hub: it reaches the most
+            facts["source"] = np.array([[np.bincount(src).argmax()]])
     else:
         hub = workload == "cspa-hub"
         facts = crdt_facts(size) if workload == "crdt" else cspa_facts(size, hub=hub)
@@ -295,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--cspa", type=int, default=20_000, help="variables of the program")
     parser.add_argument("--crdt", type=int, default=2_000, help="insert operations")
     parser.add_argument("--tc", type=int, default=1_000_000, help="closure pairs (about)")
+    parser.add_argument("--edges", type=int, default=1_000_000, help="triangles/reach graph")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", nargs="+", choices=list(PRINTED), default=list(PRINTED))
     parser.add_argument("--timeout", type=float, default=600)
@@ -307,7 +336,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     rows: list[list[object]] = []
     for workload in args.only:
-        size = {"crdt": args.crdt, "tc": args.tc}.get(workload, args.cspa)
+        sizes = {"crdt": args.crdt, "tc": args.tc, "triangles": args.edges, "reach": args.edges}
+        size = sizes.get(workload, args.cspa)
         rows += run(workload, size, args.runs, args.timeout)
     print(format_table(rows, HEAD))
     return 0

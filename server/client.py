@@ -339,9 +339,13 @@ class Client:
             old.text, old.granularity, resume_from=old.epoch, instance=old.instance, plan=old.plan
         )
 
-    async def explain(self, text: str, plan: str = "auto", format: str = "text") -> str:
-        """The plan as text, or (`format="dot"`) the dataflow as a Graphviz digraph."""
-        return str((await self.request("explain", text=text, plan=plan, format=format))["text"])
+    async def explain(
+        self, text: str, plan: str = "auto", format: str = "text", passes: bool = False
+    ) -> str:
+        """The plan as text, or (`format="dot"`) the dataflow as a Graphviz digraph;
+        `passes=True`: the plan after each planning pass, as text."""
+        fields = {"text": text, "plan": plan, "format": format, "passes": passes}
+        return str((await self.request("explain", **fields))["text"])
 
     async def why(self, fact: str, as_of: int | None = None) -> dict[str, Any]:
         """Why the ground `fact` holds now (or held at the end of epoch `as_of`): the

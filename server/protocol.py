@@ -209,7 +209,10 @@ def _parse_explain(m: dict[str, Any]) -> dict[str, Any]:
     explained = m.get("format", "text")
     if explained not in ("text", "dot"):
         raise ProtocolError('`format` must be "text" or "dot" (a Graphviz digraph)')
-    return {"text": _text(m), "plan": _plan(m), "format": explained}
+    passes = m.get("passes", False)
+    if not isinstance(passes, bool):
+        raise ProtocolError("`passes` must be true (the plan after each pass) or false")
+    return {"text": _text(m), "plan": _plan(m), "format": explained, "passes": passes}
 
 
 def _parse_subscribe(m: dict[str, Any]) -> dict[str, Any]:

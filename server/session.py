@@ -323,7 +323,9 @@ class Hub:
 
     def _on_explain(self, session: Session, request: Request) -> dict[str, Any]:
         fields = request.fields
-        text = self.db.explain(fields["text"], plan=fields["plan"], format=fields["format"])
+        text = self.db.explain(
+            fields["text"], plan=fields["plan"], format=fields["format"], passes=fields["passes"]
+        )
         return reply(request, "explanation", text=text)
 
     def _on_why(self, session: Session, request: Request) -> str:

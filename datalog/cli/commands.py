@@ -1,4 +1,5 @@
-"""The `deltalog` command: `run` (Soufflé-style batch), `repl`, `demo` and `recover`.
+"""The `deltalog` command: `run` (Soufflé-style batch), `repl`, `demo`, `recover` and
+`explain`.
 
 Layer: datalog (front end). Uses the public API (`Database`), the fact-file
 sources and, for display only, the query checker. Heavy modules are imported
@@ -8,6 +9,7 @@ inside the commands so `deltalog --version` starts at once.
     deltalog repl                                           # interactive session
     deltalog demo                                           # the built-in example
     deltalog recover DIR                                    # repair a durable database
+    deltalog explain PROGRAM.dl QUERY [--passes] [--format text|dot] [--plan P] [-F DIR]
     deltalog serve [--host H] [--port P] [--token T]       # the WebSocket server
     deltalog run --engine spark [--spark-master URL] ...      # evaluate on Spark
     deltalog serve --db DIR --spark-load REL=PATH [--spark-master URL] ...
@@ -85,8 +87,35 @@ def _parser() -> argparse.ArgumentParser:
     )
     recover.add_argument("directory", type=Path, metavar="DIR")
     recover.set_defaults(command=run_recover)
+    _explain_parser(commands)
     commands.add_parser("serve", help="serve a database over WebSocket (serve --help)")
     return parser
+
+
+def _explain_parser(commands: Any) -> None:
+    explain = commands.add_parser(
+        "explain", help="print how a query over a program is planned (Database.explain)"
+    )
+    explain.add_argument("program", type=Path, metavar="PROGRAM.dl")
+    explain.add_argument("query", metavar="QUERY", help='a query, e.g. "reach(1, y)"')
+    explain.add_argument(
+        "--passes", action="store_true", help="the plan after each planning pass (text only)"
+    )
+    explain.add_argument(
+        "--format", choices=("text", "dot"), default="text",
+        help="text (default) or dot: the dataflow as a Graphviz digraph",
+    )  # fmt: skip
+    explain.add_argument(
+        "--plan", choices=("auto", "wcoj", "binary"), default="auto",
+        help="delta queries where they fit (auto, default), wherever possible (wcoj), or none",
+    )  # fmt: skip
+    explain.add_argument(
+        "-F", "--fact-dir", default=None,
+        help="load the .input files from here first (a delta query orders its variables "
+        "by the relations' sizes); default: only the program's own facts",
+    )  # fmt: skip
+    _functors_option(explain)
+    explain.set_defaults(command=run_explain)
 
 
 def _functors_option(command: argparse.ArgumentParser) -> None:
@@ -142,14 +171,8 @@ def run_program(args: argparse.Namespace) -> int:
     from datalog.io.sources.csv import load_inputs, write_outputs
     from datalog.lang.errors import DatalogError
 
-    try:
-        text = args.program.read_text(encoding="utf-8")
-    except OSError as exc:
-        print(f"error: cannot read {args.program}: {exc.strerror}", file=sys.stderr)
-        return 1
-    except UnicodeDecodeError as exc:
-        where = f"byte {exc.start}"
-        print(f"error: {args.program} is not UTF-8 text (at {where})", file=sys.stderr)
+    text = _program_text(args.program)
+    if text is None:
         return 1
     if args.engine == "spark":
         return _run_on_spark(text, args)
@@ -173,6 +196,46 @@ def run_program(args: argparse.Namespace) -> int:
         print(f"error: {error.strerror}: {error.filename}", file=sys.stderr)
         return 1
     return 0
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    """Print the plan of `args.query` over the program (exit 1 on a bad program or
+    query, with its position; 2 on options that do not go together)."""
+    from datalog.db.database import Database
+    from datalog.io.sources.csv import load_inputs
+    from datalog.lang.errors import DatalogError
+
+    if args.passes and args.format != "text":
+        print("error: --passes prints text: it does not go with --format dot", file=sys.stderr)
+        return 2
+    text = _program_text(args.program)
+    if text is None:
+        return 1
+    try:
+        db = Database(functors=load_functors(args.functors))
+        db.define(text)
+        if args.fact_dir is not None:
+            load_inputs(db, args.fact_dir, progress=False, allow_missing=False)
+    except DatalogError as error:
+        print(f"in {args.program}:\n{error.format()}", file=sys.stderr)
+        return 1
+    try:
+        print(db.explain(args.query, plan=args.plan, format=args.format, passes=args.passes))
+    except DatalogError as error:
+        print(f"in the query:\n{error.format()}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _program_text(path: Path) -> str | None:
+    """The program's text, or None after saying why it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"error: cannot read {path}: {exc.strerror}", file=sys.stderr)
+    except UnicodeDecodeError as exc:
+        print(f"error: {path} is not UTF-8 text (at byte {exc.start})", file=sys.stderr)
+    return None
 
 
 def _run_on_spark(text: str, args: argparse.Namespace) -> int:

@@ -17,6 +17,12 @@ times the rows those inputs hold, and at least `TUNING.recompute_min_rows` (belo
 that, planning and starting a dataflow cost more than any change). Both thresholds
 were measured (`python -m bench.bench_adaptive`).
 
+A dataflow whose computation may fail on the data (it calls a functor, or a `range`
+that may be too long) always runs the change: its failure must refuse the
+transaction, as it does while the epoch is computed, and a recomputation runs after
+the commit point, where it could only leave the epoch committed and the live query
+broken.
+
 Under a budget (a deadline or a row limit, docs/adr/0039) the change always runs
 through: a recomputation happens after the epoch's commit point, where no budget may
 stop it, and a budget must be able to stop a large commit before it happens.
@@ -24,6 +30,7 @@ stop it, and a budget must be able to stop a large commit before it happens.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -31,6 +38,8 @@ import numpy as np
 
 from datalog.db.live import LiveQuery
 from datalog.db.tenants import Tenant
+from datalog.lang.pretty import format_rule
+from datalog.plan.plan import Plan
 from differential.batch import Updates, concat, consolidate
 from differential.budget import remaining, row_limit
 from differential.engine import Dataflow, Engine
@@ -87,6 +96,8 @@ class Adaptive:
             tenant = live.tenant
             plan = tenant.plan if isinstance(tenant, Tenant) else live.plan
             if plan is None or (isinstance(tenant, Tenant) and (tenant.joining or tenant.retiring)):
+                continue
+            if fallible(plan.plan, live.query_text):
                 continue
             flows.setdefault(id(plan.dataflow), (plan.dataflow, []))[1].append(live)
         chosen = choose(self.engine, [df for df, _ in flows.values()], requests)
@@ -152,6 +163,17 @@ def read(engine: Engine, df: Dataflow, owner: Mapping[int, str]) -> set[str]:
                 if name in views:
                     waiting.append(views[name].dataflow)
     return names
+
+
+_FALLIBLE = re.compile(r"@|(?<![\w$])range\(")
+
+
+def fallible(plan: Plan, query_text: str) -> bool:
+    """Whether computing `plan` (the dataflow answering `query_text`) may raise on the
+    data: its query or a rule it computes calls a functor or `range` (the module
+    docstring)."""
+    rules = (r for r in plan.program.rules if r.head.name in plan.computed)
+    return any(_FALLIBLE.search(text) for text in (query_text, *map(format_rule, rules)))
 
 
 def difference(old: Updates, new: Updates, epoch: int) -> Updates:

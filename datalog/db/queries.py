@@ -47,10 +47,11 @@ from datalog.plan.plan import JoinPlan, Options, Share
 from datalog.plan.planner import Planner
 from differential.batch import Updates, concat
 from differential.dataflow import unbudgeted
-from differential.engine import Engine
+from differential.engine import Dataflow, Engine
 from differential.inputs import Requests
 
 _log = logging.getLogger("deltalog")
+Asked = Mapping[str, Requests] | None  # the rows an epoch asked to write (None: not known)
 
 
 class Watch(Protocol):
@@ -58,9 +59,7 @@ class Watch(Protocol):
     `datalog.db.whywatch`), told which relations the epoch wrote or gave new rules,
     and the rows it asked to write (by relation; None: not known)."""
 
-    def at_epoch(
-        self, epoch: int, touched: frozenset[str], requests: Mapping[str, Requests] | None
-    ) -> None: ...
+    def at_epoch(self, epoch: int, touched: frozenset[str], requests: Asked) -> None: ...
 
 
 class LiveQueries:
@@ -301,13 +300,8 @@ class LiveQueries:
         for live, new in self.rebuild(affected).items():
             live.held = difference(live.answer(), new, self.engine.epoch)
 
-    def settle(
-        self,
-        epoch: int,
-        new_epoch: bool,
-        touched: frozenset[str] = frozenset(),
-        requests: Mapping[str, Requests] | None = None,
-    ) -> BaseException | None:
+    def settle(self, epoch: int, new_epoch: bool, touched: frozenset[str] = frozenset(),
+               requests: Asked = None) -> BaseException | None:  # fmt: skip
         """After a write happened (a new `epoch`, or none; `touched`: the relations it
         wrote or gave new rules; `requests`: the rows it asked to write, if known):
         every step runs whatever an earlier one raised; the first failure is returned,
@@ -354,9 +348,7 @@ class LiveQueries:
         if failure is not None:
             raise failure
 
-    def _tell_watches(
-        self, epoch: int, touched: frozenset[str], requests: Mapping[str, Requests] | None
-    ) -> None:
+    def _tell_watches(self, epoch: int, touched: frozenset[str], requests: Asked) -> None:
         """Each watch sees the epoch, whatever another one raises (each keeps its own
         errors; what is raised here is a `BaseException`, raised last)."""
         failure: BaseException | None = None
@@ -396,12 +388,12 @@ class LiveQueries:
     def _rebuild_each(
         self, lives: Collection[LiveQuery], stop: bool
     ) -> tuple[dict[LiveQuery, Updates], BaseException | None]:
-        """`rebuild`, going on past a failure unless `stop`: what was rebuilt, and the
-        first failure."""
+        """`rebuild`, past a failure unless `stop`: what was rebuilt, the first failure."""
         program = self.program.checked
         tenants = {id(q.tenant): q.tenant for q in lives if isinstance(q.tenant, Tenant)}
+        replaced: list[Dataflow] = []
         jobs: list[Callable[[], dict[LiveQuery, Updates]]] = [
-            *(partial(self._rebuild_own, q, program) for q in lives if q.tenant is None),
+            *(partial(self._rebuild_own, q, program, replaced) for q in lives if q.tenant is None),
             *(partial(self.tenants.rebuild, t, program) for t in tenants.values()),
         ]
         answers: dict[LiveQuery, Updates] = {}
@@ -409,17 +401,23 @@ class LiveQueries:
         for job in jobs:
             try:
                 answers.update(job())
+                while replaced:
+                    self.engine.retire(replaced.pop())
             except BaseException as error:
-                failure = failure or error
+                failure = failure or error  # (a retirement cut short finishes later)
                 if stop:
                     break
         return answers, failure
 
-    def _rebuild_own(self, live: LiveQuery, program: CheckedProgram) -> dict[LiveQuery, Updates]:
+    def _rebuild_own(
+        self, live: LiveQuery, program: CheckedProgram, replaced: list[Dataflow]
+    ) -> dict[LiveQuery, Updates]:
+        """`live` on a new dataflow; the old one goes to `replaced` (retired once
+        `live` is on the new one, or a failed drop would orphan the new one)."""
         checked = check_query(parse_query(live.query_text), program.schema)
         built, first = self._started(checked, live.key, live.join_plan, share="create")
         if live.plan is not None:
-            self.engine.retire(live.plan.dataflow)
+            replaced.append(live.plan.dataflow)
         self._attach(live, built, program)
         return {live: first}
 

@@ -1,38 +1,27 @@
-"""Aggregates (`count`, `sum`, `min`, `max`, `mean`) as reduces.
+"""Aggregates (`count`, `sum`, `min`, `max`, `mean`) lowered to reduces.
 
 Layer: datalog (planner). Imports `differential` and the datalog language.
 
 Soufflé semantics: the variables of the aggregate's body that also occur
 outside it group it; the aggregate ranges over the distinct assignments of all
-its body positions (each `_` of a positive atom becomes a fresh variable, so
-every assignment has multiplicity one). The body is evaluated only for the
-groups the rest of the rule asks for (the distinct group bindings are its
-starting point), then reduced per group and joined back. `count` and `sum`
-of an empty group are 0; `min`, `max` and `mean` of one do not fire.
+its body positions (`datalog.plan.lifting` names each `_` of a positive atom).
+The body is evaluated only for the groups the rest of the rule asks for (the
+distinct group bindings are its starting point), then reduced per group and
+joined back. `count` and `sum` of an empty group are 0; `min`, `max` and `mean`
+of one do not fire. `order_joins` ordered the body (`Aggregate.inner`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
 
 import numpy as np
 
 from datalog.eval.expressions import DTYPES
-from datalog.lang.ast import (
-    Aggregate,
-    Atom,
-    ColumnType,
-    Comparison,
-    Literal,
-    Term,
-    Var,
-    Wildcard,
-)
-from datalog.lang.passes.term_types import resolve_type
-from datalog.lang.passes.variables import nodes, replace_aggregates
+from datalog.lang.ast import Atom
+from datalog.lang.passes.variables import nodes
 from datalog.plan.binding import Binding, Compiler
-from datalog.plan.plan import Aggregate as AggregateStep
+from datalog.plan.plan import Aggregate
 from differential.batch import Column, Updates
 from differential.dataflow import Stream
 from differential.operators.arrange import Owner
@@ -49,73 +38,53 @@ from differential.operators.reduce import (
 )
 
 
-@dataclass
-class Aggregation:
-    """One aggregate of a body, lifted out as `result = aggregate`."""
+def aggregate(c: Compiler, binding: Binding, step: Aggregate) -> Binding:
+    """`binding` with the aggregate's value per group (`step.result`) joined on."""
+    term = step.term
+    assert term is not None
+    keys = list(step.groups)
+    inner = c.compile(step.inner, start=_demand(c, binding, keys))
+    target = step.target
+    rest = [v for v in inner.vars if v not in keys and v != target]
+    order = [*keys, *([target] if target else []), *rest]
+    projected = Binding(project(inner.stream, [inner.index(v) for v in order]), tuple(order))
+    if _reads_multiset(c, step):  # raw multiplicities: make the assignments a set first
+        projected = c.distinct(projected)
+    if term.function == "count":  # a sum of multiplicities: the values are not read
+        projected = Binding(project(projected.stream, range(len(keys))), tuple(keys))
+    arranged = c.arrange(projected, keys)[0]
+    reducer, out_kind = REDUCERS[term.function], np.dtype(DTYPES[c.types[step.result]])
+    reduced = ReduceOp(arranged, reducer, [out_kind], term.function).output
+    if not keys:
+        reduced = project(reduced, [1])
+    result = Binding(reduced, (*keys, step.result))
+    c.steps.append(step)
+    joined = _join_on(c, binding, result, keys)
+    if term.function not in ("count", "sum"):
+        return joined
+    zeros = _zeros(c, binding, result, keys, out_kind)
+    return Binding(concat([joined.stream, zeros]), joined.vars)
 
-    term: Aggregate
-    result: str
-    groups: frozenset[str]
-    compiler: Compiler
 
-    def apply(self, binding: Binding) -> Binding:
-        c = self.compiler
-        keys = [v for v in binding.vars if v in self.groups]
-        body = tuple(_name_wildcards(lit, c) for lit in self.term.body)
-        inner = c.compile(body, start=self._demand(binding, keys))
-        kind = c.types[self.result]
-        inner, target = self._target(inner)
-        order = [
-            *keys,
-            *([target] if target else []),
-            *(v for v in inner.vars if v not in keys and v != target),
-        ]
-        projected = Binding(project(inner.stream, [inner.index(v) for v in order]), tuple(order))
-        if self._reads_multiset():  # raw multiplicities: make the assignments a set first
-            projected = c.distinct(projected)
-        if self.term.function == "count":  # a sum of multiplicities: the values are not read
-            projected = Binding(project(projected.stream, range(len(keys))), tuple(keys))
-        arranged = c.arrange(projected, keys)[0]
-        reducer, out_kind = REDUCERS[self.term.function], np.dtype(DTYPES[kind])
-        reduced = ReduceOp(arranged, reducer, [out_kind], self.term.function).output
-        if not keys:
-            reduced = project(reduced, [1])
-        result = Binding(reduced, (*keys, self.result))
-        c.steps.append(AggregateStep(self.term.function, tuple(keys)))
-        joined = _join_on(c, binding, result, keys)
-        if self.term.function not in ("count", "sum"):
-            return joined
-        return Binding(
-            concat([joined.stream, _zeros(c, binding, result, keys, out_kind)]), joined.vars
-        )
+def _demand(c: Compiler, binding: Binding, keys: list[str]) -> Binding | None:
+    """The distinct groups `binding` asks for, where the body starts; none for an
+    ungrouped aggregate: its one group is joined back with `binding` anyway, and the
+    body is then planned on its own (a worst-case optimal join, not a cross product
+    with the demand)."""
+    if not keys:
+        return None
+    stream = project(binding.stream, [binding.index(v) for v in keys])
+    return c.distinct(Binding(stream, tuple(keys)))
 
-    def _demand(self, binding: Binding, keys: list[str]) -> Binding | None:
-        """The distinct groups `binding` asks for, where the body starts; none for
-        an ungrouped aggregate: its one group is joined back with `binding` anyway,
-        and the body is then planned on its own (a worst-case optimal join, not a
-        cross product with the demand)."""
-        if not keys:
-            return None
-        stream = project(binding.stream, [binding.index(v) for v in keys])
-        return self.compiler.distinct(Binding(stream, tuple(keys)))
 
-    def _reads_multiset(self) -> bool:
-        """Whether a positive atom of the body reads a `multiset` input (multiplicities > 1)."""
-        schema = self.compiler.sources.schema
-        return any(
-            isinstance(n, Atom) and schema[n.name].semantics == "multiset"
-            for n in nodes((), self.term.body)
-        )
-
-    def _target(self, inner: Binding) -> tuple[Binding, str | None]:
-        """`inner` with the aggregated value as a variable, and that variable."""
-        target = self.term.target
-        if target is None:
-            return inner, None
-        if isinstance(target, Var):
-            return inner, target.name
-        name = self.compiler.fresh_var(resolve_type(target, self.compiler.types), "_t")
-        return self.compiler.bind(inner, name, target), name
+def _reads_multiset(c: Compiler, step: Aggregate) -> bool:
+    """Whether a positive atom of the body reads a `multiset` input (multiplicities > 1)."""
+    assert step.term is not None
+    schema = c.sources.schema
+    return any(
+        isinstance(n, Atom) and schema[n.name].semantics == "multiset"
+        for n in nodes((), step.term.body)
+    )
 
 
 def _join_on(c: Compiler, left: Binding, right: Binding, keys: list[str]) -> Binding:
@@ -138,50 +107,6 @@ def _zeros(c: Compiler, outer: Binding, result: Binding, keys: list[str], kind: 
         return u.with_columns((*u.columns, np.zeros(len(u), dtype=kind)))
 
     return map_updates(missing.stream, add_zero, (*outer.stream.dtypes, kind))
-
-
-def lift_aggregates(
-    body: Sequence[Literal], groups: Mapping[int, frozenset[str]], compiler: Compiler
-) -> tuple[list[Literal], list[Aggregation]]:
-    """The body with each aggregate replaced by a fresh variable, and the aggregations."""
-    found: list[Aggregation] = []
-
-    def lifted(term: Aggregate) -> Term:
-        name = compiler.fresh_var(_aggregate_type(term, compiler.types), "_agg")
-        found.append(Aggregation(term, name, groups.get(id(term), frozenset()), compiler))
-        return Var(name, term.span)
-
-    def lift(term: Term) -> Term:
-        return replace_aggregates(term, lifted)  # iterative: sums nest 400 deep
-
-    out: list[Literal] = []
-    for lit in body:
-        if isinstance(lit, Comparison):
-            out.append(replace(lit, left=lift(lit.left), right=lift(lit.right)))
-        else:
-            out.append(lit)
-    return out, found
-
-
-def _aggregate_type(term: Aggregate, types: Mapping[str, ColumnType]) -> ColumnType:
-    if term.function == "count":
-        return "number"
-    if term.function == "mean":
-        return "float"
-    assert term.target is not None
-    return resolve_type(term.target, types)
-
-
-def _name_wildcards(lit: Literal, c: Compiler) -> Literal:
-    if not isinstance(lit, Atom):
-        return lit
-    args = tuple(
-        Var(c.fresh_var(c.sources.schema.types(lit.name)[i], "_w"))
-        if isinstance(a, Wildcard)
-        else a
-        for i, a in enumerate(lit.args)
-    )
-    return replace(lit, args=args)
 
 
 def _first_column(reducer: Reducer) -> Reducer:

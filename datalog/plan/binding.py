@@ -19,7 +19,7 @@ from differential.dataflow import Stream
 
 if TYPE_CHECKING:
     from datalog.eval.symbols import SymbolTable
-    from datalog.lang.ast import ColumnType, Literal, Term
+    from datalog.lang.ast import ColumnType, Term
     from datalog.plan.plan import Step
     from datalog.plan.sources import Sources
     from differential.operators.arrange import Arranged
@@ -51,12 +51,7 @@ class Compiler(Protocol):
     @property
     def steps(self) -> list[Step]: ...
 
-    @property
-    def join_plan(self) -> str: ...
-
-    def compile(
-        self, body: Sequence[Literal], head: Sequence[Term] = (), start: Binding | None = None
-    ) -> Binding: ...
+    def compile(self, order: Sequence[Step], start: Binding | None = None) -> Binding: ...
 
     def bind(self, binding: Binding, name: str, expr: Term) -> Binding: ...
 
@@ -65,5 +60,3 @@ class Compiler(Protocol):
     def arrange(self, binding: Binding, key: Sequence[str]) -> tuple[Arranged, list[str]]: ...
 
     def antijoin_binding(self, binding: Binding, negated: Binding) -> Binding: ...
-
-    def fresh_var(self, kind: ColumnType, prefix: str = "_v") -> str: ...

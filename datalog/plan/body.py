@@ -1,22 +1,19 @@
-"""Compile one rule body into differential operators (join-at-a-time).
+"""Lower one rule body's ordered steps into differential operators.
 
 Layer: datalog (planner). Imports `differential` and the datalog language.
 
-A `Binding` is a stream whose columns are the values of some variables. The
-body's literals are applied greedily: whenever a comparison, a negation or an
-aggregate has all the variables it needs, it is applied (filters as early as
-possible); otherwise the next positive atom (the one sharing most bound
-variables) is joined. Joins arrange both sides by the shared variables; a base
-relation's side is the engine's shared arrangement when the atom needs no
-filtering. `x = range(...)` expands each row once per value (`datalog.eval.generators`)
-as soon as its arguments are bound. Every step is recorded in `steps`
-(`datalog.plan.plan`: the plan `explain` prints).
+`order_joins` (`datalog.plan.order`) decided the body's steps in order; this walks
+them and builds each one, deciding nothing. A `Binding` is a stream whose columns
+are the values of some variables. A join arranges both sides by the shared
+variables; a base relation's side is the engine's shared arrangement when the atom
+needs no filtering. `x = range(...)` expands each row once per value
+(`datalog.eval.generators`). Every step built is recorded, in the order built, in
+`steps` (`datalog.plan.plan`: the plan `explain` prints).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from itertools import count as counter
 
 import numpy as np
 
@@ -30,24 +27,23 @@ from datalog.eval.expressions import (
 from datalog.eval.generators import expand_range
 from datalog.eval.row_terms import row_filter, row_map
 from datalog.eval.symbols import SymbolTable
-from datalog.lang.ast import (
-    Atom,
-    Call,
-    ColumnType,
-    Comparison,
-    Literal,
-    Negation,
-    Term,
-    Var,
-)
-from datalog.lang.errors import UnsupportedError
-from datalog.lang.passes.check_generators import generator_binding
-from datalog.lang.passes.term_types import resolve_type
-from datalog.lang.passes.variables import aggregate_groups, term_variables
-from datalog.plan.aggregates import Aggregation, lift_aggregates
-from datalog.plan.atoms import AtomView
+from datalog.lang.ast import ColumnType, Comparison, Literal, Term, Var
+from datalog.plan.aggregates import aggregate
+from datalog.plan.atoms import atom_stream
 from datalog.plan.binding import Binding
-from datalog.plan.plan import Antijoin, Bind, Filter, Generate, Join, JoinPlan, Scan, Step
+from datalog.plan.plan import (
+    Aggregate,
+    Antijoin,
+    Binary,
+    Bind,
+    DeltaQuery,
+    Filter,
+    Generate,
+    Join,
+    Scan,
+    Step,
+    Unit,
+)
 from datalog.plan.sources import Sources
 from datalog.plan.wcoj import delta_query
 from differential.batch import Updates
@@ -59,7 +55,8 @@ from differential.operators.reduce import ReduceOp, distinct
 
 
 class BodyCompiler:
-    """Compiles bodies in one scope; `types` gives every variable's column type."""
+    """Lowers bodies in one scope; `types` gives every variable's column type (the
+    fresh variables of `order_joins` included)."""
 
     def __init__(
         self,
@@ -67,107 +64,75 @@ class BodyCompiler:
         types: Mapping[str, ColumnType],
         symbols: SymbolTable,
         steps: list[Step],
-        fresh: counter | None = None,
-        join_plan: JoinPlan = "auto",
     ) -> None:
-        self.join_plan = join_plan
-        self.aggregate_results: set[str] = set()
         self.sources = sources
         self.types: dict[str, ColumnType] = dict(types)
         self.symbols = symbols
         self.steps = steps
-        self.fresh = fresh or counter()
 
-    # -- the driver --------------------------------------------------------------
+    # -- the walk ----------------------------------------------------------------
 
-    def compile(
-        self, body: Sequence[Literal], head: Sequence[Term] = (), start: Binding | None = None
-    ) -> Binding:
-        groups = aggregate_groups(head, body)
-        literals, aggregations = lift_aggregates(body, groups, self)
-        pending: list[Literal] = list(literals)
-        waiting: list[Aggregation] = list(aggregations)
-        # an aggregate's result is computed by its aggregation, never bound by `=`
-        self.aggregate_results |= {a.result for a in aggregations}
+    def compile(self, order: Sequence[Step], start: Binding | None = None) -> Binding:
+        """Build `order`'s steps from `start` (none: the first step starts)."""
         binding = start
-        if binding is None and self.join_plan != "binary":
-            binding = delta_query(self, pending)
-        if binding is None and not any(isinstance(x, Atom) for x in pending):
-            binding = self.unit()
-        while True:
-            binding = self._apply_ready(binding, pending, waiting)
-            atoms = [x for x in pending if isinstance(x, Atom)]
-            if not atoms:
-                break
-            atom = self._choose(binding, atoms)
-            pending.remove(atom)
-            binding, extra = self.join_atom(binding, atom)
-            pending.extend(extra)
-        if pending or waiting or binding is None:
-            raise UnsupportedError("cannot order this body: some literal never gets its variables")
+        for step in order:
+            binding = self._lower(binding, step)
+        assert binding is not None, "order_joins gives every body a start"
         return binding
 
-    def _apply_ready(
-        self, binding: Binding | None, pending: list[Literal], waiting: list[Aggregation]
-    ) -> Binding | None:
-        progress = True
-        while progress and binding is not None:
-            progress = False
-            for lit in [x for x in pending if not isinstance(x, Atom)]:
-                applied = self._apply(binding, lit)
-                if applied is not None:
-                    binding, progress = applied, True
-                    pending.remove(lit)
-            for agg in list(waiting):
-                if agg.groups <= set(binding.vars):
-                    binding, progress = agg.apply(binding), True
-                    waiting.remove(agg)
-        return binding
-
-    def _choose(self, binding: Binding | None, atoms: list[Atom]) -> Atom:
-        if binding is None:
-            return atoms[0]
-        bound = set(binding.vars)
-        return max(atoms, key=lambda a: len({v.name for v in _atom_vars(a)} & bound))
-
-    def _apply(self, binding: Binding, lit: Literal) -> Binding | None:
-        bound = set(binding.vars)
-        if isinstance(lit, Negation):
-            if {v.name for v in _atom_vars(lit.atom)} <= bound:
-                return self.antijoin(binding, lit.atom)
-            return None
-        if isinstance(lit, Comparison):
-            return self._comparison(binding, lit, bound)
-        return None
+    def _lower(self, binding: Binding | None, step: Step) -> Binding | None:
+        if isinstance(step, Binary):
+            self.steps.append(step)
+            return binding
+        if isinstance(step, DeltaQuery):
+            return delta_query(self, step)
+        if isinstance(step, Unit):
+            self.steps.append(step)
+            return self.unit()
+        if isinstance(step, Scan | Join):
+            return self.join_atom(binding, step)
+        assert binding is not None, f"{step} needs a binding"
+        if isinstance(step, Antijoin):
+            return self.antijoin(binding, step)
+        if isinstance(step, Filter):
+            assert step.comparison is not None
+            self.steps.append(step)
+            return self.filter(binding, step.comparison)
+        if isinstance(step, Bind):
+            assert step.term is not None
+            return self.bind(binding, step.variable, step.term)
+        if isinstance(step, Generate):
+            return self._generate(binding, step)
+        assert isinstance(step, Aggregate), f"no lowering for {step}"
+        return aggregate(self, binding, step)
 
     # -- atoms -------------------------------------------------------------------
 
-    def join_atom(self, binding: Binding | None, atom: Atom) -> tuple[Binding, list[Literal]]:
-        """Join `binding` with `atom`; returns the binding and deferred literals."""
-        view = self._atom_view(atom)
-        if binding is None:
-            self.steps.append(Scan(atom.name, view.describe()))
-            return Binding(project(view.stream(), view.positions), view.vars), view.deferred
-        shared = [v for v in binding.vars if v in view.vars]
+    def join_atom(self, binding: Binding | None, step: Scan | Join) -> Binding:
+        """Join `binding` with the step's atom (none: scan it)."""
+        shape = step.shape
+        assert shape is not None
+        self.steps.append(step)
+        if isinstance(step, Scan):
+            stream = atom_stream(step.relation, shape, self)
+            return Binding(project(stream, shape.positions), shape.vars)
+        assert binding is not None, "a join follows a start"
+        shared = list(step.on)
         left, left_rest = self.arrange(binding, shared)
-        right_vars = tuple(shared) + tuple(v for v in view.vars if v not in shared)
-        perm = [view.positions[view.vars.index(v)] for v in right_vars]
+        right_vars = tuple(shared) + tuple(v for v in shape.vars if v not in shared)
+        perm = [shape.positions[shape.vars.index(v)] for v in right_vars]
         if not shared:
-            right = self._keyed(Binding(project(view.stream(), perm), right_vars))
-        elif view.filtered:
-            right = ArrangeOp(project(view.stream(), perm), len(shared))
-        else:
-            right = self.sources.arrangement(atom.name, perm, len(shared))
+            stream = atom_stream(step.relation, shape, self)
+            right = self._keyed(Binding(project(stream, perm), right_vars))
+        elif step.shared:
+            right = self.sources.arrangement(step.relation, perm, len(shared))
+        else:  # the atom filters the relation: arranged privately
+            right = ArrangeOp(project(atom_stream(step.relation, shape, self), perm), len(shared))
         new_vars = [v for v in right_vars if v not in shared]
         layout = [*shared, *left_rest, *new_vars] if shared else ["", *left_rest, *new_vars]
         out_vars = (*binding.vars, *new_vars)
         join = JoinOp(left, right, [layout.index(v, 0 if shared else 1) for v in out_vars])
-        on, mine = tuple(shared), bool(shared) and not view.filtered
-        self.steps.append(Join(atom.name, view.describe(), on, mine))
-        return Binding(join.output, out_vars), view.deferred
-
-    def _atom_view(self, atom: Atom) -> AtomView:
-        return AtomView.of(atom, self)
+        return Binding(join.output, out_vars)
 
     # -- arrangement helpers -----------------------------------------------------
 
@@ -206,14 +171,16 @@ class BodyCompiler:
 
     # -- negation ----------------------------------------------------------------
 
-    def antijoin(self, binding: Binding, atom: Atom) -> Binding:
-        """Rows of `binding` with no matching tuple in `atom` (stratified negation)."""
-        view = self._atom_view(atom)
-        self.steps.append(Antijoin(atom.name, view.describe(), view.vars))
-        negated = Binding(project(view.stream(), view.positions), view.vars)
-        if not view.deferred:
+    def antijoin(self, binding: Binding, step: Antijoin) -> Binding:
+        """Rows of `binding` with no matching tuple in the atom (stratified negation)."""
+        shape = step.shape
+        assert shape is not None
+        self.steps.append(step)
+        stream = atom_stream(step.relation, shape, self)
+        negated = Binding(project(stream, shape.positions), shape.vars)
+        if not shape.deferred:
             return self.antijoin_binding(binding, negated)
-        return self._antijoin_computed(binding, negated, view.deferred)
+        return self._antijoin_computed(binding, negated, shape.deferred)
 
     def _antijoin_computed(
         self, binding: Binding, negated: Binding, deferred: Sequence[Literal]
@@ -262,45 +229,13 @@ class BodyCompiler:
 
     # -- comparisons and expressions ---------------------------------------------
 
-    def _comparison(self, binding: Binding, cmp: Comparison, bound: set[str]) -> Binding | None:
-        generated = generator_binding(cmp)
-        if generated is not None:
-            return self._generate(binding, *generated, bound)
-        left_vars = {v.name for v in term_variables(cmp.left)}
-        right_vars = {v.name for v in term_variables(cmp.right)}
-        if left_vars | right_vars <= bound:
-            self.steps.append(Filter())
-            return self.filter(binding, cmp)
-        if cmp.op != "=":
-            return None
-        for target, expr, expr_vars in (
-            (cmp.left, cmp.right, right_vars),
-            (cmp.right, cmp.left, left_vars),
-        ):
-            if (
-                isinstance(target, Var)
-                and target.name not in bound
-                and target.name not in self.aggregate_results
-                and expr_vars <= bound
-            ):
-                return self.bind(binding, target.name, expr)
-        return None
-
-    def _generate(
-        self, binding: Binding, target: Var, call: Call, bound: set[str]
-    ) -> Binding | None:
+    def _generate(self, binding: Binding, step: Generate) -> Binding:
         """`x = range(...)`: each row once per value, with `x` bound to it (`x` bound
         already: the rows whose `x` is one of the values). Linear, so a retracted row
         retracts its values."""
-        if not {v.name for v in term_variables(call)} <= bound:
-            return None
-        waits = target.name not in bound and target.name in self.aggregate_results
-        if waits:  # `x` is an aggregate's result: generate once it is computed
-            return None
-        kind = self.types.get(target.name) or resolve_type(call, self.types)
-        fresh = target.name in bound
-        name = self.fresh_var(kind, "_g") if fresh else target.name
-        self.types[name] = kind
+        call, name = step.call, step.variable
+        assert call is not None
+        kind = self.types[name]
         computes = [self.evaluator(binding.vars, arg, kind) for arg in call.args]
 
         def expand(u: Updates) -> Updates:
@@ -310,11 +245,11 @@ class BodyCompiler:
             return out.with_columns((*out.columns, values))
 
         dtypes = (*binding.stream.dtypes, np.dtype(DTYPES[kind]))
-        self.steps.append(Generate(name, call.function))
+        self.steps.append(step)
         extended = Binding(map_updates(binding.stream, expand, dtypes), (*binding.vars, name))
-        if not fresh:
+        if name == step.target:
             return extended
-        kept = self.filter(extended, Comparison("=", target, Var(name)))
+        kept = self.filter(extended, Comparison("=", Var(step.target), Var(name)))
         return Binding(project(kept.stream, range(len(binding.vars))), binding.vars)
 
     def filter(self, binding: Binding, cmp: Comparison) -> Binding:
@@ -338,8 +273,7 @@ class BodyCompiler:
 
     def bind(self, binding: Binding, name: str, expr: Term) -> Binding:
         """Add variable `name` with the value of `expr` (rows without a value drop)."""
-        kind = self.types.get(name) or resolve_type(expr, self.types)
-        self.types[name] = kind
+        kind = self.types[name]
         compute = self.evaluator(binding.vars, expr, kind)
 
         def extend(u: Updates) -> Updates:
@@ -365,11 +299,6 @@ class BodyCompiler:
             return (values if values.dtype == dtype else values.astype(dtype)), valid
 
         return compute
-
-    def fresh_var(self, kind: ColumnType, prefix: str = "_v") -> str:
-        name = f"{prefix}#{next(self.fresh)}"  # `#`: no variable of a program is named so
-        self.types[name] = kind
-        return name
 
     # -- heads -------------------------------------------------------------------
 
@@ -421,10 +350,3 @@ def _evaluate_all(
         columns.append(values)
         ok = both(ok, valid)
     return columns, ok
-
-
-def _atom_vars(atom: Atom) -> list[Var]:
-    out: list[Var] = []
-    for arg in atom.args:
-        out.extend(term_variables(arg))
-    return out

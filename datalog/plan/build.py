@@ -9,16 +9,16 @@ facts transactions inserted into it and what its rules derive, reading the
 relations of `Plan.views` from their shared views (docs/adr/0026). A recursive
 stratum becomes one iteration scope with a variable per relation (mutual
 recursion); everything else lives in the root scope. The answer is the distinct
-projection of the query's bodies onto its answer variables. What lowering chose
-per body (join order, delta query or binary joins, arrangements) is recorded in
-the plan it returns (docs/adr/0051).
+projection of the query's bodies onto its answer variables. Each body is built as
+the join passes ordered its steps (`BodyPlan.order`, docs/adr/0058), and the steps
+as built (with a delta query's pipelines) are recorded in the plan it returns
+(docs/adr/0051).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
-from itertools import count as counter
 
 import numpy as np
 
@@ -106,11 +106,9 @@ class Lowering:
         self.symbols = symbols
         self.plan = plan
         self.program: CheckedProgram = plan.program
-        self.join_plan = plan.options.join_plan
         self.one_shot = plan.options.one_shot
         self.inputs = plan.specialized.inputs if plan.specialized is not None else {}
         self.resolve = resolve
-        self.fresh = counter()
 
     def query(self, dataflow: Dataflow) -> tuple[Output, Plan]:
         """The query's answer, captured in `dataflow`, and the lowered plan."""
@@ -118,21 +116,19 @@ class Lowering:
         assert query is not None
         root, plan = self._lower_strata(dataflow)
         answers, bodies = [], []
-        for body, types in zip(query.bodies, query.variable_types, strict=True):
-            steps: list[Step] = []
-            compiler = BodyCompiler(root, types, self.symbols, steps, self.fresh, self.join_plan)
-            binding = compiler.compile(body)
+        for body in plan.bodies:
+            binding, done = self._body(root, body)
             picked = Binding(
                 project(binding.stream, [binding.index(v) for v in query.answer_vars]),
                 query.answer_vars,
             )
             answers.append(picked)
-            bodies.append(BodyPlan(body, tuple(steps)))
+            bodies.append(done)
         if len(answers) == 1 and self._is_set_join(query.bodies[0], query.answer_vars):
             result = answers[0]  # already a set: distinct would only cost an arrangement
         else:
             union = Binding(concat([a.stream for a in answers]), query.answer_vars)
-            result = BodyCompiler(root, {}, self.symbols, [], self.fresh).distinct(union)
+            result = BodyCompiler(root, {}, self.symbols, []).distinct(union)
         output = dataflow.capture(result.stream, plan.name)
         lowered = replace(plan, bodies=tuple(bodies), shared=tuple(root.shared))
         return output, ran_lowering(lowered)
@@ -208,15 +204,14 @@ class Lowering:
             inserted = sources.input_collection(source)  # magic relations have no input
             # a nullary relation's input has one constant column; the relation has none
             parts.append(inserted if kinds else project(inserted, []))
-        rules = [rule for rule in stratum.rules if rule.head.name == rel]
+        (planned,) = [r for r in stratum.lowered if r.relation == rel]
+        rules = [_rule(body) for body in planned.rules]
         bodies = []
-        for rule in rules:
-            steps: list[Step] = []
-            types = self.program.types_of(rule)
-            compiler = BodyCompiler(sources, types, self.symbols, steps, self.fresh, self.join_plan)
-            binding = compiler.compile(rule.body, rule.head.args)
+        for body, rule in zip(planned.rules, rules, strict=True):
+            binding, done = self._body(sources, body)
+            compiler = BodyCompiler(sources, body.types, self.symbols, [])
             parts.append(compiler.head(binding, rule.head.args, kinds))
-            bodies.append(BodyPlan(rule, tuple(steps)))
+            bodies.append(done)
         lowered = tuple(bodies)
         dominances = self.program.dominances.get(rel)
         if dominances and kinds:
@@ -226,8 +221,14 @@ class Lowering:
         if len(parts) == 1 and self._derives_set(rules, kinds, stratum):
             return parts[0], RelationPlan(rel, lowered, (SetJoin(rel),))
         union = Binding(concat(parts), tuple(f"_c{i}" for i in range(len(kinds))))
-        distinct = BodyCompiler(sources, {}, self.symbols, [], self.fresh).distinct(union)
+        distinct = BodyCompiler(sources, {}, self.symbols, []).distinct(union)
         return distinct.stream, RelationPlan(rel, lowered)
+
+    def _body(self, sources: Sources, body: BodyPlan) -> tuple[Binding, BodyPlan]:
+        """The body's binding, built as `order_joins` ordered it, and its steps."""
+        steps: list[Step] = []
+        binding = BodyCompiler(sources, body.types, self.symbols, steps).compile(body.order)
+        return binding, replace(body, steps=tuple(steps))
 
     def _derives_set(
         self, rules: Sequence[Rule], kinds: Sequence[ColumnType], stratum: StratumPlan
@@ -247,6 +248,11 @@ def _kept_vars(rule: Rule, kinds: Sequence[ColumnType], program: CheckedProgram)
     types = program.types_of(rule)
     args = zip(rule.head.args, kinds, strict=True)
     return {a.name for a, k in args if isinstance(a, Var) and types.get(a.name) == k}
+
+
+def _rule(body: BodyPlan) -> Rule:
+    assert isinstance(body.source, Rule)
+    return body.source
 
 
 def ran_lowering(plan: Plan) -> Plan:

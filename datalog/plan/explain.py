@@ -7,11 +7,11 @@ Layer: datalog.plan. Imports the plan's values, the AST and its printer.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from datalog.lang.ast import Pragma
 from datalog.lang.pretty import format_rule
-from datalog.plan.plan import BodyPlan, Plan, Step, StratumPlan
+from datalog.plan.plan import Aggregate, BodyPlan, Plan, Step, StratumPlan
 
 SPECIALIZED = {
     "query": "specialized to the query's constants (magic sets)",
@@ -127,6 +127,36 @@ def _strata(plan: Plan) -> list[str]:
     return lines or ["no stratum: the answer reads base relations and views only"]
 
 
+def _choose_join(plan: Plan) -> list[str]:
+    return _each_body(plan, lambda body: body.choice.lines() if body.choice else [])
+
+
+def _order_joins(plan: Plan) -> list[str]:
+    return _each_body(plan, lambda body: _ordered(body.order))
+
+
+def _each_body(plan: Plan, show: Callable[[BodyPlan], list[str]]) -> list[str]:
+    """`show` of every body the plan computes: the strata's rules, the query's bodies."""
+    lines = []
+    for stratum in plan.strata:
+        for relation in stratum.lowered:
+            for rule in relation.rules:
+                lines += [f"rule {rule.title}", *(f"  {line}" for line in show(rule))]
+    for body in plan.bodies:
+        lines += [f"query body: {body.title}", *(f"  {line}" for line in show(body))]
+    return lines
+
+
+def _ordered(steps: Sequence[Step], depth: int = 0) -> list[str]:
+    """The steps in order; an aggregate's body's steps indented under it."""
+    lines = []
+    for step in steps:
+        lines += ["  " * depth + line for line in step.lines()]
+        if isinstance(step, Aggregate):
+            lines += _ordered(step.inner, depth + 1)
+    return lines
+
+
 def _rules(plan: Plan, relations: Collection[str]) -> list[str]:
     names = set(relations)
     return [f"rule {format_rule(r)}" for r in plan.program.rules if r.head.name in names]
@@ -137,4 +167,11 @@ def _query_bodies(plan: Plan) -> list[BodyPlan]:
     return [BodyPlan(body) for body in plan.query.bodies]
 
 
-DUMPS = {"magic sets": _magic, "normalize": _normalize, "sharing": _sharing, "strata": _strata}
+DUMPS = {
+    "magic sets": _magic,
+    "normalize": _normalize,
+    "sharing": _sharing,
+    "strata": _strata,
+    "choose join": _choose_join,
+    "order joins": _order_joins,
+}

@@ -1,6 +1,7 @@
 """The named planning passes: each takes a `Plan` and returns a new one.
 
-Layer: datalog.plan. Imports the language, the functor binder, `magic` and `views`.
+Layer: datalog.plan. Imports the language, the functor binder, `magic`, `views`,
+`choose` and `order`.
 
 In order (`PASSES`), then `datalog.plan.build` lowers the result to operators:
 
@@ -12,25 +13,33 @@ In order (`PASSES`), then `datalog.plan.build` lowers the result to operators:
 - `sharing`: which derived relations are read from shared views (`datalog.plan.views`)
   and which this dataflow computes itself;
 - `strata`: the strata to compute, in evaluation order, each recursive one an
-  iteration scope.
+  iteration scope;
+- `choose_join`: per body (and per aggregate's body), one delta query (worst-case
+  optimal) over which literals, or binary joins (`datalog.plan.choose`);
+- `order_joins`: per body, its steps in order: the delta query, then filters,
+  negations and aggregates as soon as their variables are bound, the next atom
+  the one sharing most bound variables (`datalog.plan.order`).
 
-Join ordering and the choice of a delta query (worst-case optimal) or binary joins
-per body are made while lowering (they read live relation sizes) and recorded in
-the plan as steps.
+Lowering then builds what the steps say; only a delta query's pipelines (their
+variable orders read the relations' sizes) are filled in there (docs/adr/0058).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
+from itertools import count as counter
 
 from datalog.eval.functors import FunctorBinding, bind_program, bind_query
-from datalog.lang.ast import Atom
+from datalog.eval.symbols import SymbolTable
+from datalog.lang.ast import Atom, ColumnType, Rule, Term
 from datalog.lang.checks import CheckedQuery
 from datalog.lang.passes.variables import nodes
 from datalog.lang.strata import reads
+from datalog.plan.choose import Chooser
 from datalog.plan.magic import specialize, tenant_specialize
-from datalog.plan.plan import Plan, Specialization, StratumPlan
+from datalog.plan.order import Orderer
+from datalog.plan.plan import BodyPlan, Plan, RelationPlan, Specialization, StratumPlan
 from datalog.plan.views import Views
 
 Pass = Callable[[Plan], Plan]
@@ -96,6 +105,75 @@ def strata(plan: Plan) -> Plan:
         if s.relations & wanted
     )
     return ran(replace(plan, strata=chosen), "strata")
+
+
+def choose_join(symbols: SymbolTable) -> Pass:
+    """The pass choosing, per body, a delta query or binary joins (`symbols`: a
+    constant a delta query takes is interned)."""
+
+    def choose(plan: Plan) -> Plan:
+        chooser = Chooser(plan.program.schema, symbols, plan.options.join_plan)
+
+        def chosen(body: BodyPlan, types: Mapping[str, ColumnType], head: Head) -> BodyPlan:
+            return replace(body, choice=chooser.body(body.body, types, head))
+
+        return ran(each_body(_with_bodies(plan), chosen), "choose join")
+
+    return choose
+
+
+def order_joins(plan: Plan) -> Plan:
+    """Every body's steps in order, in the order lowering builds the bodies (the
+    strata's rules, then the query's), which numbers their fresh variables."""
+    orderer = Orderer(plan.program.schema, counter())
+
+    def ordered(body: BodyPlan, types: Mapping[str, ColumnType], head: Head) -> BodyPlan:
+        assert body.choice is not None
+        steps, typed = orderer.top(body.body, body.choice, types, head)
+        return replace(body, order=steps, types=typed)
+
+    return ran(each_body(plan, ordered), "order joins")
+
+
+Head = Sequence[Term]
+
+
+def each_body(
+    plan: Plan, change: Callable[[BodyPlan, Mapping[str, ColumnType], Head], BodyPlan]
+) -> Plan:
+    """`plan` with `change` applied to every body, in the order lowering builds them:
+    each stratum's relations' rules, then the query's bodies."""
+    program, query = plan.program, plan.query
+    strata = []
+    for stratum in plan.strata:
+        relations = []
+        for relation in stratum.lowered:
+            rules = []
+            for body in relation.rules:
+                rule = body.source
+                assert isinstance(rule, Rule)
+                rules.append(change(body, program.types_of(rule), rule.head.args))
+            relations.append(replace(relation, rules=tuple(rules)))
+        strata.append(replace(stratum, lowered=tuple(relations)))
+    bodies = plan.bodies
+    if query is not None:
+        pairs = zip(bodies, query.variable_types, strict=True)
+        bodies = tuple(change(body, types, ()) for body, types in pairs)
+    return replace(plan, strata=tuple(strata), bodies=bodies)
+
+
+def _with_bodies(plan: Plan) -> Plan:
+    """`plan` with a plan for each body: a stratum's per relation, the query's."""
+    strata = tuple(replace(stratum, lowered=tuple(_relations(stratum))) for stratum in plan.strata)
+    bodies = tuple(BodyPlan(body) for body in plan.query.bodies) if plan.query else ()
+    return replace(plan, strata=strata, bodies=bodies)
+
+
+def _relations(stratum: StratumPlan) -> list[RelationPlan]:
+    return [
+        RelationPlan(name, tuple(BodyPlan(r) for r in stratum.rules if r.head.name == name))
+        for name in stratum.relations
+    ]
 
 
 def ran(plan: Plan, name: str) -> Plan:

@@ -1,15 +1,15 @@
 """The plan as data: what the planning passes decide, as small immutable values.
 
-Layer: datalog.plan. Imports the language's AST, checked program and printer, nothing
-that builds operators.
+Layer: datalog.plan. Imports the language's AST, checked program and printer, and a
+delta query's `Constant` (`joins.pipeline`), nothing that builds operators.
 
 A `Plan` starts as a checked query (or a derived relation a view computes) with
 its `Options`, and each named pass of `datalog.plan.passes` returns a new one with
 its decisions filled in (3DF's `Plan`, sqlglot's planner: the plan is what
 `explain` prints; Soufflé's transformer pipeline: it can be dumped after each
-pass). `datalog.plan.build` lowers it to operators and records what lowering
-chose per body as `Step`s; `datalog.plan.explain` prints it. Nothing here holds an
-operator or a stream.
+pass). The join passes record each body's `JoinChoice` and its `Step`s in order;
+`datalog.plan.build` lowers them to operators and records the steps as built;
+`datalog.plan.explain` prints it. Nothing here holds an operator or a stream.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Literal
 
+from datalog.lang.ast import Aggregate as AggregateTerm
+from datalog.lang.ast import Atom, Call, ColumnType, Comparison, Const, Rule, Term
 from datalog.lang.ast import Literal as BodyLiteral
-from datalog.lang.ast import Rule
 from datalog.lang.checks import CheckedProgram, CheckedQuery
-from datalog.lang.pretty import format_body, format_rule
+from datalog.lang.pretty import format_body, format_literal, format_rule
+from joins.pipeline import Constant
 
 JoinPlan = Literal["auto", "wcoj", "binary"]
 # "create": read derived relations from views, making one where another live query
@@ -47,13 +49,36 @@ class Options:
     one_shot: bool = False
 
 
-# -- what lowering chose for one body, step by step ------------------------------------
+# -- one body's steps: what `order_joins` decided, in order, and lowering built ---------
+#
+# Each step prints its own line(s) (`lines`, what `explain` shows); the fields after
+# the printed ones (not compared, not shown) are what lowering needs to build it,
+# so lowering decides nothing (docs/adr/0058).
+
+
+@dataclass(frozen=True, slots=True)
+class AtomShape:
+    """An atom's positions: its distinct variables (an argument computed from others
+    is a fresh variable, `_e#n`, equated to it after the join), the positions that
+    repeat a variable or hold a constant (filters on the relation's columns)."""
+
+    vars: tuple[str, ...]
+    positions: tuple[int, ...]
+    equal_columns: tuple[tuple[int, int], ...]
+    constants: tuple[tuple[int, Const], ...]
+    deferred: tuple[Comparison, ...]  # `_e#n = term`, applied once bound
+    pattern: str  # `(x, _, …)`: variables, wildcards, computed arguments
+
+    @property
+    def filtered(self) -> bool:
+        return bool(self.equal_columns or self.constants)
 
 
 @dataclass(frozen=True, slots=True)
 class Scan:
     relation: str
     pattern: str  # `(x, _, …)`: variables, wildcards, computed arguments
+    shape: AtomShape | None = field(default=None, compare=False, repr=False)
 
     def lines(self) -> list[str]:
         return [f"scan {self.relation}{self.pattern}"]
@@ -65,6 +90,7 @@ class Join:
     pattern: str
     on: tuple[str, ...]
     shared: bool  # the right side is a shared arrangement (else arranged privately)
+    shape: AtomShape | None = field(default=None, compare=False, repr=False)
 
     def lines(self) -> list[str]:
         how = "shared" if self.shared else "private"
@@ -76,6 +102,7 @@ class Antijoin:
     relation: str
     pattern: str
     on: tuple[str, ...]
+    shape: AtomShape | None = field(default=None, compare=False, repr=False)
 
     def lines(self) -> list[str]:
         return [f"antijoin {self.relation}{self.pattern} on {list(self.on)}"]
@@ -83,6 +110,8 @@ class Antijoin:
 
 @dataclass(frozen=True, slots=True)
 class Filter:
+    comparison: Comparison | None = field(default=None, compare=False, repr=False)
+
     def lines(self) -> list[str]:
         return ["filter"]
 
@@ -90,6 +119,7 @@ class Filter:
 @dataclass(frozen=True, slots=True)
 class Bind:
     variable: str
+    term: Term | None = field(default=None, compare=False, repr=False)
 
     def lines(self) -> list[str]:
         return [f"compute {self.variable}"]
@@ -97,17 +127,37 @@ class Bind:
 
 @dataclass(frozen=True, slots=True)
 class Generate:
+    """`x = range(...)`; `variable` is `x`, or a fresh one when `x` is bound already
+    (then the rows whose `x` is one of the values are kept)."""
+
     variable: str
     function: str
+    target: str = field(default="", compare=False, repr=False)
+    call: Call | None = field(default=None, compare=False, repr=False)
 
     def lines(self) -> list[str]:
         return [f"generate {self.variable} = {self.function}(...)"]
 
 
 @dataclass(frozen=True, slots=True)
+class Unit:
+    """The body starts from one row without variables (no positive atom)."""
+
+    def lines(self) -> list[str]:
+        return []
+
+
+@dataclass(frozen=True, slots=True)
 class Aggregate:
+    """An aggregate's reduce, grouped by `groups`; its body's steps are `inner` (with
+    the binding of an aggregated expression last), lowered before it."""
+
     function: str
     groups: tuple[str, ...]
+    term: AggregateTerm | None = field(default=None, compare=False, repr=False)
+    result: str = field(default="", compare=False, repr=False)
+    target: str | None = field(default=None, compare=False, repr=False)
+    inner: tuple[Step, ...] = field(default=(), compare=False, repr=False)
 
     def lines(self) -> list[str]:
         return [f"aggregate {self.function} grouped by {list(self.groups)}"]
@@ -115,10 +165,15 @@ class Aggregate:
 
 @dataclass(frozen=True, slots=True)
 class DeltaQuery:
-    """A worst-case optimal join: its bindings and one pipeline per source."""
+    """A worst-case optimal join: its bindings and one pipeline per source (the
+    pipelines' variable orders read the relations' sizes: lowering fills them in)."""
 
     bindings: tuple[str, ...]
     pipelines: tuple[str, ...]
+    atoms: tuple[Atom, ...] = field(default=(), compare=False, repr=False)
+    negations: tuple[Atom, ...] = field(default=(), compare=False, repr=False)
+    constants: tuple[Constant, ...] = field(default=(), compare=False, repr=False)
+    comparisons: tuple[Comparison, ...] = field(default=(), compare=False, repr=False)
 
     def lines(self) -> list[str]:
         head = f"delta query (worst-case optimal) over {', '.join(self.bindings)}"
@@ -156,8 +211,49 @@ class SetJoin:
 
 
 Step = (Scan | Join | Antijoin | Filter | Bind | Generate | Aggregate | DeltaQuery | Binary) | (
-    Subsume | SetJoin
+    Subsume | SetJoin | Unit
 )
+
+
+# -- what `choose_join` decided for one body --------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DeltaChoice:
+    """The literals one delta query takes, by position in the body (its aggregates
+    lifted out, which keeps every literal where it was)."""
+
+    atoms: tuple[int, ...]
+    negations: tuple[int, ...]
+    constants: tuple[tuple[int, Constant], ...]
+    comparisons: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JoinChoice:
+    """A delta query, or binary joins (with why, when `plan=wcoj` asked for one);
+    `inner`: the choice of each aggregate's body, in the order they are lifted."""
+
+    delta: DeltaChoice | None = None
+    binary: Binary | None = None
+    inner: tuple[JoinChoice, ...] = ()
+    body: tuple[BodyLiteral, ...] = field(default=(), compare=False, repr=False)
+
+    def lines(self) -> list[str]:
+        """The choice, then each aggregate's (indented)."""
+        lines = self.binary.lines() if self.binary is not None else []
+        if self.delta is not None:
+            d, body = self.delta, self.body
+            taken = [format_literal(body[i]) for i in (*d.atoms, *d.negations)]
+            taken += [c.show() for _, c in d.constants]
+            taken += [format_literal(body[i]) for i in d.comparisons]
+            lines.append(f"delta query (worst-case optimal) over {', '.join(taken)}")
+        elif self.binary is None:
+            lines.append("binary joins")
+        for n, inner in enumerate(self.inner, 1):
+            first, *rest = inner.lines()
+            lines += [f"aggregate {n}: {first}", *(f"  {x}" for x in rest)]
+        return lines
 
 
 # -- the plan ------------------------------------------------------------------------
@@ -165,11 +261,23 @@ Step = (Scan | Join | Antijoin | Filter | Bind | Generate | Aggregate | DeltaQue
 
 @dataclass(frozen=True, slots=True)
 class BodyPlan:
-    """One rule (or one body of the query) and its steps as lowered; printed only
-    when asked (`title`): formatting every rule would cost as much as planning it."""
+    """One rule (or one body of the query): the join `choice` (`choose_join`), the
+    steps in order (`order`, from `order_joins`: a tree, an aggregate holding its
+    body's) with every variable's type (`types`, fresh variables included), and the
+    steps as lowered (`steps`, flat, in the order built, what explain prints).
+    Printed only when asked (`title`): formatting every rule would cost as much as
+    planning it."""
 
     source: Rule | tuple[BodyLiteral, ...]
     steps: tuple[Step, ...] = ()
+    choice: JoinChoice | None = None
+    order: tuple[Step, ...] = ()
+    types: Mapping[str, ColumnType] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def body(self) -> tuple[BodyLiteral, ...]:
+        source = self.source
+        return source.body if isinstance(source, Rule) else source
 
     @property
     def title(self) -> str:
@@ -193,7 +301,9 @@ class StratumPlan:
     relations: tuple[str, ...]  # sorted
     recursive: bool
     rules: tuple[Rule, ...]
-    lowered: tuple[RelationPlan, ...] = ()  # filled in by lowering
+    # Per relation, its rules' plans: made by `choose_join`, ordered by `order_joins`,
+    # their steps filled in by lowering.
+    lowered: tuple[RelationPlan, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -267,7 +377,7 @@ class Plan:
     # later live query may share with it: `Options.others`).
     inlined: frozenset[Hashable] = frozenset()
     strata: tuple[StratumPlan, ...] = ()
-    bodies: tuple[BodyPlan, ...] = ()  # the query's bodies, as lowered
+    bodies: tuple[BodyPlan, ...] = ()  # the query's bodies (`choose_join` on)
     shared: tuple[SharedRead, ...] = ()
     operators: tuple[str, ...] = ()  # the dataflow's stateful operators, described
     graph: Graph | None = field(default=None, repr=False)

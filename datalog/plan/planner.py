@@ -19,14 +19,22 @@ from datalog.eval.functors import FunctorBinding
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.checks import CheckedProgram, CheckedQuery
 from datalog.plan.build import Lowering, QueryPlan
-from datalog.plan.passes import Pass, magic_sets, normalize, sharing, strata
+from datalog.plan.passes import (
+    Pass,
+    choose_join,
+    magic_sets,
+    normalize,
+    order_joins,
+    sharing,
+    strata,
+)
 from datalog.plan.plan import Options, Plan
 from datalog.plan.views import Views
 from differential.dataflow import Stream
 from differential.engine import Dataflow, Engine
 
 # The passes' names, in order; lowering follows (`QueryPlan.stages`).
-PASSES = ("magic sets", "normalize", "sharing", "strata")
+PASSES = ("magic sets", "normalize", "sharing", "strata", "choose join", "order joins")
 
 
 class Planner:
@@ -68,7 +76,14 @@ class Planner:
 
     def _passes(self, plan: Plan, views: Views) -> list[Plan]:
         """`plan` after each pass, in order (`PASSES`)."""
-        chain: list[Pass] = [magic_sets, normalize(self.functors), sharing(views), strata]
+        chain: list[Pass] = [
+            magic_sets,
+            normalize(self.functors),
+            sharing(views),
+            strata,
+            choose_join(self.symbols),
+            order_joins,
+        ]
         stages = []
         for run in chain:
             plan = run(plan)

@@ -171,7 +171,7 @@ def test_repl_on_piped_stdin(capsys: pytest.CaptureFixture[str]) -> None:
     assert "stopped watch 1" in out
     assert "\ntrue\n" in out
     assert "shared arrangements" in out
-    assert "-- after pass 1: magic sets --" in out and "-- after pass 5: lowering --" in out
+    assert "-- after pass 1: magic sets --" in out and "-- after pass 7: lowering --" in out
     assert ":watch QUERY" in out
     assert out.count("rows)") == 1  # input after :quit is not read
     assert "unknown relation `edg`; did you mean `edge`?" in err
@@ -379,3 +379,65 @@ def test_repl_redefine_replaces_rules_and_watches_see_it(
     # no rules at all: reach is empty (its facts would stay)
     assert "[watch 1] epoch 6:\n  - (2)\nredefined `reach` at epoch 6\n(0 rows)\n" in out
     assert ":redefine REL RULES" in out
+
+
+EXPLAINED = """\
+.decl edge(x: number, y: number)
+.decl reach(x: number, y: number)
+edge(1, 2). edge(2, 3).
+reach(x, y) :- edge(x, y).
+reach(x, z) :- reach(x, y), edge(y, z).
+"""
+
+
+def test_explain_prints_the_plan_the_database_prints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "p.dl").write_text(EXPLAINED)
+    db = datalog.Database()
+    db.define(EXPLAINED)
+    program = str(tmp_path / "p.dl")
+    code, out, err = _run(["explain", program, "reach(1, y)"], capsys)
+    assert (code, err, out) == (0, "", db.explain("reach(1, y)") + "\n")
+    code, out, _ = _run(["explain", program, "reach(1, y)", "--passes"], capsys)
+    assert code == 0 and out == db.explain("reach(1, y)", passes=True) + "\n"
+    assert "-- after pass 6: order joins --" in out
+    code, out, _ = _run(["explain", program, "reach(x, y)", "--format", "dot"], capsys)
+    assert code == 0 and out.startswith('digraph "reach(x, y)" {')
+    code, out, _ = _run(["explain", program, "reach(x, y)", "--plan", "binary"], capsys)
+    assert code == 0 and out == db.explain("reach(x, y)", plan="binary") + "\n"
+    assert "delta query" not in out
+
+
+def test_explain_loads_the_fact_files_it_is_given(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["explain", str(project / "p.dl"), "reach(x, y)", "-F", str(project / "facts")]
+    code, out, err = _run(argv, capsys)
+    assert (code, err) == (0, "")
+    assert "rule reach(x, z) :- reach(x, y), edge(y, z)." in out
+    code, _, err = _run(["explain", str(project / "p.dl"), "reach(x, y)", "-F", "nowhere"], capsys)
+    assert code == 1 and "no fact file for `.input edge`" in err
+
+
+def test_explain_reports_a_bad_program_or_query_with_its_position(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "p.dl").write_text(EXPLAINED)
+    (tmp_path / "bad.dl").write_text(".decl edge(x: number, y: number)\nr(x) :- edg(x, y).\n")
+    code, out, err = _run(["explain", str(tmp_path / "bad.dl"), "edge(x, y)"], capsys)
+    assert (code, out) == (1, "")
+    assert f"in {tmp_path / 'bad.dl'}:" in err and "unknown relation `edg`" in err
+    assert "line 2, column 9" in err and "    r(x) :- edg(x, y)." in err
+    code, out, err = _run(["explain", str(tmp_path / "p.dl"), "reach(1, y"], capsys)
+    assert (code, out) == (1, "")
+    lines = err.splitlines()
+    assert lines[0] == "in the query:" and "line 1, column 11" in err
+    assert lines[-2:] == ["    reach(1, y", "              ^"]
+    code, _, err = _run(["explain", str(tmp_path / "p.dl"), "rech(1, y)"], capsys)
+    assert code == 1 and "did you mean `reach`?" in err
+    code, _, err = _run(["explain", str(tmp_path / "none.dl"), "reach(1, y)"], capsys)
+    assert code == 1 and "cannot read" in err
+    argv = ["explain", str(tmp_path / "p.dl"), "reach(1, y)", "--passes", "--format", "dot"]
+    code, out, err = _run(argv, capsys)
+    assert (code, out) == (2, "") and "--passes prints text" in err

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from datalog import Change, Database
+from datalog.lang.errors import FunctorError
+from differential.tuning import TUNING, tuned
 from tests.datalog.model.faults import Faults, engine_hooks
 from tests.datalog.model.measures import log_bytes, stored
 
@@ -242,3 +244,72 @@ def test_an_explicit_commit_inside_a_transaction_block_commits_once() -> None:
     assert db.epoch == epoch + 1
     db.retract("m", [(1,)])
     assert db.query("m(x)") == []
+
+
+@pytest.mark.parametrize("nth", [1, 2])
+@pytest.mark.parametrize("error", [KeyboardInterrupt, MemoryError])
+def test_a_recomputed_commit_interrupted_while_the_old_dataflow_is_dropped_leaves_no_orphan(
+    nth: int, error: type[BaseException]
+) -> None:
+    """Found by the model test (randomized soak), fixed: an adaptive commit retires a
+    live query's dataflow before its epoch and rebuilds it after (ADR 0053); a
+    MemoryError landing while the rebuild dropped the old dataflow left the new one
+    computing for nobody (the live query kept pointing at the old one, and the repair
+    built a third). Whichever drop fails, one dataflow stays, and the subscriber
+    holds the answer."""
+    db = Database()
+    db.define(TC)
+    db.insert("e", [(1, 2), (2, 3)])
+    got: dict[tuple[int, ...], int] = {}
+
+    def told(change: Change) -> None:
+        for row, diff in zip(change.rows, change.diffs, strict=True):
+            got[row] = got.get(row, 0) + diff
+
+    db.subscribe("tc(x, y)", told)
+    faults = Faults()
+    with engine_hooks(faults), tuned(TUNING.but(recompute_ratio=0.0, recompute_min_rows=1)):
+        faults.arm("engine:drop", error, nth)
+        with pytest.raises(error):
+            db.insert("e", [(3, 4)])
+    assert faults.fired
+    db.insert("e", [(4, 5)])
+    dataflows = db.stats()["dataflows"]
+    assert isinstance(dataflows, list) and len(dataflows) == 1
+    assert sorted(row for row, n in got.items() if n) == sorted(db.query("tc(x, y)"))
+    assert all(n in (0, 1) for n in got.values())
+
+
+@pytest.mark.parametrize("recompute", [False, True])
+def test_a_functor_failing_on_a_big_commit_refuses_it_whether_or_not_it_is_recomputed(
+    recompute: bool,
+) -> None:
+    """Found by the model test (randomized soak), fixed: a functor runs while the epoch
+    is computed, so its failure refuses the transaction (nothing changes). An
+    adaptive commit (ADR 0053) rebuilt the dataflow after the commit point, so the
+    same failure came after the epoch had happened: committed, and the live query
+    broken at every later commit. A dataflow that calls a functor runs the change."""
+
+    def halve(x: int) -> int:
+        if x == 13:
+            raise ValueError("unlucky")
+        return x // 2
+
+    db = Database(functors={"halve": halve})
+    db.define(
+        ".functor halve(x: number): number\n.decl e(x: number, y: number)\n"
+        ".decl h(x: number, y: number)\nh(x, @halve(y)) :- e(x, y)."
+    )
+    db.insert("e", [(1, 2)])
+    got: list[Change] = []
+    db.subscribe("h(x, y)", got.append)
+    epoch = db.epoch
+    tuning = TUNING.but(recompute_ratio=0.0 if recompute else 1e9, recompute_min_rows=1)
+    with tuned(tuning), pytest.raises(FunctorError):
+        db.insert("e", [(i, i) for i in range(10, 20)])
+    assert db.epoch == epoch
+    assert sorted(db.query("h(x, y)")) == [(1, 1)]
+    with tuned(tuning):
+        db.insert("e", [(3, 4), (5, 6)])
+    assert sorted(db.query("h(x, y)")) == [(1, 1), (3, 2), (5, 3)]
+    assert [sorted(c.rows) for c in got[1:]] == [[(3, 2), (5, 3)]]

@@ -47,12 +47,16 @@ def _built(db: Database, text: str, options: Options) -> tuple[Plan, ...]:
 def test_the_passes_run_in_order_and_each_stage_is_a_new_frozen_plan(db: Database) -> None:
     stages = _built(db, "reach(1, y)", Options())
     assert [s.passes[-1] for s in stages] == [*PASSES, "lowering"]
-    assert [len(s.passes) for s in stages] == [1, 2, 3, 4, 5]
+    assert [len(s.passes) for s in stages] == [1, 2, 3, 4, 5, 6, 7]
     assert stages[0].specialized is not None and stages[0].specialized.to == "query"
     assert "reach@bf" in stages[0].program.schema.relations  # the magic rewrite
     assert stages[2].computed >= {"reach@bf", "magic@reach@bf"}  # sharing decided it
     assert [s.relations for s in stages[3].strata] == [("magic@reach@bf",), ("reach@bf",)]
-    assert not stages[3].strata[1].lowered and stages[4].strata[1].lowered  # lowering fills in
+    assert not stages[3].strata[1].lowered  # the strata pass makes no body plan
+    chosen, ordered, lowered = (s.strata[1].lowered[0].rules[1] for s in stages[4:])
+    assert chosen.choice is not None and not chosen.order and not chosen.steps
+    assert ordered.order and not ordered.steps  # order_joins orders, lowering builds
+    assert lowered.steps and lowered.order == ordered.order
     with pytest.raises(dataclasses.FrozenInstanceError):
         stages[-1].name = "changed"  # type: ignore[misc]
 
@@ -91,7 +95,7 @@ def test_explain_passes_dumps_the_plan_after_each_pass(db: Database) -> None:
     assert "derived relations computed here: magic@reach@bf, reach@bf" in sharing
     strata = dump.split("-- after pass 4: strata --")[1].split("-- after pass 5")[0]
     assert "stratum ['reach@bf'], recursive: one iteration scope" in strata
-    assert dump.split("-- after pass 5: lowering --\n")[1] == db.explain("reach(1, y)")
+    assert dump.split("-- after pass 7: lowering --\n")[1] == db.explain("reach(1, y)")
 
 
 def test_explain_passes_is_text_only(db: Database) -> None:

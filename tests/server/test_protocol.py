@@ -299,6 +299,21 @@ def test_explain_answers_text_or_a_graphviz_digraph_and_refuses_other_formats() 
     assert "`format`" in refused["error"]["message"]
 
 
+def test_explain_with_passes_answers_the_plan_after_each_pass() -> None:
+    hub, host, session = _hub()
+    _send(hub, session, type="explain", id=1, text="reach(1, y)", passes=True)
+    _send(hub, session, type="explain", id=2, text="reach(1, y)", passes="yes")
+    _send(hub, session, type="explain", id=3, text="reach(1, y)", passes=True, format="dot")
+    dump, refused, text_only = host.take()
+    assert dump["type"] == "explanation"
+    assert dump["text"] == hub.db.explain("reach(1, y)", passes=True)
+    assert "-- after pass 6: order joins --" in dump["text"]
+    assert (refused["id"], refused["error"]["category"]) == (2, "incorrect")
+    assert "`passes`" in refused["error"]["message"]
+    assert (text_only["id"], text_only["error"]["category"]) == (3, "unsupported")
+    assert "passes=True" in text_only["error"]["message"]
+
+
 @pytest.mark.parametrize("version", ["12.0", "10.4"])
 def test_serve_refuses_websockets_older_than_13_with_a_clear_message(
     version: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

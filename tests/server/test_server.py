@@ -50,6 +50,7 @@ def test_errors_are_replied_and_the_connection_goes_on() -> None:
         assert await client.transact(inserts={"edge": [(1, 2)]}) > 0
         assert await client.query("reach(1, y)") == [(2,)]
         assert "shared arrangements" in await client.explain("reach(1, y)")
+        assert "-- after pass 5: choose join --" in await client.explain("reach(1, y)", passes=True)
         why = await client.why("reach(1, 2)")
         assert why["text"] == "reach(1, 2)  <- reach(x, y) :- edge(x, y).  [line 4]\n" \
             "  edge(1, 2)  (base fact)"  # fmt: skip
