@@ -1,7 +1,8 @@
 """Big commits into live dataflows against recomputing them (docs/adr/0053).
 
 Layer: bench — may import anything public from deltalog packages.
-Run: `python -m bench.bench_adaptive [--quick] [--scale K] [--runs N]`.
+Run: `python -m bench.bench_adaptive [--quick] [--scale K] [--runs N] [--programs
+reach,tc,hmmer] [--fractions 0.01,0.1,0.5,1] [--limit S] [--memory GB]`.
 
 Three programs, each with a live subscription to its whole answer over a base of
 generated facts (seeded): `reach` (single-source reachability over a random graph),
@@ -12,8 +13,8 @@ a change of 1%, 10%, 50% and 100% of the base's size (new facts of the same
 distribution), committed in one transaction:
 
 - `incremental`: the commit with adaptive commits off (the change runs through every
-  round of the live dataflow; `inf` if it ran past `--limit` seconds or out of memory:
-  under a budget, which stops it);
+  round of the live dataflow; `inf` if it ran past `--limit` seconds, under a budget
+  which stops it, or past `--memory` GB of address space);
 - `adaptive`: the commit with the default tuning (the engine chooses; `chose` says
   what it chose, from `stats()`);
 - `recompute`: a fresh database holding base and change, subscribed (planning the
@@ -30,9 +31,10 @@ never asserted.
 from __future__ import annotations
 
 import argparse
+import resource
 import time
-from collections.abc import Callable
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -138,19 +140,36 @@ def loaded(work: Workload, facts: list[Facts]) -> Database:
     return db
 
 
+@contextmanager
+def capped(gigabytes: float) -> Iterator[None]:
+    """Allocations past `gigabytes` of address space raise `MemoryError` meanwhile (an
+    incremental hmmer commit can hold tens of millions of updates in flight: on a
+    shared machine it must fail, not take every byte)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = int(gigabytes * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard < 0 else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
 def commit_s(
-    work: Workload, base: Facts, change: Facts, incremental: bool, limit: float
+    work: Workload, base: Facts, change: Facts, incremental: bool, limit: float, memory: float
 ) -> tuple[float, str]:
     """The commit's seconds and what the engine chose; `inf` if it ran past `limit`
-    seconds (or out of memory: an incremental hmmer commit can hold tens of millions
-    of updates in flight)."""
+    seconds or `memory` GB of address space (see `capped`)."""
     db = loaded(work, [base])
     db.subscribe(work.query, lambda change: None)
     never = TUNING.but(recompute_ratio=float("inf"))
     with tuned(never if incremental else TUNING.but()):
         start = time.perf_counter()
         try:
-            with db.budget(seconds=limit) if incremental else nullcontext(), db.transaction() as tx:
+            with (
+                capped(memory),
+                db.budget(seconds=limit) if incremental else nullcontext(),
+                db.transaction() as tx,
+            ):
                 for relation, rows in change.items():
                     tx.insert(relation, rows)
         except (BudgetExceeded, MemoryError):
@@ -161,24 +180,27 @@ def commit_s(
     return took, "recompute" if last and last["recomputed"] else "incremental"
 
 
-def recompute_s(work: Workload, base: Facts, change: Facts) -> float:
+def recompute_s(work: Workload, base: Facts, change: Facts, memory: float) -> float:
     db = loaded(work, [base, change])
     start = time.perf_counter()
     try:
-        db.subscribe(work.query, lambda change: None)
+        with capped(memory):
+            db.subscribe(work.query, lambda change: None)
     except MemoryError:
         return float("inf")
     return time.perf_counter() - start
 
 
-def rows_for(work: Workload, size: int, fraction: float, runs: int, limit: float) -> list[object]:
+def rows_for(
+    work: Workload, size: int, fraction: float, runs: int, limit: float, memory: float
+) -> list[object]:
     rng = np.random.default_rng(7)
     base = work.facts(size, size, rng)
     change = work.facts(max(int(size * fraction), 1), size, rng)
-    incremental = min(commit_s(work, base, change, True, limit)[0] for _ in range(runs))
-    adaptive_runs = [commit_s(work, base, change, False, limit) for _ in range(runs)]
+    incremental = min(commit_s(work, base, change, True, limit, memory)[0] for _ in range(runs))
+    adaptive_runs = [commit_s(work, base, change, False, limit, memory) for _ in range(runs)]
     adaptive, chose = min(adaptive_runs)
-    recompute = min(recompute_s(work, base, change) for _ in range(runs))
+    recompute = min(recompute_s(work, base, change, memory) for _ in range(runs))
     changed = sum(len(v) for v in change.values())
     return [work.name, size, f"{fraction:.0%}", changed, incremental, adaptive, chose,
             recompute, adaptive / recompute]  # fmt: skip
@@ -191,10 +213,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--limit", type=float, default=120.0,
                         help="seconds an incremental commit may take (inf past it)")  # fmt: skip
+    parser.add_argument("--memory", type=float, default=6.0,
+                        help="GB of address space a step may take (inf past it)")  # fmt: skip
+    parser.add_argument("--programs", default=",".join(w.name for w in WORKLOADS),
+                        help="which programs, comma-separated")  # fmt: skip
+    parser.add_argument("--fractions", default=",".join(map(str, FRACTIONS)),
+                        help="change sizes as fractions of the base, comma-separated")  # fmt: skip
     args = parser.parse_args()
     scale, runs = (args.scale / 10, 1) if args.quick else (args.scale, args.runs)
-    rows = [rows_for(w, int(w.size * scale), f, runs, args.limit)
-            for w in WORKLOADS for f in FRACTIONS]  # fmt: skip
+    names, fractions = args.programs.split(","), [float(f) for f in args.fractions.split(",")]
+    rows = [rows_for(w, int(w.size * scale), f, runs, args.limit, args.memory)
+            for w in WORKLOADS if w.name in names for f in fractions]  # fmt: skip
     print(f"one commit of a fraction of the base into a live dataflow (best of {runs}, s)")
     print(format_table(rows, ["program", "base", "change", "rows", "incremental", "adaptive",
                               "chose", "recompute", "ratio"]))  # fmt: skip

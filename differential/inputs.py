@@ -127,11 +127,12 @@ class Input:
         return self._lww_diffs(requests, epoch)
 
     def _present_counts(
-        self, keys: Sequence[Column], hashes: Hashes | None = None
+        self, keys: Sequence[Column], hashes: Hashes | None = None, ordered: bool = False
     ) -> npt.NDArray[np.int64]:
         """Accumulated multiplicity of each row of `keys` (all columns) in the state
-        (`hashes`: their key hashes, if known)."""
-        owner, found = self.presence.spine.lookup(keys, hashes, rare=True)  # new, mostly
+        (`hashes`: their key hashes, if known; `ordered`: they ascend)."""
+        spine = self.presence.spine
+        owner, found = spine.lookup(keys, hashes, rare=True, ordered=ordered)  # new, mostly
         counts = np.zeros(len(keys[0]), dtype=np.int64)
         same = np.ones(len(owner), dtype=bool)
         for mine, theirs in zip(found.columns, keys, strict=True):
@@ -181,7 +182,7 @@ class Input:
                 hashes = hashes[first]
             rows = rows_of_hashes(hashes, self.dtypes)
         if len(self.presence):
-            absent = self._present_counts(rows, hashes) <= 0
+            absent = self._present_counts(rows, hashes, ordered=hashes is not None) <= 0
             if not absent.all():
                 rows = tuple(c[absent] for c in rows)
                 hashes = None if hashes is None else hashes[absent]

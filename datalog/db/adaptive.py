@@ -34,13 +34,19 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from datalog.db.live import LiveQuery
 from datalog.db.tenants import Tenant
 from datalog.lang.pretty import format_rule
 from datalog.plan.plan import Plan
+from differential.batch import Updates, concat, consolidate
 from differential.budget import remaining, row_limit
 from differential.engine import Dataflow, Engine
 from differential.inputs import Requests
+from differential.sort import order_of
+from differential.time import column
+from differential.trace.batch import ordered_hash
 from differential.tuning import TUNING
 
 
@@ -168,3 +174,44 @@ def fallible(plan: Plan, query_text: str) -> bool:
     docstring)."""
     rules = (r for r in plan.program.rules if r.head.name in plan.computed)
     return any(_FALLIBLE.search(text) for text in (query_text, *map(format_rule, rules)))
+
+
+def difference(old: Updates, new: Updates, epoch: int) -> Updates:
+    """`new - old`, consolidated, at `epoch`: what a live query holding `old` is told
+    when its dataflow is recomputed (or rebuilt for new rules) and answers `new`.
+
+    Both are consolidated answers, mostly alike. When each is in row order and its
+    rows have an order-preserving hash (`ordered_hash`: integers that fit), the rows
+    of `new` are searched in `old` by hash and only the rows that differ are sorted
+    (a recomputed answer of 50,000 rows: 1.5 ms instead of 4); otherwise both are
+    consolidated together."""
+    fast = _sorted_difference(old, new) if len(old) and len(new) else None
+    parts = [old.negate(), new] if fast is None else fast
+    return consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))
+
+
+def _sorted_difference(old: Updates, new: Updates) -> list[Updates] | None:
+    """`difference`'s parts by a search of sorted hashes, or None unless the rows of
+    each answer strictly increase and have ordered hashes."""
+    if order_of(list(old.columns)) < 1 or order_of(list(new.columns)) < 1:
+        return None
+    was, now = ordered_hash(old.columns), ordered_hash(new.columns)
+    if was is None or now is None:
+        return None
+    at = np.minimum(was.searchsorted(now), len(was) - 1)
+    same = was[at] == now  # rows of `new` that `old` holds too
+    kept = np.zeros(len(was), dtype=bool)
+    kept[at[same]] = True
+    matched = np.flatnonzero(same)
+    moved = np.asarray(new.diffs)[matched] - np.asarray(old.diffs)[at[matched]]
+    recounted = matched[moved != 0]
+    fresh = np.flatnonzero(~same)
+    return [
+        old.take(np.flatnonzero(~kept)).negate(),
+        new.take(fresh),
+        Updates(
+            tuple(c[recounted] for c in new.columns),
+            new.times[:, recounted],
+            moved[moved != 0],
+        ),
+    ]

@@ -135,7 +135,8 @@ class Epochs:
             except BaseException as error:
                 failure = failure or error
             self.live.mark_current()
-        failure = self.live.settle(epoch, write.new_epoch, touched) or failure
+        rows = write.requests if change is None else None  # with new rules, not rows alone
+        failure = self.live.settle(epoch, write.new_epoch, touched, rows) or failure
         if failure is not None:
             raise failure
 

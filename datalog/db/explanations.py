@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from datalog.db.pacing import Clock, Pacing
@@ -25,16 +26,21 @@ from datalog.plan.explain import explain_passes, explain_text
 from datalog.plan.plan import JoinPlan
 from differential.batch import Updates
 from differential.budget import WorkLock
+from differential.inputs import Requests
 
 if TYPE_CHECKING:
     from datalog.db.history import Past
     from datalog.db.provenance import Derivation
-    from datalog.db.states import Reading
+    from datalog.db.states import Looked, Reading
     from datalog.db.whynot import WhyNot
     from datalog.db.whywatch import WhyCallback, WhySubscription
 
 # A query's answer (and its checked query), now or as of an epoch: `Database._answer`.
 Answer = Callable[[str, JoinPlan, "int | None"], tuple[Updates, Any]]
+
+
+# An explanation, the relations it depends on, and a why-not's lookups (`explanation`).
+Explained = tuple["Derivation | WhyNot", frozenset[str], "Looked | None"]
 
 
 class Explanations:
@@ -106,7 +112,8 @@ class Explanations:
             pacing = Pacing.of(granularity, engine.epoch, clock.now)
             sub = WhySubscription(fact, callback)
             watch = WhyWatch(sub, lambda: self.explanation(fact), self.queries.calling,
-                             lambda: self.lock.budget.limit(budget), pacing)  # fmt: skip
+                             lambda: self.lock.budget.limit(budget), pacing,
+                             partial(self.unchanged, fact))  # fmt: skip
             first = watch.start(engine.epoch)
             if pacing is not None:
                 pacing.wake = wake_later(clock, self.lock, lambda: engine.epoch, watch)
@@ -126,10 +133,12 @@ class Explanations:
             watches = self.queries.watches
             watches[:] = [w for w in watches if getattr(w, "sub", None) is not sub]
 
-    def explanation(self, fact: str) -> tuple[Derivation | WhyNot, frozenset[str]]:
-        """`fact`'s explanation now (a proof, or why not) and the relations it reads."""
+    def explanation(self, fact: str) -> Explained:
+        """`fact`'s explanation now (a proof, or why not), the relations it depends on,
+        and for a why-not the lookups it made (`States`; a proof reads them whole)."""
         from datalog.db.provenance import target, why
-        from datalog.db.whynot import why_not
+        from datalog.db.states import Looked
+        from datalog.db.whynot import explained
         from datalog.lang.errors import FactHoldsError
 
         with self.read_only(fact):
@@ -137,9 +146,23 @@ class Explanations:
             relation, _ = target(reading.checked, fact, "subscribe_why")
             reads = frozenset(dependencies(reading.checked, [relation]))
             try:
-                return why_not(reading, self.functors, fact), reads
+                absent, states = explained(reading, self.functors, fact)
+                return absent, reads, Looked(states, dict(self.functors))
             except FactHoldsError:
-                return why(self.past(), reading, fact), reads
+                return why(self.past(), reading, fact), reads, None
+
+    def unchanged(self, fact: str, looked: Looked, requests: Mapping[str, Requests]) -> bool:
+        """Whether the lookups of `fact`'s last why-not find what they found, now that
+        an epoch wrote `requests`, with the same functors (`datalog.db.states.unchanged`)."""
+        from datalog.db.states import unchanged
+
+        bound = looked.functors
+        if bound.keys() != self.functors.keys() or any(
+            self.functors[name] is not binding for name, binding in bound.items()
+        ):
+            return False
+        with self.read_only(fact):
+            return unchanged(looked.states, self.reading(None), requests)
 
     def reading(self, as_of: int | None) -> Reading:
         """How explanations read the relations at the end of epoch `as_of` (now: None)."""

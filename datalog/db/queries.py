@@ -30,7 +30,7 @@ from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import Protocol
 
-from datalog.db.adaptive import Adaptive
+from datalog.db.adaptive import Adaptive, difference
 from datalog.db.change import Callback, Change
 from datalog.db.definitions import ProgramState
 from datalog.db.interrupts import deferred
@@ -45,19 +45,21 @@ from datalog.lang.parser import parse_query
 from datalog.plan.build import QueryPlan
 from datalog.plan.plan import JoinPlan, Options, Share
 from datalog.plan.planner import Planner
-from differential.batch import Updates, concat, consolidate
+from differential.batch import Updates, concat
 from differential.dataflow import unbudgeted
 from differential.engine import Dataflow, Engine
-from differential.time import column
+from differential.inputs import Requests
 
 _log = logging.getLogger("deltalog")
+Asked = Mapping[str, Requests] | None  # the rows an epoch asked to write (None: not known)
 
 
 class Watch(Protocol):
     """Something kept current at every epoch after the live queries (an explanation,
-    `datalog.db.whywatch`), told which relations the epoch wrote or gave new rules."""
+    `datalog.db.whywatch`), told which relations the epoch wrote or gave new rules,
+    and the rows it asked to write (by relation; None: not known)."""
 
-    def at_epoch(self, epoch: int, touched: frozenset[str]) -> None: ...
+    def at_epoch(self, epoch: int, touched: frozenset[str], requests: Asked) -> None: ...
 
 
 class LiveQueries:
@@ -283,7 +285,7 @@ class LiveQueries:
         answers, failure = self._rebuild_each(lives, stop=False)
         for live, new in answers.items():
             try:
-                self.deliver(live, _difference(live.answer(), new, epoch), epoch)
+                self.deliver(live, difference(live.answer(), new, epoch), epoch)
             except BaseException as error:
                 failure = failure or error
         if failure is not None:
@@ -296,14 +298,14 @@ class LiveQueries:
             return
         affected = [q for q in self.by_key.values() if heads & self.program.reads(q.query_text)]
         for live, new in self.rebuild(affected).items():
-            live.held = _difference(live.answer(), new, self.engine.epoch)
+            live.held = difference(live.answer(), new, self.engine.epoch)
 
-    def settle(
-        self, epoch: int, new_epoch: bool, touched: frozenset[str] = frozenset()
-    ) -> BaseException | None:
+    def settle(self, epoch: int, new_epoch: bool, touched: frozenset[str] = frozenset(),
+               requests: Asked = None) -> BaseException | None:  # fmt: skip
         """After a write happened (a new `epoch`, or none; `touched`: the relations it
-        wrote or gave new rules): every step runs whatever an earlier one raised; the
-        first failure is returned, to be raised last."""
+        wrote or gave new rules; `requests`: the rows it asked to write, if known):
+        every step runs whatever an earlier one raised; the first failure is returned,
+        to be raised last."""
         failure: BaseException | None = None
         steps: list[Callable[[], object]] = [
             (lambda: self.recompute(epoch)) if new_epoch else (lambda: None),
@@ -313,7 +315,7 @@ class LiveQueries:
             lambda: self._deliver_held(epoch),
             self.share_views,
             lambda: self.tick(epoch),
-            lambda: self._tell_watches(epoch, touched),
+            lambda: self._tell_watches(epoch, touched, requests),
             self.repair_if_suspect,  # what a step above left half-way, at this epoch
         ]
         for step in steps:
@@ -346,13 +348,13 @@ class LiveQueries:
         if failure is not None:
             raise failure
 
-    def _tell_watches(self, epoch: int, touched: frozenset[str]) -> None:
+    def _tell_watches(self, epoch: int, touched: frozenset[str], requests: Asked) -> None:
         """Each watch sees the epoch, whatever another one raises (each keeps its own
         errors; what is raised here is a `BaseException`, raised last)."""
         failure: BaseException | None = None
         for watch in list(self.watches):
             try:
-                watch.at_epoch(epoch, touched)
+                watch.at_epoch(epoch, touched, requests)
             except BaseException as error:
                 failure = failure or error
         if failure is not None:
@@ -453,7 +455,7 @@ class LiveQueries:
             live.reset(new)
             return
         live.stage = "idle"
-        self.deliver(live, _difference(live.answer(), new, epoch), epoch)
+        self.deliver(live, difference(live.answer(), new, epoch), epoch)
 
     def _broken(self) -> list[LiveQuery]:
         # (a dataflow whose retirement an interrupt cut short is going: adaptive
@@ -492,9 +494,3 @@ class LiveQueries:
                 if not stale:
                     return
                 self.rebuild(stale)
-
-
-def _difference(old: Updates, new: Updates, epoch: int) -> Updates:
-    """`new - old`, consolidated, at `epoch`."""
-    parts = [old.negate(), new]
-    return consolidate(concat([p.with_times(column((epoch,), len(p))) for p in parts]))

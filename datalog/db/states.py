@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 
 from datalog.db.pacing import sort_key
+from datalog.eval.functors import FunctorBinding
 from datalog.eval.reference import Row
 from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
@@ -35,11 +36,13 @@ from datalog.lang.functions import Value
 from datalog.lang.pretty import format_term
 from differential.batch import Updates
 from differential.budget import check_rows
+from differential.inputs import Requests
+from differential.trace.batch import key_hash
 
 Array = npt.NDArray[Any]
 Positions = tuple[int, ...]
 
-__all__ = ["Reading", "States", "Stored"]
+__all__ = ["Looked", "Reading", "States", "Stored", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,41 @@ class Stored:
         if found is None:
             found = self._found[cache] = self._lookup(positions, key)
         return found
+
+    def looked(self) -> list[tuple[tuple[Positions, Row], list[Row]]]:
+        """Every lookup made so far, `((positions, key), rows found)`."""
+        return list(self._found.items())
+
+    def touched_by(self, columns: Sequence[Array], entity: bool = False) -> bool:
+        """Whether a row of `columns` (every column of the relation, encoded as stored:
+        an epoch's requests) agrees with a lookup made so far on the columns it looked
+        up (its values encoded now: a symbol interned since counts). Writing no such
+        row leaves every lookup's answer as it was. Hashes compared: a collision says
+        touched, never the reverse. `entity`: a last-write-wins relation, where a row
+        written retracts the entity's old value unasked, so rows agree by their first
+        column alone (any row touches a lookup that does not bind it)."""
+        if not self._found or not columns or not len(columns[0]):
+            return False
+        keys: dict[Positions, list[Row]] = {}
+        for positions, key in self._found:
+            if entity:  # the first column's value alone, or none bound
+                at = positions.index(0) if 0 in positions else None
+                positions, key = ((0,), (key[at],)) if at is not None else ((), ())
+            keys.setdefault(positions, []).append(key)
+        for positions, group in keys.items():
+            if not positions:  # the whole relation was read
+                return True
+            encoded = [[self._encode(v, self.types[p]) for p, v in zip(positions, key, strict=True)]
+                       for key in group]  # fmt: skip
+            wanted = [values for values in encoded if all(v is not None for v in values)]
+            if not wanted:
+                continue
+            asked = [columns[p] for p in positions]
+            values = zip(*wanted, strict=True)
+            held = [np.array(v, dtype=a.dtype) for a, v in zip(asked, values, strict=True)]
+            if np.isin(key_hash(asked), key_hash(held)).any():
+                return True
+        return False
 
     def _lookup(self, positions: Positions, key: Sequence[Value]) -> list[Row]:
         free = self.free
@@ -185,6 +223,37 @@ class States:
         present = np.flatnonzero(answer.diffs > 0)
         columns = tuple(column[present] for column in answer.columns)
         return Stored(types, columns, len(present), symbols, fixed)
+
+
+@dataclass(frozen=True)
+class Looked:
+    """What a why-not read (`States`: the relations and the lookups it made in them)
+    and the functor bindings it was explained with (`register_functor` rebinds one
+    without an epoch: a why-not computed since may differ)."""
+
+    states: States
+    functors: dict[str, FunctorBinding]
+
+
+def unchanged(old: States, reading: Reading, requests: Mapping[str, Requests]) -> bool:
+    """Whether every lookup an explanation made over `old` finds what it found then,
+    after an epoch that wrote `requests` and changed no rules (docs/adr/0060): a base
+    relation is checked against the rows asked of it, a derived one is read again at
+    `reading` (the epoch after) and its lookups made again. An explanation reads
+    relations only through `Stored.lookup`, so when this holds it would be the same."""
+    schema = old.schema
+    for relation, stored in old.read.items():
+        written = requests.get(relation) if relation not in old.computed else None
+        entity = relation in schema and schema[relation].semantics == "last_write_wins"
+        if written is not None and stored.touched_by(written.columns, entity):
+            return False
+    fresh = States(reading, old.demand)
+    for relation, stored in old.read.items():
+        if relation in old.computed:
+            now = fresh[relation]
+            if any(now.lookup(*asked) != rows for asked, rows in stored.looked()):
+                return False
+    return True
 
 
 def _writable(value: Value) -> bool:

@@ -198,6 +198,18 @@ def why_not(
 ) -> WhyNot:
     """Why the ground fact `text` does not hold at `reading`'s epoch (call it under the
     database's lock); `FactHoldsError` if it does."""
+    return explained(reading, functors, text, depth, size)[0]
+
+
+def explained(
+    reading: Reading,
+    functors: Mapping[str, FunctorBinding],
+    text: str,
+    depth: int = DEPTH,
+    size: int = SIZE,
+) -> tuple[WhyNot, States]:
+    """`why_not`, and the relations it read with the lookups it made in them (what
+    `subscribe_why` checks an epoch against: `datalog.db.states.unchanged`)."""
     relation, row = target(reading.checked, text, "why_not")
     checked = bind_program(reading.checked, functors, [relation])
     states = States(reading, (relation, _demand(checked, relation, row)))
@@ -206,7 +218,7 @@ def why_not(
         raise FactHoldsError(
             f"`{fact}` holds at epoch {reading.epoch}: `why` explains how it is derived"
         )
-    return _Explainer(checked, states, depth, size).explain(Pattern(relation, row))
+    return _Explainer(checked, states, depth, size).explain(Pattern(relation, row)), states
 
 
 def _demand(checked: CheckedProgram, relation: str, row: Row) -> dict[int, Value]:

@@ -9,9 +9,15 @@ while it does not) as a snapshot, then again at every epoch where it changes, wi
 that epoch. The explanation is a function of the program and of the stored tuples
 of the relations the fact depends on (`checks.dependencies`), so an epoch that
 writes none of them and gives none of them new rules cannot change it: the watch
-then does nothing but intersect two small sets. At an epoch that does, it explains
-the fact again and compares the printed form with what its subscriber holds,
-delivering only a difference. Subscribing takes no epoch and writes nothing.
+then does nothing but intersect two small sets. A why-not is a function of less:
+of the answers of the lookups it made (`datalog.db.states.Stored.lookup`), so an
+epoch that only writes rows (no rules) none of those lookups would find again
+finds them unchanged (`datalog.db.states.unchanged`: the rows asked of a base
+relation against its lookups, a derived relation read again and its lookups made
+again) and explains nothing either (`spared` counts those epochs; docs/adr/0060).
+Otherwise it explains the fact again and compares the printed form with what its
+subscriber holds, delivering only a difference. Subscribing takes no epoch and
+writes nothing.
 
 Failures: an explanation that fails (its `budget`, an error) is kept in the
 subscription's `errors`, and the watch, marked `stale`, explains again at the next
@@ -26,15 +32,17 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from datalog.db.pacing import Clock, Pacing
+from differential.inputs import Requests
 
 if TYPE_CHECKING:
     from datalog.db.provenance import Derivation
+    from datalog.db.states import Looked
     from datalog.db.whynot import WhyNot
 
 __all__ = ["WhyChange", "WhySubscription", "WhyWatch"]
@@ -83,6 +91,7 @@ class WhySubscription:
     error_count: int = 0
     latest: WhyChange | None = None  # the last one delivered
     explained: int = 0  # explanations computed after the snapshot (the cost of keeping it)
+    spared: int = 0  # epochs that wrote its relations, where its lookups found the same
     unsubscribe: Callable[[WhySubscription], None] | None = field(default=None, repr=False)
 
     def __repr__(self) -> str:
@@ -108,35 +117,60 @@ class WhySubscription:
 class WhyWatch:
     """Keeps one subscription's explanation current (module docstring).
 
-    `explain()` gives the explanation now and the relations it depends on; `calling`
-    is the context subscribers are called in (commits refused from inside); `limit`
-    bounds one explanation (`Database.budget`'s context, None: no bound)."""
+    `explain()` gives the explanation now, the relations it depends on and, for a
+    why-not, the lookups it made; `calling` is the context subscribers are called in
+    (commits refused from inside); `limit` bounds one explanation (`Database.budget`'s
+    context, None: no bound); `unchanged(looked, requests)` says whether those lookups
+    find what they found after an epoch that wrote `requests` and no rules."""
 
     sub: WhySubscription
-    explain: Callable[[], tuple[Derivation | WhyNot, frozenset[str]]]
+    explain: Callable[[], tuple[Derivation | WhyNot, frozenset[str], Looked | None]]
     calling: Callable[[], AbstractContextManager[object]]
     limit: Callable[[], AbstractContextManager[object]]
     pacing: Pacing | None = None
+    unchanged: Callable[[Looked, Mapping[str, Requests]], bool] | None = None
     reads: frozenset[str] = frozenset()
+    looked: Looked | None = None  # the last why-not's lookups (None: a proof, or unknown)
     shown: str = ""  # the printed form of what the subscriber holds (or will, paced)
     pending: WhyChange | None = None  # paced: the newest explanation not yet delivered
     stale: bool = False
 
     def start(self, epoch: int) -> WhyChange:
         """The snapshot (its explanation raises out: nothing is subscribed then)."""
-        explanation, self.reads = self.explain()
+        explanation, self.reads, self.looked = self.explain()
         self.shown = str(explanation)
         return WhyChange(self.sub.fact, epoch, explanation, snapshot=True)
 
-    def at_epoch(self, epoch: int, touched: frozenset[str]) -> None:
-        """After the live queries of `epoch`: explain again if it may have changed, and
-        deliver (or hold, paced) a change."""
+    def at_epoch(
+        self, epoch: int, touched: frozenset[str], requests: Mapping[str, Requests] | None = None
+    ) -> None:
+        """After the live queries of `epoch` (`touched`: the relations it wrote or gave
+        new rules; `requests`: the rows it asked to write, by relation, None if not
+        known): explain again if it may have changed, and deliver (or hold, paced) a
+        change."""
         if not self.sub.active:
             return
-        if self.stale or touched & self.reads or any(_measured(r) for r in self.reads):
+        maybe = self.stale or touched & self.reads or any(_measured(r) for r in self.reads)
+        if maybe and not self._spared(touched, requests):
             self._refresh(epoch)
         if self.pacing is not None:
             self._release(self.pacing.due(epoch), epoch)
+
+    def _spared(self, touched: frozenset[str], requests: Mapping[str, Requests] | None) -> bool:
+        """Whether an epoch that touched its relations left every lookup of the last
+        why-not as it was (module docstring): only rows written, and none found."""
+        looked, check = self.looked, self.unchanged
+        if self.stale or looked is None or check is None or requests is None:
+            return False
+        if not (touched & self.reads) <= requests.keys() or any(map(_measured, self.reads)):
+            return False  # new rules, or a relation that changes unwritten
+        try:
+            with self.limit():
+                same = check(looked, requests)
+        except Exception:  # explained again, which keeps what fails
+            return False
+        self.sub.spared += same
+        return same
 
     def woken(self, epoch: int) -> None:
         """A paced subscription's wake-up came (under the database's lock)."""
@@ -147,12 +181,12 @@ class WhyWatch:
         self.stale = True
         try:
             with self.limit():
-                explanation, reads = self.explain()
+                explanation, reads, looked = self.explain()
         except Exception as error:  # kept; explained again at the next epoch
             self.sub.keep(error)
             _log.warning("explaining %s again at epoch %d failed: %s", self.sub.fact, epoch, error)
             return
-        self.stale, self.reads = False, reads
+        self.stale, self.reads, self.looked = False, reads, looked
         self.sub.explained += 1
         shown = str(explanation)
         if shown == self.shown:

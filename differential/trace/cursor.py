@@ -91,14 +91,23 @@ def _ranges(batch: Batch, hashes: Hashes, index: HashIndex | None) -> tuple[Inde
     return lo, hi
 
 
-def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
-    """All (query row, entry) pairs whose keys are equal."""
+def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column], ordered: bool = False) -> Matches:
+    """All (query row, entry) pairs whose keys are equal. `ordered`: the query hashes
+    ascend and are asked once (a bulk insert's rows against what an input holds):
+    searched in that order, which costs about what probing an index does, they do not
+    build the batch's index (building one costs more than the whole search, and a
+    one-off question does not repay it); an index the batch has is used."""
     if len(batch) == 0 or len(hashes) == 0:
         empty = np.empty(0, dtype=np.intp)
         return Matches(empty, empty)
     if len(hashes) <= TUNING.few:
         return _seek_few(batch, hashes, keys)
-    index = _index(batch, len(hashes))
+    index = batch.cache.index if ordered else _index(batch, len(hashes))
+    if ordered and index is None:
+        matches = _seek_ordered(batch.hashes, hashes)
+        if not batch.identity_hash and len(matches.query):
+            return _same_keys(batch, keys, matches)
+        return matches
     if index is not None and index.unique:  # a run is one entry: no ranges to expand
         run = index.runs(hashes)
         query = np.flatnonzero(run >= 0)
@@ -108,6 +117,17 @@ def seek(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
     if not batch.identity_hash and len(query):
         return _same_keys(batch, keys, Matches(query, entry))
     return Matches(query, entry)
+
+
+def _seek_ordered(column: Hashes, hashes: Hashes) -> Matches:
+    """`(query row, entry)` pairs of equal hashes, for ascending query `hashes`: one
+    search per query, a second only for those found (most are not, in a bulk insert)."""
+    lo = column.searchsorted(hashes, "left")
+    query = np.flatnonzero(column[np.minimum(lo, len(column) - 1)] == hashes)
+    lo = lo[query]
+    hi = column.searchsorted(hashes[query], "right")
+    owner, entry = expand_ranges(lo, hi)
+    return Matches(query[owner], entry)
 
 
 def _seek_few(batch: Batch, hashes: Hashes, keys: Sequence[Column]) -> Matches:
@@ -322,14 +342,19 @@ def python_entries(owner: Index, found: Updates, key_arity: int) -> list[Entry]:
 
 
 def lookup_batch(
-    batch: Batch, keys: Sequence[Column], hashes: Hashes, columns: Sequence[int] | None = None
+    batch: Batch,
+    keys: Sequence[Column],
+    hashes: Hashes,
+    columns: Sequence[int] | None = None,
+    ordered: bool = False,
 ) -> tuple[Index, Updates] | None:
     """The entries of `batch` under the query keys, as `(query row, entries)`, or
-    None when none matches; `columns` picks the columns gathered (default all)."""
+    None when none matches; `columns` picks the columns gathered (default all);
+    `ordered`: the hashes ascend and are asked once (`seek`)."""
     membership = columns is not None and not columns
-    if membership and batch.key_arity == 2 and len(hashes) >= TUNING.few_keys:
+    if membership and not ordered and batch.key_arity == 2 and len(hashes) >= TUNING.few_keys:
         return _lookup_dense(batch, keys, hashes)
-    return _lookup_sought(batch, keys, hashes, columns)
+    return _lookup_sought(batch, keys, hashes, columns, ordered)
 
 
 def _lookup_dense(
@@ -350,9 +375,13 @@ def _lookup_dense(
 
 
 def _lookup_sought(
-    batch: Batch, keys: Sequence[Column], hashes: Hashes, columns: Sequence[int] | None
+    batch: Batch,
+    keys: Sequence[Column],
+    hashes: Hashes,
+    columns: Sequence[int] | None,
+    ordered: bool = False,
 ) -> tuple[Index, Updates] | None:
-    m = seek(batch, hashes, keys)
+    m = seek(batch, hashes, keys, ordered)
     if not len(m.query):
         return None
     picked = batch.columns if columns is None else [batch.columns[i] for i in columns]

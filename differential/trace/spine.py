@@ -354,14 +354,16 @@ class Spine:
         hashes: Hashes | None = None,
         columns: Sequence[int] | None = None,
         rare: bool = False,
+        ordered: bool = False,
     ) -> tuple[npt.NDArray[np.intp], Updates]:
         """Every entry whose key equals a query key, as `(query row, entries)`;
         `columns` picks the columns gathered (default all). `rare`: the caller
         expects most keys to be absent (the rows a set input is asked to insert),
-        so the trace's sieve is worth asking first (`sifted`)."""
+        so the trace's sieve is worth asking first (`sifted`). `ordered`: the
+        hashes ascend and are asked once (`cursor.seek`)."""
         hashes = key_hash(keys) if hashes is None else hashes
         if rare:
-            found = self.sifted(self.batches, keys, hashes, columns)
+            found = self.sifted(self.batches, keys, hashes, columns, ordered)
         else:
             found = [
                 part
@@ -378,6 +380,7 @@ class Spine:
         keys: Sequence[Column],
         hashes: Hashes,
         columns: Sequence[int] | None = None,
+        ordered: bool = False,
     ) -> list[tuple[Index, Updates]]:
         """`lookup_batch` in each of `batches`, for keys most of which no batch holds
         (a join's validations): the trace's own batches are asked only about the keys
@@ -389,8 +392,8 @@ class Spine:
         parts = []
         for batch in batches:
             if rows is None or id(batch) not in own:
-                part = lookup_batch(batch, keys, hashes, columns)
-            elif (part := lookup_batch(batch, *passed, columns)) is not None:
+                part = lookup_batch(batch, keys, hashes, columns, ordered)
+            elif (part := lookup_batch(batch, *passed, columns, ordered)) is not None:
                 part = (rows[part[0]], part[1])
             if part is not None:
                 parts.append(part)

@@ -9,13 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from datalog import Database
+from datalog.db.adaptive import difference
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
+from differential.batch import Updates, concat, consolidate
+from differential.time import column
 from differential.tuning import TUNING, Tuning, tuned
 from tests.datalog.programs import Row, apply, format_stream, programs, streams
 from tests.datalog.test_engine_vs_reference import Accumulated, queries_of, writable
@@ -115,3 +119,29 @@ def test_under_a_budget_the_change_runs_through() -> None:
         db.insert("e", chain(110, 100))
     assert db.stats()["queries"]["reach(a)"]["last_commit"]["recomputed"] is True  # type: ignore[index]
     assert len(db.query("reach(a)")) == 211
+
+
+ANSWER = st.dictionaries(
+    st.tuples(st.integers(0, 5), st.integers(0, 3)), st.integers(1, 3), max_size=40
+)
+
+
+@given(ANSWER, ANSWER)
+def test_the_difference_by_sorted_hashes_equals_consolidating_both(
+    old: dict[tuple[int, int], int], new: dict[tuple[int, int], int]
+) -> None:
+    """`difference` searches the new answer's rows in the old one when both are in
+    order with ordered hashes: it equals consolidating both."""
+
+    def answer(rows: dict[tuple[int, int], int]) -> Updates:
+        ordered = sorted(rows)
+        columns = tuple(np.array([r[i] for r in ordered], dtype=np.int64) for i in (0, 1))
+        counts = np.array([rows[r] for r in ordered], dtype=np.int64)
+        return Updates(columns, column((0,), len(ordered)), counts)
+
+    was, now = answer(old), answer(new)
+    parts = [was.negate(), now]
+    want = consolidate(concat([p.with_times(column((4,), len(p))) for p in parts]))
+    with tuned(TUNING.but(few=0)):  # numpy all the way (`consolidate` of a few is Python)
+        got = difference(was, now, 4)
+    assert got.rows() == want.rows()

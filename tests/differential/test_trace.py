@@ -97,9 +97,10 @@ def check_lookup(
     spine: Spine,
     queries: tuple[np.ndarray, ...],
     by_key: dict[tuple[object, ...], dict[tuple[object, ...], int]],
+    ordered: bool = False,
 ) -> None:
     k = spine.key_arity
-    owner, found = spine.lookup(queries)
+    owner, found = spine.lookup(queries, rare=ordered, ordered=ordered)
     got: dict[int, dict[tuple[object, ...], int]] = defaultdict(lambda: defaultdict(int))
     for i, row in zip(owner.tolist(), found.rows(), strict=True):
         got[i][tuple(row[k:-1])] += row[-1]  # type: ignore[operator]
@@ -367,3 +368,25 @@ def test_a_snapshot_reads_its_own_times_whichever_batch_was_read_first() -> None
             assert cursor.lookup_entries(batch, keys, found)
             times = sorted(t for _, t, _, _ in found)
             assert times == sorted(tuple(int(c) for c in t) for t in batch.times.T), reverse
+
+
+@given(spine_and_queries())
+def test_lookups_of_ordered_keys_equal_a_dict_reference_and_build_no_index(
+    case: tuple[Spine, list[Updates], tuple[np.ndarray, ...]],
+) -> None:
+    """A set input's bulk insert asks about its rows once, in hash order: searched in
+    that order (`ordered`), they find what any lookup finds, and leave no index built
+    (one built for a one-off question costs more than the search)."""
+    spine, parts, queries = case
+    k = spine.key_arity
+    by_key: dict[tuple[object, ...], dict[tuple[object, ...], int]] = defaultdict(
+        lambda: defaultdict(int)
+    )
+    for p in parts:
+        for row in p.rows():
+            by_key[tuple(row[:k])][tuple(row[k:-1])] += row[-1]  # type: ignore[operator]
+    order = np.argsort(key_hash(queries), kind="stable")
+    queries = tuple(c[order] for c in queries)
+    with tuned(TUNING.but(min_indexed=0, few_keys=0, few=0)):
+        check_lookup(spine, queries, by_key, ordered=True)
+        assert all(b.cache.index is None for b in spine.batches)
