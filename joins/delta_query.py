@@ -39,6 +39,7 @@ import numpy as np
 
 from differential.batch import Updates, concat
 from differential.dataflow import Operator, Scope, Stream
+from differential.sort import unique_values
 from differential.time import Time
 from differential.tuning import TUNING
 from joins.columns import ColumnsPipeline
@@ -142,7 +143,7 @@ class DeltaQueryOp(Operator):
         pipeline = self.pipelines[source]
         if delta is None or not len(delta) or not pipeline.stages:
             return 0.0 if delta is None else float(len(delta))
-        sample = np.unique(
+        sample = unique_values(  # (not `np.unique`: see `unique_values`)
             np.linspace(0, len(delta) - 1, min(len(delta), TUNING.pipeline_sample)).astype(np.intp)
         )
         prefixes = Prefixes(self.patterns[source].vars, delta.updates().take(sample))

@@ -441,3 +441,20 @@ def test_explain_reports_a_bad_program_or_query_with_its_position(
     argv = ["explain", str(tmp_path / "p.dl"), "reach(1, y)", "--passes", "--format", "dot"]
     code, out, err = _run(argv, capsys)
     assert (code, out) == (2, "") and "--passes prints text" in err
+
+
+def test_repl_stats_say_how_the_last_big_commit_reached_a_live_query() -> None:
+    """`:stats` shows what `stats()` records of adaptive commits (docs/adr/0053)."""
+    from datalog import Database
+    from datalog.cli.display import stats_summary
+
+    db = Database()
+    db.define(".decl e(x: number, y: number)\n.decl r(x: number, y: number)\nr(x, y) :- e(x, y).")
+    db.insert("e", [(0, 1)])
+    db.subscribe("r(x, y)", lambda change: None)
+    db.insert("e", [(i, i + 1) for i in range(1, 501)])
+    lines = stats_summary(db.stats())
+    assert (
+        "  last big commit, epoch 4: recomputed from the new base (500 rows changed, "
+        "base 1 rows)" in lines
+    )
