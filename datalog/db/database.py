@@ -34,7 +34,7 @@ from datalog.db.explanations import Explanations
 from datalog.db.history import DEFAULT_HISTORY, Past, history_setting
 from datalog.db.introspection import Introspection
 from datalog.db.live import Callback, Subscription
-from datalog.db.many import answers
+from datalog.db.many import answer, answers
 from datalog.db.pacing import Clock, Pacing, SystemClock
 from datalog.db.queries import LiveQueries
 from datalog.db.transaction import Transaction
@@ -281,10 +281,8 @@ class Database:
 
     def _columns(self, text: str, plan: JoinPlan, as_of: int | None) -> tuple[dict[str, Any], int]:
         with self.lock, self._read_only(text):
-            updates, checked = self._answer(text, plan, as_of)
-            named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
-            columns = {v: self.symbols.strings(c) if k == "symbol" else c for v, c, k in named}
-            return columns, len(updates)
+            found = answer(*self._answer(text, plan, as_of), self.symbols)
+            return found.columns, found.size
 
     @contextmanager
     def _read_only(self, *texts: str) -> Iterator[None]:

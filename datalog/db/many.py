@@ -49,9 +49,12 @@ def answers(
     plan: JoinPlan,
 ) -> list[Answer]:
     """`answer_many` as `Answer`s: columns by variable (symbols decoded) and sizes."""
-    found = []
-    for updates, (_, checked) in zip(answer_many(queries, asked, plan), asked, strict=True):
-        named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
-        columns = {v: symbols.strings(c) if k == "symbol" else c for v, c, k in named}
-        found.append(Answer(columns, len(updates)))
-    return found
+    found = answer_many(queries, asked, plan)
+    return [answer(u, checked, symbols) for u, (_, checked) in zip(found, asked, strict=True)]
+
+
+def answer(updates: Updates, checked: CheckedQuery, symbols: SymbolTable) -> Answer:
+    """A query's consolidated answer as columns by answer variable, symbols decoded."""
+    named = zip(checked.answer_vars, updates.columns, checked.answer_types, strict=True)
+    columns = {v: symbols.strings(c) if k == "symbol" else c for v, c, k in named}
+    return Answer(columns, len(updates))
