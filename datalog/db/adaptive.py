@@ -30,7 +30,6 @@ stop it, and a budget must be able to stop a large commit before it happens.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -38,7 +37,8 @@ import numpy as np
 
 from datalog.db.live import LiveQuery
 from datalog.db.tenants import Tenant
-from datalog.lang.pretty import format_rule
+from datalog.lang.ast import Call
+from datalog.lang.passes.variables import nodes
 from datalog.plan.plan import Plan
 from differential.batch import Updates, concat, consolidate
 from differential.budget import remaining, row_limit
@@ -97,7 +97,7 @@ class Adaptive:
             plan = tenant.plan if isinstance(tenant, Tenant) else live.plan
             if plan is None or (isinstance(tenant, Tenant) and (tenant.joining or tenant.retiring)):
                 continue
-            if fallible(plan.plan, live.query_text):
+            if fallible(plan.plan):
                 continue
             flows.setdefault(id(plan.dataflow), (plan.dataflow, []))[1].append(live)
         chosen = choose(self.engine, [df for df, _ in flows.values()], requests)
@@ -165,15 +165,16 @@ def read(engine: Engine, df: Dataflow, owner: Mapping[int, str]) -> set[str]:
     return names
 
 
-_FALLIBLE = re.compile(r"@|(?<![\w$])range\(")
-
-
-def fallible(plan: Plan, query_text: str) -> bool:
-    """Whether computing `plan` (the dataflow answering `query_text`) may raise on the
-    data: its query or a rule it computes calls a functor or `range` (the module
-    docstring)."""
-    rules = (r for r in plan.program.rules if r.head.name in plan.computed)
-    return any(_FALLIBLE.search(text) for text in (query_text, *map(format_rule, rules)))
+def fallible(plan: Plan) -> bool:
+    """Whether computing `plan` may raise on the data: its query or a rule it computes
+    calls a functor or `range` (`urange` and `frange` included; the module docstring)."""
+    rules = [(r.head.args, r.body) for r in plan.program.rules if r.head.name in plan.computed]
+    queried = [((), body) for body in plan.query.bodies] if plan.query is not None else []
+    return any(
+        isinstance(node, Call) and (node.function == "range" or node.function.startswith("@"))
+        for terms, body in (*rules, *queried)
+        for node in nodes(terms, body)
+    )
 
 
 def difference(old: Updates, new: Updates, epoch: int) -> Updates:
