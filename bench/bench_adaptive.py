@@ -161,7 +161,7 @@ def commit_s(
     seconds or `memory` GB of address space (see `capped`)."""
     db = loaded(work, [base])
     db.subscribe(work.query, lambda change: None)
-    never = TUNING.but(recompute_ratio=float("inf"))
+    never = TUNING.but(recompute="never")
     with tuned(never if incremental else TUNING.but()):
         start = time.perf_counter()
         try:

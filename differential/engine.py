@@ -30,6 +30,7 @@ run it. A commit pays nothing for them while no live dataflow reads one.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -69,6 +70,10 @@ class Dataflow:
         self.imports: list[ImportOp] = []
         self.outputs: dict[str, Output] = {}
         self.late = False  # reads a late input: runs each epoch after the others
+        # What it cost, by `engine.clock` (the adaptive commits' model, ADR 0064): the
+        # seconds its start took (settling included), and its last epoch's run.
+        self.built = 0.0
+        self.ran: tuple[int, float] = (-1, 0.0)  # (epoch, seconds)
 
     def import_input(self, name: str, permutation: Sequence[int], key_arity: int) -> ImportOp:
         """The shared arrangement of input `name` (columns permuted), read here."""
@@ -91,9 +96,11 @@ class Dataflow:
         `ReduceOp.settle`): a live dataflow's first commit would, all at once, so a
         query that lives on settles when it starts (ADR 0057); a one-shot dataflow
         never reads what it deferred."""
+        began = self.engine.clock()
         for op in self.root.all_operators():
             if isinstance(op, (ArrangeOp, ReduceOp)):
                 op.settle()
+        self.built += self.engine.clock() - began
 
     def deliver(self, epoch: int) -> None:
         for out in self.outputs.values():
@@ -176,6 +183,9 @@ class Engine:
         # The late inputs' changes of an epoch, asked for when a live dataflow reads one.
         self.late_changes: LateChanges | None = None
         self.retiring: list[Dataflow] = []  # dataflows whose drop has not finished
+        # What a dataflow's start and each epoch's run are timed by (`Dataflow.built`,
+        # `Dataflow.ran`): this thread's CPU seconds, or a test's fake clock.
+        self.clock: Callable[[], float] = time.thread_time
 
     def create_input(
         self,
@@ -261,9 +271,11 @@ class Engine:
 
     def start(self, dataflow: Dataflow) -> None:
         """Run a built dataflow over the current state (its snapshot) and make it live."""
+        began = self.clock()
         dataflow.run()
         dataflow.deliver(self.epoch)
         dataflow.advance(self.epoch + 1)
+        dataflow.built += self.clock() - began
         self.dataflows.append(dataflow)
 
     def retire(self, dataflow: Dataflow) -> None:
@@ -329,12 +341,12 @@ class Engine:
                 view.stage(epoch)
             for df in self.dataflows:
                 if not df.late:
-                    df.run()
+                    self._run(df, epoch)
             readers = [df for df in self.dataflows if df.late]
             if readers and self.late_changes is not None:
                 self._stage(self._late_requests(epoch), epoch)
             for df in readers:
-                df.run()
+                self._run(df, epoch)
             if sealing is not None:
                 sealing()
         except BaseException:
@@ -344,6 +356,13 @@ class Engine:
         with unbudgeted():  # past the commit point no budget may stop the epoch
             self._finish(epoch)
         return epoch
+
+    def _run(self, df: Dataflow, epoch: int) -> None:
+        """Run `df`'s share of `epoch`, timed (`Dataflow.ran`; its advance and delivery
+        are added by `_finish`)."""
+        began = self.clock()
+        df.run()
+        df.ran = (epoch, self.clock() - began)
 
     def _finish(self, epoch: int) -> None:
         """Seal, compact and deliver the committed `epoch`, exempt from any budget (a
@@ -372,8 +391,10 @@ class Engine:
         for df in list(self.dataflows):  # a listener may drop dataflows meanwhile
             if df in self.dataflows:
                 try:
+                    began = self.clock()
                     df.advance(epoch + 1)
                     df.deliver(epoch)
+                    df.ran = (df.ran[0], df.ran[1] + self.clock() - began)
                 except BaseException as error:
                     failure = failure or error
                     self.drop(df)

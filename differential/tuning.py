@@ -25,6 +25,7 @@ import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Literal
 
 
 @dataclass
@@ -140,12 +141,19 @@ class Tuning:
     # a round's membership test is that set alone, not a probe of the key set.
     fused_seen: int = 1 << 21
 
-    # -- adaptive commits (ADR 0053, `datalog.db.adaptive`) -------------------------------------
-    # A commit that asks to change at least `recompute_ratio` times the rows the inputs
-    # of a live dataflow hold, and at least `recompute_min_rows` rows, recomputes the
-    # dataflow from the new base instead of running the change through it.
+    # -- adaptive commits (ADR 0053, ADR 0064, `datalog.db.adaptive`) ---------------------------
+    # A commit that asks to change at least `recompute_min_rows` rows in the inputs of a
+    # live dataflow is weighed: it recomputes the dataflow from the new base when its
+    # measured model predicts that cheaper than running the change through ("measured";
+    # "always" and "never" are the tests' and benches' twins). Until the dataflow has
+    # been measured, the prior recomputes at `recompute_ratio` times the base.
+    recompute: Literal["measured", "always", "never"] = "measured"
     recompute_ratio: float = 0.005
     recompute_min_rows: int = 100
+    # The weight of a dataflow's older measurements at each new one, and how far past
+    # its largest measured run a run is predicted by the fitted line alone.
+    recompute_decay: float = 0.7
+    recompute_reach: float = 4.0
 
     # -- dataflows ----------------------------------------------------------------------------
     # Nested sends of stateless operators after which updates wait for the outermost

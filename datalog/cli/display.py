@@ -84,10 +84,11 @@ def stats_summary(stats: dict[str, Any]) -> list[str]:
             f"{info.get('answer_tuples')} answer tuples"
         )
         last = info.get("last_commit")
-        if last:  # how the last big commit reached it (docs/adr/0053)
+        if last:  # how the last big commit reached it (docs/adr/0053, 0064)
             how = "recomputed from the new base" if last["recomputed"] else "ran the change"
             lines.append(
                 f"  last big commit, epoch {last['epoch']}: {how} "
-                f"({last['change_rows']:,} rows changed, base {last['base_rows']:,} rows)"
+                f"({last['change_rows']:,} rows changed, base {last['base_rows']:,} rows): "
+                f"{last.get('reason', '')}"
             )
     return lines

@@ -167,7 +167,7 @@ class LiveQueries:
         with deferred():
             if self.by_key.get(live.key) is live:
                 del self.by_key[live.key]
-                self.adaptive.choices.pop(live.key, None)
+                self.adaptive.forget(live.key)
             if live.tenant is not None:
                 self.tenants.leave(live)
             elif live.plan is not None:

@@ -7,14 +7,16 @@ keeps the change running through the dataflow."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 from datalog import Database
-from datalog.db.adaptive import difference
+from datalog.db.adaptive import Costs, difference
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
@@ -24,8 +26,22 @@ from differential.tuning import TUNING, Tuning, tuned
 from tests.datalog.programs import Row, apply, format_stream, programs, streams
 from tests.datalog.test_engine_vs_reference import Accumulated, queries_of, writable
 
-ALWAYS = TUNING.but(recompute_ratio=0.0, recompute_min_rows=1)
-NEVER = TUNING.but(recompute_ratio=float("inf"))
+ALWAYS = TUNING.but(recompute="always", recompute_min_rows=1)
+NEVER = TUNING.but(recompute="never")
+MEASURED = TUNING.but(recompute_min_rows=1)
+
+
+class Steps:
+    """A fake `Engine.clock`: each reading is `step` seconds after the last, so every
+    timed part (a dataflow's start, its settling, its run, its advance) measures
+    exactly `step()` (1 s unless told), whatever the machine does."""
+
+    def __init__(self, step: Callable[[], float] = lambda: 1.0) -> None:
+        self.now, self.step = 0.0, step
+
+    def __call__(self) -> float:
+        self.now += self.step()
+        return self.now
 
 
 def told(acc: Accumulated) -> list[tuple[int, bool, list[tuple[Any, int]]]]:
@@ -42,10 +58,14 @@ def test_recomputed_and_incremental_commits_deliver_the_same_changes_as_the_refe
     queries = queries_of(generated, data)
     note(f"program:\n{generated.text}\nstream:\n{format_stream(stream)}\nqueries: {queries}")
     checked = check_program(parse_program(generated.text))
+    # the measured model decides on a clock whose readings jump at random (seeded)
+    jumps = np.random.default_rng(data.draw(st.integers(0, 2**16), label="clock"))
     twins: list[tuple[Tuning, Database, dict[str, Accumulated]]] = []
-    for tuning in (ALWAYS, NEVER):
+    for tuning in (ALWAYS, NEVER, MEASURED):
         with tuned(tuning):
             db = Database()
+            if tuning is MEASURED:
+                db.engine.clock = Steps(lambda: float(jumps.exponential()))
             db.define(generated.text)
             subs = {q: Accumulated(q) for q in queries}
             for q, acc in subs.items():
@@ -59,9 +79,10 @@ def test_recomputed_and_incremental_commits_deliver_the_same_changes_as_the_refe
                     (t.insert if op == "insert" else t.retract)(relation, [row])
         apply(facts, tx)
         relations = reference.evaluate(checked, facts)
-        (_, _, recomputed), (_, _, incremental) = twins
+        (_, _, recomputed), (_, _, incremental), (_, _, measured) = twins
         for q in queries:
             assert told(recomputed[q]) == told(incremental[q]), f"after {n}: {q}"
+            assert told(measured[q]) == told(incremental[q]), f"after {n}: {q}"
             expected = reference.answer(check_query(parse_query(q), checked.schema), relations)
             assert recomputed[q].rows() == expected, f"after {n}: {q}"
 
@@ -78,33 +99,96 @@ def chain(start: int, count: int) -> list[tuple[int, int]]:
     return [(i, i + 1) for i in range(start, start + count)]
 
 
+def last(db: Database, key: str = "reach(a)") -> Any:
+    return db.stats()["queries"][key]["last_commit"]  # type: ignore[index]
+
+
 def test_the_choice_is_measured_and_recorded_in_stats_and_explain() -> None:
+    """With a fake clock every run costs the same: the first big commit, measured
+    against one small run only, is predicted at that run's cost per row and
+    recomputed; once runs of several sizes cost the same, the line's cost per row is
+    zero and a big commit runs through."""
     db = Database()
+    db.engine.clock = Steps()
     db.define(PROGRAM)
-    db.insert("e", chain(0, 100))
+    db.insert("e", chain(0, 999))  # with `reach(0)`: a base of 1,000 rows
     got: list[Any] = []
     db.subscribe("reach(a)", got.append)
     first = db.epoch + 1
-    with tuned(TUNING.but(recompute_min_rows=50, recompute_ratio=1.0)):
-        db.insert("e", chain(100, 10))  # 10 rows: not weighed
-        assert db.stats()["queries"]["reach(a)"]["last_commit"] is None  # type: ignore[index]
-        db.insert("e", chain(110, 60))  # 60 rows into 111 (`e` and `reach`): runs through
-        small = db.stats()["queries"]["reach(a)"]["last_commit"]  # type: ignore[index]
-        db.insert("e", chain(170, 200))  # 200 rows into 171: recomputed
-        big = db.stats()["queries"]["reach(a)"]["last_commit"]  # type: ignore[index]
+    with tuned(TUNING.but(recompute_min_rows=50)):
+        db.insert("e", chain(999, 10))  # 10 rows: not weighed, but timed
+        assert last(db) is None
+        db.insert("e", chain(1009, 200))  # 200 rows: 40x the run measured, per row
+        big = last(db)
         explained = db.explain("reach(a)")
-    assert small == {"epoch": first + 1, "change_rows": 60, "base_rows": 111, "recomputed": False}
-    assert big == {"epoch": first + 2, "change_rows": 200, "base_rows": 171, "recomputed": True}
-    assert f"epoch {first + 2}: recomputed from the new base (change 200 rows" in explained
+        for start, count in ((1209, 10), (1219, 20), (1239, 40)):
+            db.insert("e", chain(start, count))  # each costs what the 10 rows did
+        db.insert("e", chain(1279, 150))
+        small = last(db)
+    assert {k: big[k] for k in ("epoch", "change_rows", "base_rows", "recomputed")} == {
+        "epoch": first + 1,
+        "change_rows": 200,
+        "base_rows": 1010,
+        "recomputed": True,
+    }
+    run, rebuild = big["predicted_incremental_s"], big["predicted_recompute_s"]
+    assert run > rebuild and big["reason"].startswith("measured: run through")
+    assert big["model"]["runs"] == 1 and big["model"]["builds"] == 2  # the rebuild, too
+    assert small["recomputed"] is False and small["epoch"] == first + 5
+    assert small["predicted_incremental_s"] < small["predicted_recompute_s"]
+    assert small["model"]["run_s_per_row"] == pytest.approx(0.0, abs=1e-9)
+    assert small["model"]["runs"] == 5 and small["model"]["largest_run_rows"] == 150
+    assert f"epoch {first + 1}: recomputed from the new base (change 200 rows" in explained
+    assert "measured: run through" in explained
     assert [(c.epoch, len(c.rows), set(c.diffs)) for c in got[1:]] == [
         (first, 10, {1}),
-        (first + 1, 60, {1}),
-        (first + 2, 200, {1}),
+        (first + 1, 200, {1}),
+        (first + 2, 10, {1}),
+        (first + 3, 20, {1}),
+        (first + 4, 40, {1}),
+        (first + 5, 150, {1}),
     ]
-    assert sorted(db.query("reach(a)")) == [(a,) for a in range(371)]
-    db.insert("e", [(370, 400)])  # the rebuilt dataflow goes on incrementally
-    db.insert("e", [(400, 401)])
-    assert [c.rows for c in got[-2:]] == [[(400,)], [(401,)]]
+    assert sorted(db.query("reach(a)")) == [(a,) for a in range(1430)]
+    db.insert("e", [(1429, 2000)])  # the dataflow goes on incrementally
+    assert [c.rows for c in got[-1:]] == [[(2000,)]]
+
+
+def test_before_any_measurement_the_ratio_decides_and_an_empty_base_runs_through() -> None:
+    db = Database()
+    db.engine.clock = Steps()
+    db.define(PROGRAM.replace("reach(0).", ""))
+    db.subscribe("reach(a)", lambda change: None)
+    with tuned(TUNING.but(recompute_min_rows=50, recompute_ratio=0.5)):
+        db.insert("e", chain(0, 60))  # into an empty base: that is computing it
+        empty = last(db)
+        fresh = Database()
+        fresh.engine.clock = Steps()
+        fresh.define(PROGRAM)
+        fresh.insert("e", chain(0, 20))  # below the floor: its build is not measured
+        fresh.subscribe("reach(a)", lambda change: None)
+        fresh.insert("e", chain(20, 60))  # 60 rows into 21: the prior recomputes
+        prior = last(fresh)
+    assert empty["recomputed"] is False and empty["reason"].startswith("the base is empty")
+    assert prior["recomputed"] is True and prior["predicted_recompute_s"] is None
+    assert prior["reason"] == "not measured yet: change >= 0.5x the base"
+    assert db.stats()["queries"]["reach(a)"]["last_commit"]["model"]["builds"] == 1  # type: ignore[index]
+
+
+def test_a_model_holds_five_sums_whatever_the_number_of_runs() -> None:
+    """Bounded memory: the runs are folded into decayed sums, the newest weighing most."""
+    costs = Costs()
+    for n in range(1, 2001):
+        costs.ran(100 + n % 7, 0.5 + 0.01 * (100 + n % 7))
+    assert len(costs.sums) == 5 and costs.runs == 2000
+    fixed, per_row = costs.line() or (0.0, 0.0)
+    assert fixed == pytest.approx(0.5) and per_row == pytest.approx(0.01)
+    assert costs.incremental(400) == pytest.approx(0.5 + 0.01 * 400, rel=1e-6)
+    # past recompute_reach times the largest run: at least that run's cost per row
+    assert costs.incremental(10_000) >= 10_000 * (0.5 + 0.01 * 106) / 106
+    for _ in range(20):  # the runs got dearer: the new ones dominate the line
+        costs.ran(100, 5.0)
+        costs.ran(200, 10.0)
+    assert costs.incremental(150) == pytest.approx(7.5, rel=0.05)
 
 
 def test_under_a_budget_the_change_runs_through() -> None:

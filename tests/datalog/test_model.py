@@ -482,7 +482,7 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
 
 
 # Every dataflow a commit reaches is recomputed from the new base (docs/adr/0053).
-RECOMPUTED = {"recompute_ratio": 0.0, "recompute_min_rows": 1}
+RECOMPUTED = {"recompute": "always", "recompute_min_rows": 1}
 
 
 class _UserError(Exception):

@@ -268,7 +268,7 @@ def test_a_recomputed_commit_interrupted_while_the_old_dataflow_is_dropped_leave
 
     db.subscribe("tc(x, y)", told)
     faults = Faults()
-    with engine_hooks(faults), tuned(TUNING.but(recompute_ratio=0.0, recompute_min_rows=1)):
+    with engine_hooks(faults), tuned(TUNING.but(recompute="always", recompute_min_rows=1)):
         faults.arm("engine:drop", error, nth)
         with pytest.raises(error):
             db.insert("e", [(3, 4)])
@@ -304,7 +304,7 @@ def test_a_functor_failing_on_a_big_commit_refuses_it_whether_or_not_it_is_recom
     got: list[Change] = []
     db.subscribe("h(x, y)", got.append)
     epoch = db.epoch
-    tuning = TUNING.but(recompute_ratio=0.0 if recompute else 1e9, recompute_min_rows=1)
+    tuning = TUNING.but(recompute="always" if recompute else "never", recompute_min_rows=1)
     with tuned(tuning), pytest.raises(FunctorError):
         db.insert("e", [(i, i) for i in range(10, 20)])
     assert db.epoch == epoch
