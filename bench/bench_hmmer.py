@@ -116,14 +116,17 @@ class Tally:
         self.size += int(np.sum(np.asarray(change.diffs, dtype=np.int64)))
 
 
-def fed(all_facts: Facts, commits: int) -> tuple[dict[str, int], list[float]]:
-    """Subscribe, then insert the facts in `commits` slices: answer sizes, commit times."""
+def fed(all_facts: Facts, commits: int) -> tuple[dict[str, int], list[float], str]:
+    """Subscribe, then insert the facts in `commits` slices: answer sizes, commit times,
+    and how each commit reached the live queries (`R`: recomputed, `.`: ran through, `-`:
+    not weighed; one letter per query and commit: docs/adr/0064)."""
     db = Database()
     db.define(PROGRAM)
     tallies = {rel: Tally() for rel in ("CPtrLoad", "CPtrStore")}
     for rel, tally in tallies.items():
         db.subscribe(f"{rel}(a, b)", tally)
-    seconds = []
+    seconds: list[float] = []
+    chose: list[str] = []
     for i in range(commits):
         start = time.perf_counter()
         with db.transaction() as tx:
@@ -132,7 +135,15 @@ def fed(all_facts: Facts, commits: int) -> tuple[dict[str, int], list[float]]:
                 if part:
                     tx.insert(rel, part)
         seconds.append(time.perf_counter() - start)
-    return {rel: t.size for rel, t in tallies.items()}, seconds
+        lasts = [q["last_commit"] for q in db.stats()["queries"].values()]  # type: ignore[attr-defined]
+        chose.append("".join(_how(last, db.epoch) for last in lasts))
+    return {rel: t.size for rel, t in tallies.items()}, seconds, " ".join(chose)
+
+
+def _how(last: dict[str, object] | None, epoch: int) -> str:
+    if last is None or last["epoch"] != epoch:
+        return "-"  # not weighed (a small change for it)
+    return "R" if last["recomputed"] else "."
 
 
 def once(all_facts: Facts) -> tuple[dict[str, int], float]:
@@ -152,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--commits", type=int, default=20)
     args = parser.parse_args(argv)
     generated = facts(args.variables)
-    sizes, seconds = fed(generated, args.commits)
+    sizes, seconds, chose = fed(generated, args.commits)
     fed_mb = peak_rss_mb()
     want, batch_s = once(generated)
     count = sum(len(r) for r in generated.values())
@@ -168,6 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ]
     print(f"{count:,} facts, {args.variables:,} variables")
     print(format_table(rows, ["run", "total", "", "answers", "peak MiB (fed)"]))
+    print(f"each commit (R: recomputed, .: ran through, per live query): {chose}")
     return 0
 
 

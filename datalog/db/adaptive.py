@@ -25,8 +25,9 @@ A commit that asks to change at least `recompute_min_rows` rows in the inputs a
 dataflow reads (through views, the inputs the views read) recomputes it when the
 predicted run costs more than the predicted recompute over the new base. Until both
 are measured, the prior decides: recompute when the change is at least
-`recompute_ratio` times the base (ADR 0053's measured threshold); an empty base runs
-the change (that is computing from scratch, without planning again).
+`recompute_ratio` times the base (ADR 0053's measured threshold). A base below
+`recompute_min_rows` rows runs the change: that is computing from scratch, without
+planning again, and it measures the dataflow's first run.
 
 A dataflow whose computation may fail on the data (it calls a functor, or a `range`
 that may be too long) always runs the change: its failure must refuse the
@@ -235,7 +236,7 @@ class Adaptive:
                 track.flow = weakref.ref(df)
             elif track.flow() is df and df.ran[0] == epoch:
                 track.costs.ran(change, df.ran[1])
-                if base == 0:  # running into an empty base is a build
+                if base < TUNING.recompute_min_rows:  # into a (nearly) empty base: a build
                     track.costs.built(self._base(track.reads), df.ran[1])
 
     def forget(self, key: str) -> None:
@@ -282,8 +283,8 @@ class Adaptive:
         fixed = _forced(track, moving)
         if fixed is not None:
             recompute, reason = fixed
-        elif not base:
-            recompute, reason = False, "the base is empty: running the change computes it"
+        elif base < TUNING.recompute_min_rows:
+            recompute, reason = False, "the base is (nearly) empty: running the change computes it"
         elif run is not None and rebuild is not None:
             recompute = run > rebuild
             reason = f"measured: run through ~{run:.3g} s, recompute ~{rebuild:.3g} s"

@@ -164,12 +164,12 @@ def test_before_any_measurement_the_ratio_decides_and_an_empty_base_runs_through
         fresh = Database()
         fresh.engine.clock = Steps()
         fresh.define(PROGRAM)
-        fresh.insert("e", chain(0, 20))  # below the floor: its build is not measured
-        fresh.subscribe("reach(a)", lambda change: None)
-        fresh.insert("e", chain(20, 60))  # 60 rows into 21: the prior recomputes
+        fresh.insert("e", chain(0, 60))
+        fresh.subscribe("reach(a)", lambda change: None)  # its build is measured
+        fresh.insert("e", chain(60, 60))  # no run yet: 60 rows into 61, the prior recomputes
         prior = last(fresh)
-    assert empty["recomputed"] is False and empty["reason"].startswith("the base is empty")
-    assert prior["recomputed"] is True and prior["predicted_recompute_s"] is None
+    assert empty["recomputed"] is False and empty["reason"].startswith("the base is (nearly) empty")
+    assert prior["recomputed"] is True and prior["predicted_incremental_s"] is None
     assert prior["reason"] == "not measured yet: change >= 0.5x the base"
     assert db.stats()["queries"]["reach(a)"]["last_commit"]["model"]["builds"] == 1  # type: ignore[index]
 
