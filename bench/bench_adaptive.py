@@ -214,8 +214,10 @@ def ladder(work: Workload, target: int, size: int, rng: np.random.Generator) -> 
     facts up, each 4x the last (`recompute_reach`), the last within reach of
     `target`: a live dataflow that has seen commits of growing size."""
     sizes, n = [], TUNING.recompute_min_rows
-    while n * TUNING.recompute_reach < target:
+    while n < target:
         sizes.append(n)
+        if n * TUNING.recompute_reach >= target:
+            break
         n = int(n * TUNING.recompute_reach)
     return [work.facts(n, size, rng) for n in sizes]
 
