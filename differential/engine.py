@@ -72,10 +72,7 @@ class Dataflow:
         self.imports: list[ImportOp] = []
         self.outputs: dict[str, Output] = {}
         self.late = False  # reads a late input: runs each epoch after the others
-        # What it cost, by `engine.clock` (the adaptive commits' model, ADR 0064): the
-        # seconds its start took (settling included), and its last epoch's run.
-        self.built = 0.0
-        self.ran: tuple[int, float] = (-1, 0.0)  # (epoch, seconds)
+        self.spent = 0.0  # seconds (`Engine.clock`) it ran, settled and advanced: ADR 0064
 
     def import_input(self, name: str, permutation: Sequence[int], key_arity: int) -> ImportOp:
         """The shared arrangement of input `name` (columns permuted), read here."""
@@ -91,7 +88,9 @@ class Dataflow:
         return out
 
     def run(self) -> None:
+        began = self.engine.clock()
         self.root.run(())
+        self.spent += self.engine.clock() - began
 
     def settle(self) -> None:
         """Arrange what the arrangements defer until read (`ArrangeOp.settle`,
@@ -102,7 +101,7 @@ class Dataflow:
         for op in self.root.all_operators():
             if isinstance(op, (ArrangeOp, ReduceOp)):
                 op.settle()
-        self.built += self.engine.clock() - began
+        self.spent += self.engine.clock() - began
 
     def deliver(self, epoch: int) -> None:
         for out in self.outputs.values():
@@ -111,8 +110,10 @@ class Dataflow:
                 listen(changes, epoch)
 
     def advance(self, next_epoch: int) -> None:
+        began = self.engine.clock()
         for op in self.root.all_operators():
             op.advance(next_epoch)
+        self.spent += self.engine.clock() - began
 
     def release(self) -> None:
         for op in self.imports:
@@ -185,9 +186,7 @@ class Engine:
         # The late inputs' changes of an epoch, asked for when a live dataflow reads one.
         self.late_changes: LateChanges | None = None
         self.retiring: list[Dataflow] = []  # dataflows whose drop has not finished
-        # What a dataflow's start and each epoch's run are timed by (`Dataflow.built`,
-        # `Dataflow.ran`): this thread's CPU seconds, or a test's fake clock.
-        self.clock: Callable[[], float] = time.thread_time
+        self.clock: Callable[[], float] = time.thread_time  # `Dataflow.spent`; tests fake it
 
     def create_input(
         self,
@@ -292,11 +291,9 @@ class Engine:
 
     def start(self, dataflow: Dataflow) -> None:
         """Run a built dataflow over the current state (its snapshot) and make it live."""
-        began = self.clock()
         dataflow.run()
         dataflow.deliver(self.epoch)
         dataflow.advance(self.epoch + 1)
-        dataflow.built += self.clock() - began
         self.dataflows.append(dataflow)
 
     def retire(self, dataflow: Dataflow) -> None:
@@ -362,12 +359,12 @@ class Engine:
             self.run_views(self.views, epoch)
             for df in self.dataflows:
                 if not df.late:
-                    self._run(df, epoch)
+                    df.run()
             readers = [df for df in self.dataflows if df.late]
             if readers and self.late_changes is not None:
                 self._stage(self._late_requests(epoch), epoch)
             for df in readers:
-                self._run(df, epoch)
+                df.run()
             if sealing is not None:
                 sealing()
         except BaseException:
@@ -377,13 +374,6 @@ class Engine:
         with unbudgeted():  # past the commit point no budget may stop the epoch
             self._finish(epoch)
         return epoch
-
-    def _run(self, df: Dataflow, epoch: int) -> None:
-        """Run `df`'s share of `epoch`, timed (`Dataflow.ran`; its advance and delivery
-        are added by `_finish`)."""
-        began = self.clock()
-        df.run()
-        df.ran = (epoch, self.clock() - began)
 
     def _finish(self, epoch: int) -> None:
         """Seal, compact and deliver the committed `epoch`, exempt from any budget (a
@@ -412,10 +402,8 @@ class Engine:
         for df in list(self.dataflows):  # a listener may drop dataflows meanwhile
             if df in self.dataflows:
                 try:
-                    began = self.clock()
                     df.advance(epoch + 1)
                     df.deliver(epoch)
-                    df.ran = (df.ran[0], df.ran[1] + self.clock() - began)
                 except BaseException as error:
                     failure = failure or error
                     self.drop(df)

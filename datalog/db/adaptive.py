@@ -8,15 +8,16 @@ each epoch and `Adaptive.learn` once it is settled, and the live queries' owner
 (`datalog.db.queries`) recomputes what was retired right after the epoch
 (`LiveQueries.recompute`).
 
-The model, one per live dataflow (`Costs`), learns from its own measurements, timed
-by the engine's clock (`Engine.clock`: this thread's CPU time, a fake in tests):
+The model, one per live dataflow (`Costs`), learns from its own measurements: the
+seconds the dataflow spent (`Dataflow.spent`: its runs, settling and advances, timed
+by `Engine.clock`, this thread's CPU time, a fake in tests):
 
 - recomputing costs `build` seconds per base row, measured by every (re)build of the
-  dataflow (`Dataflow.built`: its start and settling) over a base of at least
+  dataflow (what it spent starting and settling) over a base of at least
   `recompute_min_rows` rows, and by a change run into an empty base (that is a build);
 - running a change of `c` rows through costs `fixed + per_row * c`, a least-squares
-  line through its past runs (`Dataflow.ran`: its share of each epoch that changed an
-  input it reads), older runs weighing `recompute_decay` times less at each new one:
+  line through its past runs (what it spent in each epoch that changed an input it
+  reads), older runs weighing `recompute_decay` times less at each new one:
   five running sums, whatever the number of commits. Past `recompute_reach` times the
   largest run measured, a run is predicted at least at that run's cost per row (a
   change's cost per row shrinks as it grows, so this errs towards recomputing).
@@ -178,7 +179,9 @@ class Track:
     flow: weakref.ref[Dataflow]
     reads: frozenset[str]
     fallible: bool
-    pending: tuple[int, int, int, bool] | None = None  # epoch, change, base, recomputing
+    # the epoch being committed: its number, the change, the base, whether recomputed,
+    # and what the dataflow had spent before it
+    pending: tuple[int, int, int, bool, float] | None = None
     choice: Choice | None = None
 
 
@@ -209,14 +212,14 @@ class Adaptive:
             track = self._track(df, plan, members)
             change = sum(len(asked[name]) for name in track.reads if name in asked)
             base = self._base(track.reads) if change else 0
-            track.pending = None if moving or not change else (epoch, change, base, False)
+            track.pending = None if moving or not change else (epoch, change, base, False, df.spent)
             if not big or not change:
                 continue
             after = base + sum(_net(asked[name]) for name in track.reads if name in asked)
             choice = self._choose(track, epoch, change, base, max(after, 0), moving)
             track.choice = choice
             if choice.recompute:
-                track.pending = (epoch, change, base, True)
+                track.pending = (epoch, change, base, True, df.spent)
                 self.recomputing += members
                 self.engine.retire(df)
 
@@ -227,17 +230,17 @@ class Adaptive:
             track = next((self.tracks[q.key] for q in members if q.key in self.tracks), None)
             if track is None or track.pending is None:
                 continue
-            epoch, change, base, recomputed = track.pending
+            epoch, change, base, recomputed, spent = track.pending
             track.pending = None
             if self.engine.epoch != epoch:  # the epoch did not happen
                 continue
             if recomputed and track.flow() is not df:
-                track.costs.built(self._base(track.reads), df.built)
+                track.costs.built(self._base(track.reads), df.spent)
                 track.flow = weakref.ref(df)
-            elif track.flow() is df and df.ran[0] == epoch:
-                track.costs.ran(change, df.ran[1])
+            elif track.flow() is df:
+                track.costs.ran(change, df.spent - spent)
                 if base < TUNING.recompute_min_rows:  # into a (nearly) empty base: a build
-                    track.costs.built(self._base(track.reads), df.ran[1])
+                    track.costs.built(self._base(track.reads), df.spent - spent)
 
     def forget(self, key: str) -> None:
         """Live query `key` closed."""
@@ -267,7 +270,7 @@ class Adaptive:
         if track is None or track.flow() is not df:
             names = frozenset(read(self.engine, df))
             track = Track(Costs(), weakref.ref(df), names, fallible(plan))
-            track.costs.built(self._base(names), df.built)
+            track.costs.built(self._base(names), df.spent)
         for q in members:
             self.tracks[q.key] = track
         return track
