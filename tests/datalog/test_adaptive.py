@@ -229,3 +229,25 @@ def test_the_difference_by_sorted_hashes_equals_consolidating_both(
     with tuned(TUNING.but(few=0)):  # numpy all the way (`consolidate` of a few is Python)
         got = difference(was, now, 4)
     assert got.rows() == want.rows()
+
+
+@pytest.mark.server
+def test_the_server_stats_carry_the_choice_its_reason_and_the_model() -> None:
+    from server.client import Client
+    from server.transport import DeltalogServer
+    from tests.server.helpers import GRAPH, run
+
+    async def scenario(server: DeltalogServer) -> None:
+        client = await Client.connect(server.url)
+        await client.define(GRAPH)
+        await client.subscribe("reach(1, y)")
+        await client.transact(inserts={"edge": [(i, i + 1) for i in range(1, 151)]})
+        await client.transact(inserts={"edge": [(i, i + 1) for i in range(151, 301)]})
+        (live,) = (await client.stats())["queries"].values()
+        last = live["last_commit"]
+        assert last["change_rows"] == 150 and last["base_rows"] >= 150  # (and the demand)
+        assert last["reason"]  # measured, or the prior: said either way
+        assert last["model"]["runs"] == 1 and last["model"]["largest_run_rows"] == 150
+        await client.close()
+
+    run(scenario)
