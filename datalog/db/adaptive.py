@@ -203,6 +203,8 @@ class Adaptive:
         their live queries in `recomputing`. A shared dataflow with parameters
         joining or leaving always runs the change (its seats' first slices are its
         output) and is not timed."""
+        for track in self.tracks.values():  # (an aborted epoch's notes go)
+            track.pending = None
         asked = {name: req for name, req in requests.items() if len(req)}
         if not asked:
             return
@@ -224,8 +226,8 @@ class Adaptive:
                 self.engine.retire(df)
 
     def learn(self, lives: Iterable[LiveQuery]) -> None:
-        """After a settled epoch: fold what it cost into each model it reached (the
-        run of a dataflow that ran it, the rebuild of one recomputed)."""
+        """After a settled epoch that `adapt` saw: fold what it cost into each model it
+        reached (the run of a dataflow that ran it, the rebuild of one recomputed)."""
         for df, _, members, _ in groups(lives):
             track = next((self.tracks[q.key] for q in members if q.key in self.tracks), None)
             if track is None or track.pending is None:

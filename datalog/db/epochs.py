@@ -137,7 +137,7 @@ class Epochs:
             self.live.mark_current()
         rows = write.requests if change is None else None  # with new rules, not rows alone
         failure = self.live.settle(epoch, write.new_epoch, touched, rows) or failure
-        if write.new_epoch:  # what the epoch cost, into each live dataflow's model
+        if write.new_epoch and change is None:  # what it cost, into the models (ADR 0064)
             self.live.adaptive.learn(self.live.by_key.values())
         if failure is not None:
             raise failure
