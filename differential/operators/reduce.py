@@ -127,11 +127,7 @@ class ReduceOp(Operator):
         """Re-evaluate the keys that changed at `time` or were scheduled for it, and
         emit the difference; a growing tactic answers while the input only grows."""
         growing = self.growing
-        if (
-            growing is not None
-            and growing.applies(self.source.updates_at(time))
-            and self._only_grows(time)
-        ):
+        if growing is not None and growing.applies(time) and self._only_grows(time):
             self._emit(growing.step(time), time)
             return
         self.stop_growing()

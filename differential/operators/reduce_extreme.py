@@ -48,9 +48,10 @@ class LeastGrowing:
     def __init__(self, source: Arranged, trace: Spine, col: int, general: General) -> None:
         self.source, self.trace, self.col, self.general = source, trace, col, general
 
-    def applies(self, changes: Updates | None) -> bool:
+    def applies(self, time: Time) -> bool:
         """Always, while the input only grows (the driver checks): keys where the
-        step cannot tell go to `general`."""
+        step cannot tell go to `general` (the changes are not read here: they are
+        arranged first, by the step)."""
         return True
 
     def step(self, time: Time) -> Updates | None:

@@ -1,6 +1,7 @@
-"""Packed merges (ADR 0063): merging batches by packing each input's rows into one array
-in place (`Tuning.packed_merges`) builds exactly the batch that concatenating the
-inputs and building gives (the reference), whole or fueled a slice at a time.
+"""Packed parts (ADR 0063): merging batches, or arranging a time's updates that came in
+parts, by packing each part's rows into one array in place (`Tuning.packed_parts`)
+builds exactly the batch that concatenating the parts and building gives (the
+reference): merges whole or fueled a slice at a time, and unsorted parts.
 
 The inputs are shaped like a recursive reduce's: each batch a round's changes at one
 time (its time column one repeated value) or a merge of several rounds, the key
@@ -18,7 +19,7 @@ from hypothesis import strategies as st
 from differential.batch import Updates, concat, consolidate_packed, consolidate_packed_parts
 from differential.sort import pack, pack_parts
 from differential.time import Antichain, uniform_times
-from differential.trace.batch import Batch, Description, merge
+from differential.trace.batch import Batch, Description, build_parts, merge
 from differential.trace.fuel import Merging
 from differential.tuning import TUNING, tuned
 from tests.differential.strategies import updates
@@ -54,9 +55,9 @@ def batches(parts: list[Updates], key_arity: int) -> list[Batch]:
 
 def twin(f):  # type: ignore[no-untyped-def]
     """`f()` with packed merges and without (numpy kernels at every size)."""
-    with tuned(TUNING.but(few=0, packed_merges=True)):
+    with tuned(TUNING.but(few=0, packed_parts=True)):
         packed = f()
-    with tuned(TUNING.but(few=0, packed_merges=False)):
+    with tuned(TUNING.but(few=0, packed_parts=False)):
         reference = f()
     return packed, reference
 
@@ -74,6 +75,16 @@ def test_a_packed_merge_builds_the_batch_concatenating_builds(
     if not inputs:
         return
     packed, reference = twin(lambda: merge(inputs, since))
+    assert_same_batch(packed, reference)
+
+
+@given(rounds(), st.sampled_from([1, 2]))
+def test_arranging_parts_builds_the_batch_concatenating_builds(
+    parts: list[Updates], key_arity: int
+) -> None:
+    """A round's changes from two joins (unsorted parts), arranged at once."""
+    description = Description(Antichain([(0, 0)]), Antichain(), Antichain())
+    packed, reference = twin(lambda: build_parts(parts, key_arity, description))
     assert_same_batch(packed, reference)
 
 
@@ -126,7 +137,7 @@ def test_rounds_that_all_differ_merge_without_a_run_index_and_cancel_when_advanc
     first = Updates((key, key, label), uniform_times((0, 1), 3), np.array([1, 1, 1]))
     second = Updates((key[:2], key[:2], label[:2]), uniform_times((0, 2), 2), np.array([-1, 1]))
     inputs = batches([first, second], 1)
-    with tuned(TUNING.but(few=0, packed_merges=True)):
+    with tuned(TUNING.but(few=0, packed_parts=True)):
         kept = merge(inputs, Antichain())
         advanced = merge(inputs, Antichain([(0, 2)]))  # both rounds become (0, 2)
     assert [tuple(t) for t in kept.times.T.tolist()] == [(0, 1), (0, 2), (0, 1), (0, 2), (0, 1)]
