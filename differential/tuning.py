@@ -114,6 +114,10 @@ class Tuning:
     # instead of concatenating the parts and building (`trace.batch.build_parts`, ADR
     # 0063); False: concatenate and build (the reference).
     packed_parts: bool = True
+    # The growing least-value step reads each key's current least from a table of the
+    # output it keeps while every output change is its own (`operators.reduce_extreme`,
+    # ADR 0063); False: it reads the output trace (the reference).
+    least_held: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

@@ -216,8 +216,8 @@ class ReduceOp(Operator):
     def stop_growing(self) -> None:
         """Arrange the growing steps' output into the trace and read the trace from
         here on (what a step that is not growing does first)."""
-        if self.growing_distinct is not None:
-            self.growing_distinct.stop()
+        if self.growing is not None:
+            self.growing.stop()
 
     def first_scheduled(self, prefix: Time) -> int | None:
         """The least last coordinate of a time extending `prefix` at which keys are
