@@ -274,11 +274,13 @@ def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
     return consolidate_packed_parts([updates], diff)
 
 
-def consolidate_packed_parts(parts: Sequence[Updates], diff: int | None) -> Updates | None:
+def consolidate_packed_parts(
+    parts: Sequence[Updates], diff: int | None, runs: bool = False
+) -> Updates | None:
     """`consolidate_packed(concat(parts), diff)`, packing each part's rows into place
     rather than concatenating them first (a merge's batches: each time column one
     repeated time, often, never materialized; ADR 0063). `diff`: the diff every
-    update of every part carries, or None."""
+    update of every part carries, or None. `runs`: each part is sorted (a batch)."""
     updates = parts[0]
     copies = _shared_copies(parts)
     own = [i for i, c in enumerate(copies) if c == i]
@@ -291,7 +293,8 @@ def consolidate_packed_parts(parts: Sequence[Updates], diff: int | None) -> Upda
     packed = pack_parts([keys(p) for p in parts])
     if packed is None:
         return None
-    ordered = sorted_values(packed[0])  # `pack` made it: ours to sort in place
+    merging = runs and len(parts) <= 3  # a merge of a few sorted runs: timsort's case
+    ordered = sorted_values(packed[0], merging)  # `pack` made it: ours to sort in place
     specs, sums = packed[1], None
     if diff is None:  # the rows are the bits above the diff's
         (low, width), specs = specs[-1], specs[:-1]

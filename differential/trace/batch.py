@@ -382,7 +382,7 @@ def build_parts(
         diff = diffs.pop() if len(diffs) == 1 else None
         packed = None
         if diff is not None or TUNING.packed_diffs:
-            packed = consolidate_packed_parts(advanced, diff)
+            packed = consolidate_packed_parts(advanced, diff, runs)
         if packed is not None:
             times, kept = compact_uniform(packed.times, packed.diffs)
             return Batch(key_hash(packed.columns[:1]), packed.columns, 1, times, kept, description)
