@@ -88,6 +88,8 @@ class LeastGrowing:
         held = self.held
         if held is not None and not (held.latest is None or le(held.latest, time)):
             held = self.held = None
+        if held is not None:  # merged as the trace's reads would: the first commit after
+            self.trace.settle()  # the first evaluation must not merge every round's output
         outputs = self._output if held is not None else self._traced
         change = extreme_step(self.source, outputs, self.col, time, self.general)
         if held is not None and change is not None:
