@@ -232,7 +232,7 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     start, cpu = time.perf_counter(), cpu_seconds()
     db.engine.start(built.dataflow)
     first = {"first_s": time.perf_counter() - start, "first_cpu_s": cpu_seconds() - cpu}
-    latencies, cpu_latencies = timed_stream(db, src, dst, timed_rounds, spec)
+    latencies, cpu_latencies, ended = timed_stream(db, src, dst, timed_rounds, spec)
     ms, cpu_ms = np.array(latencies) * 1e3, np.array(cpu_latencies) * 1e3
     return {
         "load_s": load_s,
@@ -240,6 +240,7 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
         "answer": found[0],
         "complete": spec.get("stream_from", "end") == "end" or len(latencies) == total_rounds,
         "rounds": len(latencies),
+        "ended": ended,
         "total_rounds": total_rounds,
         "edges_timed": int(sum(len(p) for p in timed_rounds[: len(latencies)])),
         "p50_ms": float(np.percentile(ms, 50)),
@@ -252,22 +253,31 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 def timed_stream(
     db: Any, src: np.ndarray, dst: np.ndarray, rounds: list[np.ndarray], spec: dict[str, Any]
-) -> tuple[list[float], list[float]]:
+) -> tuple[list[float], list[float], str]:
     """Wall and CPU seconds of each round's commit, until the rounds or
-    `--stream-seconds` (of wall time, if given) run out."""
+    `--stream-seconds` (of wall time, if given) run out, or memory does (the rounds
+    timed before it are kept: what ended the stream is the third value)."""
     budget = spec.get("stream_seconds") or float("inf")
     began = time.perf_counter()
-    latencies, cpu_latencies = [], []
+    latencies: list[float] = []
+    cpu_latencies: list[float] = []
     for part in rounds:
         start, cpu = time.perf_counter(), cpu_seconds()
-        db.insert("e", [src[part], dst[part]])
+        try:
+            db.insert("e", [src[part], dst[part]])
+        except MemoryError:
+            return latencies, cpu_latencies, f"oom ({spec['memory_cap_gb']:g} GiB)"
         latencies.append(time.perf_counter() - start)
         cpu_latencies.append(cpu_seconds() - cpu)
         if len(latencies) % 100 == 0:
-            print(f"  round {len(latencies)}: {latencies[-1] * 1e3:.1f} ms", file=sys.stderr)
+            print(
+                f"  round {len(latencies)}: {latencies[-1] * 1e3:.1f} ms,"
+                f" resident {current_rss_mb():,.0f} MiB",
+                file=sys.stderr,
+            )
         if time.perf_counter() - began > budget:
-            break
-    return latencies, cpu_latencies
+            return latencies, cpu_latencies, "time budget"
+    return latencies, cpu_latencies, "end of the rounds"
 
 
 _REACH = """WITH RECURSIVE reach(n) AS (SELECT CAST({hub} AS BIGINT)
@@ -413,7 +423,8 @@ def report(
         first = streams[0]
         which = "of" if first.get("complete", True) else "first, of"
         print(
-            f"stream: {first['rounds']} rounds timed ({which} {first.get('total_rounds', '?')};"
+            f"stream: {first['rounds']} rounds timed ({which} {first.get('total_rounds', '?')},"
+            f" ended by {first.get('ended', '?')};"
             f" {first['edges_timed']:,} edges): {figures},"
             f" p50 cpu {_median(streams, 'p50_cpu_ms'):.4g} ms;"
             f" first evaluation {_median(streams, 'first_s'):.4g} s"
@@ -507,7 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     answer = found.get("answer", "")
                     print(
                         f"  {dataset_name(edges, nodes)} {task} {system}: {found['status']}"
-                        f" {answer} {found['wall_s']:.1f} s",
+                        f" {answer} {found['wall_s']:.1f} s, peak {found['peak_mb']:,.0f} MiB",
                         file=sys.stderr,
                         flush=True,
                     )
