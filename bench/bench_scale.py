@@ -3,7 +3,8 @@
 Layer: bench — may import anything public from deltalog packages and peers.
 Run: `python -m bench.bench_scale [--edges 1000000 10000000] [--livejournal]
 [--tasks load reach triangles stream] [--systems deltalog duckdb] [--runs 3]
-[--data DIR] [--memory-cap 20] [--timeout 1800]`.
+[--data DIR] [--memory-cap 20] [--timeout 1800] [--nodes-per-round 1000] [--rounds 100]
+[--stream-from end|start] [--stream-seconds S]`.
 
 Datasets are generated once (`bench.generators.power_law_graph`, seed 0) and kept as
 Parquet files in `--data` (default: a folder in the system's temporary directory):
