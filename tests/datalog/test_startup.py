@@ -87,3 +87,14 @@ def test_a_first_query_loads_the_parser_and_the_lowering() -> None:
         "assert db.query('e(1, b)') == [(2,)]"
     )
     assert {"lark", "joins", "datalog.plan.build"} <= modules_after(code)
+
+
+def test_a_run_that_writes_no_output_file_loads_no_arrow_compute(tmp_path: Path) -> None:
+    """`.output` is formatted with pyarrow.compute (30 ms to load): a run that only
+    counts (`.printsize`) does not load it."""
+    (tmp_path / "e.facts").write_text("1\t2\n2\t3\n")
+    program = tmp_path / "p.dl"
+    program.write_text(".decl e(a: number, b: number)\n.input e\n.printsize e\n")
+    run = ["run", str(program), "-F", str(tmp_path), "-D", str(tmp_path)]
+    code = f"from datalog.cli.commands import main\nassert main({run!r}) == 0"
+    assert "pyarrow.compute" not in modules_after(code)

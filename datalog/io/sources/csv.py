@@ -43,7 +43,6 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from datalog.db.change import Answer
-from datalog.io.sources.text import sorted_text
 from datalog.lang.ast import NOWHERE, ColumnType, Directive, Span
 from datalog.lang.errors import DatalogError
 from datalog.lang.schema import RelationInfo
@@ -367,6 +366,8 @@ def write_rows(stream: IO[str], rows: Rows, delimiter: str = "\t") -> None:
     columns (`sorted_text`), tuples one at a time in their order (so a lazy iterable
     stays lazy)."""
     if isinstance(rows, Answer):
+        from datalog.io.sources.text import sorted_text  # pyarrow.compute: 30 ms to load
+
         for text in sorted_text(list(rows.columns.values()), rows.size, delimiter):
             stream.write(text)
         return
