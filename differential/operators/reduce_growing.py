@@ -43,8 +43,9 @@ class GrowingDistinct:
         self.seen: KeySet | None = KeySet(dtypes[:k], k == 1 and dtypes[0].kind in "iu")
         self.unbuilt: list[Updates] = []  # output of growing steps, not arranged yet
 
-    def applies(self, changes: Updates | None) -> bool:
+    def applies(self, time: Time) -> bool:
         """Only insertions at the step's time (the driver checks the history)."""
+        changes = self.source.updates_at(time)
         return changes is not None and all_positive(changes.diffs)
 
     def step(self, time: Time) -> Updates | None:
