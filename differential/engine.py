@@ -473,21 +473,7 @@ class Engine:
         return {
             "epoch": self.epoch,
             "history": {"epochs": self.history, "oldest_readable": self.oldest_readable()},
-            "inputs": {
-                name: {
-                    "tuples": inp.size,
-                    "updates": len(inp.presence),
-                    "arrangements": {
-                        a.name: {
-                            "tuples": a.held()[0],
-                            "batches": a.held()[1],
-                            "readers": a.readers,
-                        }
-                        for a in inp.arrangements.values()
-                    },
-                }
-                for name, inp in self.inputs.items()
-            },
+            "inputs": {name: inp.stats() for name, inp in self.inputs.items()},
             "dataflows": [
                 {
                     "name": df.name,

@@ -116,6 +116,17 @@ class Input:
         """Distinct rows held (a set's size), the staged epoch's changes included."""
         return self._sealed_size + self._staged_size
 
+    def stats(self) -> dict[str, object]:
+        """Distinct tuples, updates held, and each shared arrangement's size and readers."""
+        return {
+            "tuples": self.size,
+            "updates": len(self.presence),
+            "arrangements": {
+                a.name: {"tuples": a.held()[0], "batches": a.held()[1], "readers": a.readers}
+                for a in self.arrangements.values()
+            },
+        }
+
     def diffs(self, requests: Requests, epoch: int) -> Updates:
         """The diffs that `requests` commit at `epoch`, given the current state."""
         if len(requests) == 0:
