@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from datalog import Database
 from datalog.db.change import Answer
+from datalog.io.sources import csv
 from datalog.io.sources.csv import write_outputs, write_rows
 from datalog.io.sources.text import sorted_text
 
@@ -127,3 +128,23 @@ def test_each_kind_of_column_alone(kind: str) -> None:
     dtype, pool = POOLS[kind]
     answer = Answer({"x": np.array(pool[::-1] + pool, dtype=dtype)}, 2 * len(pool))
     assert column_writer(answer, "\t", 5) == row_writer(answer, "\t")
+
+
+def test_an_answer_is_written_alike_by_rows_and_by_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`write_rows` writes an answer below `COLUMNS_FROM` rows from its sorted tuples,
+    and from it on by columns: the same text either way."""
+    rng = np.random.default_rng(5)
+    size = 3_000
+    answer = Answer(
+        {
+            "s": np.array([SYMBOLS[i] for i in rng.integers(0, len(SYMBOLS), size)], dtype=object),
+            "n": rng.integers(-50, 50, size),
+        },
+        size,
+    )
+    by_rows = io.StringIO()
+    write_rows(by_rows, answer, ",")
+    monkeypatch.setattr(csv, "COLUMNS_FROM", 0)
+    by_columns = io.StringIO()
+    write_rows(by_columns, answer, ",")
+    assert by_rows.getvalue() == by_columns.getvalue() == row_writer(answer, ",")

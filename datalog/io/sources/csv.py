@@ -359,12 +359,18 @@ def format_value(value: object) -> str:
 
 
 Rows = Iterable[tuple[Any, ...]] | Answer  # tuples in the order given, or an answer
+# From this many rows an answer is written by whole columns (`sorted_text`). Below,
+# its rows sorted as tuples cost less than loading pyarrow.compute and the pandas
+# that pyarrow's conversions import when it is installed (0.1-0.4 s a process).
+COLUMNS_FROM = 100_000
 
 
 def write_rows(stream: IO[str], rows: Rows, delimiter: str = "\t") -> None:
     """Rows as delimited text lines: an `Answer` sorted and formatted by whole
     columns (`sorted_text`), tuples one at a time in their order (so a lazy iterable
-    stays lazy)."""
+    stays lazy); a small answer as its tuples, sorted (`COLUMNS_FROM`)."""
+    if isinstance(rows, Answer) and rows.size < COLUMNS_FROM:
+        rows = sorted(rows.rows())
     if isinstance(rows, Answer):
         from datalog.io.sources.text import sorted_text  # pyarrow.compute: 30 ms to load
 
