@@ -39,6 +39,8 @@ from typing import TYPE_CHECKING
 from datalog.eval.reference import Solver
 from datalog.io.spark.body import BodySolver
 from datalog.io.spark.columns import SPARK_TYPES, Names
+from datalog.io.spark.decompose import decomposition
+from datalog.io.spark.local import local_fixpoint
 from datalog.io.spark.session import prepare, static_plan
 from datalog.io.spark.squaring import squared
 from datalog.lang.ast import Atom, Rule
@@ -63,16 +65,24 @@ def evaluate(
     merge_every: int = 16,
     verbose: bool = False,
     squaring: bool = True,
+    local: bool = True,
 ) -> Relations:
     """Every relation of `checked`: the `inputs` (by position), the program's
-    facts and everything the rules derive. With `squaring`, a stratum that is the
-    transitive closure of one relation is evaluated in its non-linear form (same
-    fixpoint, about log2 of the rounds: `datalog.io.spark.squaring`)."""
+    facts and everything the rules derive. With `local`, a decomposable recursion
+    whose other relations fit the broadcast limit runs as one job, each task
+    evaluating its part's fixpoint (`datalog.io.spark.local`); with `squaring`, a
+    stratum that is the transitive closure of one relation is otherwise evaluated
+    in its non-linear form (same fixpoint, about log2 of the rounds:
+    `datalog.io.spark.squaring`)."""
     require_supported(checked)
     prepare(spark)
     relations = base_relations(spark, checked, inputs)
     seeded = {*inputs, *(fact.head.name for fact in checked.facts)}
     for stratum in checked.strata:
+        found = local_stratum(spark, checked, relations, stratum, verbose) if local else None
+        if found is not None:
+            relations.update(found)
+            continue
         rules = {r: r for r in stratum.rules}
         if squaring:
             rules = squared(stratum, checked.schema, seeded)
@@ -81,6 +91,29 @@ def evaluate(
     for name in inputs:  # read as they came (bodies do not mind copies), returned as sets
         relations[name] = relations[name].distinct()
     return relations
+
+
+def local_stratum(
+    spark: SparkSession,
+    checked: CheckedProgram,
+    relations: Relations,
+    stratum: Stratum,
+    verbose: bool,
+) -> Relations | None:
+    """The relation of a decomposable recursive stratum, its fixpoint evaluated by
+    one job of local tasks (ADR 0065); None when the stratum is not decomposable or
+    what it reads is too large to broadcast."""
+    plan = decomposition(stratum, checked.schema) if stratum.recursive else None
+    if plan is None:
+        return None
+    evaluator = StratumEvaluator(spark, checked, relations, {r: r for r in plan.exits}, 1, False)
+    derived = evaluator.derive(stratum, relations, None, {})[plan.relation]
+    exits = union_all([relations[plan.relation], *filter(None, [derived])])
+    found = local_fixpoint(spark, plan, checked.schema, relations, exits)
+    if found is not None and verbose:
+        print(f"stratum [{plan.relation}]: one job of local fixpoints, pivot column "
+              f"{plan.pivot}", file=sys.stderr)  # fmt: skip
+    return None if found is None else {plan.relation: found}
 
 
 def require_supported(checked: CheckedProgram) -> None:
