@@ -55,6 +55,8 @@ def broadcast_limit(spark: SparkSession) -> int:
 def fetched(frame: DataFrame, limit: int) -> bytes | None:
     """`frame`'s rows as one Arrow IPC stream when they take at most `limit` bytes,
     else None (at most a few rows more than the limit allows are fetched)."""
+    if limit < 0:
+        return None
     arity = max(1, len(frame.columns))
     bounded = frame.limit(limit // (8 * arity) + 1)
     batches = [batch for _, batch in arrow_batches(bounded)]
