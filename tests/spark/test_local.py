@@ -166,3 +166,21 @@ def test_over_the_broadcast_limit_a_stratum_runs_round_by_round(
         tx.insert("b", [(7,)])
     assert found["p"] == set(db.query("p(x, y)"))
     assert (1, 8) not in found["p"] and (1, 9) in found["p"]
+
+
+@pytest.mark.spark
+def test_a_local_fixpoint_costs_the_same_jobs_whatever_the_depth(spark: SparkSession) -> None:
+    from datalog.eval.reference import evaluate as reference_evaluate
+    from datalog.io.spark.evaluate import evaluate
+    from tests.spark.test_rounds import jobs
+
+    text = TC + "p(x, z) :- p(x, y), e(y, z).\n"
+    checked = check_program(parse_program(text))
+    for length in (3, 40):  # 3 rounds or 40 round by round
+        chain = [(i, i + 1) for i in range(length)]
+        before = jobs(spark)
+        found = evaluate(spark, checked, {"e": spark.createDataFrame(chain, "a long, b long")})
+        used = jobs(spark) - before  # fetching `e`, the one job of local fixpoints
+        assert used <= 2, length
+        expected = reference_evaluate(checked, {"e": set(chain)})["p"]
+        assert collect_all({"p": found["p"]})["p"] == expected

@@ -62,7 +62,13 @@ def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
     stream = io.StringIO()
     with contextlib.redirect_stderr(stream):
         relations = evaluate(
-            spark, checked, {"edge": frame}, merge_every=merge_every, verbose=True, squaring=False
+            spark,
+            checked,
+            {"edge": frame},
+            merge_every=merge_every,
+            verbose=True,
+            squaring=False,
+            local=False,
         )
     used = jobs(spark) - before
     rounds = stream.getvalue().count("round ")

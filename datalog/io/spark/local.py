@@ -17,8 +17,9 @@ For a stratum `decompose.decomposition` accepts (ADR 0065):
    the recursive rules, and answers the relation (`mapInArrow`);
 4. the answers, disjoint by the pivot, are the relation: checkpointed by one job.
 
-So a recursion costs three jobs whatever its depth (the fetch, the checkpoint, and
-the exit rows' own), against two or three a round. The price: Deltalog (and
+So a recursion costs two jobs whatever its depth (the fetch, and the checkpoint,
+planned statically so that its shuffle is not a job of its own), against two or
+three a round. The price: Deltalog (and
 pyarrow) must be importable by the executors' Python, as PySpark's
 `PYSPARK_PYTHON` names it; a `local[...]` session uses the driver's interpreter.
 
@@ -37,7 +38,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from datalog.io.spark.decompose import Decomposition, steps_program
-from datalog.io.spark.transfer import arrow_batches
+from datalog.io.spark.session import static_plan
+from datalog.io.spark.transfer import arrow_collect
 from datalog.lang.schema import Schema
 
 if TYPE_CHECKING:
@@ -59,7 +61,7 @@ def fetched(frame: DataFrame, limit: int) -> bytes | None:
         return None
     arity = max(1, len(frame.columns))
     bounded = frame.limit(limit // (8 * arity) + 1)
-    batches = [batch for _, batch in arrow_batches(bounded)]
+    batches = arrow_collect(bounded)
     if sum(batch.nbytes for batch in batches) > limit:
         return None
     sink = io.BytesIO()
@@ -98,7 +100,8 @@ def local_fixpoint(
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     seeds = exits.repartition(partitions, exits.columns[plan.pivot])
     task = partial(part_fixpoint, steps_program(plan, schema), plan.relation, handle)
-    answer = map_in_arrow(seeds, task).localCheckpoint()
+    with static_plan(spark):  # one job: adaptive execution runs the shuffle as another
+        answer = map_in_arrow(seeds, task).localCheckpoint()
     handle.unpersist()
     return answer
 

@@ -69,6 +69,16 @@ def arrow_batches(
             )
 
 
+def arrow_collect(frame: DataFrame, *, batch_rows: int = 100_000) -> list[pa.RecordBatch]:
+    """Every Arrow batch of `frame`, fetched by ONE job (`arrow_batches` runs a job per
+    partition): for a frame known to be small, such as one under a limit."""
+    rdd = _arrow_rdd(frame, batch_rows, _ignore)
+    if rdd is None:
+        return frame.toArrow().to_batches(max_chunksize=batch_rows)
+    blobs, schema = rdd
+    return [pa.ipc.read_record_batch(pa.py_buffer(blob), schema) for blob in blobs.collect()]
+
+
 def _ignore(count: int) -> None:
     pass
 
@@ -77,6 +87,21 @@ def _bridged(
     frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
 ) -> Iterator[pa.RecordBatch] | None:
     """The batches through the JVM's Arrow conversion, or None without the bridge."""
+    rdd = _arrow_rdd(frame, batch_rows, partitions)
+    if rdd is None:
+        return None
+    blobs, schema = rdd
+    return (
+        pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
+        for blob in blobs.toLocalIterator(prefetchPartitions=True)
+    )
+
+
+def _arrow_rdd(
+    frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
+) -> tuple[Any, pa.Schema] | None:
+    """The RDD of `frame`'s Arrow batches (IPC bytes, converted by the JVM) and their
+    schema, or None without the bridge."""
     from py4j.protocol import Py4JError, Py4JJavaError
     from pyspark.rdd import RDD
     from pyspark.serializers import NoOpSerializer
@@ -93,11 +118,7 @@ def _bridged(
     except Py4JError:  # no such method on this Spark
         return None
     partitions(jrdd.getNumPartitions())
-    blobs = RDD(jrdd, frame.sparkSession.sparkContext, NoOpSerializer())
-    return (
-        pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
-        for blob in blobs.toLocalIterator(prefetchPartitions=True)
-    )
+    return RDD(jrdd, frame.sparkSession.sparkContext, NoOpSerializer()), schema
 
 
 @dataclass
