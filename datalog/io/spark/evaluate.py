@@ -270,19 +270,11 @@ class StratumEvaluator:
                 found[name] = (rows_frame(self.spark, [], self.checked.schema[name]), 0)
                 continue
             rows = Observation()
-            new = self.partitioned(frame).distinct()
-            if name in full:
-                new = absent(new, full[name])
+            new = fresh(frame, full.get(name))
             with static_plan(self.spark):
                 new = new.observe(rows, sf.count(sf.lit(1)).alias("rows")).localCheckpoint()
             found[name] = (new, int(rows.get["rows"]))
         return found
-
-    def partitioned(self, frame: DataFrame) -> DataFrame:
-        """`frame` hash-partitioned by all its columns into the session's shuffle
-        partitions: the layout every piece of a recursive relation shares."""
-        partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "8")
-        return frame.repartition(partitions, *frame.columns)
 
     def merged(self, frames: list[DataFrame]) -> DataFrame:
         """The pieces of a relation as one checkpoint, partitioned as they are (their
@@ -339,6 +331,16 @@ class StratumEvaluator:
         names = Names(self.checked.types_of(self.rules[rule]))
         frame = solver.solve(rule.body, solver.unit, names, sources)
         return solver.head(rule.head, frame, names)
+
+
+def fresh(derived: DataFrame, full: DataFrame | None) -> DataFrame:
+    """The rows of `derived` not in `full` (all of them without it), without copies and
+    hash-partitioned by all their columns into the session's shuffle partitions: the
+    de-duplication's own shuffle lays them out, after each task has dropped its copies
+    (a partial aggregate before the exchange: a round of reach derives one row per
+    edge it follows, mostly copies)."""
+    new = derived.distinct()
+    return new if full is None else absent(new, full)
 
 
 def absent(new: DataFrame, full: DataFrame) -> DataFrame:
