@@ -16,7 +16,9 @@ answer and says so). Each measurement runs in a fresh process
 - **evaluate**: single-source reach on power-law graphs (1M and 10M edges) and
   transitive closure of a DAG with about 1M pairs, by `datalog.io.spark.evaluate`
   (`local[2]` unless `--master`) and by the embedded engine, from the same
-  Parquet file; the answers are compared.
+  Parquet file; the answers are compared. A decomposable recursion (TC) runs as
+  one job of local fixpoints (ADR 0065); `--case eval_spark_rounds` runs it round
+  by round.
 - **demo**: `deltalog run --engine spark` on `datalog/cli/examples/social.dl`.
 
 Data is generated (seeded) into `$DELTALOG_DATA/spark-bench` (default
@@ -146,7 +148,7 @@ def case_load_spark_dedup(args: argparse.Namespace) -> dict[str, Any]:
     return case_load_spark(args, deduplicate=True)
 
 
-def evaluation(args: argparse.Namespace, engine: str) -> dict[str, Any]:
+def evaluation(args: argparse.Namespace, engine: str, local: bool = True) -> dict[str, Any]:
     kind, size, head = args.graph.split(":")
     path = edges_file(kind, int(size))
     text = PROGRAMS[head].format(source=source_of(path) if head == "reach" else "")
@@ -171,7 +173,7 @@ def evaluation(args: argparse.Namespace, engine: str) -> dict[str, Any]:
         start = time.perf_counter()
         checked = check_program(parse_program(text))
         frame = read_parquet(spark, path, checked.schema["e"])
-        result = evaluate(spark, checked, {"e": frame})[head]
+        result = evaluate(spark, checked, {"e": frame}, local=local)[head]
         batches = [batch for _, batch in arrow_batches(result)]
         seconds = time.perf_counter() - start
         table = pa.Table.from_batches(batches) if batches else None
@@ -184,6 +186,11 @@ def evaluation(args: argparse.Namespace, engine: str) -> dict[str, Any]:
 
 def case_eval_spark(args: argparse.Namespace) -> dict[str, Any]:
     return evaluation(args, "spark")
+
+
+def case_eval_spark_rounds(args: argparse.Namespace) -> dict[str, Any]:
+    """Spark with every recursion run round by round (no local fixpoints, ADR 0065)."""
+    return evaluation(args, "spark", local=False)
 
 
 def case_eval_embedded(args: argparse.Namespace) -> dict[str, Any]:

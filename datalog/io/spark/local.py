@@ -8,8 +8,10 @@ pyspark only inside functions.
 For a stratum `decompose.decomposition` accepts (ADR 0065):
 
 1. the relations the recursive rules read are fetched to the driver as Arrow, at
-   most `spark.deltalog.localRecursionBytes` of them (default 64 MB; `0` turns the
-   plan off): more, and the stratum runs round by round instead (`None`);
+   most `spark.deltalog.localRecursionBytes` of them (default 64 MB on a `local`
+   master; on a cluster the plan is off unless the setting says otherwise, as its
+   executors may have no Python; `0` turns it off): more, and the stratum runs
+   round by round instead (`None`);
 2. they are broadcast to the executors once, as Arrow IPC streams;
 3. the exit rows (the relation's own rows and its exit rules' heads, derived on
    Spark) are hash-partitioned on the pivot column, and one Python task per
@@ -50,8 +52,14 @@ DEFAULT_LIMIT = 64 << 20  # Arrow bytes of the relations broadcast to every task
 
 
 def broadcast_limit(spark: SparkSession) -> int:
-    """The session's limit on the bytes a decomposable recursion broadcasts."""
-    return int(spark.conf.get(LIMIT_KEY, str(DEFAULT_LIMIT)) or DEFAULT_LIMIT)
+    """The session's limit on the bytes a decomposable recursion broadcasts: the
+    setting's, else `DEFAULT_LIMIT` on a `local[...]` master and 0 (the plan off)
+    on a cluster, whose executors may have Java only (README, "Spark")."""
+    found = spark.conf.get(LIMIT_KEY, None)
+    if found:
+        return int(found)
+    local = spark.sparkContext.master.startswith("local")
+    return DEFAULT_LIMIT if local else 0
 
 
 def fetched(frame: DataFrame, limit: int) -> bytes | None:
