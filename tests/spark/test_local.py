@@ -49,6 +49,8 @@ def pivot(text: str) -> int | None:
             "a(x, y) :- e(x, y).\na(x, z) :- b(x, y), e(y, z).\nb(x, z) :- a(x, y), e(y, z).\n",
             None,
         ),  # mutual recursion: two relations
+        # a user-defined functor: the task's engine would not know it
+        (".functor f(x: number): number\n" + TC + "p(x, z) :- p(x, y), z = @f(y).\n", None),
     ],
     ids=[
         "right",
@@ -61,6 +63,7 @@ def pivot(text: str) -> int | None:
         "no-common-column",
         "swap",
         "mutual",
+        "functor",
     ],
 )
 def test_decomposable_strata_are_linear_with_a_column_passed_through(

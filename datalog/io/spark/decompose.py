@@ -33,6 +33,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from datalog.lang.ast import Atom, Rule, Var
+from datalog.lang.checks import check_program
+from datalog.lang.errors import DatalogError
+from datalog.lang.parser import parse_program
 from datalog.lang.passes.variables import nodes
 from datalog.lang.pretty import format_rule
 from datalog.lang.schema import Schema
@@ -65,7 +68,19 @@ def decomposition(stratum: Stratum, schema: Schema) -> Decomposition | None:
     if pivot is None:
         return None
     reads = sorted({a.name for s in steps for a in atoms_of(s, set(schema.relations))} - {name})
-    return Decomposition(name, pivot, exits, steps, tuple(reads))
+    plan = Decomposition(name, pivot, exits, steps, tuple(reads))
+    return plan if accepted(steps_program(plan, schema)) else None
+
+
+def accepted(text: str) -> bool:
+    """Whether the embedded engine takes `text` (a rule that does not print back to
+    a program of its own, e.g. one calling a user-defined functor, keeps the stratum
+    on the per-round plan instead of failing inside a task)."""
+    try:
+        check_program(parse_program(text))
+    except DatalogError:
+        return False
+    return True
 
 
 def atoms_of(rule: Rule, names: set[str]) -> list[Atom]:
