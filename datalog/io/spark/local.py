@@ -58,7 +58,7 @@ def broadcast_limit(spark: SparkSession) -> int:
     found = spark.conf.get(LIMIT_KEY, None)
     if found:
         return int(found)
-    local = spark.sparkContext.master.startswith("local")
+    local = (spark.sparkContext.master or "").startswith("local")
     return DEFAULT_LIMIT if local else 0
 
 
