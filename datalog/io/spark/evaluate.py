@@ -15,7 +15,11 @@ double (float) and string (symbol), holding a SET of rows.
 - A non-recursive stratum: each relation is its base rows united with every
   rule's head rows, without copies, cached so later strata do not recompute it
   (its plan stays as long as the program, so no checkpoint is needed).
-- A recursive stratum: semi-naive iteration. Round 0 applies every rule to the
+- A decomposable recursive stratum (`datalog.io.spark.decompose`: linear, one
+  relation, a column its recursive rules pass through) whose other relations fit
+  the broadcast limit: one job, each task computing its part's fixpoint with the
+  embedded engine (`datalog.io.spark.local`, ADR 0065).
+- Any other recursive stratum: semi-naive iteration. Round 0 applies every rule to the
   base rows, and its delta is those rows and the derived ones; afterwards each rule
   is applied once per positive atom of the stratum whose delta is not empty, that
   atom reading the previous round's delta (broadcast when it fits under Spark's

@@ -26,8 +26,8 @@ pyarrow) must be importable by the executors' Python, as PySpark's
 `PYSPARK_PYTHON` names it; a `local[...]` session uses the driver's interpreter.
 
 PySpark's public `mapInArrow` wraps the function with `pandas_udf`, which imports
-and checks pandas; the same JVM call is made here with the UDF built directly (the
-Arrow iterator UDF needs no pandas), pinned by `tests/spark/test_local.py`.
+and checks pandas; `datalog.io.spark.transfer.map_in_arrow` makes the same JVM call
+with the UDF built directly (the Arrow iterator UDF needs no pandas).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from datalog.io.spark.decompose import Decomposition, steps_program
 from datalog.io.spark.session import static_plan
-from datalog.io.spark.transfer import arrow_collect
+from datalog.io.spark.transfer import arrow_collect, map_in_arrow
 from datalog.lang.schema import Schema
 
 if TYPE_CHECKING:
@@ -108,24 +108,12 @@ def local_fixpoint(
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     seeds = exits.repartition(partitions, exits.columns[plan.pivot])
     task = partial(part_fixpoint, steps_program(plan, schema), plan.relation, handle)
-    with static_plan(spark):  # one job: adaptive execution runs the shuffle as another
-        answer = map_in_arrow(seeds, task).localCheckpoint()
+    answer = map_in_arrow(seeds, task)
+    if answer is not None:
+        with static_plan(spark):  # one job: adaptive execution runs the shuffle as another
+            answer = answer.localCheckpoint()
     handle.unpersist()
     return answer
-
-
-def map_in_arrow(frame: DataFrame, task: Any) -> DataFrame:
-    """`frame.mapInArrow(task, frame.schema)` without `pandas_udf` (see the module)."""
-    from pyspark.sql import DataFrame
-    from pyspark.sql.udf import UserDefinedFunction
-    from pyspark.util import PythonEvalType
-
-    udf = UserDefinedFunction(
-        task, frame.schema, "part_fixpoint", evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF
-    )
-    column: Any = udf(*[frame[c] for c in frame.columns])
-    jdf: Any = getattr(frame, "_jdf")  # noqa: B009 (PySpark's bridge, as transfer.py)
-    return DataFrame(jdf.mapInArrow(column._jc, False, None), frame.sparkSession)
 
 
 def part_fixpoint(

@@ -42,8 +42,7 @@ def spark_session(
     else `local[*]`) with `conf` (`spark.*` options); no UI, no progress bars, quiet
     logs. `conf` and `shuffle_partitions` apply to a new session only (the SQL options
     to a running one too). A new local session's JVM compiles with the JIT's first
-    tier only (`spark.driver.extraJavaOptions`, which `conf` may replace), and its
-    Python workers fork from `datalog.io.spark.daemon` (modules loaded once)."""
+    tier only (`spark.driver.extraJavaOptions`, which `conf` may replace)."""
     from pyspark.sql import SparkSession
 
     _quiet_pandas_probe()
@@ -63,8 +62,6 @@ def spark_session(
         # the JIT's first tier only: a local run is short, and the optimizing tier's
         # compiler threads took the cores the tasks needed (ADR 0059)
         builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
-        # Python workers forked with PySpark's and Deltalog's modules loaded (ADR 0065)
-        builder = builder.config("spark.python.daemon.module", "datalog.io.spark.daemon")
     for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
