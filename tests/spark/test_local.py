@@ -5,7 +5,8 @@ negation, aggregates, symbols and floats, as do the strata that fall back to rou
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -187,3 +188,26 @@ def test_a_local_fixpoint_costs_the_same_jobs_whatever_the_depth(spark: SparkSes
         assert used <= 2, length
         expected = reference_evaluate(checked, {"e": set(chain)})["p"]
         assert collect_all({"p": found["p"]})["p"] == expected
+
+
+@pytest.mark.parametrize(
+    ("master", "setting", "limit"),
+    [
+        ("local[2]", None, 64 << 20),
+        ("spark://127.0.0.1:7077", None, 0),  # executors may have no Python: off
+        ("spark://127.0.0.1:7077", "1000", 1000),
+        ("local[2]", "0", 0),
+    ],
+)
+def test_local_fixpoints_are_on_locally_and_on_a_cluster_when_asked(
+    master: str, setting: str | None, limit: int
+) -> None:
+    from datalog.io.spark.local import LIMIT_KEY, broadcast_limit
+
+    def get(key: str, default: str | None = None) -> str | None:
+        return setting if key == LIMIT_KEY else default
+
+    spark = SimpleNamespace(
+        conf=SimpleNamespace(get=get), sparkContext=SimpleNamespace(master=master)
+    )
+    assert broadcast_limit(cast("SparkSession", spark)) == limit
