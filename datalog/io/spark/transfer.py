@@ -95,7 +95,8 @@ def map_in_arrow(frame: DataFrame, task: Any) -> DataFrame | None:
     jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
     if jdf is None:
         return None
-    return DataFrame(jdf.mapInArrow(column._jc, False, None), frame.sparkSession)
+    jcolumn = getattr(column, "_jc")  # noqa: B009 (PySpark's bridge, see the module)
+    return DataFrame(jdf.mapInArrow(jcolumn, False, None), frame.sparkSession)
 
 
 def _ignore(count: int) -> None:
