@@ -16,7 +16,9 @@ answer and says so). Each measurement runs in a fresh process
 - **evaluate**: single-source reach on power-law graphs (1M and 10M edges) and
   transitive closure of a DAG with about 1M pairs, by `datalog.io.spark.evaluate`
   (`local[2]` unless `--master`) and by the embedded engine, from the same
-  Parquet file; the answers are compared.
+  Parquet file; the answers are compared. A decomposable recursion (TC) runs as
+  one job of local fixpoints (ADR 0065); `--case eval_spark_rounds` runs it round
+  by round.
 - **demo**: `deltalog run --engine spark` on `datalog/cli/examples/social.dl`.
 
 Data is generated (seeded) into `$DELTALOG_DATA/spark-bench` (default
@@ -60,6 +62,31 @@ PROGRAMS = {
 def rss_now_mb() -> float:
     with open("/proc/self/statm") as statm:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def tree_cpu_seconds() -> float:
+    """CPU seconds (user + system) used so far by this process and every live
+    descendant (the JVM, the Python workers it forked): on a loaded machine the
+    wall time of a run says little, its CPU more."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(entry))
+        cpu[int(entry)] = (int(fields[11]) + int(fields[12])) / tick
+    total, pending = 0.0, [os.getpid()]
+    while pending:
+        pid = pending.pop()
+        total += cpu.get(pid, 0.0)
+        pending.extend(children.get(pid, []))
+    return total
 
 
 def edges_file(kind: str, size: int) -> Path:
@@ -146,19 +173,20 @@ def case_load_spark_dedup(args: argparse.Namespace) -> dict[str, Any]:
     return case_load_spark(args, deduplicate=True)
 
 
-def evaluation(args: argparse.Namespace, engine: str) -> dict[str, Any]:
+def evaluation(args: argparse.Namespace, engine: str, local: bool = True) -> dict[str, Any]:
     kind, size, head = args.graph.split(":")
     path = edges_file(kind, int(size))
     text = PROGRAMS[head].format(source=source_of(path) if head == "reach" else "")
     arity = 1 if head == "reach" else 2
     if engine == "embedded":
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), tree_cpu_seconds()
         db = Database()
         db.define(text)
         with db.transaction() as tx:
             tx.insert("e", pq.read_table(path))
         answer = db.query_arrow(f"{head}({', '.join('xy'[:arity])})")
         seconds = time.perf_counter() - start
+        cpu = tree_cpu_seconds() - cpu
         columns = [answer.column(i).to_numpy() for i in range(arity)]
     else:
         from datalog.io.sources.spark import read_parquet
@@ -168,22 +196,30 @@ def evaluation(args: argparse.Namespace, engine: str) -> dict[str, Any]:
         from datalog.lang.parser import parse_program
 
         spark = session(args.master)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), tree_cpu_seconds()
         checked = check_program(parse_program(text))
         frame = read_parquet(spark, path, checked.schema["e"])
-        result = evaluate(spark, checked, {"e": frame})[head]
+        options = {} if local else {"local": False}  # a tree before ADR 0065 has no option
+        result = evaluate(spark, checked, {"e": frame}, **options)[head]
         batches = [batch for _, batch in arrow_batches(result)]
         seconds = time.perf_counter() - start
+        cpu = tree_cpu_seconds() - cpu
         table = pa.Table.from_batches(batches) if batches else None
         columns = [np.asarray(table.column(i)) if table else np.array([]) for i in range(arity)]
     order = np.lexsort(columns[::-1])
     digest = hashlib.sha256(b"".join(np.ascontiguousarray(c[order]).tobytes() for c in columns))
-    return {"seconds": seconds, "tuples": len(columns[0]), "digest": digest.hexdigest(),
-            "edges": pq.read_metadata(path).num_rows}  # fmt: skip
+    return {"seconds": seconds, "cpu": cpu, "tuples": len(columns[0]),
+            "digest": digest.hexdigest(), "edges": pq.read_metadata(path).num_rows,
+            "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def case_eval_spark(args: argparse.Namespace) -> dict[str, Any]:
     return evaluation(args, "spark")
+
+
+def case_eval_spark_rounds(args: argparse.Namespace) -> dict[str, Any]:
+    """Spark with every recursion run round by round (no local fixpoints, ADR 0065)."""
+    return evaluation(args, "spark", local=False)
 
 
 def case_eval_embedded(args: argparse.Namespace) -> dict[str, Any]:
@@ -275,8 +311,10 @@ def evaluate_rows(args: argparse.Namespace) -> None:
         label = f"{head} on {embedded.get('edges', 0):,} edges ({kind})"
         ratio = spark["seconds"] / embedded["seconds"]
         rows.append((label, embedded.get("tuples", 0), embedded["seconds"], spark["seconds"],
-                     ratio, same))  # fmt: skip
-    print_table(rows, ["program", "tuples", "embedded s", "spark s", "x embedded", "same answer"])
+                     ratio, embedded.get("cpu", 0), spark.get("cpu", 0), same,
+                     f"{embedded.get('load', 0):.1f} / {spark.get('load', 0):.1f}"))  # fmt: skip
+    print_table(rows, ["program", "tuples", "embedded s", "spark s", "x embedded",
+                       "embedded CPU s", "spark CPU s", "same answer", "load"])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -62,7 +62,13 @@ def test_closure_rounds_stay_partitioned_and_cost_three_jobs_at_most(
     stream = io.StringIO()
     with contextlib.redirect_stderr(stream):
         relations = evaluate(
-            spark, checked, {"edge": frame}, merge_every=merge_every, verbose=True, squaring=False
+            spark,
+            checked,
+            {"edge": frame},
+            merge_every=merge_every,
+            verbose=True,
+            squaring=False,
+            local=False,
         )
     used = jobs(spark) - before
     rounds = stream.getvalue().count("round ")
@@ -168,3 +174,22 @@ def test_a_local_session_compiles_with_the_first_jit_tier(spark: SparkSession) -
     (ADR 0059): a local session's JVM is started with the first tier only."""
     options = spark.conf.get("spark.driver.extraJavaOptions") or ""
     assert "-XX:TieredStopAtLevel=1" in options.split()
+
+
+def test_a_rounds_derived_rows_lose_their_copies_before_their_shuffle(spark: SparkSession) -> None:
+    from datalog.io.spark.evaluate import fresh
+    from datalog.io.spark.session import static_plan
+
+    derived = spark.createDataFrame([(1, 2)] * 5 + [(2, 3)], "c0 long, c1 long")
+    with static_plan(spark):  # as a round checkpoints a delta
+        full = fresh(spark.createDataFrame([(2, 3)], "c0 long, c1 long"), None).localCheckpoint()
+    new = fresh(derived, full)
+    plan = io.StringIO()
+    with no_broadcast(spark), static_plan(spark), contextlib.redirect_stdout(plan):
+        new.explain()
+    text = plan.getvalue()
+    # one exchange (the derived rows'; `full` lies as they do), with the partial
+    # aggregate that drops each task's copies below it
+    assert text.count("Exchange") == 1, text
+    assert text.index("Exchange") < text.rindex("HashAggregate"), text
+    assert [tuple(r) for r in new.collect()] == [(1, 2)]

@@ -90,7 +90,7 @@ def rounds_and_answer(
     stream = io.StringIO()
     frame = spark.createDataFrame(edges, "a long, b long")
     with contextlib.redirect_stderr(stream):
-        found = evaluate(spark, checked, {"e": frame}, verbose=True, squaring=squaring)
+        found = evaluate(spark, checked, {"e": frame}, verbose=True, squaring=squaring, local=False)
     assert (
         collect_all({"p": found["p"]})["p"] == reference_evaluate(checked, {"e": set(edges)})["p"]
     )

@@ -15,7 +15,11 @@ double (float) and string (symbol), holding a SET of rows.
 - A non-recursive stratum: each relation is its base rows united with every
   rule's head rows, without copies, cached so later strata do not recompute it
   (its plan stays as long as the program, so no checkpoint is needed).
-- A recursive stratum: semi-naive iteration. Round 0 applies every rule to the
+- A decomposable recursive stratum (`datalog.io.spark.decompose`: linear, one
+  relation, a column its recursive rules pass through) whose other relations fit
+  the broadcast limit: one job, each task computing its part's fixpoint with the
+  embedded engine (`datalog.io.spark.local`, ADR 0065).
+- Any other recursive stratum: semi-naive iteration. Round 0 applies every rule to the
   base rows, and its delta is those rows and the derived ones; afterwards each rule
   is applied once per positive atom of the stratum whose delta is not empty, that
   atom reading the previous round's delta (broadcast when it fits under Spark's
@@ -39,6 +43,8 @@ from typing import TYPE_CHECKING
 from datalog.eval.reference import Solver
 from datalog.io.spark.body import BodySolver
 from datalog.io.spark.columns import SPARK_TYPES, Names
+from datalog.io.spark.decompose import decomposition
+from datalog.io.spark.local import local_fixpoint
 from datalog.io.spark.session import prepare, static_plan
 from datalog.io.spark.squaring import squared
 from datalog.lang.ast import Atom, Rule
@@ -63,16 +69,24 @@ def evaluate(
     merge_every: int = 16,
     verbose: bool = False,
     squaring: bool = True,
+    local: bool = True,
 ) -> Relations:
     """Every relation of `checked`: the `inputs` (by position), the program's
-    facts and everything the rules derive. With `squaring`, a stratum that is the
-    transitive closure of one relation is evaluated in its non-linear form (same
-    fixpoint, about log2 of the rounds: `datalog.io.spark.squaring`)."""
+    facts and everything the rules derive. With `local`, a decomposable recursion
+    whose other relations fit the broadcast limit runs as one job, each task
+    evaluating its part's fixpoint (`datalog.io.spark.local`); with `squaring`, a
+    stratum that is the transitive closure of one relation is otherwise evaluated
+    in its non-linear form (same fixpoint, about log2 of the rounds:
+    `datalog.io.spark.squaring`)."""
     require_supported(checked)
     prepare(spark)
     relations = base_relations(spark, checked, inputs)
     seeded = {*inputs, *(fact.head.name for fact in checked.facts)}
     for stratum in checked.strata:
+        found = local_stratum(spark, checked, relations, stratum, verbose) if local else None
+        if found is not None:
+            relations.update(found)
+            continue
         rules = {r: r for r in stratum.rules}
         if squaring:
             rules = squared(stratum, checked.schema, seeded)
@@ -81,6 +95,29 @@ def evaluate(
     for name in inputs:  # read as they came (bodies do not mind copies), returned as sets
         relations[name] = relations[name].distinct()
     return relations
+
+
+def local_stratum(
+    spark: SparkSession,
+    checked: CheckedProgram,
+    relations: Relations,
+    stratum: Stratum,
+    verbose: bool,
+) -> Relations | None:
+    """The relation of a decomposable recursive stratum, its fixpoint evaluated by
+    one job of local tasks (ADR 0065); None when the stratum is not decomposable or
+    what it reads is too large to broadcast."""
+    plan = decomposition(stratum, checked.schema) if stratum.recursive else None
+    if plan is None:
+        return None
+    evaluator = StratumEvaluator(spark, checked, relations, {r: r for r in plan.exits}, 1, False)
+    derived = evaluator.derive(stratum, relations, None, {})[plan.relation]
+    exits = union_all([relations[plan.relation], *filter(None, [derived])])
+    found = local_fixpoint(spark, plan, checked.schema, relations, exits)
+    if found is not None and verbose:
+        print(f"stratum [{plan.relation}]: one job of local fixpoints, pivot column "
+              f"{plan.pivot}", file=sys.stderr)  # fmt: skip
+    return None if found is None else {plan.relation: found}
 
 
 def require_supported(checked: CheckedProgram) -> None:
@@ -237,19 +274,11 @@ class StratumEvaluator:
                 found[name] = (rows_frame(self.spark, [], self.checked.schema[name]), 0)
                 continue
             rows = Observation()
-            new = self.partitioned(frame).distinct()
-            if name in full:
-                new = absent(new, full[name])
+            new = fresh(frame, full.get(name))
             with static_plan(self.spark):
                 new = new.observe(rows, sf.count(sf.lit(1)).alias("rows")).localCheckpoint()
             found[name] = (new, int(rows.get["rows"]))
         return found
-
-    def partitioned(self, frame: DataFrame) -> DataFrame:
-        """`frame` hash-partitioned by all its columns into the session's shuffle
-        partitions: the layout every piece of a recursive relation shares."""
-        partitions = int(self.spark.conf.get("spark.sql.shuffle.partitions") or "8")
-        return frame.repartition(partitions, *frame.columns)
 
     def merged(self, frames: list[DataFrame]) -> DataFrame:
         """The pieces of a relation as one checkpoint, partitioned as they are (their
@@ -306,6 +335,16 @@ class StratumEvaluator:
         names = Names(self.checked.types_of(self.rules[rule]))
         frame = solver.solve(rule.body, solver.unit, names, sources)
         return solver.head(rule.head, frame, names)
+
+
+def fresh(derived: DataFrame, full: DataFrame | None) -> DataFrame:
+    """The rows of `derived` not in `full` (all of them without it), without copies and
+    hash-partitioned by all their columns into the session's shuffle partitions: the
+    de-duplication's own shuffle lays them out, after each task has dropped its copies
+    (a partial aggregate before the exchange: a round of reach derives one row per
+    edge it follows, mostly copies)."""
+    new = derived.distinct()
+    return new if full is None else absent(new, full)
 
 
 def absent(new: DataFrame, full: DataFrame) -> DataFrame:

@@ -12,8 +12,9 @@ pandas is never imported: PySpark's public `mapInArrow` goes through
 `pandas_udf` (pandas required, and a warning with pandas 3), and `toArrow`
 collects the whole frame at once.
 
-PySpark has no public Arrow iterator, so this module is the one place that
-crosses PySpark's bridge to the JVM (`DataFrame._jdf`, the `RDD` wrapper, the
+PySpark has no public Arrow iterator (nor a `mapInArrow` without pandas:
+`map_in_arrow`), so this module is the one place that crosses PySpark's bridge to
+the JVM (`DataFrame._jdf`, the `RDD` wrapper, the
 framed-bytes serializer); `tests/spark/test_transfer.py` pins it. Where the
 bridge is missing (Spark Connect, another Spark) it falls back to `toArrow`,
 which is correct but holds the whole frame.
@@ -69,6 +70,35 @@ def arrow_batches(
             )
 
 
+def arrow_collect(frame: DataFrame, *, batch_rows: int = 100_000) -> list[pa.RecordBatch]:
+    """Every Arrow batch of `frame`, fetched by ONE job (`arrow_batches` runs a job per
+    partition): for a frame known to be small, such as one under a limit."""
+    rdd = _arrow_rdd(frame, batch_rows, _ignore)
+    if rdd is None:
+        return frame.toArrow().to_batches(max_chunksize=batch_rows)
+    blobs, schema = rdd
+    return [pa.ipc.read_record_batch(pa.py_buffer(blob), schema) for blob in blobs.collect()]
+
+
+def map_in_arrow(frame: DataFrame, task: Any) -> DataFrame | None:
+    """`frame.mapInArrow(task, frame.schema)` without `pandas_udf`, which imports and
+    version-checks pandas (a warning with pandas 3): the Arrow-iterator UDF is built
+    directly and handed to the same JVM method (ADR 0065). None without the bridge."""
+    from pyspark.sql import DataFrame
+    from pyspark.sql.udf import UserDefinedFunction
+    from pyspark.util import PythonEvalType
+
+    udf = UserDefinedFunction(
+        task, frame.schema, "map_in_arrow", evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF
+    )
+    column: Any = udf(*[frame[c] for c in frame.columns])
+    jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
+    if jdf is None:
+        return None
+    jcolumn = getattr(column, "_jc")  # noqa: B009 (PySpark's bridge, see the module)
+    return DataFrame(jdf.mapInArrow(jcolumn, False, None), frame.sparkSession)
+
+
 def _ignore(count: int) -> None:
     pass
 
@@ -77,6 +107,21 @@ def _bridged(
     frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
 ) -> Iterator[pa.RecordBatch] | None:
     """The batches through the JVM's Arrow conversion, or None without the bridge."""
+    rdd = _arrow_rdd(frame, batch_rows, partitions)
+    if rdd is None:
+        return None
+    blobs, schema = rdd
+    return (
+        pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
+        for blob in blobs.toLocalIterator(prefetchPartitions=True)
+    )
+
+
+def _arrow_rdd(
+    frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
+) -> tuple[Any, pa.Schema] | None:
+    """The RDD of `frame`'s Arrow batches (IPC bytes, converted by the JVM) and their
+    schema, or None without the bridge."""
     from py4j.protocol import Py4JError, Py4JJavaError
     from pyspark.rdd import RDD
     from pyspark.serializers import NoOpSerializer
@@ -93,11 +138,7 @@ def _bridged(
     except Py4JError:  # no such method on this Spark
         return None
     partitions(jrdd.getNumPartitions())
-    blobs = RDD(jrdd, frame.sparkSession.sparkContext, NoOpSerializer())
-    return (
-        pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
-        for blob in blobs.toLocalIterator(prefetchPartitions=True)
-    )
+    return RDD(jrdd, frame.sparkSession.sparkContext, NoOpSerializer()), schema
 
 
 @dataclass

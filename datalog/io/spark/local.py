@@ -1,0 +1,142 @@
+"""A decomposable recursion evaluated as one Spark job: each task runs its part's
+fixpoint with the embedded engine.
+
+Layer: datalog (Spark back end). Imports `datalog.io.spark.decompose`,
+`datalog.io.spark.transfer` and, inside tasks, `datalog.db` (the embedded engine);
+pyspark only inside functions.
+
+For a stratum `decompose.decomposition` accepts (ADR 0065):
+
+1. the relations the recursive rules read are fetched to the driver as Arrow, at
+   most `spark.deltalog.localRecursionBytes` of them (default 64 MB on a `local`
+   master; on a cluster the plan is off unless the setting says otherwise, as its
+   executors may have no Python; `0` turns it off): more, and the stratum runs
+   round by round instead (`None`);
+2. they are broadcast to the executors once, as Arrow IPC streams;
+3. the exit rows (the relation's own rows and its exit rules' heads, derived on
+   Spark) are hash-partitioned on the pivot column, and one Python task per
+   partition inserts them and the broadcast relations into a `Database` holding
+   the recursive rules, and answers the relation (`mapInArrow`);
+4. the answers, disjoint by the pivot, are the relation: checkpointed by one job.
+
+So a recursion costs two jobs whatever its depth (the fetch, and the checkpoint,
+planned statically so that its shuffle is not a job of its own), against two or
+three a round. The price: Deltalog (and
+pyarrow) must be importable by the executors' Python, as PySpark's
+`PYSPARK_PYTHON` names it; a `local[...]` session uses the driver's interpreter.
+
+PySpark's public `mapInArrow` wraps the function with `pandas_udf`, which imports
+and checks pandas; `datalog.io.spark.transfer.map_in_arrow` makes the same JVM call
+with the UDF built directly (the Arrow iterator UDF needs no pandas).
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Mapping
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from datalog.io.spark.decompose import Decomposition, steps_program
+from datalog.io.spark.session import static_plan
+from datalog.io.spark.transfer import arrow_collect, map_in_arrow
+from datalog.lang.schema import Schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+LIMIT_KEY = "spark.deltalog.localRecursionBytes"
+DEFAULT_LIMIT = 64 << 20  # Arrow bytes of the relations broadcast to every task
+
+
+def broadcast_limit(spark: SparkSession) -> int:
+    """The session's limit on the bytes a decomposable recursion broadcasts: the
+    setting's, else `DEFAULT_LIMIT` on a `local[...]` master and 0 (the plan off)
+    on a cluster, whose executors may have Java only (README, "Spark")."""
+    found = spark.conf.get(LIMIT_KEY, None)
+    if found:
+        return int(found)
+    local = (spark.sparkContext.master or "").startswith("local")
+    return DEFAULT_LIMIT if local else 0
+
+
+def fetched(frame: DataFrame, limit: int) -> bytes | None:
+    """`frame`'s rows as one Arrow IPC stream when they take at most `limit` bytes,
+    else None (at most a few rows more than the limit allows are fetched)."""
+    if limit < 0:
+        return None
+    arity = max(1, len(frame.columns))
+    bounded = frame.limit(limit // (8 * arity) + 1)
+    batches = arrow_collect(bounded)
+    if sum(batch.nbytes for batch in batches) > limit:
+        return None
+    sink = io.BytesIO()
+    schema = batches[0].schema if batches else arrow_schema(frame)
+    with pa.ipc.new_stream(sink, schema) as writer:
+        for batch in batches:
+            writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def arrow_schema(frame: DataFrame) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(frame.schema, timezone="UTC", prefers_large_types=False)
+
+
+def local_fixpoint(
+    spark: SparkSession,
+    plan: Decomposition,
+    schema: Schema,
+    relations: Mapping[str, DataFrame],
+    exits: DataFrame,
+) -> DataFrame | None:
+    """`plan.relation`'s fixpoint from its exit rows `exits`, the recursion run inside
+    one task per partition; None when the relations it reads exceed the limit."""
+    limit = broadcast_limit(spark)
+    if limit <= 0:
+        return None
+    shared: dict[str, bytes] = {}
+    for name in plan.reads:
+        blob = fetched(relations[name], limit - sum(map(len, shared.values())))
+        if blob is None:
+            return None
+        shared[name] = blob
+    handle = spark.sparkContext.broadcast(shared)
+    partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
+    seeds = exits.repartition(partitions, exits.columns[plan.pivot])
+    task = partial(part_fixpoint, steps_program(plan, schema), plan.relation, handle)
+    answer = map_in_arrow(seeds, task)
+    if answer is not None:
+        with static_plan(spark):  # one job: adaptive execution runs the shuffle as another
+            answer = answer.localCheckpoint()
+    handle.unpersist()
+    return answer
+
+
+def part_fixpoint(
+    text: str, relation: str, shared: Any, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """Inside a task: the fixpoint of `text`'s rules from this partition's exit rows
+    `batches` and the broadcast relations (`shared.value`, name -> IPC stream), as
+    batches of the input's schema (columns `c0, c1, ...`)."""
+    from datalog.db.database import Database
+
+    seeds = [batch for batch in batches if batch.num_rows]
+    if not seeds:
+        return
+    db = Database()
+    db.define(text)
+    with db.transaction() as tx:
+        for name, blob in shared.value.items():
+            table = pa.ipc.open_stream(blob).read_all()
+            if table.num_rows:
+                tx.insert(name, table)
+        for batch in seeds:
+            tx.insert(relation, batch)
+    target = seeds[0].schema
+    answer = db.query_arrow(f"{relation}({', '.join(target.names)})")
+    columns = [answer.column(i).cast(field.type) for i, field in enumerate(target)]
+    yield from pa.Table.from_arrays(columns, schema=target).to_batches(max_chunksize=100_000)
