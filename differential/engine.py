@@ -255,15 +255,20 @@ class Engine:
         """Whether some live dataflow reads a late input."""
         return any(df.late for df in self.dataflows)
 
-    def dataflow(self, name: str) -> Dataflow:
-        """A new, empty dataflow; build it, then call `start`."""
-        return Dataflow(self, name)
+    def dataflow(self, name: str, one_epoch: bool = False) -> Dataflow:
+        """A new, empty dataflow; build it, then call `start`. `one_epoch`: it is
+        dropped after its first run (a one-shot read), so its scopes' times are
+        totally ordered and its arrangements may compact as they go (ADR 0062)."""
+        dataflow = Dataflow(self, name)
+        dataflow.root.one_epoch = one_epoch
+        return dataflow
 
     def start(self, dataflow: Dataflow) -> None:
         """Run a built dataflow over the current state (its snapshot) and make it live."""
         dataflow.run()
         dataflow.deliver(self.epoch)
-        dataflow.advance(self.epoch + 1)
+        if not dataflow.root.one_epoch:  # one that is dropped next compacts nothing
+            dataflow.advance(self.epoch + 1)
         self.dataflows.append(dataflow)
 
     def retire(self, dataflow: Dataflow) -> None:

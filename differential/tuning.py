@@ -109,6 +109,14 @@ class Tuning:
     # below the rows and sort the packed values (`batch.consolidate_packed`, ADR 0057);
     # False: they sort a permutation and gather every column (the reference).
     packed_diffs: bool = True
+    # Arrangements of a one-shot dataflow's totally ordered scopes (`Scope.totally_ordered`)
+    # advance the history they settle to the latest time and consolidate it, in the new
+    # batch and in the trace's merges (`operators.arrange`, ADR 0062); False: every
+    # round's updates stay apart, as in a live dataflow (the reference).
+    compact_rounds: bool = True
+    # ... until one settle consolidates away less than this share of the rows it
+    # arranged: then sorting them does not pay (each row is derived about once).
+    compact_gain: float = 0.1
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).
