@@ -161,6 +161,12 @@ class Operator:
         """`(tuples, batches)` this operator holds in arrangements it owns."""
         return (0, 0)
 
+    def forget(self) -> None:
+        """Drop everything this operator holds, for good (its dataflow ran once and is
+        done with it): freed now, by reference counting, not whenever the cycle
+        collector next runs (operators and their streams refer to each other)."""
+        vars(self).clear()
+
     def describe(self) -> str:
         return self.name
 

@@ -45,6 +45,7 @@ from differential.operators.capture import Capture
 from differential.operators.reduce import ReduceOp
 from differential.operators.shared import ImportOp
 from differential.time import column
+from differential.tuning import TUNING
 
 Listener = Callable[[Updates, int], None]
 LateChanges = Callable[[int], Mapping[str, Requests]]
@@ -94,6 +95,14 @@ class Dataflow:
         for op in self.root.all_operators():
             if isinstance(op, (ArrangeOp, ReduceOp)):
                 op.settle()
+
+    def drop_operators(self) -> None:
+        """Forget every operator but the outputs' captures, and what each holds: a
+        dataflow that runs once frees its arrangements before its answer is
+        consolidated (ADR 0062). Imports stay (`release` lets go of them)."""
+        _forget(self.root, {id(op) for op in self.imports})
+        for out in self.outputs.values():  # its links upstream are for explaining only
+            out.capture.stream.upstream, out.capture.stream.producer = (), None
 
     def deliver(self, epoch: int) -> None:
         for out in self.outputs.values():
@@ -149,6 +158,17 @@ class View:
         changes = self.output.capture.drain()
         if len(changes):
             self.input.stage(changes, epoch)
+
+
+def _forget(scope: Scope, kept: set[int]) -> None:
+    """Forget `scope`'s operators (nested scopes' too) but those in `kept` (ids)."""
+    for op in scope.operators:
+        inner = getattr(op, "inner", None)
+        if isinstance(inner, Scope):
+            _forget(inner, kept)
+        if id(op) not in kept:
+            op.forget()
+    scope.operators = []
 
 
 def _describe(scope: Scope, indent: str) -> list[str]:
@@ -266,8 +286,11 @@ class Engine:
     def start(self, dataflow: Dataflow) -> None:
         """Run a built dataflow over the current state (its snapshot) and make it live."""
         dataflow.run()
+        once = dataflow.root.one_epoch  # dropped next: holds nothing for later epochs
+        if once and TUNING.compact_rounds:
+            dataflow.drop_operators()
         dataflow.deliver(self.epoch)
-        if not dataflow.root.one_epoch:  # one that is dropped next compacts nothing
+        if not once:
             dataflow.advance(self.epoch + 1)
         self.dataflows.append(dataflow)
 

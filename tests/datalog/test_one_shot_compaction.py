@@ -11,6 +11,8 @@ entry per tuple, not one per derivation and round.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,7 +25,9 @@ from datalog import Database
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
-from differential.engine import Engine
+from differential.engine import Dataflow, Engine
+from differential.operators.arrange import ArrangeOp
+from differential.operators.capture import Capture
 from differential.tuning import TUNING, tuned
 from tests.datalog.programs import Generated, apply, full_query, programs, streams
 from tests.datalog.test_least_growing import BASE, PROGRAMS
@@ -87,16 +91,16 @@ def test_recursive_aggregation_compacted_answers_as_kept_apart(query: str, edges
 
 
 @contextmanager
-def held_at_retire() -> Iterator[list[list[tuple[int, str, int, int]]]]:
-    """Every retired dataflow's arrangements (`Dataflow.traces`) just before it goes."""
+def held_after_run() -> Iterator[list[list[tuple[int, str, int, int]]]]:
+    """Every dataflow's arrangements (`Dataflow.traces`) just after it ran."""
     found: list[list[tuple[int, str, int, int]]] = []
-    original = Engine.retire
+    original = Dataflow.run
 
-    def retire(engine: Engine, dataflow: Any) -> None:
+    def run(dataflow: Dataflow) -> None:
+        original(dataflow)
         found.append(dataflow.traces())
-        original(engine, dataflow)
 
-    with mock.patch.object(Engine, "retire", retire):
+    with mock.patch.object(Dataflow, "run", run):
         yield found
 
 
@@ -120,7 +124,7 @@ def test_a_one_shot_closure_holds_about_one_entry_per_tuple() -> None:
     held = {}
     for compact in (True, False):
         tuning = TUNING.but(compact_rounds=compact, deferred_rows=0)  # nothing waits
-        with tuned(tuning), held_at_retire() as found:
+        with tuned(tuning), held_after_run() as found:
             assert len(db.query("tc(x, y)")) == 40 * 40
         held[compact] = max(n for _, _, n, _ in found[0])
     assert held[False] > 6 * 40 * 40, held  # what the test measures is there to cut
@@ -135,3 +139,39 @@ def test_only_a_one_shot_dataflow_and_its_first_scopes_are_totally_ordered() -> 
     inner = Scope(2, once.root)
     assert inner.totally_ordered and not Scope(2, live.root).totally_ordered
     assert not Scope(3, inner).totally_ordered  # (e, i, j): rounds of rounds are not
+
+
+def test_a_one_shot_dataflow_frees_its_arrangements_before_consolidating_its_answer() -> None:
+    """The answer of a one-shot read is consolidated after the run, when nothing reads
+    the dataflow's arrangements again: they are gone by then, freed by reference
+    counting (the cycle collector is off here), not kept until the dataflow retires."""
+    db = Database()
+    db.define(CLOSURE)
+    db.insert("e", [(i, (3 * i + k) % 40) for i in range(40) for k in range(1, 9)])
+    spines: list[weakref.ref[Any]] = []
+    alive: list[int] = []
+    run, drain = Dataflow.run, Capture.drain
+
+    def watched_run(dataflow: Dataflow) -> None:
+        run(dataflow)
+        ops = dataflow.root.all_operators()
+        spines.extend(weakref.ref(op.spine) for op in ops if isinstance(op, ArrangeOp))
+
+    def watched_drain(capture: Capture) -> Any:
+        alive.append(sum(ref() is not None for ref in spines))
+        return drain(capture)
+
+    gc.disable()
+    try:
+        with (
+            mock.patch.object(Dataflow, "run", watched_run),
+            mock.patch.object(Capture, "drain", watched_drain),
+        ):
+            for compact in (False, True):
+                spines.clear()
+                with tuned(TUNING.but(compact_rounds=compact)):
+                    assert len(db.query("tc(x, y)")) == 40 * 40
+    finally:
+        gc.enable()
+    assert spines and alive[0] == len(spines)  # kept apart: alive until retired
+    assert alive[1] == 0
