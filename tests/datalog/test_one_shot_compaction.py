@@ -25,10 +25,12 @@ from datalog import Database
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
+from differential.dataflow import Stream
 from differential.engine import Dataflow, Engine
 from differential.operators.arrange import ArrangeOp
 from differential.operators.capture import Capture
 from differential.tuning import TUNING, tuned
+from joins.delta_query import DeltaQueryOp
 from tests.datalog.programs import Generated, apply, full_query, programs, streams
 from tests.datalog.test_least_growing import BASE, PROGRAMS
 
@@ -175,3 +177,28 @@ def test_a_one_shot_dataflow_frees_its_arrangements_before_consolidating_its_ans
         gc.enable()
     assert spines and alive[0] == len(spines)  # kept apart: alive until retired
     assert alive[1] == 0
+
+
+def test_a_delta_querys_output_holds_one_time_and_one_diff_per_part() -> None:
+    """A round's derivations all land at the round's time with diff one: what a delta
+    query sends (and the next round's queue holds) keeps each as one repeated value,
+    not a column per row, and answers as before."""
+    db = Database()
+    db.define(
+        ".decl e(x: number, y: number)\n.decl tri(x: number, y: number, z: number)\n"
+        "tri(x, y, z) :- e(x, y), e(y, z), e(x, z).\n"
+    )
+    n = 40
+    db.insert("e", [(i, j) for i in range(n) for j in range(i + 1, n)])
+    sent: list[Any] = []
+    send = Stream.send
+
+    def watched(stream: Stream, updates: Any) -> None:
+        if isinstance(stream.producer, DeltaQueryOp):
+            sent.append(updates)
+        send(stream, updates)
+
+    with mock.patch.object(Stream, "send", watched):
+        assert len(db.query("tri(x, y, z)")) == n * (n - 1) * (n - 2) // 6
+    big = [part for part in sent if len(part) >= TUNING.sorted_from]
+    assert big and all(p.times.strides[1] == 0 and p.diffs.strides[0] == 0 for p in big)
