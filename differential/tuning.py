@@ -123,8 +123,10 @@ class Tuning:
     sort_part: int = 1 << 21
     # Rows one value sort of int64 handles at most.
     value_sort_part: int = 1 << 24
-    # Pairs a join builds at once (a larger product is chunked by changes).
-    pairs: int = 1 << 20
+    # Pairs a join builds at once (a larger product is chunked by changes): each pair
+    # costs about 70 bytes while its chunk is built (lookups, gathers, times, diffs),
+    # so a chunk of 2^20 was 70 MiB of a 1M-edge reach's peak (ADR 0062).
+    pairs: int = 1 << 18
     # History entries a reduce step handles at once (a larger step goes by runs of keys).
     history: int = 1 << 21
     # Candidates a delta query proposes and validates at once, and prefixes it extends at
