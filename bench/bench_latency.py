@@ -2,7 +2,7 @@
 
 Layer: bench — may import anything public from deltalog packages and peers.
 Run: `python -m bench.bench_latency [--quick] [--runs 3] [--write]
-[--only wiki-vote|reach12|triangles]`.
+[--only wiki-vote|reach12|triangles|reach-10k] [--updates N]`.
 
 Rows (the table of the issue on per-round cost; medians of `--runs` runs):
 - counter: `c(x + 1) :- c(x), x < N.` from `c(0)`, one new fact per iteration;
@@ -10,7 +10,8 @@ Rows (the table of the issue on per-round cost; medians of `--runs` runs):
   one edge toggled per commit (p50 and p90 of the commit);
 - reach: single-source `reach` subscribed on a 100k-edge power-law graph, single
   edges retracted then inserted back (p50, p99), Pathway in the same run when it
-  is installed (the `bench` extra);
+  is installed (the `bench` extra); `--only reach-10k` runs the same on
+  `powerlaw-10000`, the graph of issue 25's p99 goal and of `bench_spikes`;
 - triangles: a triangle-count subscription on a 10k-edge undirected power-law
   graph, likewise;
 - wiki-Vote: `n(k) :- k = count : { tri(_, _, _) }.` once, next to DuckDB's
@@ -170,6 +171,7 @@ ONLY: dict[str, Callable[[bool, int, int], list[Row]]] = {
     "triangles": lambda quick, runs, updates: stream_rows(
         "triangles", "powerlaw-u-10000", updates, runs
     ),
+    "reach-10k": lambda quick, runs, updates: stream_rows("reach", "powerlaw-10000", updates, runs),
 }
 
 
@@ -179,9 +181,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
     parser.add_argument("--only", choices=list(ONLY), help="run only this row")
+    parser.add_argument("--updates", type=int, help="single-edge updates per stream (100)")
     args = parser.parse_args(argv)
     runs = 1 if args.quick else args.runs
-    updates = 20 if args.quick else 100
+    updates = args.updates or (20 if args.quick else 100)
     if args.only:
         rows = ONLY[args.only](args.quick, runs, updates)
         print(format_table(rows, ["case", "figure", "detail"]))

@@ -20,7 +20,9 @@ Views (`create_view`) are inputs whose contents a dataflow computes: every epoch
 the views run first, in creation order (a view reads base inputs and earlier
 views), and their output becomes that epoch's batch of their input, so the other
 dataflows read a derived collection through shared arrangements exactly as they
-read a base relation. A view lives while a dataflow reads its input.
+read a base relation. One dataflow may compute several views (a group: a mutually
+recursive stratum's relations); it runs once an epoch for all of them. A view lives
+while a dataflow reads its input, or that of another view of its group.
 
 Late inputs (`create_input(..., late=True)`) describe the engine itself: their
 changes for an epoch are asked of `late_changes` once every dataflow that reads
@@ -245,30 +247,49 @@ class Engine:
 
     def create_view(
         self,
-        key: Hashable,
-        name: str,
         dataflow: Dataflow,
-        output: Output,
+        parts: Sequence[tuple[Hashable, str, Output]],
         notes: Sequence[str] = (),
-    ) -> Input:
-        """Start `dataflow` (built, reading no late input) and make `output` (a set:
-        every diff +1 or -1 on a row that was out or in) the contents of a new input
-        `name`, kept current every epoch before the other dataflows run."""
-        if name in self.inputs or dataflow.late:
-            raise ValueError(f"view `{name}`: the name is taken or it reads a late input")
+    ) -> list[Input]:
+        """Start `dataflow` (built, reading no late input) and make each `(key, name,
+        output)` of `parts` (a set: every diff +1 or -1) the contents of a new input
+        `name`, kept current every epoch before the other dataflows run: one group,
+        whose dataflow runs once an epoch for all, and goes when none is read."""
+        names = [name for _, name, _ in parts]
+        if dataflow.late or len(set(names)) < len(names) or set(names) & self.inputs.keys():
+            raise ValueError(f"views {names}: a name is taken or the dataflow reads a late input")
         try:
             dataflow.run()
         except BaseException:
             dataflow.release()
             self._drop_unread()
             raise
-        source = Input(name, output.capture.stream.dtypes, history=False)
-        source.stage(output.capture.drain(), self.epoch)
-        source.seal(self.epoch + 1)
+        for key, name, output in parts:
+            source = Input(name, output.capture.stream.dtypes, history=False)
+            source.stage(output.capture.drain(), self.epoch)
+            source.seal(self.epoch + 1)
+            self.inputs[name] = source
+            self.views.append(View(key, source, dataflow, output, notes))
         dataflow.advance(self.epoch + 1)
-        self.inputs[name] = source
-        self.views.append(View(key, source, dataflow, output, notes))
-        return source
+        return [self.inputs[name] for name in names]
+
+    def group(self, view: View) -> list[View]:
+        """The views computed by `view`'s dataflow (itself included), in creation order."""
+        return [v for v in self.views if v.dataflow is view.dataflow]
+
+    def run_views(self, views: Sequence[View], epoch: int) -> None:
+        """Run `views` (in creation order) at `epoch`: each group's dataflow once, then
+        its outputs staged as that epoch's batches, before a later view reads them."""
+        ran: Dataflow | None = None
+        for view in views:  # a group's views are created, and go, together
+            if view.dataflow is not ran:
+                ran = view.dataflow
+                ran.run()
+            view.stage(epoch)
+
+    def view_flows(self) -> list[Dataflow]:
+        """The views' dataflows, each once, in the order a commit runs them."""
+        return list({id(v.dataflow): v.dataflow for v in self.views}.values())
 
     @property
     def reads_late(self) -> bool:
@@ -319,10 +340,12 @@ class Engine:
         for inp in self.inputs.values():
             inp.drop_unread()
         for view in reversed(list(self.views)):
-            if not view.read:
-                self.views.remove(view)
+            group = self.group(view)
+            if view in self.views and not any(v.read for v in group):
+                for member in group:
+                    self.views.remove(member)
+                    del self.inputs[member.input.name]
                 view.dataflow.release()
-                del self.inputs[view.input.name]
                 for inp in self.inputs.values():
                     inp.drop_unread()
 
@@ -352,9 +375,7 @@ class Engine:
             raise ValueError(f"late inputs {late} change only through `late_changes`")
         try:
             self._stage(requests, epoch)
-            for view in self.views:
-                view.dataflow.run()
-                view.stage(epoch)
+            self.run_views(self.views, epoch)
             for df in self.dataflows:
                 if not df.late:
                     df.run()
@@ -392,9 +413,9 @@ class Engine:
             self._keep_history()
         except BaseException as error:
             failure = failure or error
-        for view in self.views:
+        for flow in self.view_flows():
             try:
-                view.dataflow.advance(epoch + 1)
+                flow.advance(epoch + 1)
             except BaseException as error:  # compaction only: the view stays exact
                 failure = failure or error
         for df in list(self.dataflows):  # a listener may drop dataflows meanwhile
@@ -443,7 +464,7 @@ class Engine:
     def _readers(self, view: View) -> int:
         """How many dataflows (views' included) read `view`."""
         shared = set(view.input.arrangements.values())
-        flows = [*self.dataflows, *(v.dataflow for v in self.views)]
+        flows = [*self.dataflows, *self.view_flows()]
         return sum(any(op.shared in shared for op in df.imports) for df in flows)
 
     def _abort(self) -> None:
@@ -498,6 +519,7 @@ class Engine:
                 view.input.name: {
                     "tuples": view.input.size,
                     "readers": self._readers(view),
+                    "computed with": [v.input.name for v in self.group(view) if v is not view],
                     "operators": len(view.dataflow.root.all_operators()),
                     "arrangements": view.dataflow.arrangements(),
                 }

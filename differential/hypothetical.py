@@ -66,9 +66,7 @@ def outputs(engine: Engine, requests: Mapping[str, Requests]) -> list[tuple[Outp
         staged = {name: engine.inputs[name].diffs(req, epoch) for name, req in requests.items()}
         for name, diffs in staged.items():
             engine.inputs[name].stage(diffs, epoch)
-        for view in views:
-            view.dataflow.run()
-            view.stage(epoch)
+        engine.run_views(views, epoch)
         for df in flows:
             df.run()
         return [(out, out.capture.drain()) for df in flows for out in df.outputs.values()]

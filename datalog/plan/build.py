@@ -197,11 +197,13 @@ class Lowering:
             result = BodyCompiler(root, {}, self.symbols, []).distinct(union)
         return root.dataflow.capture(result.stream, name), bodies
 
-    def view(self, dataflow: Dataflow) -> tuple[Stream, Plan]:
-        """What computes the view's relation alone, in `dataflow`, and the lowered plan."""
+    def view(self, dataflow: Dataflow) -> tuple[dict[str, Stream], Plan]:
+        """What computes the view's relation, in `dataflow`, with the relations of its
+        stratum (one whole, when mutually recursive), and the lowered plan."""
         root, plan = self._lower_strata(dataflow)
         lowered = replace(plan, shared=tuple(root.shared))
-        return root.streams[plan.relation], ran_lowering(lowered)
+        (stratum,) = [s for s in plan.strata if plan.relation in s.relations]
+        return {r: root.streams[r] for r in stratum.relations}, ran_lowering(lowered)
 
     def _lower_strata(self, dataflow: Dataflow) -> tuple[Sources, Plan]:
         """The root scope with the plan's views read and its strata built."""

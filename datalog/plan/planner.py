@@ -91,8 +91,9 @@ class Planner:
 
     def build_view(
         self, program: CheckedProgram, relation: str, options: Options, dataflow: Dataflow
-    ) -> tuple[Stream, Plan]:
-        """Build into `dataflow` what computes derived `relation` alone (for a view)."""
+    ) -> tuple[dict[str, Stream], Plan]:
+        """Build into `dataflow` what computes derived `relation` (for a view), with
+        the relations of its stratum: the streams by relation."""
         start = Plan(dataflow.name, program, None, options, relation=relation)
         views = self._views(program)
         stages = self._passes(start, views)
@@ -115,7 +116,9 @@ class Planner:
         return stages
 
     def _views(self, original: CheckedProgram) -> Views:
-        def build(relation: str, options: Options, dataflow: Dataflow) -> tuple[Stream, Plan]:
+        def build(
+            relation: str, options: Options, dataflow: Dataflow
+        ) -> tuple[dict[str, Stream], Plan]:
             return self.build_view(original, relation, options, dataflow)
 
         return Views(self.engine, original, self.functors, build)

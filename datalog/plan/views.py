@@ -19,9 +19,10 @@ depends on, their column types and input semantics, the join plan and the
 functions bound to the functors those rules call. Queries whose plans agree on a
 relation therefore share its view; a definition that changes its rules makes new
 views for the queries built after it, and the old view goes with its last reader.
-Relations that depend on a late input (`deltalog.*`) are not shared, nor are
-mutually recursive ones (a stratum of several relations is computed as one
-whole: a reader of one of them would compute the stratum again around the view).
+Relations that depend on a late input (`deltalog.*`) are not shared. A mutually
+recursive stratum is computed as one whole, so its relations are shared as one
+group: the view of one is made with a view of each other (one dataflow computes
+them, `Engine.create_view`), and a reader finds each of them in a view.
 """
 
 from __future__ import annotations
@@ -43,8 +44,9 @@ if TYPE_CHECKING:
 
 __all__ = ["BuildView", "Share", "Views"]
 
-# Builds into the dataflow what computes the relation alone (`Planner.build_view`).
-BuildView = Callable[[str, Options, "Dataflow"], tuple["Stream", Plan]]
+# Builds into the dataflow what computes the relation and the others of its stratum
+# (`Planner.build_view`): their streams by relation.
+BuildView = Callable[[str, Options, "Dataflow"], tuple[dict[str, "Stream"], Plan]]
 
 
 class Views:
@@ -112,8 +114,6 @@ class Views:
         stratum = closures.stratum_of.get(relation)
         if stratum is None:
             return False  # a base relation: already shared by the engine
-        if len(stratum.relations) > 1:
-            return False  # mutual recursion: its stratum is computed as one whole
         return not closures.late(relation, self._late())
 
     def closures(self) -> Closures:
@@ -140,14 +140,19 @@ class Views:
         return replace(read, view=found.input.name, notes=tuple(found.notes))
 
     def _create(self, relation: str, key: Hashable, options: Options) -> View:
-        name = self._name(relation, options.join_plan)
-        dataflow = self.engine.dataflow(name)
+        """The view of `relation`, made with a view of each other relation of its
+        stratum (one group: a mutually recursive stratum is computed as one whole)."""
+        dataflow = self.engine.dataflow(self._name(relation, options.join_plan))
         try:
             options = replace(options, magic="off")  # a view is never specialized
-            stream, plan = self.build(relation, options, dataflow)
+            streams, plan = self.build(relation, options, dataflow)
             notes = [*plan_notes(plan), "dataflow:", *(f"  {op}" for op in dataflow.describe())]
-            output = dataflow.capture(stream, name)
-            self.engine.create_view(key, name, dataflow, output, notes)
+            names = {r: self._name(r, options.join_plan) for r in sorted(streams)}
+            parts = [
+                (self.key(r, options.join_plan), names[r], dataflow.capture(streams[r], names[r]))
+                for r in names
+            ]
+            self.engine.create_view(dataflow, parts, notes)
         except BaseException:
             self.engine.retire(dataflow)  # releases what it imported, and unread views
             raise

@@ -48,7 +48,7 @@ QUERIES = (
     "sink(x)",
     "reach_count(x, n), sink(x)",
     "tc(1, y)",  # specialized (magic sets): its own relations, never a view
-    "even(x)",  # mutual recursion: never a view (its stratum is one whole)
+    "even(x)",  # mutual recursion: one view of its whole stratum
     "odd(x)",
 )
 WRITABLE = ("edge", "tc")  # facts may be inserted into the derived `tc` too
@@ -60,11 +60,12 @@ TC_RULES = (
 )
 
 
-def recursions(db: Database) -> int:
-    """Iteration scopes in all dataflows, views included: how often `tc` is computed."""
-    flows = [*db.engine.dataflows, *(view.dataflow for view in db.engine.views)]
+def recursions(db: Database, relation: str = "tc") -> int:
+    """Iteration scopes in all dataflows, views included: how often `relation` is
+    computed."""
+    flows = [*db.engine.dataflows, *db.engine.view_flows()]
     return sum(
-        isinstance(op, Subscope) and "tc" in op.name
+        isinstance(op, Subscope) and relation in op.name
         for df in flows
         for op in df.root.all_operators()
     )
@@ -111,7 +112,10 @@ class Model:
         unspecialized = any(text != "tc(1, y)" for text in live)
         expected = unspecialized + ("tc(1, y)" in live) if self.recursive else 0
         assert recursions(self.db) == expected
-        assert all(view.read for view in self.db.engine.views)  # none outlives its readers
+        engine = self.db.engine  # none outlives its readers (a group: all of its views)
+        assert all(any(v.read for v in engine.group(view)) for view in engine.views)
+        # the mutually recursive {even, odd} is computed once, whoever reads it
+        assert recursions(self.db, "even") == bool(live & {"even(x)", "odd(x)"})
 
 
 _change = st.tuples(
@@ -300,16 +304,27 @@ def test_tenant_queries_and_view_readers_live_side_by_side() -> None:
     assert recursions(db) == 2  # the view's tc and the tenants' specialized tc
 
 
-def test_a_relation_of_a_mutual_recursion_is_never_a_view() -> None:
-    """A view of `b` would leave the reader of `a` computing the stratum {a, b}
-    around it, and reading `low`, which only `b`'s rules need, as a base relation."""
+def test_a_mutual_recursion_is_shared_as_one_view_of_its_whole_stratum() -> None:
+    """Queries reading `a` and `b` of one mutually recursive stratum compute it once:
+    one view dataflow computes both (a group of two views, each read as a base
+    relation is); the group stays while either is read and goes with the last."""
     db = Database()
     db.define(".decl e(x: number, y: number)\n.decl low(x: number)\n.decl a(x: number)\n"
               ".decl b(x: number)\nlow(x) :- e(x, _).\na(x) :- b(x).\nb(x) :- low(x).\n"
               "b(x) :- a(x), x > 100.")  # fmt: skip
     first, second = Accumulated(), Accumulated()
-    db.subscribe("a(x)", first)
-    db.subscribe("b(x)", second)
-    db.insert("e", [(1, 2), (3, 1)])
-    assert first.rows() == second.rows() == {(1,), (3,)}
-    assert [v.input.name for v in db.engine.views] == ["low [view]"]
+    reading_a = db.subscribe("a(x)", first)
+    reading_b = db.subscribe("b(x)", second)
+    db.insert("e", [(1, 2), (3, 1), (200, 1)])
+    assert first.rows() == second.rows() == {(1,), (3,), (200,)}
+    assert {"a [view]", "b [view]"} <= {v.input.name for v in db.engine.views}
+    flows = [*db.engine.dataflows, *db.engine.view_flows()]
+    scopes = [op.name for df in flows for op in df.root.all_operators() if isinstance(op, Subscope)]
+    assert len(scopes) == 1 and "'a', 'b'" in scopes[0]  # the stratum, computed once
+    assert db.stats()["views"]["a [view]"]["computed with"] == ["b [view]"]
+    reading_a.close()
+    db.retract("e", [(3, 1)])
+    assert second.rows() == {(1,), (200,)}
+    assert any(v.input.name == "b [view]" for v in db.engine.views)
+    reading_b.close()
+    assert not db.engine.views

@@ -140,7 +140,7 @@ def test_a_view_input_keeps_no_history() -> None:
     engine.commit({"a": requests([(True, (k, k + 1)) for k in range(10)], 2)})
     df = engine.dataflow("view of a")
     output = df.capture(collection(df, "a", 2).output, "a")
-    view = engine.create_view("a-view", "a [view]", df, output)
+    (view,) = engine.create_view(df, [("a-view", "a [view]", output)])
     for n in range(TOGGLES):
         toggle(engine, "a", (4, 5), n)
         assert len(view.presence) <= 2 * 10 + TUNING.few, f"toggle {n}"
