@@ -293,7 +293,10 @@ class ArrangeOp(BatchesArranged):
         `since`): a `distinct`'s input holds about one entry per distinct row, not one
         per derivation and round (ADR 0062). They are arranged a part at a time (at
         most the trace's size, or `TUNING.deferred_rows`), so that sorting one large
-        round needs no copy of all of it; the trace compacts once it has doubled.
+        round needs no copy of all of it, each part consolidated first (integer rows
+        at one time pack into one value each: a value sort, no permutation, and the
+        batch is then built from far fewer rows, usually in its order already); the
+        trace compacts once it has doubled.
 
         Sorting pays only where rows repeat: once the trace holds more than
         `1 - TUNING.compact_gain` of the rows settled so far, after two settles (each
@@ -311,7 +314,7 @@ class ArrangeOp(BatchesArranged):
             for lo in range(0, len(part), size):
                 columns = tuple(c[lo : lo + size] for c in part.columns)
                 diffs = part.diffs[lo : lo + size]
-                piece = Updates(columns, uniform_times(latest, len(diffs)), diffs)
+                piece = consolidate(Updates(columns, uniform_times(latest, len(diffs)), diffs))
                 self.spine.insert(piece, lower, Antichain(), latest)
                 if len(self.spine) > 2 * self._compacted + TUNING.few:
                     self.spine.compact()
