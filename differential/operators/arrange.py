@@ -206,7 +206,7 @@ class ArrangeOp(BatchesArranged):
         self._deferred_latest: Time | None = None  # their latest time
         # Whether settling advances and consolidates rounds (`_settle_compacted`): in a
         # totally ordered scope, until a settle finds too little to consolidate.
-        self.compacting = True
+        self.compacting: bool | None = None  # decided at the first settle (`_compacts`)
         self._compacted = 0  # entries the trace held after its last compaction there
         self._settles = self._settled_rows = 0  # settles compacted, and the rows they took
 
@@ -283,7 +283,9 @@ class ArrangeOp(BatchesArranged):
         return self.spine
 
     def _compacts(self) -> bool:
-        return self.compacting and TUNING.compact_rounds and self.scope.totally_ordered
+        if self.compacting is None:  # the scope's order is fixed before it runs
+            self.compacting = TUNING.compact_rounds and self.scope.totally_ordered
+        return self.compacting
 
     def _settle_compacted(self, latest: Time) -> None:
         """`settle` in a totally ordered scope (`Scope.totally_ordered`): no reader asks

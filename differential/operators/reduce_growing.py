@@ -46,6 +46,7 @@ class GrowingDistinct:
         # it is the key set's keys, each once, at times up to `latest` (None: none
         # since the last settle), of which the first `settled` stored keys and the
         # overflow keys in `settled_overflow` are in the trace already.
+        self.compacted: bool | None = None  # whether it keeps no copy (decided once)
         self.latest: Time | None = None
         self.settled = 0
         self.settled_overflow: set[Row] = set()
@@ -86,7 +87,9 @@ class GrowingDistinct:
         return True
 
     def _hold(self, change: Updates) -> None:
-        if TUNING.compact_rounds and self.source.scope.totally_ordered:
+        if self.compacted is None:  # the scope's order is fixed before it runs
+            self.compacted = TUNING.compact_rounds and self.source.scope.totally_ordered
+        if self.compacted:
             latest = tuple(int(t) for t in change.times.max(axis=1))
             self.latest = join_times(self.latest, latest)
         else:
