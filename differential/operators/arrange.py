@@ -322,9 +322,9 @@ class ArrangeOp(BatchesArranged):
                     self.spine.compact()
                     self._compacted = len(self.spine)
             del part
-        kept = len(self.spine) / self._settled_rows
-        if self._settles > 1 and kept > 1 - TUNING.compact_gain:  # (a first round has
-            self.compacting = False  # no repeats: the base rules' rows)
+        settled = self._settled_rows  # (0 while only empty updates were deferred)
+        if self._settles > 1 and len(self.spine) > (1 - TUNING.compact_gain) * settled > 0:
+            self.compacting = False  # (a first round has no repeats: the base rules' rows)
 
     # -- the protocol of fused rounds (`chain`, `later_rounds`, `chain_joins`) -------------
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
@@ -31,7 +32,8 @@ from datalog.eval import reference
 from datalog.io.sources.csv import input_files, read_facts
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
-from differential.dataflow import Stream
+from differential.batch import Updates
+from differential.dataflow import Scope, Stream
 from differential.engine import Dataflow, Engine
 from differential.operators.arrange import ArrangeOp
 from differential.operators.capture import Capture
@@ -140,8 +142,6 @@ def test_a_one_shot_closure_holds_about_one_entry_per_tuple() -> None:
 
 
 def test_only_a_one_shot_dataflow_and_its_first_scopes_are_totally_ordered() -> None:
-    from differential.dataflow import Scope
-
     live, once = Engine().dataflow("live"), Engine().dataflow("once", one_epoch=True)
     assert not live.root.totally_ordered and once.root.totally_ordered
     inner = Scope(2, once.root)
@@ -223,3 +223,16 @@ def test_fact_files_are_parsed_into_the_c_librarys_malloc(tmp_path: Path) -> Non
     assert table.num_rows == 50_000
     assert pa.default_memory_pool().bytes_allocated() == default
     assert pa.system_memory_pool().bytes_allocated() - system >= 50_000 * 16
+
+
+def test_settling_only_empty_rounds_compacts_nothing_and_fails_nothing() -> None:
+    """Rounds that deferred no rows (a generated program's relation that stays empty)
+    settle to an empty trace: the share of rows kept is not asked of zero rows."""
+    root = Engine().dataflow("once", one_epoch=True).root
+    scope = Scope(2, root)
+    op = ArrangeOp(Stream(scope, [np.dtype(np.int64)] * 2), 1)
+    empty = Updates.empty(2, 2)
+    for i in range(3):
+        op.defer(empty, (0, i), (0, i))
+        assert len(op.settle()) == 0
+    assert op.compacting
