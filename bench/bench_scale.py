@@ -3,7 +3,8 @@
 Layer: bench — may import anything public from deltalog packages and peers.
 Run: `python -m bench.bench_scale [--edges 1000000 10000000] [--livejournal]
 [--tasks load reach triangles stream] [--systems deltalog duckdb] [--runs 3]
-[--data DIR] [--memory-cap 20] [--timeout 1800]`.
+[--data DIR] [--memory-cap 20] [--timeout 1800] [--nodes-per-round 1000] [--rounds 100]
+[--stream-from end|start] [--stream-seconds S]`.
 
 Datasets are generated once (`bench.generators.power_law_graph`, seed 0) and kept as
 Parquet files in `--data` (default: a folder in the system's temporary directory):
@@ -27,13 +28,21 @@ shows medians. Each run reads the Parquet file itself:
   (Deltalog's delta query counted without materializing, DuckDB's join count).
 - `stream`: the 3DF thesis's node-order triangle stream (figures 6-7): out-edges
   inserted in node order, `--nodes-per-round` nodes a commit, with the triangle
-  count kept live; all but the last `--rounds` rounds are loaded first (their count
-  is the first evaluation), the last ones are timed one commit each (p50, p99).
-  Its final count must equal the `triangles` count.
+  count kept live. `--stream-from end` (the default): all but the last `--rounds`
+  rounds are loaded first (their count is the first evaluation), the last ones are
+  timed one commit each (p50, p99); its final count must equal the `triangles`
+  count. `--stream-from start`: the count starts on an empty relation and the first
+  `--rounds` rounds are timed (a prefix of the stream; `--stream-seconds` ends it
+  sooner), so the whole stream is measured when `--rounds` covers it; a prefix's
+  count is reported but not cross-checked.
 
-`peak MiB` is the child's maximum resident set (wait4); `B/edge` divides it by the
-edges. Times are wall seconds; `cpu s` is the child's CPU time (DuckDB uses every
-core). Answers are cross-checked across systems and tasks; a mismatch exits 1.
+`peak MiB` is the child's own peak resident set (`VmHWM` of `/proc/self/status`,
+read by the child as it ends): wait4's `ru_maxrss` would count the driver's resident
+set too, since a forked child's peak before `exec` is kept across it. A child killed
+before it reports (the cap, a timeout) gets the largest resident set the watchdog
+saw. `B/edge` divides the peak by the edges. Times are wall seconds; `cpu s` is the
+child's CPU time (DuckDB uses every core). Answers are cross-checked across systems and
+tasks; a mismatch exits 1.
 """
 
 from __future__ import annotations
@@ -207,8 +216,14 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     src, dst = table.column(0).to_numpy(), table.column(1).to_numpy()
     del table
     rounds = node_rounds(src, dst, spec["nodes_per_round"])
-    timed_rounds = rounds[-spec["rounds"] :]
-    preload = np.concatenate([np.zeros(0, np.intp), *rounds[: len(rounds) - len(timed_rounds)]])
+    total_rounds = len(rounds)
+    if spec.get("stream_from", "end") == "start":
+        timed_rounds, preload = rounds[: spec["rounds"]], np.zeros(0, np.intp)
+    else:
+        timed_rounds = rounds[-spec["rounds"] :]
+        preload = np.concatenate(
+            [np.zeros(0, np.intp), *rounds[: total_rounds - len(timed_rounds)]]
+        )
     del rounds
     start = time.perf_counter()
     db.insert("e", [src[preload], dst[preload]])
@@ -218,24 +233,52 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     start, cpu = time.perf_counter(), cpu_seconds()
     db.engine.start(built.dataflow)
     first = {"first_s": time.perf_counter() - start, "first_cpu_s": cpu_seconds() - cpu}
-    latencies, cpu_latencies = [], []
-    for part in timed_rounds:
-        start, cpu = time.perf_counter(), cpu_seconds()
-        db.insert("e", [src[part], dst[part]])
-        latencies.append(time.perf_counter() - start)
-        cpu_latencies.append(cpu_seconds() - cpu)
+    latencies, cpu_latencies, ended = timed_stream(db, src, dst, timed_rounds, spec)
     ms, cpu_ms = np.array(latencies) * 1e3, np.array(cpu_latencies) * 1e3
     return {
         "load_s": load_s,
         **first,
         "answer": found[0],
+        "complete": spec.get("stream_from", "end") == "end" or len(latencies) == total_rounds,
         "rounds": len(latencies),
-        "edges_timed": int(sum(len(p) for p in timed_rounds)),
+        "ended": ended,
+        "total_rounds": total_rounds,
+        "edges_timed": int(sum(len(p) for p in timed_rounds[: len(latencies)])),
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
         "max_ms": float(ms.max()),
         "p50_cpu_ms": float(np.percentile(cpu_ms, 50)),
+        "tenths_p50_ms": [float(np.median(part)) for part in np.array_split(ms, 10) if len(part)],
     }
+
+
+def timed_stream(
+    db: Any, src: np.ndarray, dst: np.ndarray, rounds: list[np.ndarray], spec: dict[str, Any]
+) -> tuple[list[float], list[float], str]:
+    """Wall and CPU seconds of each round's commit, until the rounds or
+    `--stream-seconds` (of wall time, if given) run out, or memory does (the rounds
+    timed before it are kept: what ended the stream is the third value)."""
+    budget = spec.get("stream_seconds") or float("inf")
+    began = time.perf_counter()
+    latencies: list[float] = []
+    cpu_latencies: list[float] = []
+    for part in rounds:
+        start, cpu = time.perf_counter(), cpu_seconds()
+        try:
+            db.insert("e", [src[part], dst[part]])
+        except MemoryError:
+            return latencies, cpu_latencies, f"oom ({spec['memory_cap_gb']:g} GiB)"
+        latencies.append(time.perf_counter() - start)
+        cpu_latencies.append(cpu_seconds() - cpu)
+        if len(latencies) % 100 == 0:
+            print(
+                f"  round {len(latencies)}: {latencies[-1] * 1e3:.1f} ms,"
+                f" resident {current_rss_mb():,.0f} MiB",
+                file=sys.stderr,
+            )
+        if time.perf_counter() - began > budget:
+            return latencies, cpu_latencies, "time budget"
+    return latencies, cpu_latencies, "end of the rounds"
 
 
 _REACH = """WITH RECURSIVE reach(n) AS (SELECT CAST({hub} AS BIGINT)
@@ -281,7 +324,21 @@ def child(spec: dict[str, Any]) -> None:
         result = run(spec)
     except MemoryError:
         result = {"status": f"oom ({spec['memory_cap_gb']:g} GiB)"}
+    result["own_peak_mb"] = own_peak_mb()
     print(MARK + json.dumps(result), flush=True)
+
+
+def own_peak_mb() -> float | None:
+    """This process's peak resident set since its `exec` (Linux's `VmHWM`; None
+    elsewhere). Unlike `ru_maxrss` it does not count the forking parent's pages."""
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return None
 
 
 # -- the driver ----------------------------------------------------------------------
@@ -292,15 +349,17 @@ def measure(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "bench.bench_scale", "--child", json.dumps(spec)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
     cap_mb = spec["memory_cap_gb"] * 1024
-    start, status = time.monotonic(), "ok"
+    start, status, seen_mb = time.monotonic(), "ok", 0.0
     while True:
-        pid, code, usage = os.wait4(proc.pid, os.WNOHANG)
+        pid, code, _ = os.wait4(proc.pid, os.WNOHANG)
         if pid:
             break
-        if time.monotonic() - start > timeout or _rss_mb(proc.pid) > cap_mb:
+        rss_mb = _rss_mb(proc.pid)
+        seen_mb = max(seen_mb, rss_mb)
+        if time.monotonic() - start > timeout or rss_mb > cap_mb:
             status = "timeout" if time.monotonic() - start > timeout else "over the memory cap"
             os.killpg(proc.pid, signal.SIGKILL)
-            _, code, usage = os.wait4(proc.pid, 0)
+            _, code, _ = os.wait4(proc.pid, 0)
             break
         time.sleep(0.05)
     output = proc.stdout.read() if proc.stdout else ""
@@ -310,7 +369,10 @@ def measure(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
         result.update(json.loads(lines[-1][len(MARK) :]))
     elif status == "ok":
         result["status"] = f"crashed ({os.waitstatus_to_exitcode(code)})"
-    result.update(wall_s=time.monotonic() - start, peak_mb=usage.ru_maxrss / 1024)
+    # The child's own peak: wait4's ru_maxrss would include this driver's resident set
+    # (a forked child's peak before exec is kept across it).
+    peak = result.pop("own_peak_mb", None)
+    result.update(wall_s=time.monotonic() - start, peak_mb=peak if peak else seen_mb)
     return result
 
 
@@ -340,7 +402,7 @@ def report(
         ok = [r for r in runs if r.get("status", "ok") == "ok"]
         status = f"ok ({len(ok)}/{len(runs)})" if ok else runs[0]["status"]
         answer = ok[0].get("answer", "") if ok else ""
-        if answer != "":
+        if answer != "" and ok[0].get("complete", True):  # a stream's prefix: its own count
             answers["triangles" if task == "stream" else task].add(answer)
         query = "first_s" if task == "stream" else "query_s"
         peak = _median(ok, "peak_mb")
@@ -359,11 +421,17 @@ def report(
             f"{label} {_median(streams, key):.4g} ms"
             for label, key in [("p50", "p50_ms"), ("p99", "p99_ms"), ("max", "max_ms")]
         )
+        first = streams[0]
+        which = "of" if first.get("complete", True) else "first, of"
         print(
-            f"stream: {streams[0]['rounds']} rounds timed ({streams[0]['edges_timed']:,} edges): "
-            f"{figures}, p50 cpu {_median(streams, 'p50_cpu_ms'):.4g} ms; "
-            f"first evaluation {_median(streams, 'first_s'):.4g} s\n"
+            f"stream: {first['rounds']} rounds timed ({which} {first.get('total_rounds', '?')},"
+            f" ended by {first.get('ended', '?')};"
+            f" {first['edges_timed']:,} edges): {figures},"
+            f" p50 cpu {_median(streams, 'p50_cpu_ms'):.4g} ms;"
+            f" first evaluation {_median(streams, 'first_s'):.4g} s"
         )
+        tenths = ", ".join(f"{v:.3g}" for v in first.get("tenths_p50_ms", []))
+        print(f"p50 ms by tenth of the timed rounds (first run): {tenths}\n")
     footprint_table(results, edges)
     wrong = {task: found for task, found in answers.items() if len(found) > 1}
     if wrong:
@@ -413,6 +481,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
     parser.add_argument("--nodes-per-round", type=int, default=1000)
     parser.add_argument("--rounds", type=int, default=100, help="stream rounds timed")
+    parser.add_argument(
+        "--stream-from",
+        choices=["end", "start"],
+        default="end",
+        help="time the stream's last rounds (the rest preloaded) or its first (from empty)",
+    )
+    parser.add_argument(
+        "--stream-seconds", type=float, default=None, help="end the timed rounds after this"
+    )
     args = parser.parse_args(argv)
     if args.child:
         child(json.loads(args.child))
@@ -435,12 +512,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "memory_cap_gb": args.memory_cap,
                         "nodes_per_round": args.nodes_per_round,
                         "rounds": args.rounds,
+                        "stream_from": args.stream_from,
+                        "stream_seconds": args.stream_seconds,
                     }
                     found = measure(spec, args.timeout)
                     answer = found.get("answer", "")
                     print(
                         f"  {dataset_name(edges, nodes)} {task} {system}: {found['status']}"
-                        f" {answer} {found['wall_s']:.1f} s",
+                        f" {answer} {found['wall_s']:.1f} s, peak {found['peak_mb']:,.0f} MiB",
                         file=sys.stderr,
                         flush=True,
                     )

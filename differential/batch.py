@@ -20,9 +20,10 @@ import numpy as np
 import numpy.typing as npt
 
 from differential import small
-from differential.sort import Column, Index, order_of, pack, run_starts, sort_order
+from differential.sort import Column, Index, order_of, pack_parts, run_starts, sort_order
 from differential.sort import distinct_rows as distinct_rows  # (re-exported: sorting moved)
 from differential.sort import in_order as in_order
+from differential.sort import pack as pack  # (re-exported)
 from differential.sort import sorted_values as sorted_values
 from differential.sort import uniform as uniform
 from differential.sort import unique_values as unique_values
@@ -267,47 +268,87 @@ def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
     update carries (each run's count times it); None: the diffs differ and are packed
     too, below the rows, and summed per run (ADR 0057). None when they do not pack.
     A column equal to an earlier one (a reduce's key, repeated in its tuple) is packed
-    once and shared by both in the result."""
-    copies = _copies(updates.columns)
+    once and shared by both in the result. Rows that all differ (a merge of batches
+    at different times) build no run index and gather nothing; times are unpacked
+    into their column in place (ADR 0063)."""
+    return consolidate_packed_parts([updates], diff)
+
+
+def consolidate_packed_parts(
+    parts: Sequence[Updates], diff: int | None, runs: bool = False
+) -> Updates | None:
+    """`consolidate_packed(concat(parts), diff)`, packing each part's rows into place
+    rather than concatenating them first (a merge's batches: each time column one
+    repeated time, often, never materialized; ADR 0063). `diff`: the diff every
+    update of every part carries, or None. `runs`: each part is sorted (a batch)."""
+    updates = parts[0]
+    copies = _shared_copies(parts)
     own = [i for i, c in enumerate(copies) if c == i]
-    keys = [*(updates.columns[i] for i in own), *(updates.times[i] for i in range(updates.depth))]
-    packed = pack([*keys, updates.diffs] if diff is None else keys)
+    depth = updates.depth
+
+    def keys(part: Updates) -> list[Column]:
+        rows = [*(part.columns[i] for i in own), *(part.times[i] for i in range(depth))]
+        return [*rows, part.diffs] if diff is None else rows
+
+    packed = pack_parts([keys(p) for p in parts])
     if packed is None:
         return None
-    ordered = sorted_values(packed[0])  # `pack` made it: ours to sort in place
+    merging = runs and len(parts) <= 3  # a merge of a few sorted runs: timsort's case
+    ordered = sorted_values(packed[0], merging)  # `pack` made it: ours to sort in place
     specs, sums = packed[1], None
     if diff is None:  # the rows are the bits above the diff's
         (low, width), specs = specs[-1], specs[:-1]
         rows = ordered >> width if width else ordered
     else:
         rows = ordered
-    starts = np.flatnonzero(np.concatenate([[True], rows[1:] != rows[:-1]]))
+    starts = _packed_runs(rows)
     if diff is None:
         sums = _summed_low_bits(ordered, starts, low, width)
-        kept = np.flatnonzero(sums)
-        if len(kept) < len(starts):
-            starts, sums = starts[kept], sums[kept]
-    m, n = len(own), len(starts)
-    one_time = updates.depth > 0 and all(width == 0 for _, width in specs[m:])
-    dtypes = [updates.columns[i].dtype for i in own] + [np.dtype(np.int64)] * updates.depth
+        if not sums.all():
+            kept = np.flatnonzero(sums)
+            starts, sums = (kept if starts is None else starts[kept]), sums[kept]
+    n = len(rows) if starts is None else len(starts)
+    m = len(own)
+    one_time = depth > 0 and all(width == 0 for _, width in specs[m:])
+    dtypes = [updates.columns[i].dtype for i in own] + [np.dtype(np.int64)] * depth
     if one_time:  # the times hold no bits: unpack the columns only
         specs, dtypes = specs[:m], dtypes[:m]
-    unpacked = unpack(rows[starts], specs, dtypes)
+    if one_time:
+        times = uniform_times(tuple(lo for lo, _ in packed[1][m : m + depth]), n)
+        into = None
+    else:  # unpacked into the rows of the time column, not stacked after
+        times = np.empty((depth, n), np.int64)
+        into = [*([None] * m), *times]
+    unpacked = unpack(rows if starts is None else rows[starts], specs, dtypes, into)
     by_column = dict(zip(own, unpacked[:m], strict=True))
     cols = tuple(by_column[c] for c in copies)
-    if one_time:
-        times = uniform_times(tuple(lo for lo, _ in packed[1][m : m + updates.depth]), n)
-    elif updates.depth:
-        times = np.stack(unpacked[m:]).astype(np.int64, copy=False)
-    else:
-        times = np.empty((0, n), np.int64)
     if diff is None:
         assert sums is not None
         return Updates(cols, times, sums)
-    if n == len(ordered):  # no two rows agree: every count is one
+    if starts is None:  # no two rows agree: every count is one
         return Updates(cols, times, uniform_diffs(diff, n))
     counts = np.diff(np.append(starts, len(ordered)))
     return Updates(cols, times, counts.astype(np.int64) * diff)
+
+
+def _packed_runs(rows: npt.NDArray[np.int64]) -> Index | None:
+    """The first row of each run of equal values of the sorted `rows`; None when no
+    two neighbours agree (every row is a run of its own: nothing to sum or gather)."""
+    differ = np.empty(len(rows), dtype=bool)
+    differ[:1] = True
+    np.not_equal(rows[1:], rows[:-1], out=differ[1:])
+    if np.count_nonzero(differ) == len(rows):
+        return None
+    return np.flatnonzero(differ)
+
+
+def _shared_copies(parts: Sequence[Updates]) -> list[int]:
+    """`_copies` that hold in every part (a column equal to an earlier one in each)."""
+    found = _copies(parts[0].columns)
+    for part in parts[1:]:
+        cols = part.columns
+        found = [j if j == i or _same(cols[j], cols[i]) else i for i, j in enumerate(found)]
+    return found
 
 
 def _copies(columns: Sequence[Column]) -> list[int]:
@@ -330,14 +371,17 @@ def _same(a: Column, b: Column) -> bool:
 
 
 def _summed_low_bits(
-    ordered: npt.NDArray[np.int64], starts: Index, low: int, width: int
+    ordered: npt.NDArray[np.int64], starts: Index | None, low: int, width: int
 ) -> npt.NDArray[np.int64]:
-    """Per run of `ordered` (from `starts`), the sum of the values packed in its low
-    `width` bits, each offset by `low` (`pack`'s spec of the last column)."""
+    """Per run of `ordered` (from `starts`; None: every row is a run), the sum of the
+    values packed in its low `width` bits, each offset by `low` (`pack`'s spec of
+    the last column)."""
     values = ordered & ((1 << width) - 1) if width else np.zeros(len(ordered), np.int64)
     if low:
         values += low
-    return np.add.reduceat(values, starts) if len(starts) < len(values) else values
+    if starts is None or len(starts) == len(values):
+        return values
+    return np.add.reduceat(values, starts)
 
 
 def uniform_diffs(diff: int, n: int) -> Diffs:

@@ -74,6 +74,10 @@ class TimeQueue:
         parts = self.buckets.pop(time, None)
         return concat(parts) if parts else None
 
+    def pop_parts(self, time: Time) -> list[Updates]:
+        """The updates at `time` as they were pushed, not concatenated (none: [])."""
+        return self.buckets.pop(time, [])
+
 
 class Stream:
     """An edge of the graph: updates of fixed arity and column types in one scope.

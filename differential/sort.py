@@ -36,16 +36,24 @@ def pack(columns: Sequence[Column]) -> tuple[npt.NDArray[np.int64], list[tuple[i
     rows lexicographically. None when a column is not integer or the widths
     add up to more than 63 bits.
     """
-    n = len(columns[0]) if columns else 0
+    return pack_parts([columns])
+
+
+def pack_parts(
+    parts: Sequence[Sequence[Column]],
+) -> tuple[npt.NDArray[np.int64], list[tuple[int, int]]] | None:
+    """`pack` of the rows of several parts (each the same columns), one part after
+    the other, into one array: what `pack` of the concatenated columns gives,
+    without concatenating them (a merge's batches, ADR 0063)."""
+    n = sum(len(p[0]) for p in parts) if parts and parts[0] else 0
     specs: list[tuple[int, int]] = []
     total = 0
-    for col in columns:
-        if col.dtype.kind not in "iu":
+    for j in range(len(parts[0]) if parts else 0):
+        if any(p[j].dtype.kind not in "iu" for p in parts):
             return None
-        if uniform(col) or not n:
-            lo = hi = int(col[0]) if n else 0
-        else:
-            lo, hi = int(col.min()), int(col.max())
+        bounds = [_bounds(p[j]) for p in parts if len(p[j])]
+        lo = min((b[0] for b in bounds), default=0)
+        hi = max((b[1] for b in bounds), default=0)
         if hi >= 1 << 63:
             return None
         width = (hi - lo).bit_length()
@@ -53,50 +61,77 @@ def pack(columns: Sequence[Column]) -> tuple[npt.NDArray[np.int64], list[tuple[i
         if total > 63:
             return None
         specs.append((lo, width))
-    return _packed_key(columns, specs, n), specs
+    key = np.empty(n, dtype=np.int64)
+    at = 0
+    for part in parts:
+        size = len(part[0]) if part else 0
+        _packed_key(part, specs, key[at : at + size])
+        at += size
+    return key, specs
+
+
+def _bounds(col: Column) -> tuple[int, int]:
+    """The least and greatest value of a non-empty integer column."""
+    if uniform(col):
+        return int(col[0]), int(col[0])
+    return int(col.min()), int(col.max())
 
 
 def _packed_key(
-    columns: Sequence[Column], specs: list[tuple[int, int]], n: int
-) -> npt.NDArray[np.int64]:
-    """`sum((col - lo) << shift)`, computed as `sum(col << shift) - sum(lo << shift)` in
-    wrapping int64 arithmetic: exact, since the result fits in 63 bits (`pack` checked
-    the ranges), with one array allocated instead of one per column."""
-    key: npt.NDArray[np.int64] | None = None
+    columns: Sequence[Column], specs: list[tuple[int, int]], key: npt.NDArray[np.int64]
+) -> None:
+    """`sum((col - lo) << shift)` into `key`, computed as `sum(col << shift) - sum(lo <<
+    shift)` in wrapping int64 arithmetic: exact, since the result fits in 63 bits
+    (`pack` checked the ranges), with no array allocated."""
+    started = False
     offset = 0
     for col, (lo, width) in zip(columns, specs, strict=True):
         if not width:
             continue
         same_bits = col.view(np.int64) if col.dtype == np.uint64 else col
-        if key is None:
-            key = same_bits.astype(np.int64)  # a copy: ours to shift
+        if not started:
+            np.copyto(key, same_bits, casting="unsafe")
+            started = True
         else:
             key <<= width
             np.add(key, same_bits, out=key, casting="unsafe")
         offset = (offset << width) + lo
-    if key is None:
-        return np.zeros(n, dtype=np.int64)
+    if not started:
+        key.fill(0)
+        return
     wrapped = offset % (1 << 64)
     key -= np.int64(wrapped - (1 << 64) if wrapped >= 1 << 63 else wrapped)
-    return key
 
 
 def unpack(
-    key: npt.NDArray[np.int64], specs: list[tuple[int, int]], dtypes: Sequence[np.dtype]
+    key: npt.NDArray[np.int64],
+    specs: list[tuple[int, int]],
+    dtypes: Sequence[np.dtype],
+    into: Sequence[npt.NDArray[np.int64] | None] | None = None,
 ) -> list[Column]:
-    """The columns that `pack` packed into `key` (in any row order)."""
+    """The columns that `pack` packed into `key` (in any row order). `into`: per
+    column, an int64 array to write it into (a row of a time column), or None."""
     out: list[Column] = []
     shift = 0
-    for (lo, width), dtype in zip(reversed(specs), reversed(list(dtypes)), strict=True):
+    targets = list(into) if into is not None else [None] * len(specs)
+    for (lo, width), dtype, target in zip(
+        reversed(specs), reversed(list(dtypes)), reversed(targets), strict=True
+    ):
         if width:
-            part = np.right_shift(key, shift) if shift else key.copy()
+            if target is None:
+                part = np.right_shift(key, shift) if shift else key.copy()
+            else:
+                part = np.right_shift(key, shift, out=target)
             if shift + width < 63:  # not the leading column: the bits above are others'
                 np.bitwise_and(part, (1 << width) - 1, out=part)
             if lo:
                 part += lo
             shift += width
-        else:
+        elif target is None:
             part = np.full(len(key), lo, dtype=np.int64)
+        else:
+            part = target
+            part.fill(lo)
         out.append(part if dtype == np.int64 else part.astype(dtype))
     return out[::-1]
 
@@ -227,9 +262,11 @@ def _order(keys: Sequence[Column]) -> int:
     return 0
 
 
-def sorted_values(key: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+def sorted_values(key: npt.NDArray[np.int64], runs: bool = False) -> npt.NDArray[np.int64]:
     """`key` sorted (values, not a permutation: a third of an argsort's cost), in place
     when it has at most `TUNING.value_sort_part` rows; the caller must own `key`.
+    `runs`: `key` is two or three sorted runs one after the other (batches being
+    merged), which a stable sort (timsort) merges in half a quicksort's time.
 
     A larger array is sorted in parts, checking the budget between any two: parts
     of `TUNING.value_sort_part` rows are sorted in place, splitters drawn from them cut
@@ -237,7 +274,7 @@ def sorted_values(key: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
     parts into its place in the result, is sorted on its own."""
     n = len(key)
     if n <= TUNING.value_sort_part:
-        key.sort()
+        key.sort(kind="stable" if runs else None)
         return key
     bounds = [*range(0, n, TUNING.value_sort_part), n]
     parts = [key[lo:hi] for lo, hi in itertools.pairwise(bounds)]

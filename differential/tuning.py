@@ -117,6 +117,15 @@ class Tuning:
     # ... until one settle consolidates away less than this share of the rows it
     # arranged: then sorting them does not pay (each row is derived about once).
     compact_gain: float = 0.1
+    # Merges of identity-keyed batches, and arrangements of a time's updates that came in
+    # parts, pack each part's integer rows in place (its times advanced on their own)
+    # instead of concatenating the parts and building (`trace.batch.build_parts`, ADR
+    # 0063); False: concatenate and build (the reference).
+    packed_parts: bool = True
+    # The growing least-value step reads each key's current least from a table of the
+    # output it keeps while every output change is its own (`operators.reduce_extreme`,
+    # ADR 0063); False: it reads the output trace (the reference).
+    least_held: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

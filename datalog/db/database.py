@@ -47,7 +47,7 @@ from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, TransactionError, UnsupportedError
 from datalog.lang.parser import parse_query
 from datalog.lang.pretty import format_query
-from datalog.plan.body import UNIT
+from datalog.lang.system import UNIT
 from datalog.plan.plan import JoinPlan
 from datalog.storage.records import Commit, Define, Record
 from datalog.storage.store import Store

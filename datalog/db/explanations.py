@@ -21,8 +21,6 @@ from datalog.eval.functors import FunctorBinding
 from datalog.lang.ast import Pragma
 from datalog.lang.checks import CheckedQuery, dependencies
 from datalog.lang.errors import UnsupportedError
-from datalog.plan.dot import explain_graph
-from datalog.plan.explain import explain_passes, explain_text
 from datalog.plan.plan import JoinPlan
 from differential.batch import Updates
 from differential.budget import WorkLock
@@ -68,6 +66,9 @@ class Explanations:
         pragmas: Sequence[Pragma],
     ) -> str:
         """`Database.explain`: the plan of a query, built and dropped unstarted, printed."""
+        from datalog.plan.dot import explain_graph
+        from datalog.plan.explain import explain_passes, explain_text
+
         if passes and format != "text":
             raise UnsupportedError("explain(passes=True) prints text: use format='text'")
         built = self.queries.plan(checked, key, join_plan)

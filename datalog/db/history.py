@@ -27,8 +27,7 @@ from datalog.eval.symbols import SymbolTable
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query, dependencies
 from datalog.lang.errors import EpochError, HistoryCompactedError, UnknownNameError
 from datalog.lang.parser import parse_query
-from datalog.plan.body import UNIT
-from datalog.plan.passes import relations_read
+from datalog.lang.system import UNIT
 from datalog.plan.plan import JoinPlan, Options
 from datalog.plan.planner import Planner
 from differential.batch import Updates
@@ -117,6 +116,8 @@ class Past:
 
     def _evaluate(self, view: EpochView, query: CheckedQuery, name: str, plan: JoinPlan) -> Updates:
         """Run the query's dataflow once over the base relations of `view`."""
+        from datalog.plan.passes import relations_read
+
         engine = Engine()
         for relation in [UNIT, *view.checked.schema.relations]:
             source = self.engine.inputs[relation]

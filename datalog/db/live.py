@@ -24,7 +24,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
 
@@ -35,11 +35,13 @@ from datalog.eval.rows import to_rows
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType
 from datalog.lang.checks import CheckedProgram
-from datalog.plan.build import QueryPlan
-from datalog.plan.wcoj import JoinPlan
+from datalog.plan.plan import JoinPlan
 from differential.batch import Updates, concat, consolidate
 from differential.time import column
 from differential.trace.spine import Spine
+
+if TYPE_CHECKING:  # the planner's lowering is loaded when a query is first planned
+    from datalog.plan.build import QueryPlan
 
 _log = logging.getLogger("deltalog")
 KEPT_ERRORS = 10  # a subscription keeps its last few errors (and counts them all)

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from datalog.db.adaptive import Adaptive, difference
 from datalog.db.change import Callback, Change
@@ -42,13 +42,15 @@ from datalog.eval.symbols import SymbolTable
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.errors import TransactionError
 from datalog.lang.parser import parse_query
-from datalog.plan.build import QueryPlan
 from datalog.plan.plan import JoinPlan, Options, Share
 from datalog.plan.planner import Planner
 from differential.batch import Updates, concat
 from differential.dataflow import unbudgeted
 from differential.engine import Dataflow, Engine
 from differential.inputs import Requests
+
+if TYPE_CHECKING:  # the planner's lowering is loaded when a query is first planned
+    from datalog.plan.build import QueryPlan
 
 _log = logging.getLogger("deltalog")
 Asked = Mapping[str, Requests] | None  # the rows an epoch asked to write (None: not known)

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from itertools import count
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,13 +41,15 @@ from datalog.lang.checks import CheckedProgram, CheckedQuery, check_query
 from datalog.lang.parser import parse_query
 from datalog.lang.pretty import format_query
 from datalog.lang.schema import RelationInfo, Schema
-from datalog.plan.build import QueryPlan
 from datalog.plan.plan import JoinPlan, Options
 from datalog.plan.planner import Planner
 from differential.batch import Updates, concat, consolidate
 from differential.engine import Engine
 from differential.inputs import Requests
 from differential.time import column
+
+if TYPE_CHECKING:  # the planner's lowering is loaded when a query is first planned
+    from datalog.plan.build import QueryPlan
 
 Param = tuple[Any, ...]  # one parameter tuple, as Python scalars (symbols as ids)
 Deliver = Callable[[LiveQuery, Updates, int], None]

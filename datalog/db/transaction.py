@@ -25,8 +25,7 @@ from datalog.eval.rows import to_columns
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import TransactionError, UnknownNameError, did_you_mean
 from datalog.lang.schema import Schema
-from datalog.lang.system import is_reserved, reserved_message
-from datalog.plan.body import UNIT
+from datalog.lang.system import UNIT, is_reserved, reserved_message
 from datalog.storage.records import Record
 from differential.inputs import Requests
 

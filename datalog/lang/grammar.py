@@ -1,6 +1,7 @@
 """The grammar, loaded once as an LALR parser (its tables cached on disk).
 
-Layer: datalog (language). Imports `lark`, `datalog.lang.ast` and the budget check of
+Layer: datalog (language). Imports `lark` (when the parser is first made),
+`datalog.lang.ast` and the budget check of
 `differential.dataflow`: lexing a long text stops with the running computation's
 time budget (every `_Pacer.EVERY` tokens), as the dataflow steps do.
 """
@@ -13,12 +14,14 @@ import os
 import re
 import sys
 from pathlib import Path
-
-from lark import Lark, Token
-from lark.tree import Meta
+from typing import TYPE_CHECKING
 
 from datalog.lang import ast
 from differential.dataflow import check_budget
+
+if TYPE_CHECKING:  # lark is imported by the first parse, not by `import datalog`
+    from lark import Lark, Token
+    from lark.tree import Meta
 
 GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
 
@@ -26,6 +29,8 @@ GRAMMAR_PATH = Path(__file__).with_name("grammar.lark")
 @functools.cache
 def lark_parser() -> Lark:
     """The parser, with two start symbols (`program`, `query`)."""
+    from lark import Lark
+
     grammar = GRAMMAR_PATH.read_text(encoding="utf-8")
     return Lark(
         grammar,

@@ -1,8 +1,9 @@
 """The language front end: Datalog text to the AST of `datalog.lang.ast`.
 
-Layer: datalog (language). Imports `lark`, `datalog.lang.ast`, `datalog.lang.errors`,
-`datalog.lang.grammar`, `datalog.lang.source_text` and `datalog.lang.syntax_errors`; nothing from
-the engine. The parser of `datalog.lang.grammar` has two start symbols (`program`,
+Layer: datalog (language). Imports `lark` and `datalog.lang.syntax_errors` when it
+first parses (so that `import datalog` does not), `datalog.lang.ast`,
+`datalog.lang.errors`, `datalog.lang.grammar` and `datalog.lang.source_text`; nothing
+from the engine. The parser of `datalog.lang.grammar` has two start symbols (`program`,
 `query`). The builder below only builds AST nodes; checks run later as passes.
 Every syntax problem is raised as a `DatalogSyntaxError` with a plain-words message
 (`datalog.lang.syntax_errors`); lark's exceptions never escape.
@@ -20,19 +21,18 @@ still shows its line.
 from __future__ import annotations
 
 import re
-from typing import Any, Literal, NamedTuple, cast
-
-from lark import Token, Tree
-from lark.exceptions import UnexpectedInput
-from lark.tree import Meta
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from datalog.lang import ast
 from datalog.lang.errors import DatalogSyntaxError
 from datalog.lang.grammar import lark_parser, span_of
 from datalog.lang.nesting import LEVELS, MAX_NESTING
 from datalog.lang.source_text import SourceText, first_surrogate, span_at
-from datalog.lang.syntax_errors import explain
 from differential.dataflow import check_budget
+
+if TYPE_CHECKING:  # lark is imported by the first parse, not by `import datalog`
+    from lark import Token, Tree
+    from lark.tree import Meta
 
 __all__ = ["parse_program", "parse_query"]
 
@@ -99,15 +99,21 @@ def _too_deep(span: ast.Span, text: str, brackets: bool = False) -> DatalogSynta
 
 
 def _parse(source: SourceText, start: str) -> Any:
+    from lark.exceptions import UnexpectedInput
+
     try:
         return lark_parser().parse(source.text, start=start)
     except UnexpectedInput as error:
+        from datalog.lang.syntax_errors import explain
+
         raise explain(error, source, start) from None
 
 
 def _build(tree: Tree[Token], builder: _Builder) -> Any:
     """The builder's value of `tree`, children first, without recursion; a node
     deeper than `MAX_NESTING` is refused before anything is built."""
+    from lark import Tree
+
     order: list[Tree[Token] | Token | None] = []
     pending: list[tuple[Tree[Token] | Token | None, int]] = [(tree, 0)]
     while pending:

@@ -43,6 +43,7 @@ def is_reserved(name: str) -> bool:
 
 
 INTERNAL_PREFIX = "__"  # the engine's own relations, as `__unit__` (one empty tuple)
+UNIT = "__unit__"  # one empty tuple: what a body with no positive atom joins with
 
 
 def is_internal(name: str) -> bool:

@@ -28,6 +28,7 @@ from datalog.eval.generators import expand_range
 from datalog.eval.row_terms import row_filter, row_map
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType, Comparison, Literal, Term, Var
+from datalog.lang.system import UNIT
 from datalog.plan.aggregates import aggregate
 from datalog.plan.atoms import atom_stream
 from datalog.plan.binding import Binding
@@ -335,7 +336,6 @@ class BodyCompiler:
         return picked
 
 
-UNIT = "__unit__"
 Compute = Callable[[Updates], tuple[np.ndarray, np.ndarray | None]]
 
 

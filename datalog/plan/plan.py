@@ -1,7 +1,8 @@
 """The plan as data: what the planning passes decide, as small immutable values.
 
-Layer: datalog.plan. Imports the language's AST, checked program and printer, and a
-delta query's `Constant` (`joins.pipeline`), nothing that builds operators.
+Layer: datalog.plan. Imports the language's AST, checked program and printer (a
+delta query's `Constant`, `joins.pipeline`, only as a type), nothing that builds
+operators.
 
 A `Plan` starts as a checked query (or a derived relation a view computes) with
 its `Options`, and each named pass of `datalog.plan.passes` returns a new one with
@@ -16,14 +17,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from datalog.lang.ast import Aggregate as AggregateTerm
 from datalog.lang.ast import Atom, Call, ColumnType, Comparison, Const, Rule, Term
 from datalog.lang.ast import Literal as BodyLiteral
 from datalog.lang.checks import CheckedProgram, CheckedQuery
 from datalog.lang.pretty import format_body, format_literal, format_rule
-from joins.pipeline import Constant
+
+if TYPE_CHECKING:
+    from joins.pipeline import Constant
 
 JoinPlan = Literal["auto", "wcoj", "binary"]
 # "create": read derived relations from views, making one where another live query

@@ -1,6 +1,8 @@
 """The planner: the one way to plan a query (or a view) and lower it to operators.
 
-Layer: datalog.plan. Imports the passes, the lowering and the views.
+Layer: datalog.plan. Imports the passes, the lowering and the views, each when it
+is first used: a database makes its planner when it opens, and `import datalog`
+should not load the whole planner before a query is planned (ADR 0066).
 
 A `Planner` knows where it plans (the engine, the symbol table and the bound user
 functors); everything a caller may choose is an `Options` value passed per query:
@@ -15,24 +17,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
-from datalog.eval.functors import FunctorBinding
-from datalog.eval.symbols import SymbolTable
-from datalog.lang.checks import CheckedProgram, CheckedQuery
-from datalog.plan.build import Lowering, QueriesPlan, QueryPlan
-from datalog.plan.passes import (
-    Pass,
-    choose_join,
-    magic_sets,
-    normalize,
-    order_joins,
-    sharing,
-    strata,
-)
 from datalog.plan.plan import Options, Plan
-from datalog.plan.views import Views
-from differential.dataflow import Stream
-from differential.engine import Dataflow, Engine
+
+if TYPE_CHECKING:
+    from datalog.eval.functors import FunctorBinding
+    from datalog.eval.symbols import SymbolTable
+    from datalog.lang.checks import CheckedProgram, CheckedQuery
+    from datalog.plan.build import Lowering, QueriesPlan, QueryPlan
+    from datalog.plan.passes import Pass
+    from datalog.plan.views import Views
+    from differential.dataflow import Stream
+    from differential.engine import Dataflow, Engine
 
 # The passes' names, in order; lowering follows (`QueryPlan.stages`).
 PASSES = ("magic sets", "normalize", "sharing", "strata", "choose join", "order joins")
@@ -59,6 +56,8 @@ class Planner:
         options: Options | None = None,
     ) -> QueryPlan:
         """The (not yet started) dataflow answering `query` over `program`."""
+        from datalog.plan.build import QueryPlan
+
         start = Plan(name, program, query, options or Options())
         views = self._views(program)
         stages = self._passes(start, views)
@@ -77,6 +76,8 @@ class Planner:
         one output each: the strata they read are built once (a program's outputs,
         ADR 0061). Planned as one query of all their bodies, never specialized by
         magic sets (one query's constants would not restrict another's)."""
+        from datalog.plan.build import QueriesPlan
+
         merged = replace(
             queries[0],
             bodies=tuple(b for q in queries for b in q.bodies),
@@ -101,6 +102,15 @@ class Planner:
 
     def _passes(self, plan: Plan, views: Views) -> list[Plan]:
         """`plan` after each pass, in order (`PASSES`)."""
+        from datalog.plan.passes import (
+            choose_join,
+            magic_sets,
+            normalize,
+            order_joins,
+            sharing,
+            strata,
+        )
+
         chain: list[Pass] = [
             magic_sets,
             normalize(self.functors),
@@ -116,6 +126,8 @@ class Planner:
         return stages
 
     def _views(self, original: CheckedProgram) -> Views:
+        from datalog.plan.views import Views
+
         def build(
             relation: str, options: Options, dataflow: Dataflow
         ) -> tuple[dict[str, Stream], Plan]:
@@ -124,5 +136,7 @@ class Planner:
         return Views(self.engine, original, self.functors, build)
 
     def _lowering(self, plan: Plan, views: Views) -> Lowering:
+        from datalog.plan.build import Lowering
+
         options = plan.options
         return Lowering(self.engine, self.symbols, plan, lambda read: views.resolve(read, options))

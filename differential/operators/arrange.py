@@ -25,7 +25,7 @@ import numpy.typing as npt
 from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Receiver, Stream, TimeQueue
 from differential.time import Antichain, Time, join_times, le, uniform_times
-from differential.trace.batch import Batch, Description, Hashes, key_hash
+from differential.trace.batch import Batch, Description, Hashes, build_parts, key_hash
 from differential.trace.cursor import (
     Entry,
     FewKeys,
@@ -197,8 +197,9 @@ class ArrangeOp(BatchesArranged):
         self.source = stream
         stream.connect(self.queue.push)
         self.spine = Spine(key_arity, self.dtypes, stream.scope.depth)
-        # The updates at the current time, arranged into a batch only when read.
-        self.pending_updates: Updates | None = None
+        # The updates at the current time, as they came (parts: concatenated when read
+        # unarranged), arranged into a batch only when read.
+        self.pending_parts: list[Updates] | None = None
         self.pending_time: Time | None = None
         self._pending_batch: Batch | None = None
         # Earlier times' updates nobody has read through the trace yet, oldest first.
@@ -218,26 +219,35 @@ class ArrangeOp(BatchesArranged):
 
     def step(self, time: Time) -> None:
         self.seal()
-        updates = self.queue.pop(time)
-        if updates is None:
+        parts = self.queue.pop_parts(time)
+        if not parts:
             return
-        self.pending_updates, self.pending_time = updates, time
+        self.pending_parts, self.pending_time = parts, time
+
+    @property
+    def pending_updates(self) -> Updates | None:
+        """The current time's updates, unarranged, in one `Updates`."""
+        parts = self.pending_parts
+        if parts is not None and len(parts) > 1:
+            self.pending_parts = parts = [concat(parts)]
+        return parts[0] if parts is not None else None
 
     @property
     def pending_batch(self) -> Batch | None:
         """The current time's updates, arranged (built on first use)."""
-        if self._pending_batch is None and self.pending_updates is not None:
+        if self._pending_batch is None and self.pending_parts is not None:
             assert self.pending_time is not None
-            self._pending_batch = _arrange(self.pending_updates, self.key_arity, self.pending_time)
+            self._pending_batch = _arrange(self.pending_parts, self.key_arity, self.pending_time)
         return self._pending_batch
 
     def seal(self) -> None:
         """Move the current time's updates behind the trace, still unarranged if unread."""
-        if self.pending_updates is not None:
+        if self.pending_parts is not None:
             assert self.pending_time is not None
             batch = self._pending_batch
             unread = batch if batch is not None else self.pending_updates
-            time, self.pending_updates, self.pending_time = self.pending_time, None, None
+            assert unread is not None
+            time, self.pending_parts, self.pending_time = self.pending_time, None, None
             self._pending_batch = None
             self.defer(unread, time, time)
 
@@ -373,7 +383,7 @@ class ArrangeOp(BatchesArranged):
         return self.pending_batch if self.pending_time == time else None
 
     def has_delta(self, time: Time) -> bool:
-        return self.pending_time == time and self.pending_updates is not None
+        return self.pending_time == time and self.pending_parts is not None
 
     def changes(self, time: Time) -> tuple[Updates, Hashes] | None:
         if not self.has_delta(time):
@@ -408,8 +418,8 @@ class ArrangeOp(BatchesArranged):
     def visible(self, time: Time, include_delta: bool) -> int:
         """An upper bound (deferred updates are not consolidated yet); 0 when exact."""
         deferred = sum(len(item) for item, _ in self.deferred)
-        extra = self.pending_updates is not None and (include_delta or self.pending_time != time)
-        pending = len(self.pending_updates) if extra and self.pending_updates is not None else 0
+        extra = include_delta or self.pending_time != time
+        pending = self._pending_size() if extra else 0
         return len(self.spine) + deferred + pending
 
     def advance(self, epoch: int) -> None:
@@ -425,10 +435,13 @@ class ArrangeOp(BatchesArranged):
     def arranged_size(self) -> tuple[int, int]:
         """Updates and batches held, unarranged parts counted as they wait (nothing is
         arranged or merged to measure them)."""
-        pending = self.pending_updates
         deferred = sum(len(part) for part, _ in self.deferred)
-        size = len(self.spine) + deferred + (len(pending) if pending is not None else 0)
-        return size, self.spine.held_batches + len(self.deferred) + (pending is not None)
+        size = len(self.spine) + deferred + self._pending_size()
+        held = self.spine.held_batches + len(self.deferred) + (self.pending_parts is not None)
+        return size, held
+
+    def _pending_size(self) -> int:
+        return sum(map(len, self.pending_parts)) if self.pending_parts is not None else 0
 
     def describe(self) -> str:
         return f"arrange(key={self.key_arity} of {len(self.dtypes)})"
@@ -437,9 +450,13 @@ class ArrangeOp(BatchesArranged):
         return (self.source,)
 
 
-def _arrange(updates: Updates, key_arity: int, time: Time) -> Batch:
+def _arrange(parts: list[Updates], key_arity: int, time: Time) -> Batch:
+    """One time's updates, as they came in parts, arranged (`build_parts`: identity-keyed
+    integer rows packed part by part, not concatenated first)."""
     description = Description(Antichain([time]), Antichain(), Antichain())
-    return Batch.build(updates, key_arity, description)
+    if len(parts) == 1:
+        return Batch.build(parts[0], key_arity, description)
+    return build_parts(parts, key_arity, description)
 
 
 def _hashes(updates: Updates, key_arity: int) -> Hashes:

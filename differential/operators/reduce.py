@@ -127,11 +127,7 @@ class ReduceOp(Operator):
         """Re-evaluate the keys that changed at `time` or were scheduled for it, and
         emit the difference; a growing tactic answers while the input only grows."""
         growing = self.growing
-        if (
-            growing is not None
-            and growing.applies(self.source.updates_at(time))
-            and self._only_grows(time)
-        ):
+        if growing is not None and growing.applies(time) and self._only_grows(time):
             self._emit(growing.step(time), time)
             return
         self.stop_growing()
@@ -220,8 +216,8 @@ class ReduceOp(Operator):
     def stop_growing(self) -> None:
         """Arrange the growing steps' output into the trace and read the trace from
         here on (what a step that is not growing does first)."""
-        if self.growing_distinct is not None:
-            self.growing_distinct.stop()
+        if self.growing is not None:
+            self.growing.stop()
 
     def first_scheduled(self, prefix: Time) -> int | None:
         """The least last coordinate of a time extending `prefix` at which keys are

@@ -21,11 +21,22 @@ Keys where it does not apply (a retraction at or below the new least, no output
 and no insertion) take the general path. A reducer offers this step by carrying
 `growing_least = column` (its value column), and only when its output tuple is
 the key and that one column; `LeastGrowing` is then the reduce's growing tactic.
+
+Each step needs the current output of the keys it touches. Read from the output
+trace, that is every output entry those keys ever had (each change of a least adds
+two), accumulated by a sort: 30-50 ms a round of WCC at 1M edges, growing with the
+rounds. The tactic keeps instead a table of the output (`Held`: the keys sorted, one
+row each), built from an empty output and updated with every change the step
+emits, for as long as every output change is the step's (`Tuning.least_held`; ADR
+0063). A step that is not the tactic's (`stop`), or a table that cannot say (an
+output time not at or before the step's, a key with two rows or a multiplicity
+other than one), drops it: the trace answers from then on.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -34,12 +45,24 @@ from differential.batch import Column, Updates, concat, consolidate
 from differential.operators.arrange import Arranged, ArrangeOp, Owner
 from differential.operators.reduce_tactics import Keys, current_output
 from differential.sort import order_of, run_starts
-from differential.time import Time, column
-from differential.trace.batch import key_hash
+from differential.time import Time, column, join_times, le
+from differential.trace.batch import Hashes, key_hash
 from differential.trace.spine import Spine
 from differential.tuning import TUNING
 
 General = Callable[[Keys, Time], Updates | None]
+Output = tuple[Owner, list[Column], npt.NDArray[np.int64]]
+Outputs = Callable[[tuple[Column, ...], Hashes, Time], Output]
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """The reduce's whole output, one row per key: `keys` ascending, `values` its value
+    columns, every row of multiplicity one, all at times at or before `latest`."""
+
+    keys: Column
+    values: tuple[Column, ...]
+    latest: Time | None
 
 
 class LeastGrowing:
@@ -47,22 +70,86 @@ class LeastGrowing:
 
     def __init__(self, source: Arranged, trace: Spine, col: int, general: General) -> None:
         self.source, self.trace, self.col, self.general = source, trace, col, general
+        # The output table (None: the trace answers); made at the first step when the
+        # output is empty then and the key one integer column.
+        self.held: Held | None = None
+        self.fresh = True
 
-    def applies(self, changes: Updates | None) -> bool:
+    def applies(self, time: Time) -> bool:
         """Always, while the input only grows (the driver checks): keys where the
-        step cannot tell go to `general`."""
+        step cannot tell go to `general` (the changes are not read here: they are
+        arranged first, by the step)."""
         return True
 
     def step(self, time: Time) -> Updates | None:
-        return extreme_step(self.source, self.trace, self.col, time, self.general)
+        if self.fresh:
+            self.fresh = False
+            self.held = _empty_held(self.source) if not len(self.trace) else None
+        held = self.held
+        if held is not None and not (held.latest is None or le(held.latest, time)):
+            held = self.held = None
+        if held is not None:  # merged as the trace's reads would: the first commit after
+            self.trace.settle()  # the first evaluation must not merge every round's output
+        outputs = self._output if held is not None else self._traced
+        change = extreme_step(self.source, outputs, self.col, time, self.general)
+        if held is not None and change is not None:
+            self.held = _absorbed(held, change, time)
+        return change
+
+    def stop(self) -> None:
+        """A step that is not this tactic's changes the output: the trace answers from
+        now on."""
+        self.fresh, self.held = False, None
+
+    def _traced(self, keys: tuple[Column, ...], hashes: Hashes, time: Time) -> Output:
+        return current_output(self.trace, self.source.key_arity, keys, hashes, time)
+
+    def _output(self, keys: tuple[Column, ...], hashes: Hashes, time: Time) -> Output:
+        """`current_output` from the table: a binary search of the keys."""
+        held = self.held
+        assert held is not None
+        at = np.searchsorted(held.keys, keys[0])
+        np.minimum(at, len(held.keys) - 1, out=at)
+        found = np.flatnonzero(held.keys[at] == keys[0]) if len(held.keys) else at[:0]
+        rows = at[found]
+        ones = np.ones(len(found), dtype=np.int64)
+        return found.astype(np.intp), [v[rows] for v in held.values], ones
+
+
+def _empty_held(source: Arranged) -> Held | None:
+    """An empty output table, if the tactic is on and the key one integer column."""
+    dtypes = source.dtypes
+    if not TUNING.least_held or source.key_arity != 1 or dtypes[0].kind not in "iu":
+        return None
+    values = tuple(np.empty(0, dtype=d) for d in dtypes[1:])
+    return Held(np.empty(0, dtype=dtypes[0]), values, None)
+
+
+def _absorbed(held: Held, change: Updates, time: Time) -> Held | None:
+    """The table after the step's output `change` (at `time`): the old rows and the
+    change consolidated; None when a key is left with more than one row or a row
+    with a multiplicity other than one (the table cannot say: the trace answers)."""
+    old = Updates(
+        (held.keys, *held.values),
+        column(time, len(held.keys)),
+        np.ones(len(held.keys), dtype=np.int64),
+    )
+    now = consolidate(concat([old, change.with_times(column(time, len(change)))]))
+    keys = now.columns[0]
+    if len(keys) > 1 and not bool(np.greater(keys[1:], keys[:-1]).all()):
+        return None
+    if len(now) and not bool((now.diffs == 1).all()):
+        return None
+    return Held(keys, tuple(now.columns[1:]), join_times(held.latest, time))
 
 
 def extreme_step(
-    source: Arranged, trace: Spine, col: int, time: Time, general: General
+    source: Arranged, outputs: Outputs, col: int, time: Time, general: General
 ) -> Updates | None:
     """The output change at `time` (None: nothing changed), from the step's changes
-    and each key's current output (in `trace`), whose least value is in value column
-    `col`; `general` re-evaluates the keys this cannot."""
+    and each key's current output (`outputs`: from the trace or the tactic's table),
+    whose least value is in value column `col`; `general` re-evaluates the keys this
+    cannot."""
     if isinstance(source, ArrangeOp):  # arranged and merged as the general path's reads
         source.settle().batches  # noqa: B018 (leave it: a later epoch's first read must
         source.delta(time)  # not sort and merge every round's input at once)
@@ -78,7 +165,7 @@ def extreme_step(
     )
     n = len(inserted)
     hashes = key_hash(keys)
-    o_owner, o_cols, o_mult = current_output(trace, k, keys, hashes, time)
+    o_owner, o_cols, o_mult = outputs(keys, hashes, time)
     o_value = np.full(n, _NONE, dtype=np.int64)
     o_value[o_owner] = o_cols[col]
     new = np.minimum(o_value, inserted)

@@ -51,8 +51,9 @@ class GrowingDistinct:
         self.settled = 0
         self.settled_overflow: set[Row] = set()
 
-    def applies(self, changes: Updates | None) -> bool:
+    def applies(self, time: Time) -> bool:
         """Only insertions at the step's time (the driver checks the history)."""
+        changes = self.source.updates_at(time)
         return changes is not None and all_positive(changes.diffs)
 
     def step(self, time: Time) -> Updates | None:

@@ -29,6 +29,7 @@ from differential.batch import (
     compact_uniform,
     concat,
     consolidate_packed,
+    consolidate_packed_parts,
     integral,
     order_of,
     run_starts,
@@ -349,6 +350,40 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
     """One batch holding the consolidated contents of `batches`, compacted to `since`."""
     first, last = batches[0], batches[-1]
     description = Description(first.description.lower, last.description.upper, since)
-    updates = concat([b.updates() for b in batches])
     hashes = None if first.identity_hash else np.concatenate([b.hashes for b in batches])
-    return Batch.build(updates, first.key_arity, description, runs=True, hashes=hashes)
+    return build_merged([b.updates() for b in batches], first, description, hashes)
+
+
+def build_merged(
+    parts: Sequence[Updates], like: Batch, description: Description, hashes: Hashes | None
+) -> Batch:
+    """The batch of `parts`, entries of batches like `like` being merged (sorted runs;
+    `hashes`: theirs, concatenated, unless the key is its own hash): `build_parts`."""
+    return build_parts(parts, like.key_arity, description, runs=True, hashes=hashes)
+
+
+def build_parts(
+    parts: Sequence[Updates],
+    key_arity: int,
+    description: Description,
+    runs: bool = False,
+    hashes: Hashes | None = None,
+) -> Batch:
+    """`Batch.build(concat(parts), ...)`. Identity-keyed integer rows that pack are
+    packed part by part into one array, not concatenated first, each part's times
+    advanced on their own (one repeated time stays one value: `Tuning.packed_parts`,
+    ADR 0063): a merge's batches, a round's changes from two joins."""
+    nonempty = [p for p in parts if len(p)]
+    identity = key_arity == 1 and bool(nonempty) and nonempty[0].columns[0].dtype.kind in "iu"
+    if identity and TUNING.packed_parts and sum(map(len, nonempty)) > TUNING.few:
+        since = description.since
+        advanced = [p.with_times(_advanced(p.times, since)) for p in nonempty]
+        diffs = {uniform_diff(p.diffs) for p in advanced}
+        diff = diffs.pop() if len(diffs) == 1 else None
+        packed = None
+        if diff is not None or TUNING.packed_diffs:
+            packed = consolidate_packed_parts(advanced, diff, runs)
+        if packed is not None:
+            times, kept = compact_uniform(packed.times, packed.diffs)
+            return Batch(key_hash(packed.columns[:1]), packed.columns, 1, times, kept, description)
+    return Batch.build(concat(parts), key_arity, description, runs=runs, hashes=hashes)

@@ -22,7 +22,7 @@ import numpy as np
 
 from differential.batch import Updates, compact_uniform, concat
 from differential.time import Antichain
-from differential.trace.batch import Batch, Description
+from differential.trace.batch import Batch, Description, build_merged
 
 
 class Merging:
@@ -80,8 +80,7 @@ class Merging:
             cuts = zip(self.inputs, self.cursors, ends, strict=True)
             hashes = np.concatenate([b.hashes[c:e] for b, c, e in cuts])
         spent = sum(e - c for c, e in zip(self.cursors, ends, strict=True))
-        key_arity = self.inputs[0].key_arity
-        piece = Batch.build(concat(parts), key_arity, self.description, runs=True, hashes=hashes)
+        piece = build_merged(parts, self.inputs[0], self.description, hashes)
         if len(piece):
             self.pieces.append(piece)
         self.cursors = ends

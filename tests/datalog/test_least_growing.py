@@ -114,6 +114,7 @@ def run(query: str, first: list, commits: list, on: bool) -> tuple[list[Any], in
     return [*out, seen, held], used[0]
 
 
+@pytest.mark.parametrize("held", [True, False])  # the output read from a table, or the trace
 @pytest.mark.parametrize("sorted_from", [2, 1 << 40])  # arranged changes grouped by runs, or not
 @settings(max_examples=40, deadline=None)
 @given(
@@ -122,10 +123,10 @@ def run(query: str, first: list, commits: list, on: bool) -> tuple[list[Any], in
     COMMITS,
 )
 def test_the_least_growing_step_gives_the_general_reduce_answers(
-    sorted_from: int, query: str, first: list, commits: list
+    held: bool, sorted_from: int, query: str, first: list, commits: list
 ) -> None:
     note(PROGRAMS[query])
-    with tuned(TUNING.but(sorted_from=sorted_from)):
+    with tuned(TUNING.but(sorted_from=sorted_from, least_held=held)):
         fast, used = run(query, first, commits, True)
     general, _ = run(query, first, commits, False)
     assert fast == general

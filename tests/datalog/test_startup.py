@@ -2,7 +2,9 @@
 
 pyarrow costs 50-90 ms to load: it is loaded when Arrow data comes in or goes out
 (an Arrow or pandas insert, `query_arrow`, interning strings, a snapshot), never by
-importing the API (ADR 0044)."""
+importing the API (ADR 0044). Nor are the parser's lark (its first parse loads it)
+and the planner's passes and lowering with the join kernels (the first query plans
+through them): opening a database needs neither (ADR 0066)."""
 
 from __future__ import annotations
 
@@ -16,13 +18,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def loaded_after(code: str) -> set[str]:
+def modules_after(code: str) -> set[str]:
+    """Every module loaded after running `code` in a fresh interpreter."""
     program = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(
         [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr
-    return {name.partition(".")[0] for name in json.loads(done.stdout.splitlines()[-1])}
+    return set(json.loads(done.stdout.splitlines()[-1]))
+
+
+def loaded_after(code: str) -> set[str]:
+    return {name.partition(".")[0] for name in modules_after(code)}
 
 
 def test_importing_the_database_loads_no_pyarrow() -> None:
@@ -63,3 +70,31 @@ def test_printsize_counts_columns_not_python_rows(
     monkeypatch.setattr(Database, "query", rows_of)
     assert main(["run", str(tmp_path / "p.dl"), "-F", str(tmp_path), "-D", str(tmp_path)]) == 0
     assert capsys.readouterr().out.splitlines() == ["e\t2", "p\t2", "z\t1"]
+
+
+def test_opening_a_database_loads_neither_the_parser_nor_the_lowering() -> None:
+    loaded = modules_after("from datalog import Database\nDatabase()")
+    deferred = {"lark", "joins", "datalog.plan.build", "datalog.plan.passes", "datalog.plan.dot"}
+    assert deferred & loaded == set()
+    assert {"datalog.db.database", "datalog.plan.planner", "differential.engine"} <= loaded
+
+
+def test_a_first_query_loads_the_parser_and_the_lowering() -> None:
+    code = (
+        "from datalog import Database\n"
+        "db = Database()\n"
+        "db.define('.decl e(a: number, b: number)\\ne(1, 2).')\n"
+        "assert db.query('e(1, b)') == [(2,)]"
+    )
+    assert {"lark", "joins", "datalog.plan.build"} <= modules_after(code)
+
+
+def test_a_run_that_writes_no_output_file_loads_no_arrow_compute(tmp_path: Path) -> None:
+    """`.output` is formatted with pyarrow.compute (30 ms to load): a run that only
+    counts (`.printsize`) does not load it."""
+    (tmp_path / "e.facts").write_text("1\t2\n2\t3\n")
+    program = tmp_path / "p.dl"
+    program.write_text(".decl e(a: number, b: number)\n.input e\n.printsize e\n")
+    run = ["run", str(program), "-F", str(tmp_path), "-D", str(tmp_path)]
+    code = f"from datalog.cli.commands import main\nassert main({run!r}) == 0"
+    assert "pyarrow.compute" not in modules_after(code)
