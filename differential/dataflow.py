@@ -165,6 +165,12 @@ class Operator:
         """`(tuples, batches)` this operator holds in arrangements it owns."""
         return (0, 0)
 
+    def forget(self) -> None:
+        """Drop everything this operator holds, for good (its dataflow ran once and is
+        done with it): freed now, by reference counting, not whenever the cycle
+        collector next runs (operators and their streams refer to each other)."""
+        vars(self).clear()
+
     def describe(self) -> str:
         return self.name
 
@@ -197,6 +203,23 @@ class Scope:
         # Runs the rounds from a time in one go where it can (True), else None or
         # False: an iteration scope's fused rounds (`operators.chain`, ADR 0029).
         self.fused: Callable[[Time], bool] | None = None
+        # A root scope that runs for one epoch only (a one-shot dataflow, dropped
+        # after its first run; set before it runs): see `totally_ordered`.
+        self.one_epoch = False
+
+    @property
+    def totally_ordered(self) -> bool:
+        """Whether every time this scope will ever process is comparable with every
+        other, so that once `t` is being processed no reader asks about a time before
+        `t` again: the root of a one-shot dataflow (one epoch) and an iteration scope
+        directly inside it (`(epoch, round)`, one epoch). An arrangement here may then
+        advance the history before the time being processed to that time and
+        consolidate it (ADR 0062); a live dataflow's times `(e, i)` must stay apart
+        for the epochs to come, and so must a deeper scope's rounds."""
+        parent = self.parent
+        if parent is None:
+            return self.one_epoch
+        return parent.parent is None and parent.one_epoch
 
     def register(self, op: Operator) -> None:
         """Add `op` at the end, or at the insertion point while one is set."""

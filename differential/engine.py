@@ -48,6 +48,7 @@ from differential.operators.capture import Capture
 from differential.operators.reduce import ReduceOp
 from differential.operators.shared import ImportOp
 from differential.time import column
+from differential.tuning import TUNING
 
 Listener = Callable[[Updates, int], None]
 LateChanges = Callable[[int], Mapping[str, Requests]]
@@ -102,6 +103,14 @@ class Dataflow:
             if isinstance(op, (ArrangeOp, ReduceOp)):
                 op.settle()
         self.spent += self.engine.clock() - began
+
+    def drop_operators(self) -> None:
+        """Forget every operator but the outputs' captures, and what each holds: a
+        dataflow that runs once frees its arrangements before its answer is
+        consolidated (ADR 0062). Imports stay (`release` lets go of them)."""
+        _forget(self.root, {id(op) for op in self.imports})
+        for out in self.outputs.values():  # its links upstream are for explaining only
+            out.capture.stream.upstream, out.capture.stream.producer = (), None
 
     def deliver(self, epoch: int) -> None:
         for out in self.outputs.values():
@@ -159,6 +168,17 @@ class View:
         changes = self.output.capture.drain()
         if len(changes):
             self.input.stage(changes, epoch)
+
+
+def _forget(scope: Scope, kept: set[int]) -> None:
+    """Forget `scope`'s operators (nested scopes' too) but those in `kept` (ids)."""
+    for op in scope.operators:
+        inner = getattr(op, "inner", None)
+        if isinstance(inner, Scope):
+            _forget(inner, kept)
+        if id(op) not in kept:
+            op.forget()
+    scope.operators = []
 
 
 def _describe(scope: Scope, indent: str) -> list[str]:
@@ -285,15 +305,23 @@ class Engine:
         """Whether some live dataflow reads a late input."""
         return any(df.late for df in self.dataflows)
 
-    def dataflow(self, name: str) -> Dataflow:
-        """A new, empty dataflow; build it, then call `start`."""
-        return Dataflow(self, name)
+    def dataflow(self, name: str, one_epoch: bool = False) -> Dataflow:
+        """A new, empty dataflow; build it, then call `start`. `one_epoch`: it is
+        dropped after its first run (a one-shot read), so its scopes' times are
+        totally ordered and its arrangements may compact as they go (ADR 0062)."""
+        dataflow = Dataflow(self, name)
+        dataflow.root.one_epoch = one_epoch
+        return dataflow
 
     def start(self, dataflow: Dataflow) -> None:
         """Run a built dataflow over the current state (its snapshot) and make it live."""
         dataflow.run()
+        once = dataflow.root.one_epoch  # dropped next: holds nothing for later epochs
+        if once and TUNING.compact_rounds:
+            dataflow.drop_operators()
         dataflow.deliver(self.epoch)
-        dataflow.advance(self.epoch + 1)
+        if not once:
+            dataflow.advance(self.epoch + 1)
         self.dataflows.append(dataflow)
 
     def retire(self, dataflow: Dataflow) -> None:

@@ -110,6 +110,14 @@ class Tuning:
     # below the rows and sort the packed values (`batch.consolidate_packed`, ADR 0057);
     # False: they sort a permutation and gather every column (the reference).
     packed_diffs: bool = True
+    # Arrangements of a one-shot dataflow's totally ordered scopes (`Scope.totally_ordered`)
+    # advance the history they settle to the latest time and consolidate it, in the new
+    # batch and in the trace's merges (`operators.arrange`, ADR 0062); False: every
+    # round's updates stay apart, as in a live dataflow (the reference).
+    compact_rounds: bool = True
+    # ... until one settle consolidates away less than this share of the rows it
+    # arranged: then sorting them does not pay (each row is derived about once).
+    compact_gain: float = 0.1
     # Merges of identity-keyed batches, and arrangements of a time's updates that came in
     # parts, pack each part's integer rows in place (its times advanced on their own)
     # instead of concatenating the parts and building (`trace.batch.build_parts`, ADR
@@ -125,8 +133,10 @@ class Tuning:
     sort_part: int = 1 << 21
     # Rows one value sort of int64 handles at most.
     value_sort_part: int = 1 << 24
-    # Pairs a join builds at once (a larger product is chunked by changes).
-    pairs: int = 1 << 20
+    # Pairs a join builds at once (a larger product is chunked by changes): each pair
+    # costs about 70 bytes while its chunk is built (lookups, gathers, times, diffs),
+    # so a chunk of 2^20 was 70 MiB of a 1M-edge reach's peak (ADR 0062).
+    pairs: int = 1 << 18
     # History entries a reduce step handles at once (a larger step goes by runs of keys).
     history: int = 1 << 21
     # Candidates a delta query proposes and validates at once, and prefixes it extends at

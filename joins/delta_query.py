@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from differential.batch import Updates, concat
+from differential.batch import Updates, compact_uniform, concat
 from differential.dataflow import Operator, Scope, Stream
 from differential.sort import unique_values
 from differential.time import Time
@@ -257,7 +257,14 @@ class _Gathering:
         self.rows = 0
 
     def add(self, part: Updates) -> None:
+        """Hold `part`, its times and diffs each one repeated value where all its rows
+        agree (every output of a round lands at the round's time, and a set's diffs
+        are ones): what waits for the next round and the arrangements' queues then
+        holds the columns only (ADR 0062)."""
         if len(part):
+            times, diffs = compact_uniform(part.times, part.diffs)
+            if times is not part.times or diffs is not part.diffs:
+                part = Updates(part.columns, times, diffs)
             self.parts.append(part)
             self.rows += len(part)
             if self.rows >= TUNING.proposals:

@@ -61,7 +61,7 @@ class Planner:
         start = Plan(name, program, query, options or Options())
         views = self._views(program)
         stages = self._passes(start, views)
-        dataflow = self.engine.dataflow(name)
+        dataflow = self.engine.dataflow(name, start.options.one_shot)
         output, lowered = self._lowering(stages[-1], views).query(dataflow)
         return QueryPlan(dataflow, output, (*stages, lowered))
 
@@ -86,7 +86,7 @@ class Planner:
         start = Plan(name, program, merged, replace(options or Options(), magic="off"))
         views = self._views(program)
         stages = self._passes(start, views)
-        dataflow = self.engine.dataflow(name)
+        dataflow = self.engine.dataflow(name, start.options.one_shot)
         outputs, lowered = self._lowering(stages[-1], views).queries(dataflow, queries)
         return QueriesPlan(dataflow, outputs, (*stages, lowered))
 

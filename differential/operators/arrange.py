@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Receiver, Stream, TimeQueue
-from differential.time import Antichain, Time, join_times, le
+from differential.time import Antichain, Time, join_times, le, uniform_times
 from differential.trace.batch import Batch, Description, Hashes, build_parts, key_hash
 from differential.trace.cursor import (
     Entry,
@@ -205,6 +205,11 @@ class ArrangeOp(BatchesArranged):
         # Earlier times' updates nobody has read through the trace yet, oldest first.
         self.deferred: list[tuple[Batch | Updates, Time]] = []
         self._deferred_latest: Time | None = None  # their latest time
+        # Whether settling advances and consolidates rounds (`_settle_compacted`): in a
+        # totally ordered scope, until a settle finds too little to consolidate.
+        self.compacting: bool | None = None  # decided at the first settle (`_compacts`)
+        self._compacted = 0  # entries the trace held after its last compaction there
+        self._settles = self._settled_rows = 0  # settles compacted, and the rows they took
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.queue.times()
@@ -254,6 +259,10 @@ class ArrangeOp(BatchesArranged):
         self._deferred_latest = join_times(self._deferred_latest, latest)
         if len(self.deferred) > TUNING.deferred:  # a stream nobody reads: bound what waits
             self._coalesce()
+        elif self._compacts():
+            waiting = sum(len(part) for part, _ in self.deferred)
+            if waiting > max(TUNING.deferred_rows, len(self.spine)):
+                self.settle()  # consolidated as it goes: see `_settle_compacted`
 
     def _coalesce(self) -> None:
         """Concatenate the deferred parts into one, or arrange them once they are many."""
@@ -271,15 +280,61 @@ class ArrangeOp(BatchesArranged):
         join's side that the other side's future changes would look up) never
         sorts them.
         """
-        if len(self.deferred) == 1 and isinstance(self.deferred[0][0], Batch):
+        latest = self._deferred_latest
+        if latest is not None and self._compacts():
+            self._settle_compacted(latest)
+        elif len(self.deferred) == 1 and isinstance(self.deferred[0][0], Batch):
             self.spine.append(self.deferred[0][0])
         elif self.deferred:  # one sort for all of them, not one batch (and merge) per time
             parts = [i.updates() if isinstance(i, Batch) else i for i, _ in self.deferred]
             lower = Antichain([self.deferred[0][1]])
-            latest = self._deferred_latest
             self.spine.insert(concat(parts), lower, Antichain(), latest)  # a few rows wait unsorted
         self.deferred, self._deferred_latest = [], None
         return self.spine
+
+    def _compacts(self) -> bool:
+        if self.compacting is None:  # the scope's order is fixed before it runs
+            self.compacting = TUNING.compact_rounds and self.scope.totally_ordered
+        return self.compacting
+
+    def _settle_compacted(self, latest: Time) -> None:
+        """`settle` in a totally ordered scope (`Scope.totally_ordered`): no reader asks
+        about a time before `latest` again (the deferred updates are at times up to it,
+        the scheduler is at it or later), so their times advance to `latest` and equal
+        rows consolidate, in each new batch and in every merge of the trace (its
+        `since`): a `distinct`'s input holds about one entry per distinct row, not one
+        per derivation and round (ADR 0062). They are arranged a part at a time (at
+        most the trace's size, or `TUNING.deferred_rows`), so that sorting one large
+        round needs no copy of all of it, each part consolidated first (integer rows
+        at one time pack into one value each: a value sort, no permutation, and the
+        batch is then built from far fewer rows, usually in its order already); the
+        trace compacts once it has doubled.
+
+        Sorting pays only where rows repeat: once the trace holds more than
+        `1 - TUNING.compact_gain` of the rows settled so far, after two settles (each
+        row derived about once, as in a closure), the arrangement goes back to
+        deferring them unsorted."""
+        self.spine.default_since = Antichain([latest])
+        lower = Antichain([self.deferred[0][1]])
+        parts = [item.updates() if isinstance(item, Batch) else item for item, _ in self.deferred]
+        self.deferred = []
+        self._settles += 1
+        self._settled_rows += sum(len(part) for part in parts)
+        while parts:
+            part = parts.pop(0)
+            size = max(TUNING.deferred_rows, len(self.spine), 1)
+            for lo in range(0, len(part), size):
+                columns = tuple(c[lo : lo + size] for c in part.columns)
+                diffs = part.diffs[lo : lo + size]
+                piece = consolidate(Updates(columns, uniform_times(latest, len(diffs)), diffs))
+                self.spine.insert(piece, lower, Antichain(), latest)
+                if len(self.spine) > 2 * self._compacted + TUNING.few:
+                    self.spine.compact()
+                    self._compacted = len(self.spine)
+            del part
+        settled = self._settled_rows  # (0 while only empty updates were deferred)
+        if self._settles > 1 and len(self.spine) > (1 - TUNING.compact_gain) * settled > 0:
+            self.compacting = False  # (a first round has no repeats: the base rules' rows)
 
     # -- the protocol of fused rounds (`chain`, `later_rounds`, `chain_joins`) -------------
 

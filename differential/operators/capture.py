@@ -29,6 +29,7 @@ class Capture:
         """Every update since the last drain, consolidated (sorted, zero-free)."""
         if not self.parts:
             return self.stream.empty()
-        updates = consolidate(concat(self.parts))
-        self.parts = []
-        return updates
+        parts, self.parts = self.parts, []
+        whole = concat(parts)
+        del parts  # (one copy of the answer at a time besides what consolidating builds)
+        return consolidate(whole)

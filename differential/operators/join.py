@@ -19,6 +19,7 @@ from differential import small
 from differential.batch import (
     Index,
     Updates,
+    compact_uniform,
     joined_times,
     multiplied,
     python_rows,
@@ -129,11 +130,13 @@ class JoinOp(Operator):
         mine = delta.take(owner)
         left, right = (mine, found) if left_is_delta else (found, mine)
         layout = (*left.columns, *right.columns[k:])
-        return Updates(
-            tuple(layout[i] for i in self.projection),
-            joined_times(left.times, right.times),
-            multiplied(left.diffs, right.diffs),
+        # One repeated time and diff where every pair agrees (a round's changes joined
+        # with history before it, in a totally ordered scope): the pairs then hold
+        # their columns only, downstream too (ADR 0062).
+        times, diffs = compact_uniform(
+            joined_times(left.times, right.times), multiplied(left.diffs, right.diffs)
         )
+        return Updates(tuple(layout[i] for i in self.projection), times, diffs)
 
     def describe(self) -> str:
         return f"join({self.left.describe()}, {self.right.describe()})"

@@ -25,7 +25,7 @@ from differential.dataflow import check_budget
 from differential.operators.arrange import Arranged, Owner
 from differential.operators.reduce_tactics import all_positive
 from differential.sort import run_starts
-from differential.time import Antichain, Time, column
+from differential.time import Antichain, Time, column, join_times, uniform_times
 from differential.trace.batch import Hashes, key_hash
 from differential.trace.keyset import KeySet
 from differential.trace.spine import Spine
@@ -42,6 +42,14 @@ class GrowingDistinct:
         k, dtypes = source.key_arity, source.dtypes
         self.seen: KeySet | None = KeySet(dtypes[:k], k == 1 and dtypes[0].kind in "iu")
         self.unbuilt: list[Updates] = []  # output of growing steps, not arranged yet
+        # In a totally ordered scope (a one-shot read, ADR 0062) the output is not kept:
+        # it is the key set's keys, each once, at times up to `latest` (None: none
+        # since the last settle), of which the first `settled` stored keys and the
+        # overflow keys in `settled_overflow` are in the trace already.
+        self.compacted: bool | None = None  # whether it keeps no copy (decided once)
+        self.latest: Time | None = None
+        self.settled = 0
+        self.settled_overflow: set[Row] = set()
 
     def applies(self, time: Time) -> bool:
         """Only insertions at the step's time (the driver checks the history)."""
@@ -76,8 +84,17 @@ class GrowingDistinct:
         """Hold a step's output unarranged while the key set answers membership."""
         if self.seen is None:
             return False
-        self.unbuilt.append(change)
+        self._hold(change)
         return True
+
+    def _hold(self, change: Updates) -> None:
+        if self.compacted is None:  # the scope's order is fixed before it runs
+            self.compacted = TUNING.compact_rounds and self.source.scope.totally_ordered
+        if self.compacted:
+            latest = tuple(int(t) for t in change.times.max(axis=1))
+            self.latest = join_times(self.latest, latest)
+        else:
+            self.unbuilt.append(change)
 
     def holds(self) -> Callable[[int, Row], bool]:
         """Membership of a key (its hash, its row) in the output, while growing."""
@@ -98,15 +115,31 @@ class GrowingDistinct:
         else:
             added = seen.admit(key_hash(result.columns), result.columns)
             assert len(added) == len(result), "fused rounds admit each new key once"
-        self.unbuilt.append(result)
+        self._hold(result)
 
     def settle(self) -> None:
         """Arrange the output of growing steps into the trace, all in one batch."""
+        if self.latest is not None:
+            self._settle_keys(self.latest)
         if self.unbuilt:
             updates = concat(self.unbuilt)
             self.unbuilt = []
             lower = Antichain([tuple(int(t) for t in updates.times.min(axis=1))])
             self.trace.insert(updates, lower, Antichain())
+
+    def _settle_keys(self, latest: Time) -> None:
+        """`settle` where the output was not kept (`_hold`): the keys added since the
+        last settle, each once, at `latest`, the trace compacted to it (no reader asks
+        about an earlier time again)."""
+        assert self.seen is not None
+        fresh, overflow = self.seen.keys_from(self.settled, self.settled_overflow)
+        self.settled, self.latest = self.seen.size, None
+        self.settled_overflow |= overflow
+        n = len(fresh[0]) if fresh else 0
+        if n:
+            self.trace.default_since = Antichain([latest])
+            updates = Updates(fresh, uniform_times(latest, n), np.ones(n, dtype=np.int64))
+            self.trace.insert(updates, Antichain([latest]), Antichain(), latest)
 
     def stop(self) -> None:
         """Settle, and read the trace from here on (it may now lose keys)."""
@@ -114,7 +147,10 @@ class GrowingDistinct:
         self.seen = None
 
     def unbuilt_size(self) -> int:
-        return sum(len(part) for part in self.unbuilt)
+        held = sum(len(part) for part in self.unbuilt)
+        if self.latest is not None and self.seen is not None:
+            held += len(self.seen) - self.settled - len(self.settled_overflow)
+        return held
 
 
 def _admit(seen: KeySet, hashes: Hashes, keys: Sequence[Column]) -> Owner:

@@ -155,6 +155,19 @@ class KeySet:
             hashes, keys = hashes[free], [k[free] for k in keys]
         self._store_new(hashes, keys)
 
+    def keys_from(
+        self, start: int, known: set[tuple[object, ...]]
+    ) -> tuple[tuple[Column, ...], set[tuple[object, ...]]]:
+        """The keys stored from position `start` on, as columns, followed by the overflow
+        keys not in `known`; and those overflow keys."""
+        stored = tuple(column[start : self.size] for column in self._store)
+        extra = self.overflow - known
+        if not extra:
+            return stored, extra
+        rows = list(zip(*sorted(extra, key=repr), strict=True))
+        more = [np.array(values, dtype=s.dtype) for values, s in zip(rows, stored, strict=True)]
+        return tuple(np.concatenate([s, m]) for s, m in zip(stored, more, strict=True)), extra
+
     def rows(self, limit: int) -> set[tuple[object, ...]] | None:
         """Every key as a Python row, if there are at most `limit` (else None)."""
         if len(self) > limit:

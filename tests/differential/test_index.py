@@ -222,3 +222,24 @@ def test_a_key_added_alone_with_an_unpacked_hash_is_never_matched_by_hash_alone(
     seen.admit(np.array([0], dtype=np.int64), one)  # 0 is not (0, 1) packed
     zero = [np.array([0], dtype=np.int64), np.array([0], dtype=np.int64)]
     assert not seen.contains(np.array([0], dtype=np.int64), zero).any()
+
+
+@given(
+    st.lists(st.lists(st.tuples(st.integers(-3, 3), st.integers(-3, 3)), max_size=40), max_size=6),
+    st.booleans(),
+)
+def test_keys_from_a_position_are_each_key_added_since_once(
+    batches: list[list[tuple[int, int]]], collide: bool
+) -> None:
+    """`keys_from` reads the keys added since the last read, each once, colliding ones
+    (held in overflow) included: what a one-shot distinct settles (ADR 0062)."""
+    seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    start, known, read = 0, set(), []
+    for rows in batches:
+        cols = [np.array([r[i] for r in rows], dtype=np.int64) for i in range(2)]
+        hashes = (cols[0] % 2 if collide else cols[0] * 7 + cols[1]).astype(np.int64)
+        seen.admit(hashes, cols)
+        columns, extra = seen.keys_from(start, known)
+        start, known = seen.size, known | extra
+        read.extend(zip(*(c.tolist() for c in columns), strict=True))
+    assert sorted(read) == sorted(set(read)) == sorted({r for rows in batches for r in rows})

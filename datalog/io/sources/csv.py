@@ -178,6 +178,10 @@ def _read_arrow(file: FactFile) -> pa.Table:
             strings_can_be_null=False,
             quoted_strings_can_be_null=False,
         ),
+        # The C library's malloc, not pyarrow's default (mimalloc), which keeps the
+        # pages of a parsed file after its columns are inserted and freed: 13-19 MiB
+        # more peak for a 1M-edge file, the same speed (ADR 0062).
+        memory_pool=pa.system_memory_pool(),
     )
 
 
