@@ -102,10 +102,12 @@ class ImportOp(BatchesArranged):
         self.key_arity = shared.key_arity
         self.dtypes = shared.dtypes
         self.start = start
-        self.handle = shared.handle(start)
         self.delivered: int = start - 1
         desc = Description(Antichain([(start,)]), Antichain([(start + 1,)]), Antichain())
         self.snapshot: Batch | None = shared.spine.snapshot((start,), desc)
+        # Last: a snapshot that raises (an interrupt in its merge) must leave no claim
+        # that no dataflow holds, or the arrangement would never compact past `start`.
+        self.handle = shared.handle(start)
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         if self.snapshot is not None:

@@ -64,6 +64,13 @@ class Steps:
         assert subscribers == len(self.watches)
         shared = {_tenant_shape(w) or _live_key(w) for w in self.watches}
         assert dataflows == len(shared), f"{dataflows} dataflows for {sorted(shared)}"
+        engine = self.database.engine  # and every claim on a shared arrangement is a
+        flows = [*engine.dataflows, *(v.dataflow for v in engine.views)]  # live reader's
+        held = {id(op.handle) for df in flows for op in df.imports}
+        for source in engine.inputs.values():
+            for arrangement in source.arrangements.values():
+                claims = [h for h in arrangement.spine.handles if id(h) not in held]
+                assert not claims, f"{arrangement.name} is claimed by no live dataflow"
         if not self.watches:
             assert views == 0, "a view outlived every subscription"
             inputs = set(self.database.stats()["inputs"])  # type: ignore[arg-type]
