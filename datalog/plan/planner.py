@@ -15,7 +15,8 @@ fact (docs/adr/0051).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -62,7 +63,8 @@ class Planner:
         views = self._views(program)
         stages = self._passes(start, views)
         dataflow = self.engine.dataflow(name, start.options.one_shot)
-        output, lowered = self._lowering(stages[-1], views).query(dataflow)
+        with self._retired_on_failure(dataflow):
+            output, lowered = self._lowering(stages[-1], views).query(dataflow)
         return QueryPlan(dataflow, output, (*stages, lowered))
 
     def build_many(
@@ -87,8 +89,20 @@ class Planner:
         views = self._views(program)
         stages = self._passes(start, views)
         dataflow = self.engine.dataflow(name, start.options.one_shot)
-        outputs, lowered = self._lowering(stages[-1], views).queries(dataflow, queries)
+        with self._retired_on_failure(dataflow):
+            outputs, lowered = self._lowering(stages[-1], views).queries(dataflow, queries)
         return QueriesPlan(dataflow, outputs, (*stages, lowered))
+
+    @contextmanager
+    def _retired_on_failure(self, dataflow: Dataflow) -> Iterator[None]:
+        """Lowering into `dataflow` imports shared arrangements as it goes: if it raises
+        (an interrupt, a budget), the half-built dataflow is retired, releasing them,
+        or its claims would hold their compaction back for good."""
+        try:
+            yield
+        except BaseException:
+            self.engine.retire(dataflow)
+            raise
 
     def build_view(
         self, program: CheckedProgram, relation: str, options: Options, dataflow: Dataflow

@@ -345,3 +345,30 @@ def toggled(db: Database, times: int) -> None:
     for _ in range(times):
         present = (9, 9) in db.query("e(x, y)")
         (db.retract if present else db.insert)("e", [(9, 9)])
+
+
+def test_an_interrupt_while_a_query_is_lowered_leaves_no_claim_on_what_it_imported() -> None:
+    """Found by a randomized soak of the model test, fixed: lowering imports shared
+    arrangements as it builds; an interrupt after an import and before the plan was
+    returned left a dataflow nobody held, whose claims kept `v`'s arrangement from
+    compacting for good. The half-built dataflow is now retired."""
+    db = Database(history=1)
+    db.define(
+        ".decl e(x: number, y: number)\n.decl v(x: number)\n.decl deg(x: number, n: number)\n"
+        "deg(x, n) :- v(x), n = count : { e(x, _) }."
+    )
+    db.insert("e", [(1, 2), (1, 3)])
+    db.insert("v", [(1,)])
+    fired = []
+    for nth in range(1, 12):  # each build point of the query, in turn
+        faults = Faults()
+        faults.arm("engine:build", KeyboardInterrupt, nth)
+        try:
+            with engine_hooks(faults):
+                db.query("deg(x, n)")
+        except KeyboardInterrupt:
+            fired.append(nth)
+        claimed = [a for s in db.engine.inputs.values() for a in s.arrangements.values()]
+        assert [a.name for a in claimed if a.readers] == [], f"after a fault at build {nth}"
+    assert fired  # the faults landed inside the query
+    assert db.query("deg(x, n)") == [(1, 2)]
