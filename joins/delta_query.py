@@ -198,8 +198,7 @@ class DeltaQueryOp(Operator):
                 yield tactic.finish(prefixes)
             else:
                 stage = stages[depth]
-                checked = (tactic.check(p, stage) for p in tactic.parts(prefixes, stage))
-                walking.append((depth + 1, checked))
+                walking.append((depth + 1, _checked(tactic, prefixes, stage)))
 
     def _listable(self, pipeline: Pipeline) -> bool:
         """Whether the pipeline may run on Python lists (`joins.few`): bindings
@@ -274,3 +273,13 @@ class _Gathering:
         if self.parts:
             parts, self.parts, self.rows = self.parts, [], 0
             self.output.send(parts[0] if len(parts) == 1 else concat(parts))
+
+
+def _checked(tactic: Tactic, prefixes: Any, stage: Stage) -> Iterator[Any]:
+    """The parts `stage` extends `prefixes` to, each checked after that stage. A
+    function, not a generator expression in the walk: the walk goes deeper before it
+    draws the next part, and an expression would look its stage up only then, when
+    the name is bound to a deeper one (checks of the wrong stage: lost rows, extra
+    rows, or a variable not yet bound)."""
+    for part in tactic.parts(prefixes, stage):
+        yield tactic.check(part, stage)

@@ -429,3 +429,28 @@ def test_a_huge_product_streams_out_in_bounded_parts() -> None:
     # A batch is flushed once it reaches `proposals` rows; a part adds at most a
     # chunk's survivors (about `proposals` candidates) to it.
     assert max(sent) < 3 * proposals
+
+
+def test_each_part_of_a_depth_first_walk_is_checked_after_its_own_stage() -> None:
+    """Found by `test_delta_queries_in_rule_bodies_equal_the_reference` (a seeded
+    run), fixed: the walk built each stage's checked parts as a generator expression,
+    which looked its stage up when a part was drawn, after the walk had gone deeper;
+    a shallower part was checked as the deeper stage (here `a > c` before `c` was
+    bound: a crash; elsewhere, checks lost or misplaced and wrong rows)."""
+    body = "a > c, e(b, a), f(a, c), f(d, a), !e(b, 0), e(d, 3), e(b, a), f(0, a), !e(a, a)"
+    program = f"{DECLS}\n.decl q(a: number, c: number, b: number, d: number)\n"
+    program += f"q(a, c, b, d) :- {body}.\n"
+    stream = [
+        [("insert", "f", (0, 1)), ("insert", "f", (3, 0)), ("insert", "f", (3, 1))],
+        [
+            ("insert", "e", (0, 1)),
+            ("insert", "e", (0, 3)),
+            ("insert", "e", (3, 3)),
+            ("insert", "f", (1, 3)),
+        ],
+        [("insert", "f", (3, 3)), ("insert", "e", (1, 3)), ("retract", "e", (0, 1))],
+    ]
+    run = Run.start(program, "q(a, c, b, d)", [])
+    for n, tx in enumerate(stream):
+        run.commit(tx)
+        run.check(f"after transaction {n}")
