@@ -272,3 +272,24 @@ class Scope:
             if isinstance(inner, Scope):
                 out.extend(inner.all_operators())
         return out
+
+    def describe(self, indent: str = "") -> list[str]:
+        """Its operators, one per line, nested scopes' indented below theirs."""
+        lines = []
+        for op in self.operators:
+            lines.append(indent + op.describe())
+            inner = getattr(op, "inner", None)
+            if isinstance(inner, Scope):
+                lines += inner.describe(indent + "  ")
+        return lines
+
+    def forget(self, kept: set[int]) -> None:
+        """Forget its operators (nested scopes' too) but those in `kept` (ids), and
+        what each holds."""
+        for op in self.operators:
+            inner = getattr(op, "inner", None)
+            if isinstance(inner, Scope):
+                inner.forget(kept)
+            if id(op) not in kept:
+                op.forget()
+        self.operators = []

@@ -108,7 +108,7 @@ class Dataflow:
         """Forget every operator but the outputs' captures, and what each holds: a
         dataflow that runs once frees its arrangements before its answer is
         consolidated (ADR 0062). Imports stay (`release` lets go of them)."""
-        _forget(self.root, {id(op) for op in self.imports})
+        self.root.forget({id(op) for op in self.imports})
         for out in self.outputs.values():  # its links upstream are for explaining only
             out.capture.stream.upstream, out.capture.stream.producer = (), None
 
@@ -130,9 +130,8 @@ class Dataflow:
         self.imports = []
 
     def describe(self) -> list[str]:
-        """The stateful operators as built, one per line, iteration scopes indented:
-        what runs, whatever the planner meant to build."""
-        return _describe(self.root, "")
+        """The operators as built, one a line, scopes indented (what runs, as built)."""
+        return self.root.describe()
 
     def arrangements(self) -> list[tuple[str, int, int]]:
         """`(operator, tuples, batches)` for every non-empty arrangement this dataflow owns."""
@@ -168,27 +167,6 @@ class View:
         changes = self.output.capture.drain()
         if len(changes):
             self.input.stage(changes, epoch)
-
-
-def _forget(scope: Scope, kept: set[int]) -> None:
-    """Forget `scope`'s operators (nested scopes' too) but those in `kept` (ids)."""
-    for op in scope.operators:
-        inner = getattr(op, "inner", None)
-        if isinstance(inner, Scope):
-            _forget(inner, kept)
-        if id(op) not in kept:
-            op.forget()
-    scope.operators = []
-
-
-def _describe(scope: Scope, indent: str) -> list[str]:
-    lines = []
-    for op in scope.operators:
-        lines.append(indent + op.describe())
-        inner = getattr(op, "inner", None)
-        if isinstance(inner, Scope):
-            lines += _describe(inner, indent + "  ")
-    return lines
 
 
 class Engine:
@@ -260,10 +238,9 @@ class Engine:
         parts: Sequence[tuple[Hashable, str, Output]],
         notes: Sequence[str] = (),
     ) -> list[Input]:
-        """Start `dataflow` (built, reading no late input) and make each `(key, name,
-        output)` of `parts` (a set: every diff +1 or -1) the contents of a new input
-        `name`, kept current every epoch before the other dataflows run: one group,
-        whose dataflow runs once an epoch for all, and goes when none is read."""
+        """Start `dataflow` (reading no late input); each `(key, name, output)` of
+        `parts` (a set: diffs +1 or -1) becomes input `name`, kept current each epoch
+        before other dataflows run: one group, run once an epoch, gone when unread."""
         names = [name for _, name, _ in parts]
         if dataflow.late or len(set(names)) < len(names) or set(names) & self.inputs.keys():
             raise ValueError(f"views {names}: a name is taken or the dataflow reads a late input")
