@@ -313,7 +313,6 @@ def consolidate_packed_parts(
     dtypes = [updates.columns[i].dtype for i in own] + [np.dtype(np.int64)] * depth
     if one_time:  # the times hold no bits: unpack the columns only
         specs, dtypes = specs[:m], dtypes[:m]
-    if one_time:
         times = uniform_times(tuple(lo for lo, _ in packed[1][m : m + depth]), n)
         into = None
     else:  # unpacked into the rows of the time column, not stacked after

@@ -221,6 +221,12 @@ class Scope:
             return self.one_epoch
         return parent.parent is None and parent.one_epoch
 
+    @property
+    def compacts_rounds(self) -> bool:
+        """Whether arrangements here advance and consolidate settled rounds as they go
+        (`TUNING.compact_rounds` in a totally ordered scope; ADR 0062)."""
+        return TUNING.compact_rounds and self.totally_ordered
+
     def register(self, op: Operator) -> None:
         """Add `op` at the end, or at the insertion point while one is set."""
         if self.insert_at is None:

@@ -294,7 +294,7 @@ class ArrangeOp(BatchesArranged):
 
     def _compacts(self) -> bool:
         if self.compacting is None:  # the scope's order is fixed before it runs
-            self.compacting = TUNING.compact_rounds and self.scope.totally_ordered
+            self.compacting = self.scope.compacts_rounds
         return self.compacting
 
     def _settle_compacted(self, latest: Time) -> None:

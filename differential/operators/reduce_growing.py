@@ -89,7 +89,7 @@ class GrowingDistinct:
 
     def _hold(self, change: Updates) -> None:
         if self.compacted is None:  # the scope's order is fixed before it runs
-            self.compacted = TUNING.compact_rounds and self.source.scope.totally_ordered
+            self.compacted = self.source.scope.compacts_rounds
         if self.compacted:
             latest = tuple(int(t) for t in change.times.max(axis=1))
             self.latest = join_times(self.latest, latest)
