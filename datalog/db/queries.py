@@ -63,6 +63,8 @@ class Watch(Protocol):
 
     def at_epoch(self, epoch: int, touched: frozenset[str], requests: Asked) -> None: ...
 
+    def before(self, requests: Mapping[str, Requests]) -> None: ...
+
 
 class LiveQueries:
     """Every live query of one database (module docstring)."""
@@ -268,6 +270,13 @@ class LiveQueries:
                 live.telling = None
         if failure is not None:
             raise failure
+
+    def before_epoch(self, requests: Mapping[str, Requests]) -> None:
+        """Before an epoch that asks `requests` and installs no rules: the adaptive
+        choices (`Adaptive.adapt`), and each watch's (`Watch.before`)."""
+        self.adaptive.adapt(self.by_key.values(), requests)
+        for watch in self.watches:
+            watch.before(requests)
 
     def drop_arrived(self) -> None:
         """The epoch did not happen: what its outputs brought is forgotten (the
