@@ -20,7 +20,9 @@ dropped missed an epoch (`touched` then answers None, and the watch reads the
 relations again). A commit that asks to change at least `Tuning.recompute_min_rows`
 rows of the relations the watch depends on drops them first (`before`): run through
 a dataflow, a change that large costs more than reading the relations once again
-(docs/adr/0053).
+(docs/adr/0053). A commit that asks to change none of them cannot reach them: they
+rest through it, out of the engine's dataflows (`rest`, `wake`), so that an epoch
+that changes nothing the fact depends on costs the watch nothing but the check.
 """
 
 from __future__ import annotations
@@ -93,12 +95,19 @@ class Follows:
         for follow in self.by_text.values():
             follow.changes.clear()
 
-    def before(self, requests: Mapping[str, Requests], reads: Iterable[str]) -> None:
-        """Before an epoch that asks `requests`: drop the dataflows if it asks to
-        change at least `Tuning.recompute_min_rows` rows of `reads` (module docstring)."""
-        asked = sum(len(requests[name]) for name in reads if name in requests)
-        if self.by_text and asked >= TUNING.recompute_min_rows:
+    def before(self, requests: Mapping[str, Requests], reads: Iterable[str]) -> list[Dataflow]:
+        """Before an epoch that asks `requests` (`reads`: every relation the followed
+        ones depend on): drop the dataflows if it asks to change at least
+        `Tuning.recompute_min_rows` rows of `reads`; if it asks to change none, they
+        may rest through the epoch, which cannot reach them (the ones returned: the
+        live queries take them out of the engine and back, `LiveQueries.before_epoch`)."""
+        names = frozenset(reads)
+        if not self.by_text or any(name.startswith("deltalog.") for name in names):
+            return []  # (the engine's own relations change unasked)
+        asked = sum(len(requests[name]) for name in names if name in requests)
+        if asked >= TUNING.recompute_min_rows:
             self.close()
+        return [] if asked else [follow.dataflow for follow in self.by_text.values()]
 
     def close(self) -> None:
         """Drop every dataflow (the watch reads the relations again next time)."""
@@ -121,3 +130,22 @@ def _full(stored: Stored, changes: Updates) -> list[np.ndarray] | None:
             return None
         columns.append(np.full(n, value))
     return columns
+
+
+def rest(engine: Engine, flows: Iterable[Dataflow]) -> list[Dataflow]:
+    """Take `flows` (dataflows a watch keeps, which the coming epoch cannot reach) out
+    of the engine for that epoch, in one pass: they would run and advance for
+    nothing. The ones taken, for `wake`."""
+    resting = {id(df) for df in flows}
+    if not resting:
+        return []
+    taken = [df for df in engine.dataflows if id(df) in resting]
+    engine.dataflows[:] = [df for df in engine.dataflows if id(df) not in resting]
+    return taken
+
+
+def wake(engine: Engine, resting: list[Dataflow]) -> list[Dataflow]:
+    """`resting` back into the engine after their epoch (or one that did not happen):
+    no input they read changed, so they missed nothing. Nothing rests any more."""
+    engine.dataflows.extend(resting)
+    return []

@@ -146,11 +146,11 @@ class WhyWatch:
         """The subscription closed: the dataflows its why-not kept go."""
         self._keep(None)
 
-    def before(self, requests: Mapping[str, Requests]) -> None:
-        """Before an epoch that asks `requests` (`datalog.db.follows.Follows.before`)."""
+    def before(self, requests: Mapping[str, Requests]) -> list[Any]:
+        """Before an epoch that asks `requests`: the dataflows that may rest through it
+        (`datalog.db.follows.Follows.before`)."""
         follows = None if self.looked is None else self.looked.follows
-        if follows is not None:
-            follows.before(requests, self.reads)
+        return [] if follows is None else follows.before(requests, self.reads)
 
     def _keep(self, looked: Looked | None) -> None:
         """Keep `looked` (a new why-not's lookups), dropping the last one's dataflows."""

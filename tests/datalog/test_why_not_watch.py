@@ -118,6 +118,23 @@ def test_an_epoch_whose_rows_change_nothing_it_read_reads_nothing(
     assert len(db.engine.dataflows) == dataflows - 1
 
 
+def test_the_followed_relations_rest_through_an_epoch_that_cannot_reach_them() -> None:
+    """The dataflow keeping `reach(1, _)` is neither run nor advanced by an epoch that
+    writes no relation `reach(1, 9)` depends on (its seconds, on a clock that moves
+    at every reading, stay the same), and is back in the engine after it."""
+    db = tc([(1, 2), (2, 3)])
+    sub = db.subscribe_why("reach(1, 9)", lambda change: None)
+    (followed,) = db.engine.dataflows
+    readings = iter(range(1, 10**6))
+    db.engine.clock = lambda: float(next(readings))
+    spent = followed.spent
+    for i in range(3):
+        db.insert("other", [(i,)])
+    assert followed.spent == spent and db.engine.dataflows == [followed]
+    db.insert("edge", [(3, 4)])  # reaches it: it runs, and the fact is explained again
+    assert followed.spent > spent and sub.explained == 1
+
+
 def test_a_big_commit_drops_the_followed_relations_and_reads_them_again() -> None:
     """A commit asking to change at least `Tuning.recompute_min_rows` rows of what the
     fact depends on does not run through the followed relations' dataflows: they are
