@@ -27,6 +27,7 @@ from differential.batch import Updates
 from differential.budget import WorkLock
 from differential.engine import Dataflow, Output
 from differential.inputs import Requests
+from differential.tuning import TUNING
 
 if TYPE_CHECKING:
     from datalog.db.history import Past
@@ -152,6 +153,7 @@ class Explanations:
         from datalog.db.whynot import explained
         from datalog.lang.errors import FactHoldsError
 
+        follow = follow and TUNING.why_follow
         follows = Follows(self.queries.engine, self.follow) if follow else None
         with self.read_only(fact):
             reading = self.reading(None)
