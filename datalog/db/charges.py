@@ -21,7 +21,8 @@ import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from differential.engine import Dataflow, Engine
+from differential.engine import Engine
+from differential.graph import Dataflow
 
 __all__ = ["Spent", "charged", "shares", "spent"]
 

@@ -25,7 +25,7 @@ from datalog.lang.errors import UnsupportedError
 from datalog.plan.plan import JoinPlan
 from differential.batch import Updates
 from differential.budget import WorkLock
-from differential.engine import Dataflow, Output
+from differential.graph import Dataflow, Output
 from differential.inputs import Requests
 from differential.tuning import TUNING
 

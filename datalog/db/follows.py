@@ -34,7 +34,8 @@ import numpy as np
 
 from datalog.db.states import States, Stored
 from differential.batch import Updates, concat, consolidate
-from differential.engine import Dataflow, Engine, Output
+from differential.engine import Engine
+from differential.graph import Dataflow, Output
 from differential.inputs import Requests
 from differential.tuning import TUNING
 

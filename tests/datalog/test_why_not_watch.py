@@ -123,10 +123,10 @@ def test_the_followed_relations_rest_through_an_epoch_that_cannot_reach_them() -
     writes no relation `reach(1, 9)` depends on (its seconds, on a clock that moves
     at every reading, stay the same), and is back in the engine after it."""
     db = tc([(1, 2), (2, 3)])
+    readings = iter(range(1, 10**6))
+    db.engine.clock = lambda: float(next(readings))  # (a dataflow keeps the one it got)
     sub = db.subscribe_why("reach(1, 9)", lambda change: None)
     (followed,) = db.engine.dataflows
-    readings = iter(range(1, 10**6))
-    db.engine.clock = lambda: float(next(readings))
     spent = followed.spent
     for i in range(3):
         db.insert("other", [(i,)])
