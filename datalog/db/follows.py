@@ -18,9 +18,10 @@ every lookup as before, without being read. The dataflows run with the live quer
 again, is closed, or can no longer vouch for them: a dataflow a failed commit
 dropped missed an epoch (`touched` then answers None, and the watch reads the
 relations again). A commit that asks to change at least `Tuning.recompute_min_rows`
-rows of the relations the watch depends on drops them first (`before`): run through
-a dataflow, a change that large costs more than reading the relations once again
-(docs/adr/0053). A commit that asks to change none of them cannot reach them: they
+rows of the relations the watch depends on, and at least `Tuning.recompute_ratio`
+times what they hold, drops them first (`before`): run through a dataflow, a change
+that large costs more than reading the relations once again (the prior of
+docs/adr/0053). A commit that asks to change none of them cannot reach them: they
 rest through it, out of the engine's dataflows (`rest`, `wake`), so that an epoch
 that changes nothing the fact depends on costs the watch nothing but the check.
 """
@@ -99,16 +100,22 @@ class Follows:
     def before(self, requests: Mapping[str, Requests], reads: Iterable[str]) -> list[Dataflow]:
         """Before an epoch that asks `requests` (`reads`: every relation the followed
         ones depend on): drop the dataflows if it asks to change at least
-        `Tuning.recompute_min_rows` rows of `reads`; if it asks to change none, they
-        may rest through the epoch, which cannot reach them (the ones returned: the
-        live queries take them out of the engine and back, `LiveQueries.before_epoch`)."""
+        `Tuning.recompute_min_rows` rows of `reads` and `Tuning.recompute_ratio` times
+        the rows they hold (the prior of adaptive commits); if it asks to change none,
+        they may rest through the epoch, which cannot reach them (the ones returned:
+        the live queries take them out of the engine and back, `before_epoch`)."""
         names = frozenset(reads)
         if not self.by_text or any(name.startswith("deltalog.") for name in names):
             return []  # (the engine's own relations change unasked)
         asked = sum(len(requests[name]) for name in names if name in requests)
-        if asked >= TUNING.recompute_min_rows:
+        big = asked >= TUNING.recompute_min_rows
+        if big and asked >= TUNING.recompute_ratio * self._base(names):
             self.close()
         return [] if asked else [follow.dataflow for follow in self.by_text.values()]
+
+    def _base(self, names: Iterable[str]) -> int:
+        inputs = self.engine.inputs
+        return sum(inputs[name].size for name in names if name in inputs)
 
     def close(self) -> None:
         """Drop every dataflow (the watch reads the relations again next time)."""

@@ -137,17 +137,24 @@ def test_the_followed_relations_rest_through_an_epoch_that_cannot_reach_them() -
 
 def test_a_big_commit_drops_the_followed_relations_and_reads_them_again() -> None:
     """A commit asking to change at least `Tuning.recompute_min_rows` rows of what the
-    fact depends on does not run through the followed relations' dataflows: they are
-    dropped (the fact is explained again, reading them once) and the new explanation
-    follows them anew."""
+    fact depends on, and `recompute_ratio` times what it holds, does not run through
+    the followed relations' dataflows: they are dropped (the fact is explained again,
+    reading them once) and the new explanation follows them anew. As many rows into
+    a base 200 times larger run through them."""
+    rows = TUNING.recompute_min_rows
     db = tc([(1, 2), (2, 3)])
     sub = db.subscribe_why("reach(1, 9)", lambda change: None)
     assert len(db.engine.dataflows) == 1
-    db.insert("edge", [(1000 + i, 2000 + i) for i in range(TUNING.recompute_min_rows)])
+    db.insert("edge", [(1000 + i, 2000 + i) for i in range(rows)])
     assert (sub.explained, sub.spared) == (1, 0)
     assert len(db.engine.dataflows) == 1  # followed again
     db.insert("edge", [(5000, 5001)])
     assert (sub.explained, sub.spared) == (1, 1)
+    big = tc([(1, 2), (2, 3), *((10**6 + i, 2 * 10**6 + i) for i in range(200 * rows))])
+    watched = big.subscribe_why("reach(1, 9)", lambda change: None)
+    (followed,) = big.engine.dataflows
+    big.insert("edge", [(1000 + i, 2000 + i) for i in range(rows)])
+    assert (watched.explained, watched.spared) == (0, 1) and big.engine.dataflows == [followed]
 
 
 def test_new_rules_for_a_relation_it_reads_are_a_change() -> None:
