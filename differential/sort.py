@@ -108,32 +108,41 @@ def unpack(
     specs: list[tuple[int, int]],
     dtypes: Sequence[np.dtype],
     into: Sequence[npt.NDArray[np.int64] | None] | None = None,
+    owned: bool = False,
 ) -> list[Column]:
     """The columns that `pack` packed into `key` (in any row order). `into`: per
-    column, an int64 array to write it into (a row of a time column), or None."""
-    out: list[Column] = []
-    shift = 0
+    column, an int64 array to write it into (a row of a time column), or None.
+    `owned`: `key` is the caller's to give up; the last column that holds bits is
+    unpacked in place into it (one array fewer allocated and written)."""
     targets = list(into) if into is not None else [None] * len(specs)
-    for (lo, width), dtype, target in zip(
-        reversed(specs), reversed(list(dtypes)), reversed(targets), strict=True
+    shifts, shift = [], 0
+    for _, width in reversed(specs):
+        shifts.append(shift)
+        shift += width
+    shifts.reverse()
+    last = max((i for i, (_, width) in enumerate(specs) if width), default=-1)
+    out: list[Column] = []
+    for i, ((lo, width), dtype, target, shift) in enumerate(
+        zip(specs, dtypes, targets, shifts, strict=True)
     ):
         if width:
-            if target is None:
-                part = np.right_shift(key, shift) if shift else key.copy()
-            else:
+            if target is not None:
                 part = np.right_shift(key, shift, out=target)
+            elif shift:
+                part = np.right_shift(key, shift, out=key if owned and i == last else None)
+            else:
+                part = key if owned and i == last else key.copy()
             if shift + width < 63:  # not the leading column: the bits above are others'
                 np.bitwise_and(part, (1 << width) - 1, out=part)
             if lo:
                 part += lo
-            shift += width
         elif target is None:
             part = np.full(len(key), lo, dtype=np.int64)
         else:
             part = target
             part.fill(lo)
         out.append(part if dtype == np.int64 else part.astype(dtype))
-    return out[::-1]
+    return out
 
 
 def sort_order(
