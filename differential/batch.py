@@ -191,9 +191,14 @@ def entered_times(times: Times) -> Times:
 
 
 def multiplied(a: Diffs, b: Diffs) -> Diffs:
-    """Diffs multiplied row by row: one diff when both are one."""
+    """Diffs multiplied row by row: one diff when both are one; the other side itself
+    where one side is one repeated 1 (a change joined with a set: no copy)."""
     if uniform(a) and uniform(b):
         return uniform_diffs(int(a[0]) * int(b[0]), len(a))
+    if uniform(b) and b[0] == 1:
+        return a
+    if uniform(a) and a[0] == 1:
+        return b
     return a * b
 
 
