@@ -307,9 +307,12 @@ def consolidate_packed_parts(
     starts = None if np.count_nonzero(differ) == len(ordered) else np.flatnonzero(differ)
     rows = ordered if starts is None else ordered[starts]  # ours, either way
     if diff is None:
-        sums = _low_bits(rows, low, width)
-        if starts is not None:  # the few rows equal to the one before add to its run
-            _add_repeats(sums, ordered, differ, low, width)
+        if starts is not None and 2 * len(starts) < len(ordered):  # most rows repeat
+            sums = np.add.reduceat(_low_bits(ordered, low, width), starts)
+        else:
+            sums = _low_bits(rows, low, width)
+            if starts is not None:  # the fewer rows equal to the one before add to its run
+                _add_repeats(sums, ordered, differ, low, width)
         if width:
             np.right_shift(rows, width, out=rows)
         if not sums.all():
@@ -381,10 +384,12 @@ def _add_repeats(
     rows: the `j`-th row equal to the one before it, at `i`, belongs to run `i - j - 1`
     (every row before it but `j + 1` starts a run). Only those rows are read: in a
     round's changes most rows are runs of their own, and `np.add.reduceat` over every
-    row cost more than the rest of the consolidation."""
+    row cost more than the rest of the consolidation (where most rows repeat, it costs
+    less: the caller reduces every row then)."""
     repeats = np.flatnonzero(~differ)
-    at = repeats - np.arange(1, len(repeats) + 1, dtype=repeats.dtype)
-    np.add.at(sums, at, _low_bits(ordered[repeats], low, width))
+    values = _low_bits(ordered[repeats], low, width)
+    repeats -= np.arange(1, len(repeats) + 1, dtype=repeats.dtype)  # now their runs
+    np.add.at(sums, repeats, values)
 
 
 def _shared_copies(parts: Sequence[Updates]) -> list[int]:
@@ -427,9 +432,15 @@ def compact_uniform(times: Times, diffs: Diffs) -> tuple[Times, Diffs]:
     n = len(diffs)
     if n < TUNING.sorted_from:
         return times, diffs
-    if times.shape[0] and not uniform(times) and bool((times == times[:, :1]).all()):
+    # (the last row is compared first: a merge of rounds differs there, and is told at once)
+    if (
+        times.shape[0]
+        and not uniform(times)
+        and bool((times[:, -1] == times[:, 0]).all())
+        and bool((times == times[:, :1]).all())
+    ):
         times = uniform_times(tuple(times[:, 0].tolist()), n)
-    if not uniform(diffs) and bool((diffs == diffs[0]).all()):
+    if not uniform(diffs) and diffs[-1] == diffs[0] and bool((diffs == diffs[0]).all()):
         diffs = uniform_diffs(int(diffs[0]), n)
     return times, diffs
 
