@@ -264,7 +264,11 @@ def uniform_diff(diffs: Diffs) -> int | None:
     first = int(diffs[0])
     if first == 0:
         return None
-    return first if uniform(diffs) or bool((diffs == first).all()) else None
+    if uniform(diffs):
+        return first
+    if not bool((diffs[:64] == first).all()):  # (mixed diffs are told by their first rows)
+        return None
+    return first if bool((diffs == first).all()) else None
 
 
 def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
