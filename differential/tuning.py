@@ -179,6 +179,16 @@ class Tuning:
     # send (`dataflow.Stream.send`): a chain of thousands of maps stays off the stack.
     relay_depth: int = 64
 
+    # -- fact files (ADR 0067, `datalog.io.sources`) ------------------------------------------
+    # Fact files of at most this many bytes are read by Python's own text handling
+    # (`datalog.eval.facts_text`), and symbol columns of at most `python_symbols` rows
+    # are interned by a Python loop (`datalog.eval.rows`): neither loads pyarrow, about
+    # 30 MiB and 50 ms a process, more than a small program's whole evaluation. Larger
+    # ones go to pyarrow's CSV reader and Arrow's hashing. 0: always pyarrow (the
+    # reference).
+    text_facts: int = 1 << 20
+    python_symbols: int = 1 << 16
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""
