@@ -188,6 +188,12 @@ class Tuning:
     # reference).
     text_facts: int = 1 << 20
     python_symbols: int = 1 << 16
+    # Fact files of integer columns only, of at most `integer_facts` bytes, are checked
+    # by numpy `text_part` bytes at a time and parsed by `numpy.loadtxt`
+    # (`datalog.eval.facts_integers`): as fast as pyarrow's reader on one core, without
+    # its import or parse buffers. Larger ones go to pyarrow (it parses on every core).
+    integer_facts: int = 1 << 28
+    text_part: int = 1 << 19
 
     @classmethod
     def default(cls) -> Tuning:

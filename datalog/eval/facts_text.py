@@ -6,7 +6,8 @@ fact-file source (`datalog.io.sources.csv`) asks it first.
 pyarrow's CSV reader (`datalog.io.sources.csv`) is the reference: fast on large files, but
 importing it costs about 30 MiB and 50 ms, more than a program of small fact files
 needs in all (the CRDT workload's whole peak was that plus 10 MiB; ADR 0067). A file
-of at most `Tuning.text_facts` bytes is read here instead, but only where the answer
+of at most `Tuning.text_facts` bytes is read here instead (a larger one of integer
+columns by numpy, `facts_integers`), but only where the answer
 is certain to be the reference's: every line a plain form of its columns' types
 (`FORMS`), `\\n` or `\\r\\n` line ends, UTF-8 without a byte-order mark, each integer
 in range. Anything else (`None`) goes to the reference, which reads it or names the
@@ -26,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from datalog.eval.facts_integers import read_integers
 from datalog.lang.schema import RelationInfo
 from differential.tuning import TUNING
 
@@ -43,12 +45,24 @@ FORMS = {
 DTYPES = {"number": np.int64, "unsigned": np.uint64, "float": np.float64}
 
 
-def read_small(info: RelationInfo, path: Path, delimiter: str, headers: bool) -> Columns | None:
+def read_plain(info: RelationInfo, path: Path, delimiter: str, headers: bool) -> Columns | None:
     """The facts of `path` as typed columns, or None where the reference must decide:
-    a file of more than `Tuning.text_facts` bytes, or a line not of a plain form (see
-    the module). `delimiter` is one character; `info` has at least one column."""
-    if path.stat().st_size > TUNING.text_facts:
+    a line not of a plain form (see the module), or a file of more than
+    `Tuning.text_facts` bytes unless its columns are all integers (then up to
+    `Tuning.integer_facts` bytes, `facts_integers`). `delimiter` is one character;
+    `info` has at least one column."""
+    size = path.stat().st_size
+    if size <= TUNING.text_facts:
+        return _read_small(info, path, delimiter, headers)
+    integers = all(kind in ("number", "unsigned") for kind in info.types)
+    if not integers or headers or size > TUNING.integer_facts:
         return None
+    unsigned = [kind == "unsigned" for kind in info.types]
+    found = read_integers(path, delimiter, unsigned)
+    return None if found is None else dict(zip(info.column_names, found, strict=True))
+
+
+def _read_small(info: RelationInfo, path: Path, delimiter: str, headers: bool) -> Columns | None:
     try:
         text = path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:

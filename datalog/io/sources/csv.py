@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from datalog.db.change import Answer
-from datalog.eval.facts_text import Columns, read_small
+from datalog.eval.facts_text import Columns, read_plain
 from datalog.lang.ast import NOWHERE, ColumnType, Directive, Span
 from datalog.lang.errors import DatalogError
 from datalog.lang.schema import RelationInfo
@@ -158,9 +158,9 @@ def read_facts(file: FactFile, allow_missing: bool = False) -> pa.Table:
 
 def read_columns(file: FactFile, allow_missing: bool = False) -> pa.Table | Columns:
     """`read_facts`, but a small file (`Tuning.text_facts` bytes at most) as numpy
-    columns read without pyarrow when its text allows (`facts_text.read_small`; ADR 0067)."""
+    columns read without pyarrow when its text allows (`facts_text.read_plain`; ADR 0067)."""
     if file.relation.arity and len(file.delimiter) == 1 and file.path.is_file():
-        found = read_small(file.relation, file.path, file.delimiter, file.headers)
+        found = read_plain(file.relation, file.path, file.delimiter, file.headers)
         if found is not None:
             return found
     return read_facts(file, allow_missing)
