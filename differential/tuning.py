@@ -127,6 +127,10 @@ class Tuning:
     # output it keeps while every output change is its own (`operators.reduce_extreme`,
     # ADR 0063); False: it reads the output trace (the reference).
     least_held: bool = True
+    # A growing distinct of a totally ordered scope counts its input's rows per key in its
+    # key set, and the input's arrangement keeps none of them until its trace is read
+    # (`operators.counted`, ADR 0067); False: the arrangement settles them (the reference).
+    counted_inputs: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).
@@ -192,7 +196,7 @@ class Tuning:
     # by numpy `text_part` bytes at a time and parsed by `numpy.loadtxt`
     # (`datalog.eval.facts_integers`): as fast as pyarrow's reader on one core, without
     # its import or parse buffers. Larger ones go to pyarrow (it parses on every core).
-    integer_facts: int = 1 << 28
+    integer_facts: int = 1 << 26
     text_part: int = 1 << 19
 
     @classmethod
