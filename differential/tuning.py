@@ -65,6 +65,10 @@ class Tuning:
     asked_per_entry: float = 1 / 8
     # Slots per key at most in a hash index: linear probing stays short below 1/3 full.
     index_load: int = 3
+    # ... and in a growing distinct's key set (`trace.keyset`), which holds every key of
+    # its output for the whole run: half full at most (a key set of CSPA's 322k keys
+    # took 34 MiB at 1/3; ADR 0067).
+    keyset_load: float = 2
     # Query keys an index probes at once.
     index_chunk: int = 1 << 18
     # A lookup of this many keys or more, in a trace of `sifted_batches` batches or

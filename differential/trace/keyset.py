@@ -46,7 +46,7 @@ class KeySet:
 
     def __init__(self, dtypes: Sequence[np.dtype], identity: bool) -> None:
         self.identity = identity  # the hash is the key (one integer column)
-        self.table = HashTable(1 << 10)
+        self.table = HashTable(1 << 10, TUNING.keyset_load)
         self.size = 0
         self._store = [np.empty(1 << 10, dtype=d) for d in dtypes]
         self.overflow: set[tuple[object, ...]] = set()
@@ -229,9 +229,10 @@ class KeySet:
         too few): at least one, at most `wanted`."""
         if not self.table.fits(min(wanted, max(self.size, 1 << 10))):
             hashes, positions = self.table.values()
-            self.table = HashTable(2 * (self.size + min(wanted, max(self.size, 1 << 10))))
+            needed = self.size + min(wanted, max(self.size, 1 << 10))
+            self.table = HashTable(2 * needed, TUNING.keyset_load)
             self.table.insert(hashes, positions)
-        free = len(self.table.arrays()[0]) // TUNING.index_load - self.table.size
+        free = int(len(self.table.arrays()[0]) / self.table.load) - self.table.size
         return max(1, min(wanted, free))
 
     def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
@@ -246,13 +247,13 @@ class KeySet:
     def _reserve(self, more: int) -> None:
         if not self.table.fits(more):
             hashes, positions = self.table.values()
-            self.table = HashTable(4 * (self.size + more))
+            self.table = HashTable(4 * (self.size + more), TUNING.keyset_load)
             self.table.insert(hashes, positions)
         self._grow_store(more)
 
     def _grow_store(self, more: int) -> None:
         if self.size + more > len(self._store[0]):
-            capacity = max(2 * len(self._store[0]), self.size + more)
+            capacity = max(len(self._store[0]) * 3 // 2, self.size + more)
             for i, stored in enumerate(self._store):
                 grown = np.empty(capacity, dtype=stored.dtype)
                 grown[: self.size] = stored[: self.size]
