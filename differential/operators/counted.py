@@ -24,6 +24,7 @@ from differential.batch import Updates
 from differential.time import Time, join_times, uniform_times
 from differential.trace.batch import key_hash
 from differential.trace.keyset import KeySet
+from differential.tuning import TUNING
 
 
 class CountedInput:
@@ -39,10 +40,14 @@ class CountedInput:
         key is not in the set yet, not counted."""
         self.keys.count_inputs()
         left = []
+        step = max(TUNING.index_chunk, 1)  # a probe's temporaries: about 40 bytes a row
         for part in parts:
-            absent = self.keys.count(key_hash(part.columns), part.columns, part.diffs)
-            if len(absent):
-                left.append(part.take(absent))
+            for lo in range(0, len(part), step):
+                columns = tuple(c[lo : lo + step] for c in part.columns)
+                diffs = part.diffs[lo : lo + step]
+                absent = self.keys.count(key_hash(columns), columns, diffs)
+                if len(absent):
+                    left.append(part.take(absent + lo))
         self.first = first if self.first is None else min(self.first, first)  # (ordered)
         self.latest = join_times(self.latest, latest)
         return left
