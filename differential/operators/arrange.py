@@ -217,11 +217,15 @@ class ArrangeOp(BatchesArranged):
         self.counted: CountedInput | None = None
 
     def count_into(self, keys: KeySet) -> None:
-        """Let the growing distinct reading this arrangement (keyed by all its columns)
-        count the rows in its key set while nothing reads the trace, if the scope
-        compacts rounds (`Tuning.counted_inputs`; off: the reference)."""
+        """Let the growing distinct reading this arrangement count its rows in its key
+        set while the scope compacts rounds (`Tuning.counted_inputs`; off: reference)."""
         if TUNING.counted_inputs and self.key_arity == len(self.dtypes):
             self.counted = CountedInput(keys)
+
+    def release(self) -> None:
+        """The counting distinct admitted this time's rows: count them now, not later."""
+        if self.counted is not None and self._compacts():
+            self.seal()
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.queue.times()
@@ -294,20 +298,15 @@ class ArrangeOp(BatchesArranged):
         """
         if self.counted is not None and self._compacts():
             self._count()
-            counted, self.counted = self.counted, None
-            found = counted.updates()
-            if found is not None and counted.first is not None:
-                assert counted.latest is not None
-                self.spine.default_since = Antichain([counted.latest])
-                lower = Antichain([counted.first])
-                self.spine.insert(found, lower, Antichain(), counted.latest)
+            self.counted.into(self.spine)
+            self.counted = None
         return self._settle()
 
     def _settle(self) -> Spine:
         """`settle` of the deferred rows alone (counted ones stay in the key set)."""
         latest = self._deferred_latest
         if latest is not None and self._compacts() and self.counted is not None:
-            self._count()
+            self._count()  # (the rows whose key is not in the set yet wait)
             return self.spine
         if latest is not None and self._compacts():
             self._settle_compacted(latest)
@@ -330,14 +329,9 @@ class ArrangeOp(BatchesArranged):
     def _count(self) -> None:
         """Count the deferred rows in the key set; those whose key it lacks wait."""
         assert self.counted is not None
-        latest = self._deferred_latest
-        if latest is None:
-            return
-        parts = [item.updates() if isinstance(item, Batch) else item for item, _ in self.deferred]
-        first = self.deferred[0][1]
-        left = self.counted.take(parts, first, latest)
-        self.deferred = [(concat(left), first)] if left else []
-        self._deferred_latest = latest if left else None
+        if self._deferred_latest is not None:
+            self.deferred = self.counted.take(self.deferred, self._deferred_latest)
+            self._deferred_latest = self._deferred_latest if self.deferred else None
 
     def _settle_compacted(self, latest: Time) -> None:
         """`settle` in a totally ordered scope (`Scope.totally_ordered`): no reader asks

@@ -12,7 +12,7 @@ holds every key the input has had and finds a row's key with one probe, so it co
 the multiplicities (`KeySet.count`) and the arrangement keeps nothing of the rows:
 no sort of each round's candidates to consolidate them (`_settle_compacted`'s
 transient), no trace of them. The first read of the trace puts the counts into it
-(`updates`) and the arrangement arranges as before from then on.
+(`into`) and the arrangement arranges as before from then on.
 
 A row whose key the set does not hold yet (fused rounds defer their inputs before
 the distinct admits their outputs) waits to be counted at the next settle.
@@ -20,11 +20,14 @@ the distinct admits their outputs) waits to be counted at the next settle.
 
 from __future__ import annotations
 
-from differential.batch import Updates
-from differential.time import Time, join_times, uniform_times
-from differential.trace.batch import key_hash
+from differential.batch import Updates, concat
+from differential.time import Antichain, Time, join_times, uniform_times
+from differential.trace.batch import Batch, key_hash
 from differential.trace.keyset import KeySet
+from differential.trace.spine import Spine
 from differential.tuning import TUNING
+
+Deferred = list[tuple[Batch | Updates, Time]]  # an arrangement's rows waiting, by first time
 
 
 class CountedInput:
@@ -35,31 +38,35 @@ class CountedInput:
         self.first: Time | None = None  # the earliest and latest time counted
         self.latest: Time | None = None
 
-    def take(self, parts: list[Updates], first: Time, latest: Time) -> list[Updates]:
-        """Count the rows of `parts` (at times from `first` to `latest`): the rows whose
-        key is not in the set yet, not counted."""
+    def take(self, deferred: Deferred, latest: Time) -> Deferred:
+        """Count the rows of `deferred` (at times from its first to `latest`): what is
+        left of it, the rows whose key is not in the set yet."""
         self.keys.count_inputs()
         left = []
         step = max(TUNING.index_chunk, 1)  # a probe's temporaries: about 40 bytes a row
-        for part in parts:
+        for item, _ in deferred:
+            part = item.updates() if isinstance(item, Batch) else item
             for lo in range(0, len(part), step):
                 columns = tuple(c[lo : lo + step] for c in part.columns)
                 diffs = part.diffs[lo : lo + step]
                 absent = self.keys.count(key_hash(columns), columns, diffs)
                 if len(absent):
                     left.append(part.take(absent + lo))
+        first = deferred[0][1]
         self.first = first if self.first is None else min(self.first, first)  # (ordered)
         self.latest = join_times(self.latest, latest)
-        return left
+        return [(concat(left), first)] if left else []
 
     def __len__(self) -> int:
         """Keys counted (at most: an upper bound of the entries they stand for)."""
         return len(self.keys) if self.latest is not None else 0
 
-    def updates(self) -> Updates | None:
-        """What was counted, each key once with its multiplicity at the latest time
-        counted (None: nothing was)."""
-        if self.latest is None:
-            return None
+    def into(self, spine: Spine) -> None:
+        """Put what was counted into `spine`: each key once with its multiplicity, at the
+        latest time counted, the spine compacted to it."""
+        if self.latest is None or self.first is None:
+            return
         columns, counts = self.keys.counted()
-        return Updates(columns, uniform_times(self.latest, len(counts)), counts)
+        updates = Updates(columns, uniform_times(self.latest, len(counts)), counts)
+        spine.default_since = Antichain([self.latest])
+        spine.insert(updates, Antichain([self.first]), Antichain(), self.latest)

@@ -60,6 +60,14 @@ class GrowingDistinct:
 
     def step(self, time: Time) -> Updates | None:
         """The keys of the changes at `time` not in the output yet (None: none)."""
+        counted = self.seen is not None and isinstance(self.source, ArrangeOp)
+        found = self._step(time)
+        if counted:  # admitted: the rows need not wait for the arrangement's next step
+            assert isinstance(self.source, ArrangeOp)
+            self.source.release()
+        return found
+
+    def _step(self, time: Time) -> Updates | None:
         if self.seen is not None:
             changes = self.source.changes(time)
             assert changes is not None

@@ -37,6 +37,7 @@ from differential.dataflow import Scope, Stream
 from differential.engine import Dataflow, Engine
 from differential.operators.arrange import ArrangeOp
 from differential.operators.capture import Capture
+from differential.operators.counted import CountedInput
 from differential.tuning import TUNING, tuned
 from joins.delta_query import DeltaQueryOp
 from tests.datalog.programs import Generated, apply, full_query, programs, streams
@@ -163,6 +164,58 @@ def test_a_growing_distincts_input_is_counted_in_its_key_set_not_arranged() -> N
     # Both hold the last round's candidates (queued when the scope went quiet); the
     # reference holds every pair besides, settled into the trace.
     assert held[False] - held[True] >= 40 * 40, held
+
+
+BODY3 = """
+.decl a(x: number)
+.decl b(x: number)
+.decl c(y: number)
+.decl d(y: number)
+a(x) :- b(x), c(y), d(y).
+b(x + 1) :- a(x), x < 3000.
+b(0). c(1). c(2). d(2). d(3).
+"""
+
+
+def test_rows_fused_rounds_defer_before_their_keys_are_admitted_are_counted_later() -> None:
+    """Fused rounds defer a run's input rows before the distinct admits the run's new
+    keys: those rows wait in the arrangement and are counted at a later settle (ADR
+    0067), the answers those of the reference tactic."""
+    waited = []
+    original = CountedInput.take
+
+    def take(self: CountedInput, deferred: Any, latest: Any) -> Any:
+        left = original(self, deferred, latest)
+        waited.append(sum(len(part) for part, _ in left))
+        return left
+
+    def inputs_after(dataflow: Dataflow) -> None:  # what each distinct's input holds
+        run(dataflow)
+        for op in dataflow.root.all_operators():
+            if isinstance(op, ArrangeOp) and op.key_arity == len(op.dtypes):
+                counts: dict[tuple[object, ...], int] = {}
+                for batch in op.settle().batches:  # (counted keys go into the trace)
+                    part = batch.updates()
+                    rows = zip(*(c.tolist() for c in part.columns), strict=True)
+                    for row, diff in zip(rows, part.diffs.tolist(), strict=True):
+                        counts[row] = counts.get(row, 0) + diff
+                held.append({row: n for row, n in counts.items() if n})
+
+    run = Dataflow.run
+    answers, inputs = [], []
+    for counted in (True, False):
+        db, held = Database(), []
+        db.define(BODY3)
+        with (
+            tuned(TUNING.but(counted_inputs=counted, deferred_rows=0, handover=64)),
+            mock.patch.object(CountedInput, "take", take),
+            mock.patch.object(Dataflow, "run", inputs_after),
+        ):
+            answers.append(set(db.query("a(x)")))
+        inputs.append(held)
+    assert answers[0] == answers[1] == {(x,) for x in range(3001)}
+    assert any(waited), waited  # the path under test was taken
+    assert inputs[0] == inputs[1] and any(inputs[0]), inputs  # every row counted once
 
 
 def test_only_a_one_shot_dataflow_and_its_first_scopes_are_totally_ordered() -> None:
