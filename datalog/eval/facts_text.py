@@ -52,8 +52,8 @@ def read_plain(info: RelationInfo, path: Path, delimiter: str, headers: bool) ->
     `Tuning.integer_facts` bytes, `facts_integers`). `delimiter` is one character;
     `info` has at least one column."""
     size = path.stat().st_size
-    if size <= TUNING.text_facts:
-        return _read_small(info, path, delimiter, headers)
+    if size <= TUNING.text_facts:  # (0: never, not even an empty file)
+        return _read_small(info, path, delimiter, headers) if TUNING.text_facts else None
     integers = all(kind in ("number", "unsigned") for kind in info.types)
     if not integers or headers or size > TUNING.integer_facts:
         return None
