@@ -65,6 +65,10 @@ class Tuning:
     asked_per_entry: float = 1 / 8
     # Slots per key at most in a hash index: linear probing stays short below 1/3 full.
     index_load: int = 3
+    # ... and in a growing distinct's key set (`trace.keyset`), which holds every key of
+    # its output for the whole run: half full at most (a key set of CSPA's 322k keys
+    # took 34 MiB at 1/3; ADR 0067).
+    keyset_load: float = 2
     # Query keys an index probes at once.
     index_chunk: int = 1 << 18
     # A lookup of this many keys or more, in a trace of `sifted_batches` batches or
@@ -127,6 +131,16 @@ class Tuning:
     # output it keeps while every output change is its own (`operators.reduce_extreme`,
     # ADR 0063); False: it reads the output trace (the reference).
     least_held: bool = True
+    # The growing least-value step reads a round's arranged changes (one integer key,
+    # sorted and consolidated) by their runs: each key's first insertion and first
+    # retraction found by binary search among the rows of each sign, no per-row group
+    # index (`operators.reduce_extreme`, ADR 0068); False: per-key reductions over
+    # every row and a search for the winning rows (the reference).
+    least_runs: bool = True
+    # A growing distinct of a totally ordered scope counts its input's rows per key in its
+    # key set, and the input's arrangement keeps none of them until its trace is read
+    # (`operators.counted`, ADR 0067); False: the arrangement settles them (the reference).
+    counted_inputs: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).
@@ -182,6 +196,22 @@ class Tuning:
     # Nested sends of stateless operators after which updates wait for the outermost
     # send (`dataflow.Stream.send`): a chain of thousands of maps stays off the stack.
     relay_depth: int = 64
+
+    # -- fact files (ADR 0067, `datalog.io.sources`) ------------------------------------------
+    # Fact files of at most this many bytes are read by Python's own text handling
+    # (`datalog.eval.facts_text`), and symbol columns of at most `python_symbols` rows
+    # are interned by a Python loop (`datalog.eval.rows`): neither loads pyarrow, about
+    # 30 MiB and 50 ms a process, more than a small program's whole evaluation. Larger
+    # ones go to pyarrow's CSV reader and Arrow's hashing. 0: always pyarrow (the
+    # reference).
+    text_facts: int = 1 << 20
+    python_symbols: int = 1 << 16
+    # Fact files of integer columns only, of at most `integer_facts` bytes, are checked
+    # by numpy `text_part` bytes at a time and parsed by `numpy.loadtxt`
+    # (`datalog.eval.facts_integers`): as fast as pyarrow's reader on one core, without
+    # its import or parse buffers. Larger ones go to pyarrow (it parses on every core).
+    integer_facts: int = 1 << 26
+    text_part: int = 1 << 19
 
     @classmethod
     def default(cls) -> Tuning:

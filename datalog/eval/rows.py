@@ -1,6 +1,6 @@
 """Rows in and out: user data to typed columns, columns back to Python rows.
 
-Layer: datalog. Imports numpy and the datalog schema/symbols; pyarrow when strings
+Layer: datalog. Imports numpy and the datalog schema/symbols; pyarrow when many strings
 or Arrow data come (not with `import datalog`).
 
 Input accepted for a relation of arity `n`: an iterable of `n`-tuples, a 2-D
@@ -33,6 +33,7 @@ from datalog.eval.symbols import SymbolTable
 from datalog.lang.ast import ColumnType
 from datalog.lang.errors import TransactionError
 from datalog.lang.schema import RelationInfo
+from differential.tuning import TUNING
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -148,6 +149,9 @@ def _typed(info: RelationInfo, i: int, col: Any, kind: ColumnType, symbols: Symb
         col = to_numpy(col)
     col = np.asarray(col)
     if kind == "symbol":
+        few = _few_strings(col)
+        if few is not None:  # a Python loop: no pyarrow to load (ADR 0067)
+            return np.fromiter(map(symbols.intern, few), np.int64, len(few))
         return symbols.intern_many(_strings(col, where))
     return _numeric(col, kind, where)
 
@@ -207,6 +211,18 @@ def _strings(col: Array, where: str) -> pa.Array:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _few_strings(col: Array) -> list[str] | None:
+    """The values of a column of at most `Tuning.python_symbols` rows as Python strings,
+    if every one is a `str` with no lone surrogate (what `_strings` accepts); else
+    None: Arrow checks them and names the first bad row."""
+    if len(col) > TUNING.python_symbols or col.dtype.kind not in "UO":
+        return None
+    values = col.reshape(-1).tolist()
+    if not all(type(v) is str for v in values) or _SURROGATE.search("".join(values)):
+        return None
+    return values
 
 
 def _not_a_string(col: Array, where: str) -> TransactionError:

@@ -24,6 +24,7 @@ import numpy.typing as npt
 
 from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import Operator, Receiver, Stream, TimeQueue
+from differential.operators.counted import CountedInput
 from differential.time import Antichain, Time, join_times, le, uniform_times
 from differential.trace.batch import Batch, Description, Hashes, build_parts, key_hash
 from differential.trace.cursor import (
@@ -36,6 +37,7 @@ from differential.trace.cursor import (
     python_entries,
     scan_entries,
 )
+from differential.trace.keyset import KeySet
 from differential.trace.spine import Spine
 from differential.tuning import TUNING
 
@@ -210,6 +212,20 @@ class ArrangeOp(BatchesArranged):
         self.compacting: bool | None = None  # decided at the first settle (`_compacts`)
         self._compacted = 0  # entries the trace held after its last compaction there
         self._settles = self._settled_rows = 0  # settles compacted, and the rows they took
+        # Rows counted in the reading distinct's key set while nobody reads the trace
+        # (`count_into`, `operators.counted`, ADR 0067).
+        self.counted: CountedInput | None = None
+
+    def count_into(self, keys: KeySet) -> None:
+        """Let the growing distinct reading this arrangement count its rows in its key
+        set while the scope compacts rounds (`Tuning.counted_inputs`; off: reference)."""
+        if TUNING.counted_inputs and self.key_arity == len(self.dtypes):
+            self.counted = CountedInput(keys)
+
+    def release(self) -> None:
+        """The counting distinct admitted this time's rows: count them now, not later."""
+        if self.counted is not None and self._compacts():
+            self.seal()
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         return self.queue.times()
@@ -262,7 +278,7 @@ class ArrangeOp(BatchesArranged):
         elif self._compacts():
             waiting = sum(len(part) for part, _ in self.deferred)
             if waiting > max(TUNING.deferred_rows, len(self.spine)):
-                self.settle()  # consolidated as it goes: see `_settle_compacted`
+                self._settle()  # consolidated as it goes: see `_settle_compacted`
 
     def _coalesce(self) -> None:
         """Concatenate the deferred parts into one, or arrange them once they are many."""
@@ -270,7 +286,7 @@ class ArrangeOp(BatchesArranged):
         # `settle` reads only the first time (the arranged batch's lower bound).
         self.deferred = [(concat(parts), self.deferred[0][1])]
         if len(self.deferred[0][0]) > max(TUNING.deferred_rows, len(self.spine)):
-            self.settle()
+            self._settle()
 
     def settle(self) -> Spine:
         """The trace, with every deferred time arranged into it (before any read of it).
@@ -278,9 +294,20 @@ class ArrangeOp(BatchesArranged):
         A time's updates are arranged when something reads them: its delta, or the
         trace. A one-shot dataflow whose arrangement only serves later epochs (a
         join's side that the other side's future changes would look up) never
-        sorts them.
+        sorts them. Rows counted in a key set go into the trace at the first read.
         """
+        if self.counted is not None and self._compacts():
+            self._count()
+            self.counted.into(self.spine)
+            self.counted = None
+        return self._settle()
+
+    def _settle(self) -> Spine:
+        """`settle` of the deferred rows alone (counted ones stay in the key set)."""
         latest = self._deferred_latest
+        if latest is not None and self._compacts() and self.counted is not None:
+            self._count()  # (the rows whose key is not in the set yet wait)
+            return self.spine
         if latest is not None and self._compacts():
             self._settle_compacted(latest)
         elif len(self.deferred) == 1 and isinstance(self.deferred[0][0], Batch):
@@ -295,7 +322,16 @@ class ArrangeOp(BatchesArranged):
     def _compacts(self) -> bool:
         if self.compacting is None:  # the scope's order is fixed before it runs
             self.compacting = self.scope.compacts_rounds
+            if not self.compacting:
+                self.counted = None  # (counting stands for compacted rounds only)
         return self.compacting
+
+    def _count(self) -> None:
+        """Count the deferred rows in the key set; those whose key it lacks wait."""
+        assert self.counted is not None
+        if self._deferred_latest is not None:
+            self.deferred = self.counted.take(self.deferred, self._deferred_latest)
+            self._deferred_latest = self._deferred_latest if self.deferred else None
 
     def _settle_compacted(self, latest: Time) -> None:
         """`settle` in a totally ordered scope (`Scope.totally_ordered`): no reader asks
@@ -409,15 +445,18 @@ class ArrangeOp(BatchesArranged):
     def history_before(self, time: Time) -> bool:
         """Whether every entry is at a time `<= time` (deferred times count, unarranged)."""
         latest = self._deferred_latest
+        counted = self.counted.latest if self.counted is not None else None
         return (
             self.spine.all_at_or_before(time)
             and (latest is None or le(latest, time))
+            and (counted is None or le(counted, time))
             and self.pending_time in (None, time)
         )
 
     def visible(self, time: Time, include_delta: bool) -> int:
         """An upper bound (deferred updates are not consolidated yet); 0 when exact."""
         deferred = sum(len(item) for item, _ in self.deferred)
+        deferred += len(self.counted) if self.counted is not None else 0
         extra = include_delta or self.pending_time != time
         pending = self._pending_size() if extra else 0
         return len(self.spine) + deferred + pending
@@ -434,7 +473,7 @@ class ArrangeOp(BatchesArranged):
 
     def arranged_size(self) -> tuple[int, int]:
         """Updates and batches held, unarranged parts counted as they wait (nothing is
-        arranged or merged to measure them)."""
+        arranged or merged to measure them); rows counted in a key set are its own."""
         deferred = sum(len(part) for part, _ in self.deferred)
         size = len(self.spine) + deferred + self._pending_size()
         held = self.spine.held_batches + len(self.deferred) + (self.pending_parts is not None)

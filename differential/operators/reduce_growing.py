@@ -22,7 +22,7 @@ import numpy as np
 
 from differential.batch import Column, Updates, concat
 from differential.dataflow import check_budget
-from differential.operators.arrange import Arranged, Owner
+from differential.operators.arrange import Arranged, ArrangeOp, Owner
 from differential.operators.reduce_tactics import all_positive
 from differential.sort import run_starts
 from differential.time import Antichain, Time, column, join_times, uniform_times
@@ -50,6 +50,8 @@ class GrowingDistinct:
         self.latest: Time | None = None
         self.settled = 0
         self.settled_overflow: set[Row] = set()
+        if isinstance(source, ArrangeOp):  # its rows counted in `seen` (ADR 0067)
+            source.count_into(self.seen)
 
     def applies(self, time: Time) -> bool:
         """Only insertions at the step's time (the driver checks the history)."""
@@ -58,6 +60,14 @@ class GrowingDistinct:
 
     def step(self, time: Time) -> Updates | None:
         """The keys of the changes at `time` not in the output yet (None: none)."""
+        counted = self.seen is not None and isinstance(self.source, ArrangeOp)
+        found = self._step(time)
+        if counted:  # admitted: the rows need not wait for the arrangement's next step
+            assert isinstance(self.source, ArrangeOp)
+            self.source.release()
+        return found
+
+    def _step(self, time: Time) -> Updates | None:
         if self.seen is not None:
             changes = self.source.changes(time)
             assert changes is not None

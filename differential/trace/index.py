@@ -43,8 +43,9 @@ class HashTable:
     two): the slot of a hash is its mixed high bits scaled to the table size.
     """
 
-    def __init__(self, capacity: int) -> None:
-        slots = max(16, TUNING.index_load * capacity)
+    def __init__(self, capacity: int, load: float | None = None) -> None:
+        self.load = TUNING.index_load if load is None else load  # slots per key, at least
+        slots = max(16, int(self.load * capacity))
         self.size = 0
         self._slots_n = np.uint64(slots)
         self._slots_int = slots
@@ -58,7 +59,7 @@ class HashTable:
         return not bool((hashes == EMPTY).any())
 
     def fits(self, more: int) -> bool:
-        return (self.size + more) * TUNING.index_load <= len(self._keys)
+        return (self.size + more) * self.load <= len(self._keys)
 
     def _slots(self, hashes: Hashes) -> Index:
         with np.errstate(over="ignore"):

@@ -31,6 +31,8 @@ class KeySetMark:
     store: list[npt.NDArray[np.generic]]
     overflow: set[tuple[object, ...]]
     packed: bool
+    counts: npt.NDArray[np.int64] | None = None  # a copy: counts change in place
+    overflow_counts: dict[tuple[object, ...], int] | None = None
 
 
 class KeySet:
@@ -44,7 +46,7 @@ class KeySet:
 
     def __init__(self, dtypes: Sequence[np.dtype], identity: bool) -> None:
         self.identity = identity  # the hash is the key (one integer column)
-        self.table = HashTable(1 << 10)
+        self.table = HashTable(1 << 10, TUNING.keyset_load)
         self.size = 0
         self._store = [np.empty(1 << 10, dtype=d) for d in dtypes]
         self.overflow: set[tuple[object, ...]] = set()
@@ -52,14 +54,20 @@ class KeySet:
         # (`key_hash` of integers that fit): a key with a packed hash then equals a
         # stored key exactly when their hashes do, and lookups compare no columns.
         self.packed = not identity and len(dtypes) > 1
+        # Per stored key (and overflow key), the multiplicity its input has had, once
+        # asked to count (`count_inputs`; ADR 0067).
+        self.counts: npt.NDArray[np.int64] | None = None
+        self.overflow_counts: dict[tuple[object, ...], int] = {}
 
     def __len__(self) -> int:
         return self.size + len(self.overflow)
 
     def mark(self) -> KeySetMark:
         """What `rollback` needs to forget the keys added after now."""
+        counts = None if self.counts is None else self.counts.copy()
         return KeySetMark(self.table, self.table.size, self.size, list(self._store),
-                          set(self.overflow), self.packed)  # fmt: skip
+                          set(self.overflow), self.packed, counts,
+                          dict(self.overflow_counts))  # fmt: skip
 
     def added_since(self, mark: KeySetMark) -> tuple[Column, ...]:
         """The keys added to the table since `mark` (not those in `overflow`)."""
@@ -82,6 +90,9 @@ class KeySet:
         self._store[:] = mark.store
         self.overflow.clear()
         self.overflow.update(mark.overflow)
+        if mark.counts is not None and self.counts is not None:
+            self.counts = mark.counts
+            self.overflow_counts = dict(mark.overflow_counts or {})
 
     def contains(self, hashes: Hashes, keys: Sequence[Column]) -> npt.NDArray[np.bool_]:
         return self._look(hashes, keys)[0]
@@ -218,9 +229,10 @@ class KeySet:
         too few): at least one, at most `wanted`."""
         if not self.table.fits(min(wanted, max(self.size, 1 << 10))):
             hashes, positions = self.table.values()
-            self.table = HashTable(2 * (self.size + min(wanted, max(self.size, 1 << 10))))
+            needed = self.size + min(wanted, max(self.size, 1 << 10))
+            self.table = HashTable(2 * needed, TUNING.keyset_load)
             self.table.insert(hashes, positions)
-        free = len(self.table.arrays()[0]) // TUNING.index_load - self.table.size
+        free = int(len(self.table.arrays()[0]) / self.table.load) - self.table.size
         return max(1, min(wanted, free))
 
     def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
@@ -235,17 +247,67 @@ class KeySet:
     def _reserve(self, more: int) -> None:
         if not self.table.fits(more):
             hashes, positions = self.table.values()
-            self.table = HashTable(4 * (self.size + more))
+            self.table = HashTable(4 * (self.size + more), TUNING.keyset_load)
             self.table.insert(hashes, positions)
         self._grow_store(more)
 
     def _grow_store(self, more: int) -> None:
         if self.size + more > len(self._store[0]):
-            capacity = max(2 * len(self._store[0]), self.size + more)
+            capacity = max(len(self._store[0]) * 3 // 2, self.size + more)
             for i, stored in enumerate(self._store):
                 grown = np.empty(capacity, dtype=stored.dtype)
                 grown[: self.size] = stored[: self.size]
                 self._store[i] = grown
+            if self.counts is not None:
+                counts = np.zeros(capacity, dtype=np.int64)
+                counts[: self.size] = self.counts[: self.size]
+                self.counts = counts
+
+    # -- counting a growing distinct's input (ADR 0067) -------------------------------
+
+    def count_inputs(self) -> None:
+        """Keep, from now on, a count per key (`count`; every key's count starts at 0)."""
+        if self.counts is None:
+            self.counts = np.zeros(len(self._store[0]), dtype=np.int64)
+
+    def count(self, hashes: Hashes, keys: Sequence[Column], diffs: npt.NDArray[np.int64]) -> Index:
+        """Add `diffs` to the counts of their rows' keys: the rows whose key the set does
+        not hold (their diffs not counted), ascending."""
+        assert self.counts is not None, "count_inputs first"
+        at = self.table.find(hashes)
+        free = hashes == EMPTY  # (`find` of the free-slot marker reads a free slot)
+        held = (at >= 0) & ~free
+        if not (self.identity or (self.packed and _packed(hashes, keys))):
+            rows = np.flatnonzero(held)
+            same = np.ones(len(rows), dtype=bool)
+            for stored, key in zip(self._store, keys, strict=True):
+                same &= stored[at[rows]] == key[rows]
+            held[rows[~same]] = False
+        np.add.at(self.counts, at[held], diffs[held])
+        absent = []
+        for row in np.flatnonzero(~held).tolist():  # rare: overflow keys, or absent ones
+            found = tuple(k[row].item() for k in keys)
+            if found in self.overflow:
+                self.overflow_counts[found] = self.overflow_counts.get(found, 0) + int(diffs[row])
+            else:
+                absent.append(row)
+        return np.array(absent, dtype=np.intp)
+
+    def counted(self) -> tuple[tuple[Column, ...], npt.NDArray[np.int64]]:
+        """Every key whose count is not 0, as columns, and its count."""
+        assert self.counts is not None
+        rows = np.flatnonzero(self.counts[: self.size])
+        columns = [stored[rows] for stored in self._store]
+        counts = self.counts[rows]
+        extra = sorted(((k, n) for k, n in self.overflow_counts.items() if n), key=repr)
+        if not extra:
+            return tuple(columns), counts
+        more = list(zip(*(k for k, _ in extra), strict=True))
+        columns = [
+            np.concatenate([c, np.array(v, dtype=c.dtype)])
+            for c, v in zip(columns, more, strict=True)
+        ]
+        return tuple(columns), np.concatenate([counts, [n for _, n in extra]])
 
 
 def _packed(hashes: Hashes, keys: Sequence[Column]) -> bool:

@@ -38,6 +38,7 @@ from differential.engine import Engine
 from differential.graph import Dataflow
 from differential.operators.arrange import ArrangeOp
 from differential.operators.capture import Capture
+from differential.operators.counted import CountedInput
 from differential.tuning import TUNING, tuned
 from joins.delta_query import DeltaQueryOp
 from tests.datalog.programs import Generated, apply, full_query, programs, streams
@@ -48,8 +49,10 @@ from tests.datalog.test_least_growing import BASE, PROGRAMS
 EAGER = {"deferred_rows": 0, "few": 0, "few_pairs": 0, "recent_rows": 0}
 
 
-def one_shot_answers(db: Database, queries: list[str], compact: bool) -> list[set[Any]]:
-    with tuned(TUNING.but(compact_rounds=compact, **EAGER)):
+def one_shot_answers(
+    db: Database, queries: list[str], compact: bool, counted: bool = True
+) -> list[set[Any]]:
+    with tuned(TUNING.but(compact_rounds=compact, counted_inputs=counted, **EAGER)):
         return [set(db.query(q)) for q in queries]
 
 
@@ -72,6 +75,7 @@ def test_compacted_rounds_answer_as_rounds_kept_apart_and_the_reference(
     queries = [full_query(r, generated.relations[r]) for r in generated.derived]
     compacted = one_shot_answers(db, queries, True)
     assert compacted == one_shot_answers(db, queries, False)
+    assert compacted == one_shot_answers(db, queries, True, counted=False)  # (ADR 0067)
     checked = check_program(parse_program(generated.text))
     computed = reference.evaluate(checked, {r: sorted(rows) for r, rows in facts.items()})
     for query, found in zip(queries, compacted, strict=True):
@@ -93,6 +97,7 @@ def test_recursive_aggregation_compacted_answers_as_kept_apart(query: str, edges
     db.insert("edge", edges)
     compacted = one_shot_answers(db, [query], True)
     assert compacted == one_shot_answers(db, [query], False)
+    assert compacted == one_shot_answers(db, [query], True, counted=False)  # (ADR 0067)
     checked = check_program(parse_program(BASE + PROGRAMS[query]))
     facts = {"edge": sorted(set(edges)), "source": [(0,)]}
     expected = reference.answer(
@@ -140,6 +145,78 @@ def test_a_one_shot_closure_holds_about_one_entry_per_tuple() -> None:
         held[compact] = max(n for _, _, n, _ in found[0])
     assert held[False] > 6 * 40 * 40, held  # what the test measures is there to cut
     assert held[True] <= 4 * 40 * 40 + TUNING.few, held
+
+
+def test_a_growing_distincts_input_is_counted_in_its_key_set_not_arranged() -> None:
+    """ADR 0067: while the closure's distinct grows, its input's rows are counted in its
+    key set (`Tuning.counted_inputs`) and its arrangement keeps none of them; the
+    reference settles them into its trace (at least one entry per pair)."""
+    db = Database()
+    db.define(CLOSURE)
+    db.insert("e", [(i, (3 * i + k) % 40) for i in range(40) for k in range(1, 9)])
+    held = {}
+    for counted in (True, False):
+        tuning = TUNING.but(counted_inputs=counted, deferred_rows=0)  # nothing waits
+        with tuned(tuning), held_after_run() as found:
+            assert len(db.query("tc(x, y)")) == 40 * 40
+        inputs = [n for _, name, n, _ in found[0] if name == "arrange(key=2 of 2)"]
+        assert len(inputs) == 1, found[0]
+        held[counted] = inputs[0]
+    # Both hold the last round's candidates (queued when the scope went quiet); the
+    # reference holds every pair besides, settled into the trace.
+    assert held[False] - held[True] >= 40 * 40, held
+
+
+BODY3 = """
+.decl a(x: number)
+.decl b(x: number)
+.decl c(y: number)
+.decl d(y: number)
+a(x) :- b(x), c(y), d(y).
+b(x + 1) :- a(x), x < 3000.
+b(0). c(1). c(2). d(2). d(3).
+"""
+
+
+def test_rows_fused_rounds_defer_before_their_keys_are_admitted_are_counted_later() -> None:
+    """Fused rounds defer a run's input rows before the distinct admits the run's new
+    keys: those rows wait in the arrangement and are counted at a later settle (ADR
+    0067), the answers those of the reference tactic."""
+    waited = []
+    original = CountedInput.take
+
+    def take(self: CountedInput, deferred: Any, latest: Any) -> Any:
+        left = original(self, deferred, latest)
+        waited.append(sum(len(part) for part, _ in left))
+        return left
+
+    def inputs_after(dataflow: Dataflow) -> None:  # what each distinct's input holds
+        run(dataflow)
+        for op in dataflow.root.all_operators():
+            if isinstance(op, ArrangeOp) and op.key_arity == len(op.dtypes):
+                counts: dict[tuple[object, ...], int] = {}
+                for batch in op.settle().batches:  # (counted keys go into the trace)
+                    part = batch.updates()
+                    rows = zip(*(c.tolist() for c in part.columns), strict=True)
+                    for row, diff in zip(rows, part.diffs.tolist(), strict=True):
+                        counts[row] = counts.get(row, 0) + diff
+                held.append({row: n for row, n in counts.items() if n})
+
+    run = Dataflow.run
+    answers, inputs = [], []
+    for counted in (True, False):
+        db, held = Database(), []
+        db.define(BODY3)
+        with (
+            tuned(TUNING.but(counted_inputs=counted, deferred_rows=0, handover=64)),
+            mock.patch.object(CountedInput, "take", take),
+            mock.patch.object(Dataflow, "run", inputs_after),
+        ):
+            answers.append(set(db.query("a(x)")))
+        inputs.append(held)
+    assert answers[0] == answers[1] == {(x,) for x in range(3001)}
+    assert any(waited), waited  # the path under test was taken
+    assert inputs[0] == inputs[1] and any(inputs[0]), inputs  # every row counted once
 
 
 def test_only_a_one_shot_dataflow_and_its_first_scopes_are_totally_ordered() -> None:

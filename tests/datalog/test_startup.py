@@ -1,10 +1,11 @@
 """Start-up: `from datalog import Database` loads what a database needs and no more.
 
 pyarrow costs 50-90 ms to load: it is loaded when Arrow data comes in or goes out
-(an Arrow or pandas insert, `query_arrow`, interning strings, a snapshot), never by
-importing the API (ADR 0044). Nor are the parser's lark (its first parse loads it)
-and the planner's passes and lowering with the join kernels (the first query plans
-through them): opening a database needs neither (ADR 0066)."""
+(an Arrow or pandas insert, `query_arrow`, interning many strings, a large fact
+file (ADR 0067), a snapshot), never by importing the API (ADR 0044). Nor are the
+parser's lark (its first parse loads it) and the planner's passes and lowering with
+the join kernels (the first query plans through them): opening a database needs
+neither (ADR 0066)."""
 
 from __future__ import annotations
 

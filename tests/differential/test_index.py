@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from differential.trace.batch import key_hash
-from differential.trace.index import HashIndex, LookupCache
+from differential.trace.index import EMPTY, HashIndex, LookupCache
 from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, tuned
 
@@ -243,3 +243,41 @@ def test_keys_from_a_position_are_each_key_added_since_once(
         start, known = seen.size, known | extra
         read.extend(zip(*(c.tolist() for c in columns), strict=True))
     assert sorted(read) == sorted(set(read)) == sorted({r for rows in batches for r in rows})
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(-2, 2)), max_size=40),
+    st.lists(st.tuples(st.integers(0, 9), st.integers(-2, 2), st.integers(1, 3)), max_size=60),
+    st.booleans(),
+)
+def test_a_key_set_counts_its_keys_rows_and_names_the_absent(
+    admitted: list[tuple[int, int]], rows: list[tuple[int, int, int]], collide: bool
+) -> None:
+    """`KeySet.count` (ADR 0067): each row's diff goes to its key's count, overflow keys
+    (a hash another key holds, or the free-slot marker) included; a row whose key the
+    set lacks is named and not counted. `counted` gives every key with a count."""
+
+    def hashes_of(keys: list[tuple[int, int]]) -> np.ndarray:
+        if not collide:  # real hashes; else few values, the free-slot marker among them
+            return key_hash((np.array([a for a, _ in keys]), np.array([b for _, b in keys])))
+        table = [EMPTY, 1, 2]
+        return np.array([table[(a + b) % 3] for a, b in keys], dtype=np.int64)
+
+    seen = KeySet([np.dtype(np.int64)] * 2, identity=False)
+    if admitted:
+        seen.admit(hashes_of(admitted), (np.array([a for a, _ in admitted]),
+                                         np.array([b for _, b in admitted])))  # fmt: skip
+    seen.count_inputs()
+    keys = [(a, b) for a, b, _ in rows]
+    diffs = np.array([d for _, _, d in rows], dtype=np.int64)
+    columns = (np.array([a for a, _ in keys], dtype=np.int64), np.array([b for _, b in keys]))
+    absent = seen.count(hashes_of(keys) if keys else np.zeros(0, np.int64), columns, diffs)
+    held = set(admitted)
+    assert absent.tolist() == [i for i, key in enumerate(keys) if key not in held]
+    expected: dict[tuple[int, int], int] = {}
+    for key, (_, _, d) in zip(keys, rows, strict=True):
+        if key in held:
+            expected[key] = expected.get(key, 0) + d
+    found, counts = seen.counted()
+    got = dict(zip(zip(*(c.tolist() for c in found), strict=True), counts.tolist(), strict=True))
+    assert got == expected

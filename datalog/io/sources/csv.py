@@ -1,6 +1,7 @@
 """Soufflé-compatible fact files: `.input` directives read them, `.output` write them.
 
-Layer: datalog (sources). Imports pyarrow and the public API of `datalog`.
+Layer: datalog (sources). Imports the public API of `datalog`, and pyarrow when it
+reads a file that `datalog.eval.facts_text` does not (ADR 0067).
 
 Input. `.input r` reads `<facts_dir>/r.facts` (a missing file is an error, as in
 Soufflé, unless the caller allows it: the relation then starts empty; ADR 0043):
@@ -18,7 +19,9 @@ scanned again in Python, which names the first bad line and column in a
 scan accepts but pyarrow's parser does not (such as `+5`) are read by that
 scan. Every file is parsed before anything is inserted, and all of them go in
 as one transaction, inserted in chunks of `CHUNK_ROWS` rows with a progress
-line for large files: a bad file loads nothing.
+line for large files: a bad file loads nothing. `load_files` reads a file of at
+most `Tuning.text_facts` bytes whose every line has a plain form without pyarrow
+(`datalog.eval.facts_text`, the same columns; ADR 0067).
 
 Output. `.output r` writes `<output_dir>/r.csv`, tab-separated, rows sorted
 (numbers numerically, symbols lexicographically, column by column; formatted by
@@ -39,26 +42,31 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-import pyarrow as pa
-import pyarrow.csv as pacsv
-
 from datalog.db.change import Answer
+from datalog.eval.facts_text import Columns, read_plain
 from datalog.lang.ast import NOWHERE, ColumnType, Directive, Span
 from datalog.lang.errors import DatalogError
 from datalog.lang.schema import RelationInfo
 
 if TYPE_CHECKING:
+    import pyarrow as pa
+
     from datalog.db.database import Database
 
 CHUNK_ROWS = 1_000_000  # rows per `Transaction.insert`
 PROGRESS_ROWS = 1_000_000  # files with more rows than this show progress
 
-ARROW_TYPES: dict[str, pa.DataType] = {
-    "number": pa.int64(),
-    "unsigned": pa.uint64(),
-    "float": pa.float64(),
-    "symbol": pa.string(),
-}
+
+def arrow_type(kind: ColumnType) -> pa.DataType:
+    """The Arrow type a column of `kind` is read as (pyarrow is loaded here: a program
+    of small fact files never needs it, ADR 0067)."""
+    import pyarrow as pa
+
+    return {"number": pa.int64(), "unsigned": pa.uint64(), "float": pa.float64()}.get(
+        kind, pa.string()
+    )
+
+
 _INTEGER = re.compile(r"[+-]?[0-9]+\Z")
 _NATURAL = re.compile(r"\+?[0-9]+\Z")
 _BOUNDS = {"number": (-(2**63), 2**63 - 1), "unsigned": (0, 2**64 - 1)}
@@ -140,10 +148,22 @@ def read_facts(file: FactFile, allow_missing: bool = False) -> pa.Table:
         raise FactFileError(f"cannot open fact file for `{file.relation.name}`", file.path)
     if file.relation.arity == 0 or len(file.delimiter) != 1:
         return _read_strictly(file)
+    import pyarrow as pa
+
     try:
         return _read_arrow(file)
     except (pa.ArrowInvalid, UnicodeDecodeError):
         return _read_strictly(file)  # names the first bad line, or reads what arrow could not
+
+
+def read_columns(file: FactFile, allow_missing: bool = False) -> pa.Table | Columns:
+    """`read_facts`, but a small file (`Tuning.text_facts` bytes at most) as numpy
+    columns read without pyarrow when its text allows (`facts_text.read_plain`; ADR 0067)."""
+    if file.relation.arity and len(file.delimiter) == 1 and file.path.is_file():
+        found = read_plain(file.relation, file.path, file.delimiter, file.headers)
+        if found is not None:
+            return found
+    return read_facts(file, allow_missing)
 
 
 def missing_file(file: FactFile, note: str = "") -> FactFileError:
@@ -157,15 +177,20 @@ def missing_file(file: FactFile, note: str = "") -> FactFileError:
 
 
 def _empty(info: RelationInfo) -> pa.Table:
+    import pyarrow as pa
+
     if info.arity == 0:
         return pa.table({"present": pa.array([], pa.bool_())})
-    arrays = [pa.array([], ARROW_TYPES[t]) for t in info.types]
+    arrays = [pa.array([], arrow_type(t)) for t in info.types]
     return pa.table(arrays, names=list(info.column_names))
 
 
 def _read_arrow(file: FactFile) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
     names = list(file.relation.column_names)  # the declaration's: rows match them by name
-    types = [ARROW_TYPES[t] for t in file.relation.types]
+    types = [arrow_type(t) for t in file.relation.types]
     return pacsv.read_csv(
         file.path,
         read_options=pacsv.ReadOptions(column_names=names, skip_rows=int(file.headers)),
@@ -200,9 +225,11 @@ def _read_strictly(file: FactFile) -> pa.Table:
             for column, value in zip(columns, _fields(file, number, line), strict=True):
                 column.append(value)
             rows += 1
+    import pyarrow as pa
+
     if info.arity == 0:
         return pa.table({"present": pa.array([True] * min(rows, 1))})
-    arrays = [pa.array(c, ARROW_TYPES[t]) for c, t in zip(columns, info.types, strict=True)]
+    arrays = [pa.array(c, arrow_type(t)) for c, t in zip(columns, info.types, strict=True)]
     return pa.table(arrays, names=list(info.column_names))
 
 
@@ -294,15 +321,15 @@ def load_files(
     allow_missing: bool = False,
 ) -> dict[str, int]:
     """Read `files` (all of them, checking every line), then insert them in one transaction."""
-    tables = [(f, read_facts(f, allow_missing)) for f in files]
+    tables = [(f, read_columns(f, allow_missing)) for f in files]
     show = sys.stderr.isatty() if progress is None else progress
     counts: dict[str, int] = {}
     with db.transaction() as tx:
         for file, table in tables:
             name = file.relation.name
-            report = _progress(name, table.num_rows) if show else _silent
+            report = _progress(name, _rows(table)) if show else _silent
             _insert_chunks(tx.insert, name, file.relation, table, report)
-            counts[name] = counts.get(name, 0) + table.num_rows
+            counts[name] = counts.get(name, 0) + _rows(table)
     return counts
 
 
@@ -310,15 +337,25 @@ def _insert_chunks(
     insert: Callable[[str, object], None],
     name: str,
     info: RelationInfo,
-    table: pa.Table,
+    table: pa.Table | Columns,
     report: Callable[[int], None],
 ) -> None:
+    rows = _rows(table)
     if info.arity == 0:
-        insert(name, [()] if table.num_rows else [])
+        insert(name, [()] if rows else [])
         return
-    for start in range(0, table.num_rows, CHUNK_ROWS):
-        insert(name, table.slice(start, CHUNK_ROWS))
-        report(min(start + CHUNK_ROWS, table.num_rows))
+    for start in range(0, rows, CHUNK_ROWS):
+        if isinstance(table, dict):
+            insert(name, {k: column[start : start + CHUNK_ROWS] for k, column in table.items()})
+        else:
+            insert(name, table.slice(start, CHUNK_ROWS))
+        report(min(start + CHUNK_ROWS, rows))
+
+
+def _rows(table: pa.Table | Columns) -> int:
+    if isinstance(table, dict):
+        return len(next(iter(table.values())))
+    return int(table.num_rows)
 
 
 def _silent(done: int) -> None:
