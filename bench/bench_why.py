@@ -12,8 +12,10 @@ and an unrelated relation `other`:
 - the commit latency (p50, ms, 200 single-row commits) of inserts into `other`
   without any subscription, and with 1 and 100 `subscribe_why` subscriptions to
   absent `reach` facts; then of single-edge commits into `edge` between new nodes,
-  which no lookup of those why-nots finds: each subscription reads `reach` again
-  to see that (`spared`, docs/adr/0060) instead of explaining again. `explained`
+  which no lookup of those why-nots finds: each subscription checks the rows of
+  `reach(i, _)` that changed, which the dataflow following it collected (`spared`,
+  docs/adr/0071; before, it read `reach` again, ADR 0060), instead of explaining
+  again. `explained`
   counts the explanations computed after the snapshots, summed over the
   subscriptions.
 

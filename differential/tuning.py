@@ -187,6 +187,10 @@ class Tuning:
     # its largest measured run a run is predicted by the fitted line alone.
     recompute_decay: float = 0.7
     recompute_reach: float = 4.0
+    # A watched why-not follows the derived relations it read with dataflows of its own
+    # and checks each epoch against their changes (ADR 0071); False: it reads them
+    # again at each epoch that writes a relation the fact depends on (the twin).
+    why_follow: bool = True
 
     # -- dataflows ----------------------------------------------------------------------------
     # Nested sends of stateless operators after which updates wait for the outermost

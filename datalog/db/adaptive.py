@@ -10,7 +10,8 @@ each epoch and `Adaptive.learn` once it is settled, and the live queries' owner
 
 The model, one per live dataflow (`Costs`), learns from its own measurements: the
 seconds the dataflow spent (`Dataflow.spent`: its runs, settling and advances, timed
-by `Engine.clock`, this thread's CPU time, a fake in tests):
+by `Engine.clock`, this thread's CPU time, a fake in tests), and its share of what the
+views it reads spent (`datalog.db.charges`: a view's work divided among its readers):
 
 - recomputing costs `build` seconds per base row, measured by every (re)build of the
   dataflow (what it spent starting and settling) over a base of at least
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from datalog.db.charges import Spent, charged, spent
 from datalog.db.live import LiveQuery
 from datalog.db.tenants import Tenant
 from datalog.lang.ast import Call
@@ -181,8 +183,8 @@ class Track:
     reads: frozenset[str]
     fallible: bool
     # the epoch being committed: its number, the change, the base, whether recomputed,
-    # and what the dataflow had spent before it
-    pending: tuple[int, int, int, bool, float] | None = None
+    # and what the dataflow and the views it reads had spent before it
+    pending: tuple[int, int, int, bool, Spent] | None = None
     choice: Choice | None = None
 
 
@@ -215,35 +217,39 @@ class Adaptive:
             track = self._track(df, plan, members)
             change = sum(len(asked[name]) for name in track.reads if name in asked)
             base = self._base(track.reads) if change else 0
-            track.pending = None if moving or not change else (epoch, change, base, False, df.spent)
+            before = spent(self.engine, df) if change and not moving else None
+            track.pending = None if before is None else (epoch, change, base, False, before)
             if not big or not change:
                 continue
             after = base + sum(_net(asked[name]) for name in track.reads if name in asked)
             choice = self._choose(track, epoch, change, base, max(after, 0), moving)
             track.choice = choice
             if choice.recompute:
-                track.pending = (epoch, change, base, True, df.spent)
+                track.pending = (epoch, change, base, True, before or spent(self.engine, df))
                 self.recomputing += members
                 self.engine.retire(df)
 
     def learn(self, lives: Iterable[LiveQuery]) -> None:
         """After a settled epoch that `adapt` saw: fold what it cost into each model it
-        reached (the run of a dataflow that ran it, the rebuild of one recomputed)."""
+        reached (the run of a dataflow that ran it, the rebuild of one recomputed),
+        each with its share of the views it reads (`datalog.db.charges`)."""
         for df, _, members, _ in groups(lives):
             track = next((self.tracks[q.key] for q in members if q.key in self.tracks), None)
             if track is None or track.pending is None:
                 continue
-            epoch, change, base, recomputed, spent = track.pending
+            epoch, change, base, recomputed, before = track.pending
             track.pending = None
             if self.engine.epoch != epoch:  # the epoch did not happen
                 continue
             if recomputed and track.flow() is not df:
-                track.costs.built(self._base(track.reads), df.spent)
+                rebuilt = Spent(0.0, before.views)  # a new dataflow: all it spent
+                track.costs.built(self._base(track.reads), charged(self.engine, df, rebuilt))
                 track.flow = weakref.ref(df)
             elif track.flow() is df:
-                track.costs.ran(change, df.spent - spent)
+                cost = charged(self.engine, df, before)
+                track.costs.ran(change, cost)
                 if base < TUNING.recompute_min_rows:  # into a (nearly) empty base: a build
-                    track.costs.built(self._base(track.reads), df.spent - spent)
+                    track.costs.built(self._base(track.reads), cost)
 
     def forget(self, key: str) -> None:
         """Live query `key` closed."""
@@ -273,7 +279,7 @@ class Adaptive:
         if track is None or track.flow() is not df:
             names = frozenset(read(self.engine, df))
             track = Track(Costs(), weakref.ref(df), names, fallible(plan))
-            track.costs.built(self._base(names), df.spent)
+            track.costs.built(self._base(names), charged(self.engine, df, None))
         for q in members:
             self.tracks[q.key] = track
         return track

@@ -107,7 +107,7 @@ class Epochs:
                     self.live.arrive()
                     try:
                         if write.change is None:  # (a rule change rebuilt what it touches)
-                            self.live.adaptive.adapt(self.live.by_key.values(), requests)
+                            self.live.before_epoch(requests)
                         engine.commit(requests, sealing=seal)
                     except BaseException as error:
                         if not decided:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -19,12 +20,14 @@ from datalog.db.pacing import Clock, Pacing
 from datalog.db.queries import LiveQueries
 from datalog.eval.functors import FunctorBinding
 from datalog.lang.ast import Pragma
-from datalog.lang.checks import CheckedQuery, dependencies
+from datalog.lang.checks import CheckedQuery, check_query, dependencies
 from datalog.lang.errors import UnsupportedError
 from datalog.plan.plan import JoinPlan
 from differential.batch import Updates
 from differential.budget import WorkLock
+from differential.graph import Dataflow, Output
 from differential.inputs import Requests
+from differential.tuning import TUNING
 
 if TYPE_CHECKING:
     from datalog.db.history import Past
@@ -112,7 +115,7 @@ class Explanations:
             engine = self.queries.engine
             pacing = Pacing.of(granularity, engine.epoch, clock.now)
             sub = WhySubscription(fact, callback)
-            watch = WhyWatch(sub, lambda: self.explanation(fact), self.queries.calling,
+            watch = WhyWatch(sub, lambda: self.explanation(fact, follow=True), self.queries.calling,
                              lambda: self.lock.budget.limit(budget), pacing,
                              partial(self.unchanged, fact))  # fmt: skip
             first = watch.start(engine.epoch)
@@ -131,28 +134,55 @@ class Explanations:
     def unsubscribe_why(self, sub: WhySubscription) -> None:
         with self.lock:
             sub.active = False
+            from datalog.db.whywatch import WhyWatch
+
             watches = self.queries.watches
+            for watch in watches:
+                if isinstance(watch, WhyWatch) and watch.sub is sub:
+                    watch.stop()
             watches[:] = [w for w in watches if getattr(w, "sub", None) is not sub]
 
-    def explanation(self, fact: str) -> Explained:
+    def explanation(self, fact: str, follow: bool = False) -> Explained:
         """`fact`'s explanation now (a proof, or why not), the relations it depends on,
-        and for a why-not the lookups it made (`States`; a proof reads them whole)."""
+        and for a why-not the lookups it made (`States`; a proof reads them whole).
+        `follow`: a why-not reads each derived relation through a live dataflow it
+        keeps (`datalog.db.follows`), so that later epochs are checked by their changes."""
+        from datalog.db.follows import Follows
         from datalog.db.provenance import target, why
         from datalog.db.states import Looked
         from datalog.db.whynot import explained
         from datalog.lang.errors import FactHoldsError
 
+        follow = follow and TUNING.why_follow
+        follows = Follows(self.queries.engine, self.follow) if follow else None
         with self.read_only(fact):
             reading = self.reading(None)
             relation, _ = target(reading.checked, fact, "subscribe_why")
             reads = frozenset(dependencies(reading.checked, [relation]))
+            read = reading if follows is None else replace(reading, answer=follows.answer)
             try:
-                absent, states = explained(reading, self.functors, fact)
-                return absent, reads, Looked(states, dict(self.functors))
+                absent, states = explained(read, self.functors, fact)
+                return absent, reads, Looked(states, dict(self.functors), follows)
             except FactHoldsError:
+                if follows is not None:
+                    follows.close()
                 return why(self.past(), reading, fact), reads, None
+            except BaseException:
+                if follows is not None:
+                    follows.close()
+                raise
 
-    def unchanged(self, fact: str, looked: Looked, requests: Mapping[str, Requests]) -> bool:
+    def follow(self, text: str) -> tuple[Dataflow, Output, Updates]:
+        """A live dataflow answering query `text` (reading views, making none), started
+        outside every live query: the dataflow, its output and its first answer."""
+        from datalog.lang.parser import parse_query
+
+        checked = check_query(parse_query(text), self.queries.program.checked.schema)
+        built = self.queries.plan(checked, text, "auto")
+        first = built.start(self.queries.engine)  # (dropped if it fails)
+        return built.dataflow, built.output, first
+
+    def unchanged(self, fact: str, looked: Looked, requests: Mapping[str, Requests]) -> bool | None:
         """Whether the lookups of `fact`'s last why-not find what they found, now that
         an epoch wrote `requests`, with the same functors (`datalog.db.states.unchanged`)."""
         from datalog.db.states import unchanged
@@ -163,7 +193,7 @@ class Explanations:
         ):
             return False
         with self.read_only(fact):
-            return unchanged(looked.states, self.reading(None), requests)
+            return unchanged(looked.states, self.reading(None), requests, looked.follows)
 
     def reading(self, as_of: int | None) -> Reading:
         """How explanations read the relations at the end of epoch `as_of` (now: None)."""

@@ -25,7 +25,7 @@ operation repairs again (and reports what still fails).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Protocol
 from datalog.db.adaptive import Adaptive, difference
 from datalog.db.change import Callback, Change
 from datalog.db.definitions import ProgramState
+from datalog.db.follows import rest, wake
 from datalog.db.interrupts import deferred
 from datalog.db.live import LiveQuery, Subscription
 from datalog.db.pacing import Clock, Pacing
@@ -64,6 +65,8 @@ class Watch(Protocol):
 
     def at_epoch(self, epoch: int, touched: frozenset[str], requests: Asked) -> None: ...
 
+    def before(self, requests: Mapping[str, Requests]) -> Sequence[Dataflow]: ...
+
 
 class LiveQueries:
     """Every live query of one database (module docstring)."""
@@ -88,6 +91,7 @@ class LiveQueries:
         # its own (`arrive`, `tell_arrived`): None while no commit collects them.
         self.arrived: dict[LiveQuery, tuple[Updates, int]] | None = None
         self.watches: list[Watch] = []  # told of every epoch (`Database.subscribe_why`)
+        self.resting: list[Dataflow] = []  # watches' dataflows the epoch cannot reach
         # Adaptive commits (docs/adr/0053): which dataflows an epoch recomputes.
         self.adaptive = Adaptive(engine)
 
@@ -270,6 +274,16 @@ class LiveQueries:
         if failure is not None:
             raise failure
 
+    def before_epoch(self, requests: Mapping[str, Requests]) -> None:
+        """Before an epoch that asks `requests` and installs no rules: the adaptive
+        choices, and each watch's: what it keeps that the epoch cannot reach rests."""
+        self.wake()
+        self.adaptive.adapt(self.by_key.values(), requests)
+        self.resting = rest(self.engine, [df for w in self.watches for df in w.before(requests)])
+
+    def wake(self) -> None:
+        self.resting = wake(self.engine, self.resting)
+
     def drop_arrived(self) -> None:
         """The epoch did not happen: what its outputs brought is forgotten (the
         dataflows retired to be recomputed are rebuilt by the repair that follows)."""
@@ -277,6 +291,7 @@ class LiveQueries:
             live.telling = None
         self.arrived = None
         self.adaptive.recomputing = []
+        self.wake()
 
     def recompute(self, epoch: int) -> None:
         """The epoch happened: rebuild what `adaptive.adapt` retired, over the new base,
@@ -311,6 +326,7 @@ class LiveQueries:
         to be raised last."""
         failure: BaseException | None = None
         steps: list[Callable[[], object]] = [
+            self.wake,
             (lambda: self.recompute(epoch)) if new_epoch else (lambda: None),
             self.tell_arrived,
             (lambda: self.tenants.committed(epoch)) if new_epoch else (lambda: None),

@@ -18,9 +18,9 @@ strings), which does not depend on how symbols were interned.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -42,7 +42,7 @@ from differential.trace.batch import key_hash
 Array = npt.NDArray[Any]
 Positions = tuple[int, ...]
 
-__all__ = ["Looked", "Reading", "States", "Stored", "unchanged"]
+__all__ = ["Follows", "Looked", "Reading", "States", "Stored", "unchanged"]
 
 
 @dataclass(frozen=True)
@@ -161,6 +161,11 @@ class Stored:
                 return permutation[:0]
         return permutation[low:high]
 
+    def encoded(self, position: int) -> Any:
+        """The value the demand bound column `position` to, as the column stores it
+        (None: no tuple can hold it)."""
+        return self._encode(self.fixed[position], self.types[position])
+
     def _encode(self, value: Value, kind: ColumnType) -> Any:
         """`value` as the column stores it (None: no tuple can hold it)."""
         if kind == "symbol":
@@ -192,6 +197,7 @@ class States:
     def __init__(self, reading: Reading, demand: tuple[str, Mapping[int, Value]] | None) -> None:
         self.reading, self.demand = reading, demand
         self.read: dict[str, Stored] = {}
+        self.texts: dict[str, str] = {}  # the query each derived relation was read by
         schema = reading.checked.schema
         ruled = {rule.head.name for rule in reading.checked.rules}
         self.computed = ruled | set(reading.checked.dominances)  # not just their input
@@ -219,34 +225,60 @@ class States:
             format_term(Const(fixed[i], kind)) if i in fixed else f"x{i}"
             for i, kind in enumerate(types)
         ]
-        answer = self.reading.answer(f"{relation}({', '.join(args)})")
+        text = self.texts[relation] = f"{relation}({', '.join(args)})"
+        answer = self.reading.answer(text)
         present = np.flatnonzero(answer.diffs > 0)
         columns = tuple(column[present] for column in answer.columns)
         return Stored(types, columns, len(present), symbols, fixed)
 
 
+class Follows(Protocol):
+    """The dataflows that keep the derived relations a watched why-not read, and the
+    changes they collected (`datalog.db.follows.Follows`)."""
+
+    def touched(self, states: States) -> bool | None: ...
+
+    def drain(self) -> None: ...
+
+    def before(self, requests: Mapping[str, Requests], reads: Iterable[str]) -> list[Any]: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Looked:
-    """What a why-not read (`States`: the relations and the lookups it made in them)
-    and the functor bindings it was explained with (`register_functor` rebinds one
-    without an epoch: a why-not computed since may differ)."""
+    """What a why-not read (`States`: the relations and the lookups it made in them),
+    the functor bindings it was explained with (`register_functor` rebinds one
+    without an epoch: a why-not computed since may differ) and, for a watched one, the
+    dataflows keeping the derived relations it read (`datalog.db.follows`)."""
 
     states: States
     functors: dict[str, FunctorBinding]
+    follows: Follows | None = None
 
 
-def unchanged(old: States, reading: Reading, requests: Mapping[str, Requests]) -> bool:
+def unchanged(
+    old: States,
+    reading: Reading,
+    requests: Mapping[str, Requests],
+    follows: Follows | None = None,
+) -> bool | None:
     """Whether every lookup an explanation made over `old` finds what it found then,
     after an epoch that wrote `requests` and changed no rules (docs/adr/0060): a base
-    relation is checked against the rows asked of it, a derived one is read again at
-    `reading` (the epoch after) and its lookups made again. An explanation reads
-    relations only through `Stored.lookup`, so when this holds it would be the same."""
+    relation is checked against the rows asked of it; a derived one, with `follows`,
+    against the rows of it that changed (docs/adr/0071; None if `follows` cannot tell),
+    else it is read again at `reading` (the epoch after) and its lookups made again.
+    An explanation reads relations only through `Stored.lookup`, so when this holds
+    it would be the same."""
     schema = old.schema
     for relation, stored in old.read.items():
         written = requests.get(relation) if relation not in old.computed else None
         entity = relation in schema and schema[relation].semantics == "last_write_wins"
         if written is not None and stored.touched_by(written.columns, entity):
             return False
+    if follows is not None:
+        touched = follows.touched(old)
+        return None if touched is None else not touched
     fresh = States(reading, old.demand)
     for relation, stored in old.read.items():
         if relation in old.computed:

@@ -121,14 +121,15 @@ class WhyWatch:
     why-not, the lookups it made; `calling` is the context subscribers are called in
     (commits refused from inside); `limit` bounds one explanation (`Database.budget`'s
     context, None: no bound); `unchanged(looked, requests)` says whether those lookups
-    find what they found after an epoch that wrote `requests` and no rules."""
+    find what they found after an epoch that wrote `requests` and no rules (None:
+    it cannot tell, and the fact is explained again)."""
 
     sub: WhySubscription
     explain: Callable[[], tuple[Derivation | WhyNot, frozenset[str], Looked | None]]
     calling: Callable[[], AbstractContextManager[object]]
     limit: Callable[[], AbstractContextManager[object]]
     pacing: Pacing | None = None
-    unchanged: Callable[[Looked, Mapping[str, Requests]], bool] | None = None
+    unchanged: Callable[[Looked, Mapping[str, Requests]], bool | None] | None = None
     reads: frozenset[str] = frozenset()
     looked: Looked | None = None  # the last why-not's lookups (None: a proof, or unknown)
     shown: str = ""  # the printed form of what the subscriber holds (or will, paced)
@@ -140,6 +141,22 @@ class WhyWatch:
         explanation, self.reads, self.looked = self.explain()
         self.shown = str(explanation)
         return WhyChange(self.sub.fact, epoch, explanation, snapshot=True)
+
+    def stop(self) -> None:
+        """The subscription closed: the dataflows its why-not kept go."""
+        self._keep(None)
+
+    def before(self, requests: Mapping[str, Requests]) -> list[Any]:
+        """Before an epoch that asks `requests`: the dataflows that may rest through it
+        (`datalog.db.follows.Follows.before`)."""
+        follows = None if self.looked is None else self.looked.follows
+        return [] if follows is None else follows.before(requests, self.reads)
+
+    def _keep(self, looked: Looked | None) -> None:
+        """Keep `looked` (a new why-not's lookups), dropping the last one's dataflows."""
+        old, self.looked = self.looked, looked
+        if old is not None and old.follows is not None and old is not looked:
+            old.follows.close()
 
     def at_epoch(
         self, epoch: int, touched: frozenset[str], requests: Mapping[str, Requests] | None = None
@@ -153,6 +170,8 @@ class WhyWatch:
         maybe = self.stale or touched & self.reads or any(_measured(r) for r in self.reads)
         if maybe and not self._spared(touched, requests):
             self._refresh(epoch)
+        elif self.looked is not None and self.looked.follows is not None:
+            self.looked.follows.drain()  # checked: what changed is known
         if self.pacing is not None:
             self._release(self.pacing.due(epoch), epoch)
 
@@ -166,7 +185,7 @@ class WhyWatch:
             return False  # new rules, or a relation that changes unwritten
         try:
             with self.limit():
-                same = check(looked, requests)
+                same = bool(check(looked, requests))  # (None: it cannot tell)
         except Exception:  # explained again, which keeps what fails
             return False
         self.sub.spared += same
@@ -183,10 +202,12 @@ class WhyWatch:
             with self.limit():
                 explanation, reads, looked = self.explain()
         except Exception as error:  # kept; explained again at the next epoch
+            self._keep(None)  # (its dataflows would collect changes nobody checks)
             self.sub.keep(error)
             _log.warning("explaining %s again at epoch %d failed: %s", self.sub.fact, epoch, error)
             return
-        self.stale, self.reads, self.looked = False, reads, looked
+        self.stale, self.reads = False, reads
+        self._keep(looked)
         self.sub.explained += 1
         shown = str(explanation)
         if shown == self.shown:

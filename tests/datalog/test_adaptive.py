@@ -205,6 +205,34 @@ def test_under_a_budget_the_change_runs_through() -> None:
     assert len(db.query("reach(a)")) == 211
 
 
+def test_a_views_work_is_charged_to_its_readers_shared_among_them() -> None:
+    """Two live queries read `reach` from one view (docs/adr/0026): with a fake clock
+    each timed part costs 1 s, so a reader spends 3 s starting (run, settle, advance)
+    and 2 s each epoch (run, advance), and the view 2 s each; each reader is charged
+    half the view's (docs/adr/0071), in its build, its runs and its rebuild."""
+    db = Database()
+    db.engine.clock = Steps()
+    db.define(PROGRAM + ".decl big(a: number)\nbig(a) :- reach(a), a > 5.\n")
+    db.insert("e", chain(0, 99))  # with `reach(0)`: 100 rows, and 100 in the view
+    for query in ("reach(a)", "big(a)"):
+        db.subscribe(query, lambda change: None)
+    assert [len(db.engine.views), len(db.engine.dataflows)] == [1, 2]
+    with tuned(TUNING.but(recompute_min_rows=5, recompute="never")):
+        db.insert("e", chain(99, 10))
+    for query in ("reach(a)", "big(a)"):
+        model = last(db, query)["model"]
+        assert model["build_s_per_row"] == pytest.approx((3 + 2 / 2) / 200)
+        assert model["run_s_per_row"] == pytest.approx((2 + 2 / 2) / 10)
+    with tuned(TUNING.but(recompute_min_rows=5, recompute="always")):
+        db.insert("e", chain(109, 10))  # both rebuilt, and the view with them
+    decay = TUNING.recompute_decay
+    for query in ("reach(a)", "big(a)"):
+        model = last(db, query)["model"]
+        rebuilt = (3 + 2 / 2) / 240  # over 120 edges and 120 rows of the view
+        assert model["builds"] == 2
+        assert model["build_s_per_row"] == pytest.approx(decay * 0.02 + (1 - decay) * rebuilt)
+
+
 ANSWER = st.dictionaries(
     st.tuples(st.integers(0, 5), st.integers(0, 3)), st.integers(1, 3), max_size=40
 )

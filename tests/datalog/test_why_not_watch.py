@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from datalog import Database, Derivation, FactHoldsError, ManualClock, WhyChange, WhyNot
 from datalog.lang.errors import TransactionError
+from differential.tuning import TUNING
 
 TC = """
 .decl edge(src: number, dst: number)
@@ -76,6 +77,84 @@ def test_rows_its_lookups_would_not_find_explain_nothing_and_others_explain_agai
     assert (sub.explained, sub.spared) == (3, 2)
     db.define("reach(x, y) :- edge(y, x).")  # new rules: explained again
     assert (sub.explained, sub.spared) == (4, 2)
+
+
+def test_an_epoch_whose_rows_change_nothing_it_read_reads_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A watched why-not reads the derived relation `reach(1, _)` through a dataflow
+    it keeps (docs/adr/0071): an epoch that writes `edge`, which `reach` depends on,
+    but changes no row a lookup of the why-not found, neither explains the fact nor
+    reads any relation again (counted, not timed); an edge that extends `reach(1, _)`
+    does both."""
+    from datalog.db import states
+
+    db = tc([(1, 2), (2, 3)])
+    sub = db.subscribe_why("reach(1, 9)", lambda change: None)
+    counts = {"answers": 0, "read": 0}
+    answer, read = db.queries.answer, states.States._read
+
+    def counted_answer(*args: object, **kwargs: object) -> object:
+        counts["answers"] += 1
+        return answer(*args, **kwargs)  # type: ignore[arg-type]
+
+    def counted_read(self: states.States, relation: str) -> states.Stored:
+        counts["read"] += 1
+        return read(self, relation)
+
+    monkeypatch.setattr(db.queries, "answer", counted_answer)
+    monkeypatch.setattr(states.States, "_read", counted_read)
+    for i in range(10):
+        db.insert("edge", [(100 + i, 200 + i)])  # far from 1 and 9: reach(1, _) stays
+    db.retract("edge", [(8, 9)])  # a retraction of an absent row
+    assert (sub.explained, sub.spared, counts) == (0, 11, {"answers": 0, "read": 0})
+    db.insert("edge", [(3, 4)])  # reach(1, 4) now: reach(1, _) changed
+    assert (sub.explained, sub.spared) == (1, 11) and counts["read"] >= 2
+    before = dict(counts)
+    db.insert("edge", [(300, 301)])  # and the new explanation's relations are followed
+    assert (sub.explained, sub.spared, counts) == (1, 12, before)
+    dataflows = len(db.engine.dataflows)
+    sub.close()  # the dataflow that kept `reach(1, _)` goes with it
+    assert len(db.engine.dataflows) == dataflows - 1
+
+
+def test_the_followed_relations_rest_through_an_epoch_that_cannot_reach_them() -> None:
+    """The dataflow keeping `reach(1, _)` is neither run nor advanced by an epoch that
+    writes no relation `reach(1, 9)` depends on (its seconds, on a clock that moves
+    at every reading, stay the same), and is back in the engine after it."""
+    db = tc([(1, 2), (2, 3)])
+    readings = iter(range(1, 10**6))
+    db.engine.clock = lambda: float(next(readings))  # (a dataflow keeps the one it got)
+    sub = db.subscribe_why("reach(1, 9)", lambda change: None)
+    (followed,) = db.engine.dataflows
+    spent = followed.spent
+    for i in range(3):
+        db.insert("other", [(i,)])
+    assert followed.spent == spent and db.engine.dataflows == [followed]
+    db.insert("edge", [(3, 4)])  # reaches it: it runs, and the fact is explained again
+    assert followed.spent > spent and sub.explained == 1
+
+
+def test_a_big_commit_drops_the_followed_relations_and_reads_them_again() -> None:
+    """A commit asking to change at least `Tuning.recompute_min_rows` rows of what the
+    fact depends on, and `recompute_ratio` times what it holds, does not run through
+    the followed relations' dataflows: they are dropped (the fact is explained again,
+    reading them once) and the new explanation follows them anew. As many rows into
+    a base 200 times larger run through them."""
+    rows = TUNING.recompute_min_rows
+    db = tc([(1, 2), (2, 3)])
+    sub = db.subscribe_why("reach(1, 9)", lambda change: None)
+    assert len(db.engine.dataflows) == 1
+    db.insert("edge", [(1000 + i, 2000 + i) for i in range(rows)])
+    assert (sub.explained, sub.spared) == (1, 0)
+    assert len(db.engine.dataflows) == 1  # followed again
+    db.insert("edge", [(5000, 5001)])
+    assert (sub.explained, sub.spared) == (1, 1)
+    big = tc([(1, 2), (2, 3), *((10**6 + i, 2 * 10**6 + i) for i in range(200 * rows))])
+    watched = big.subscribe_why("reach(1, 9)", lambda change: None)
+    (followed,) = big.engine.dataflows
+    big.insert("edge", [(1000 + i, 2000 + i) for i in range(rows)])
+    assert (watched.explained, watched.spared) == (0, 1) and big.engine.dataflows == [followed]
 
 
 def test_new_rules_for_a_relation_it_reads_are_a_change() -> None:
