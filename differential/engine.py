@@ -34,7 +34,7 @@ run it. A commit pays nothing for them while no live dataflow reads one.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -64,6 +64,7 @@ class Engine:
         # The late inputs' changes of an epoch, asked for when a live dataflow reads one.
         self.late_changes: LateChanges | None = None
         self.retiring: list[Dataflow] = []  # dataflows whose drop has not finished
+        self.resting: list[Dataflow] = []  # live dataflows sitting out an epoch (`rest`)
         self.clock: Callable[[], float] = time.thread_time  # `Dataflow.spent`; tests fake it
 
     def create_input(
@@ -193,10 +194,24 @@ class Engine:
             self.drop(self.retiring[0])
             self.retiring.pop(0)
 
+    def rest(self, flows: Iterable[Dataflow]) -> None:
+        """Let live `flows` sit out the coming epoch, which their owner knows changes no
+        input they read: they neither run nor advance (and miss nothing) until `wake`."""
+        resting = {id(df) for df in flows}
+        self.resting += [df for df in self.dataflows if id(df) in resting]
+        self.dataflows[:] = [df for df in self.dataflows if id(df) not in resting]
+
+    def wake(self) -> None:
+        """The resting dataflows live again (after their epoch, or one that failed)."""
+        self.dataflows.extend(self.resting)
+        self.resting = []
+
     def drop(self, dataflow: Dataflow) -> None:
-        """Forget `dataflow` (again, harmlessly) and what only it read."""
+        """Forget `dataflow` (again, harmlessly; resting or not) and what only it read."""
         if dataflow in self.dataflows:
             self.dataflows.remove(dataflow)
+        if dataflow in self.resting:
+            self.resting.remove(dataflow)
         dataflow.release()
         self._drop_unread()
 
@@ -313,7 +328,7 @@ class Engine:
         """Apply `requests` to late inputs that no live dataflow reads, at the current
         epoch, running nothing: their contents made current before a dataflow that
         will read them is built."""
-        read = {op.shared for df in self.dataflows for op in df.imports}
+        read = {op.shared for df in [*self.dataflows, *self.resting] for op in df.imports}
         for name in requests:
             source = self.inputs[name]
             if not source.late or read & {source.presence, *source.arrangements.values()}:

@@ -138,22 +138,3 @@ def _full(stored: Stored, changes: Updates) -> list[np.ndarray] | None:
             return None
         columns.append(np.full(n, value))
     return columns
-
-
-def rest(engine: Engine, flows: Iterable[Dataflow]) -> list[Dataflow]:
-    """Take `flows` (dataflows a watch keeps, which the coming epoch cannot reach) out
-    of the engine for that epoch, in one pass: they would run and advance for
-    nothing. The ones taken, for `wake`."""
-    resting = {id(df) for df in flows}
-    if not resting:
-        return []
-    taken = [df for df in engine.dataflows if id(df) in resting]
-    engine.dataflows[:] = [df for df in engine.dataflows if id(df) not in resting]
-    return taken
-
-
-def wake(engine: Engine, resting: list[Dataflow]) -> list[Dataflow]:
-    """`resting` back into the engine after their epoch (or one that did not happen):
-    no input they read changed, so they missed nothing. Nothing rests any more."""
-    engine.dataflows.extend(resting)
-    return []

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Protocol
 from datalog.db.adaptive import Adaptive, difference
 from datalog.db.change import Callback, Change
 from datalog.db.definitions import ProgramState
-from datalog.db.follows import rest, wake
 from datalog.db.interrupts import deferred
 from datalog.db.live import LiveQuery, Subscription
 from datalog.db.pacing import Clock, Pacing
@@ -91,7 +90,6 @@ class LiveQueries:
         # its own (`arrive`, `tell_arrived`): None while no commit collects them.
         self.arrived: dict[LiveQuery, tuple[Updates, int]] | None = None
         self.watches: list[Watch] = []  # told of every epoch (`Database.subscribe_why`)
-        self.resting: list[Dataflow] = []  # watches' dataflows the epoch cannot reach
         # Adaptive commits (docs/adr/0053): which dataflows an epoch recomputes.
         self.adaptive = Adaptive(engine)
 
@@ -279,10 +277,10 @@ class LiveQueries:
         choices, and each watch's: what it keeps that the epoch cannot reach rests."""
         self.wake()
         self.adaptive.adapt(self.by_key.values(), requests)
-        self.resting = rest(self.engine, [df for w in self.watches for df in w.before(requests)])
+        self.engine.rest([df for w in self.watches for df in w.before(requests)])
 
     def wake(self) -> None:
-        self.resting = wake(self.engine, self.resting)
+        self.engine.wake()
 
     def drop_arrived(self) -> None:
         """The epoch did not happen: what its outputs brought is forgotten (the
