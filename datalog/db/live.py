@@ -16,13 +16,16 @@ rows, say), `state` is still what they hold; if it stops after all were told and
 before `state` took the change (an interrupt inside the trace insert), they hold
 the new answer and `state` is suspect. `datalog.db.queries.LiveQueries.repair` reads
 `stage` to hand each subscriber exactly what it is missing, never twice.
+
+A `Watch` is what else the live queries keep current every epoch (a why-not watch,
+`datalog.db.whywatch`).
 """
 
 from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -37,6 +40,8 @@ from datalog.lang.ast import ColumnType
 from datalog.lang.checks import CheckedProgram
 from datalog.plan.plan import JoinPlan
 from differential.batch import Updates, concat, consolidate
+from differential.graph import Dataflow
+from differential.inputs import Requests
 from differential.time import column
 from differential.trace.spine import Spine
 
@@ -237,3 +242,16 @@ def notify(sub: Subscription, change: Change) -> None:
         sub.errors.append(exc)
         sub.error_count += 1
         _log.exception("subscriber of %s failed at epoch %d", sub.query, change.epoch)
+
+
+Asked = Mapping[str, Requests] | None  # the rows an epoch asked to write (None: not known)
+
+
+class Watch(Protocol):
+    """Something kept current at every epoch after the live queries (an explanation,
+    `datalog.db.whywatch`), told which relations the epoch wrote or gave new rules,
+    and the rows it asked to write (by relation; None: not known)."""
+
+    def at_epoch(self, epoch: int, touched: frozenset[str], requests: Asked) -> None: ...
+
+    def before(self, requests: Mapping[str, Requests]) -> Sequence[Dataflow]: ...

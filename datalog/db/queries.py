@@ -25,16 +25,16 @@ operation repairs again (and reports what still fails).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from datalog.db.adaptive import Adaptive, difference
 from datalog.db.change import Callback, Change
 from datalog.db.definitions import ProgramState
 from datalog.db.interrupts import deferred
-from datalog.db.live import LiveQuery, Subscription
+from datalog.db.live import Asked, LiveQuery, Subscription, Watch
 from datalog.db.pacing import Clock, Pacing
 from datalog.db.tenants import Context, Tenant, Tenants
 from datalog.eval.functors import FunctorBinding
@@ -54,17 +54,6 @@ if TYPE_CHECKING:  # the planner's lowering is loaded when a query is first plan
     from datalog.plan.build import QueryPlan
 
 _log = logging.getLogger("deltalog")
-Asked = Mapping[str, Requests] | None  # the rows an epoch asked to write (None: not known)
-
-
-class Watch(Protocol):
-    """Something kept current at every epoch after the live queries (an explanation,
-    `datalog.db.whywatch`), told which relations the epoch wrote or gave new rules,
-    and the rows it asked to write (by relation; None: not known)."""
-
-    def at_epoch(self, epoch: int, touched: frozenset[str], requests: Asked) -> None: ...
-
-    def before(self, requests: Mapping[str, Requests]) -> Sequence[Dataflow]: ...
 
 
 class LiveQueries:
@@ -275,12 +264,9 @@ class LiveQueries:
     def before_epoch(self, requests: Mapping[str, Requests]) -> None:
         """Before an epoch that asks `requests` and installs no rules: the adaptive
         choices, and each watch's: what it keeps that the epoch cannot reach rests."""
-        self.wake()
+        self.engine.wake()
         self.adaptive.adapt(self.by_key.values(), requests)
         self.engine.rest([df for w in self.watches for df in w.before(requests)])
-
-    def wake(self) -> None:
-        self.engine.wake()
 
     def drop_arrived(self) -> None:
         """The epoch did not happen: what its outputs brought is forgotten (the
@@ -289,7 +275,7 @@ class LiveQueries:
             live.telling = None
         self.arrived = None
         self.adaptive.recomputing = []
-        self.wake()
+        self.engine.wake()
 
     def recompute(self, epoch: int) -> None:
         """The epoch happened: rebuild what `adaptive.adapt` retired, over the new base,
@@ -324,7 +310,7 @@ class LiveQueries:
         to be raised last."""
         failure: BaseException | None = None
         steps: list[Callable[[], object]] = [
-            self.wake,
+            self.engine.wake,
             (lambda: self.recompute(epoch)) if new_epoch else (lambda: None),
             self.tell_arrived,
             (lambda: self.tenants.committed(epoch)) if new_epoch else (lambda: None),
