@@ -36,6 +36,7 @@ import pyarrow as pa
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 PART = "__deltalog_partition"  # the column that tags each row with its partition
 
@@ -80,16 +81,20 @@ def arrow_collect(frame: DataFrame, *, batch_rows: int = 100_000) -> list[pa.Rec
     return [pa.ipc.read_record_batch(pa.py_buffer(blob), schema) for blob in blobs.collect()]
 
 
-def map_in_arrow(frame: DataFrame, task: Any) -> DataFrame | None:
-    """`frame.mapInArrow(task, frame.schema)` without `pandas_udf`, which imports and
-    version-checks pandas (a warning with pandas 3): the Arrow-iterator UDF is built
-    directly and handed to the same JVM method (ADR 0065). None without the bridge."""
+def map_in_arrow(frame: DataFrame, task: Any, schema: StructType | None = None) -> DataFrame | None:
+    """`frame.mapInArrow(task, schema or frame.schema)` without `pandas_udf`, which
+    imports and version-checks pandas (a warning with pandas 3): the Arrow-iterator
+    UDF is built directly and handed to the same JVM method (ADR 0065). None without
+    the bridge."""
     from pyspark.sql import DataFrame
     from pyspark.sql.udf import UserDefinedFunction
     from pyspark.util import PythonEvalType
 
     udf = UserDefinedFunction(
-        task, frame.schema, "map_in_arrow", evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF
+        task,
+        schema or frame.schema,
+        "map_in_arrow",
+        evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF,
     )
     column: Any = udf(*[frame[c] for c in frame.columns])
     jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
@@ -97,6 +102,19 @@ def map_in_arrow(frame: DataFrame, task: Any) -> DataFrame | None:
         return None
     jcolumn = getattr(column, "_jc")  # noqa: B009 (PySpark's bridge, see the module)
     return DataFrame(jdf.mapInArrow(jcolumn, False, None), frame.sparkSession)
+
+
+def estimated_bytes(frame: DataFrame) -> int | None:
+    """Spark's estimate of `frame`'s size in bytes (the optimizer's statistics: no
+    job runs), or None when Spark has none (a frame of Python rows or of an RDD is
+    given `spark.sql.defaultSizeInBytes`) or there is no bridge. For files it is
+    their size scaled to the columns read: good for choosing a plan."""
+    jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
+    if jdf is None:
+        return None
+    size = int(str(jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    unknown = frame.sparkSession.conf.get("spark.sql.defaultSizeInBytes", None)
+    return None if size >= (int(unknown) if unknown else (1 << 63) - 1) else size
 
 
 def _ignore(count: int) -> None:
