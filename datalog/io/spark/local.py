@@ -51,7 +51,7 @@ import pyarrow as pa
 
 from datalog.io.spark.decompose import Decomposition, steps_program
 from datalog.io.spark.session import static_plan
-from datalog.io.spark.transfer import arrow_collect, estimated_bytes, map_in_arrow
+from datalog.io.spark.transfer import arrow_collect, arrow_task, estimated_bytes, map_in_arrow
 from datalog.lang.schema import Schema
 
 if TYPE_CHECKING:
@@ -185,7 +185,7 @@ def single_task_fixpoint(
     names = [plan.relation, *plan.reads]
     arities = [schema[name].arity for name in names]
     task = partial(whole_fixpoint, steps_program(plan, schema), names, arities)
-    answer = map_in_arrow(tagged(frames).coalesce(1), task, exits.schema)
+    answer = arrow_task(tagged(frames), task, exits.schema)
     if answer is None:
         return None
     with static_plan(spark):
