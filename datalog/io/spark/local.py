@@ -199,7 +199,8 @@ def bounded_bytes(frame: DataFrame, limit: int) -> int:
     if found is not None:
         return found
     width = 8 * max(1, len(frame.columns))
-    return frame.limit(limit // width + 1).count() * width
+    with static_plan(frame.sparkSession):  # one job: adaptive execution makes two
+        return frame.limit(limit // width + 1).count() * width
 
 
 def tagged(frames: list[DataFrame]) -> DataFrame:
