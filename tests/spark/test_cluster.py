@@ -179,6 +179,7 @@ def run_on(
                "--spark-conf", "spark.sql.shuffle.partitions=4",
                "--spark-conf", "spark.eventLog.enabled=true",
                "--spark-conf", f"spark.eventLog.dir={events}",
+               "--spark-conf", "spark.eventLog.compress=false",
                *(extra or []),
                str(program), "-F", str(EXAMPLES / "facts"), "-D", str(tmp_path / out)]  # fmt: skip
     ran = subprocess.run(
@@ -193,7 +194,7 @@ def python_plans(events: Path) -> int:
     """How many SQL executions of the event log in `events` ran a Python map over
     Arrow batches (the local plans' tasks, ADR 0065 and ADR 0070)."""
     found = 0
-    for log in events.iterdir():
+    for log in events.rglob("events_*"):  # a folder of rolled files (and Hadoop's .crc)
         for line in log.read_text().splitlines():
             event = json.loads(line)
             if str(event.get("Event", "")).endswith("SparkListenerSQLExecutionStart"):
