@@ -130,3 +130,21 @@ def test_what_only_local_fixpoints_read_is_not_cached(spark: SparkSession) -> No
     assert frames["e"].is_cached and frames["s"].is_cached
     for frame in frames.values():
         frame.unpersist()
+
+
+def persisted(spark: SparkSession) -> int:
+    """How many RDDs the session holds persisted (caches and checkpoints)."""
+    jsc = getattr(spark.sparkContext, "_jsc")  # noqa: B009 (no public listing)
+    return int(jsc.getPersistentRDDs().size())
+
+
+def test_an_input_only_one_task_reads_is_read_without_a_cache(spark: SparkSession) -> None:
+    from datalog.io.spark.evaluate import evaluate
+
+    text = PROGRAMS["reach"]
+    checked = check_program(parse_program(text))
+    spark.catalog.clearCache()
+    before = persisted(spark)
+    found = evaluate(spark, checked, frames_for(spark, text))["r"]
+    assert collect_all({"r": found})["r"] == embedded(text, "r")
+    assert persisted(spark) - before == 1  # the answer's checkpoint, no cache of `e` or `b`

@@ -18,7 +18,9 @@ double (float) and string (symbol), holding a SET of rows.
 - A decomposable recursive stratum (`datalog.io.spark.decompose`: linear, one
   relation, a column its recursive rules pass through) whose other relations fit
   the broadcast limit: one job, each task computing its part's fixpoint with the
-  embedded engine (`datalog.io.spark.local`, ADR 0065).
+  embedded engine (`datalog.io.spark.local`, ADR 0065). A recursive stratum of one
+  relation without such a column (or over that limit): one task computing the whole
+  fixpoint, what it reads streamed in (ADR 0070), when Spark's estimate fits.
 - Any other recursive stratum: semi-naive iteration. Round 0 applies every rule to the
   base rows, and its delta is those rows and the derived ones; afterwards each rule
   is applied once per positive atom of the stratum whose delta is not empty, that
@@ -85,15 +87,15 @@ def evaluate(
     uncached = set(relations)  # the base relations: cached once a Spark plan reads them
     for stratum in checked.strata:
         found = local_stratum(spark, checked, relations, stratum, verbose) if local else None
-        if found is not None:
-            relations.update(found)
-            continue
-        cache_reads(relations, stratum, uncached)
-        rules = {r: r for r in stratum.rules}
-        if squaring:
-            rules = squared(stratum, checked.schema, seeded)
-        evaluator = StratumEvaluator(spark, checked, relations, rules, merge_every, verbose)
-        relations.update(evaluator.run(stratum))
+        if found is None:
+            cache_reads(relations, stratum, uncached)
+            rules = {r: r for r in stratum.rules}
+            if squaring:
+                rules = squared(stratum, checked.schema, seeded)
+            evaluator = StratumEvaluator(spark, checked, relations, rules, merge_every, verbose)
+            found = evaluator.run(stratum)
+        relations.update(found)
+        uncached -= set(found)  # a stratum's answer is cached or checkpointed already
     for name in inputs:  # read as they came (bodies do not mind copies), returned as sets
         relations[name] = relations[name].distinct()
     return relations
@@ -196,10 +198,10 @@ def typed(frame: DataFrame, info: RelationInfo) -> DataFrame:
 def base_relations(
     spark: SparkSession, checked: CheckedProgram, inputs: Mapping[str, DataFrame]
 ) -> Relations:
-    """The inputs and the program's facts, as typed frames per relation (cached once
-    a Spark plan reads them: `cache_reads`). An input keeps its copies: bodies bind the same
-    values either way, heads and aggregates drop copies, and `evaluate` returns each
-    relation as a set."""
+    """The inputs and the program's facts, as typed frames per relation (cached once a
+    Spark plan reads them: `cache_reads`). An input keeps its copies: bodies bind the
+    same values either way, heads and aggregates drop copies, and `evaluate` returns
+    each relation as a set."""
     rows: dict[str, list[tuple[object, ...]]] = {}
     for fact in checked.facts:
         row = Solver({}, checked.schema, {}, {}).head_row(fact.head, {})
