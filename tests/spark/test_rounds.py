@@ -222,3 +222,18 @@ def test_a_local_session_maps_the_classes_an_earlier_one_archived(
     assert live.exists()
     monkeypatch.setenv("DELTALOG_SPARK_CDS", "0")
     assert class_archive_options() == []
+
+
+def test_a_local_sessions_python_workers_fork_from_a_warmed_engine(spark: SparkSession) -> None:
+    """ADR 0070: a local session's PySpark daemon imports and runs the engine once
+    before forking workers (each worker paid for it before)."""
+    import subprocess
+    import sys
+
+    from datalog.io.spark.daemon import warm
+
+    assert spark.conf.get("spark.python.daemon.module") == "datalog.io.spark.daemon"
+    warm()  # the warm-up itself runs
+    probe = "import datalog.io.spark.daemon as d; import pyspark.daemon; print(d.__file__)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip().endswith("daemon.py"), done.stderr

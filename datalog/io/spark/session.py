@@ -66,6 +66,8 @@ def spark_session(
         # an earlier run loaded, mapped from an archive (ADR 0070)
         options = " ".join(["-XX:TieredStopAtLevel=1", *class_archive_options()])
         builder = builder.config("spark.driver.extraJavaOptions", options)
+        # Python workers forked with the engine imported and warmed (ADR 0070)
+        builder = builder.config("spark.python.daemon.module", "datalog.io.spark.daemon")
     for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
