@@ -17,8 +17,8 @@ answer and says so). Each measurement runs in a fresh process
   transitive closure of a DAG with about 1M pairs, by `datalog.io.spark.evaluate`
   (`local[2]` unless `--master`) and by the embedded engine, from the same
   Parquet file; the answers are compared. A decomposable recursion (TC) runs as
-  one job of local fixpoints (ADR 0065); `--case eval_spark_rounds` runs it round
-  by round.
+  one job of local fixpoints (ADR 0065), reach (no pivot) in one task (ADR 0070);
+  `--case eval_spark_rounds` runs them round by round.
 - **demo**: `deltalog run --engine spark` on `datalog/cli/examples/social.dl`.
 
 Data is generated (seeded) into `$DELTALOG_DATA/spark-bench` (default
