@@ -237,3 +237,11 @@ def test_a_local_sessions_python_workers_fork_from_a_warmed_engine(spark: SparkS
     probe = "import datalog.io.spark.daemon as d; import pyspark.daemon; print(d.__file__)"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.strip().endswith("daemon.py"), done.stderr
+
+
+def test_without_a_cache_folder_to_write_a_session_has_no_archive(tmp_path: Path) -> None:
+    from datalog.io.spark.session import class_archive_options
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the folder would go: mkdir fails
+    assert class_archive_options(blocked / "cache", "k", pid=1) == []

@@ -99,7 +99,10 @@ def class_archive_options(
         return [f"-XX:SharedArchiveFile={archive}", quiet]
     if any(folder.glob(f"{archive.name}.*.tmp")):  # another JVM is writing it
         return []
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no cache to write to (a read-only home): no archive
+        return []
     return [f"-XX:ArchiveClassesAtExit={archive}.{pid or os.getpid()}.tmp", quiet]
 
 
