@@ -44,7 +44,9 @@ def spark_session(
     else `local[*]`) with `conf` (`spark.*` options); no UI, no progress bars, quiet
     logs. `conf` and `shuffle_partitions` apply to a new session only (the SQL options
     to a running one too). A new local session's JVM compiles with the JIT's first
-    tier only (`spark.driver.extraJavaOptions`, which `conf` may replace)."""
+    tier only and maps a class archive (`spark.driver.extraJavaOptions`, which
+    `conf` may replace), and its Python workers fork from a daemon that has warmed
+    the engine (`spark.python.daemon.module`; ADR 0070)."""
     from pyspark.sql import SparkSession
 
     _quiet_pandas_probe()
