@@ -17,14 +17,15 @@ answer and says so). Each measurement runs in a fresh process
   transitive closure of a DAG with about 1M pairs, by `datalog.io.spark.evaluate`
   (`local[2]` unless `--master`) and by the embedded engine, from the same
   Parquet file; the answers are compared. A decomposable recursion (TC) runs as
-  one job of local fixpoints (ADR 0065); `--case eval_spark_rounds` runs it round
-  by round.
+  one job of local fixpoints (ADR 0065), reach (no pivot) in one task (ADR 0070);
+  `--case eval_spark_rounds` runs them round by round.
 - **demo**: `deltalog run --engine spark` on `datalog/cli/examples/social.dl`.
 
 Data is generated (seeded) into `$DELTALOG_DATA/spark-bench` (default
 `../shared/data` beside the repository; see `bench.common.DATA_DIR`) and reused.
 
     python -m bench.bench_spark [--quick] [--master local[2]] [--cases ...]
+        [--timeout SECONDS] [--spark-conf KEY=VALUE ...]
 """
 
 from __future__ import annotations
@@ -104,10 +105,11 @@ def source_of(path: Path) -> int:
     return int(pq.read_table(path).column(0)[0].as_py())
 
 
-def session(master: str) -> Any:
+def session(master: str, conf: list[str] | None = None) -> Any:
     from datalog.io.spark.session import spark_session
 
-    spark = spark_session(master, app="deltalog-bench")
+    options = dict(item.split("=", 1) for item in conf or [])
+    spark = spark_session(master, options, app="deltalog-bench")
     spark.range(1).count()
     return spark
 
@@ -195,7 +197,7 @@ def evaluation(args: argparse.Namespace, engine: str, local: bool = True) -> dic
         from datalog.lang.checks import check_program
         from datalog.lang.parser import parse_program
 
-        spark = session(args.master)
+        spark = session(args.master, args.spark_conf)
         start, cpu = time.perf_counter(), tree_cpu_seconds()
         checked = check_program(parse_program(text))
         frame = read_parquet(spark, path, checked.schema["e"])
@@ -245,9 +247,15 @@ CASES = {name[len("case_") :]: fn for name, fn in globals().items() if name.star
 
 def measure(name: str, args: argparse.Namespace, graph: str = "") -> dict[str, Any]:
     command = [sys.executable, "-m", "bench.bench_spark", "--case", name, "--master",
-               args.master, "--load-rows", str(args.load_rows), "--graph", graph]  # fmt: skip
+               args.master, "--load-rows", str(args.load_rows), "--graph", graph,
+               *[f"--spark-conf={item}" for item in args.spark_conf]]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True,
+                              check=False, timeout=args.timeout)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        print(f"{name} {graph}: over {args.timeout} s, stopped", file=sys.stderr)
+        return {"seconds": float("nan")}
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
         print(f"{name} {graph} failed:\n{done.stderr[-2000:]}", file=sys.stderr)
@@ -262,6 +270,19 @@ def main() -> None:
     parser.add_argument("--load-rows", type=int, default=10_000_000)
     parser.add_argument("--quick", action="store_true", help="1M-row load, 1M-edge graphs only")
     parser.add_argument("--cases", default="startup,load,evaluate,demo")
+    parser.add_argument(
+        "--spark-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark option for the session of every case (repeatable)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        help="seconds a case may run before it is stopped (NaN in the table)",
+    )
     parser.add_argument("--case", help=argparse.SUPPRESS)
     parser.add_argument("--graph", default="", help=argparse.SUPPRESS)
     args = parser.parse_args()

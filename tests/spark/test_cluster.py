@@ -1,6 +1,8 @@
 """`deltalog run --engine spark` on a real standalone cluster: a master and two
 workers on 127.0.0.1, started with the scripts PySpark ships, writes exactly the
-files the embedded engine writes.
+files the embedded engine writes, round by round (the default on a cluster) and
+with local fixpoints and one task asked for (their Python tasks run on the
+executors, which share this machine's venv; ADR 0070).
 
 The JVMs run in process groups of their own and are killed, executors included,
 whatever the test does; every wait has a deadline.
@@ -42,6 +44,10 @@ furthest(a, c) :- person(a, _), c = max b : { reach(a, b) }.
 .output furthest
 .output neighbours
 .output greeting
+.decl downstream(b: symbol)
+downstream(b) :- follows("erin", b).
+downstream(c) :- downstream(b), follows(b, c), !blocks(c, b).
+.output downstream
 """
 
 
@@ -128,28 +134,69 @@ def test_a_program_on_a_standalone_cluster_writes_the_embedded_engines_files(
         jvm(worker(2), logs[2], env),
     ):
         wait_for(lambda: alive_workers(ui) == 2, "two workers", logs)
-        command = [sys.executable, "-m", "datalog.cli", "run", "--engine", "spark",
-                   "--spark-master", master_url,
-                   "--spark-conf", "spark.executor.memory=512m",
-                   "--spark-conf", "spark.executor.cores=1",
-                   "--spark-conf", "spark.sql.shuffle.partitions=4",
-                   str(program), "-F", str(EXAMPLES / "facts"),
-                   "-D", str(tmp_path / "spark")]  # fmt: skip
-        ran = subprocess.run(
-            command, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
-            capture_output=True, text=True, timeout=600,
-        )  # fmt: skip
-        assert ran.returncode == 0, ran.stderr[-4000:]
+        ran = run_on(master_url, program, tmp_path, "spark", env)
         executors = list(tmp_path.glob("work*/app-*/*"))
+        # local fixpoints (reach, pivot `a`) and one task (downstream: no pivot) run
+        # Python and Deltalog on the executors, which share this machine's venv
+        local = run_on(master_url, program, tmp_path, "spark-local", env, LOCAL_PLANS)
     assert len({p.parent.parent.name for p in executors}) == 2  # both workers ran executors
     assert (
         main(["run", str(program), "-F", str(EXAMPLES / "facts"), "-D", str(tmp_path / "embedded")])
         == 0
     )
     written = sorted(p.name for p in (tmp_path / "embedded").iterdir())
-    assert len(written) == 8
-    assert written == sorted(p.name for p in (tmp_path / "spark").iterdir())
-    for name in written:
-        expected = (tmp_path / "embedded" / name).read_text()
-        assert (tmp_path / "spark" / name).read_text() == expected, name
-    assert ran.stdout == "reach\t" + ran.stdout.split("\t")[1]  # .printsize reach
+    assert len(written) == 9
+    for folder in ("spark", "spark-local"):
+        assert written == sorted(p.name for p in (tmp_path / folder).iterdir())
+        for name in written:
+            expected = (tmp_path / "embedded" / name).read_text()
+            assert (tmp_path / folder / name).read_text() == expected, (folder, name)
+    for done in (ran, local):
+        assert done.stdout == "reach\t" + done.stdout.split("\t")[1]  # .printsize reach
+    plans = {f: python_plans(tmp_path / f"events-{f}") for f in ("spark", "spark-local")}
+    assert plans == {"spark": 0, "spark-local": 2}  # only the second ran Python tasks
+
+
+LOCAL_PLANS = ["--spark-conf", "spark.deltalog.localRecursionBytes=67108864"]
+
+
+def run_on(
+    master: str,
+    program: Path,
+    tmp_path: Path,
+    out: str,
+    env: dict[str, str],
+    extra: list[str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`deltalog run --engine spark` on the cluster at `master`, its outputs in
+    `tmp_path / out` and its Spark event log in `tmp_path / events-<out>`."""
+    events = tmp_path / f"events-{out}"
+    events.mkdir()
+    command = [sys.executable, "-m", "datalog.cli", "run", "--engine", "spark",
+               "--spark-master", master,
+               "--spark-conf", "spark.executor.memory=512m",
+               "--spark-conf", "spark.executor.cores=1",
+               "--spark-conf", "spark.sql.shuffle.partitions=4",
+               "--spark-conf", "spark.eventLog.enabled=true",
+               "--spark-conf", f"spark.eventLog.dir={events}",
+               "--spark-conf", "spark.eventLog.compress=false",
+               *(extra or []),
+               str(program), "-F", str(EXAMPLES / "facts"), "-D", str(tmp_path / out)]  # fmt: skip
+    ran = subprocess.run(
+        command, cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr[-4000:]
+    return ran
+
+
+def python_plans(events: Path) -> int:
+    """How many SQL executions of the event log in `events` ran a Python map over
+    Arrow batches (the local plans' tasks, ADR 0065 and ADR 0070)."""
+    found = 0
+    for log in events.rglob("events_*"):  # a folder of rolled files (and Hadoop's .crc)
+        for line in log.read_text().splitlines():
+            event = json.loads(line)
+            if str(event.get("Event", "")).endswith("SparkListenerSQLExecutionStart"):
+                found += "MapInArrow" in event.get("physicalPlanDescription", "")
+    return found

@@ -1,5 +1,5 @@
-"""Decomposable recursion (ADR 0065): which strata run as one job of local
-fixpoints (no Spark needed), and that they give the embedded engine's answers, with
+"""Decomposable recursion (ADR 0065, ADR 0070): which strata run as one job of local
+fixpoints or in one task (no Spark needed), and that they give the embedded engine's answers, with
 negation, aggregates, symbols and floats, as do the strata that fall back to rounds.
 """
 
@@ -23,14 +23,20 @@ E = ".decl e(x: number, y: number)\n"
 TC = E + ".decl p(x: number, y: number)\np(x, y) :- e(x, y).\n"
 
 
-def pivot(text: str) -> int | None:
-    """The pivot of the program's one recursive stratum, None when not decomposable."""
+ONE = "one task"  # decomposed without a pivot: the whole fixpoint in one task (ADR 0070)
+
+
+def pivot(text: str) -> int | str | None:
+    """The pivot of the program's one recursive stratum, `ONE` when it runs in one
+    task, None when it is not decomposed at all (round by round)."""
     checked = check_program(parse_program(text))
     stratum = next(s for s in checked.strata if s.recursive)
     plan = decomposition(stratum, checked.schema)
     if plan is not None:  # the text a task evaluates checks, as the engine will
         check_program(parse_program(steps_program(plan, checked.schema)))
-    return None if plan is None else plan.pivot
+    if plan is None:
+        return None
+    return ONE if plan.pivot is None else plan.pivot
 
 
 @pytest.mark.parametrize(
@@ -41,10 +47,10 @@ def pivot(text: str) -> int | None:
         (TC + "p(x, z) :- p(x, y), e(y, z), !e(z, x), z != 3.\n", 0),
         (TC + "p(x, z) :- p(x, y), e(y, z), n = count : { e(y, _) }, n < 3.\n", 0),
         (TC + "p(x, z) :- p(x, y), e(y, z).\np(x, z) :- p(x, y), e(z, y).\n", 0),
-        (E + ".decl r(y: number)\nr(1).\nr(y) :- r(x), e(x, y).\n", None),  # reach
-        (TC + "p(x, z) :- p(x, y), p(y, z).\n", None),  # not linear
-        (TC + "p(x, z) :- p(x, y), e(y, z).\np(z, y) :- p(x, y), e(x, z).\n", None),
-        (TC + "p(y, x) :- p(x, y).\n", None),  # the columns swap: nothing passes through
+        (E + ".decl r(y: number)\nr(1).\nr(y) :- r(x), e(x, y).\n", ONE),  # reach
+        (TC + "p(x, z) :- p(x, y), p(y, z).\n", ONE),  # not linear
+        (TC + "p(x, z) :- p(x, y), e(y, z).\np(z, y) :- p(x, y), e(x, z).\n", ONE),
+        (TC + "p(y, x) :- p(x, y).\n", ONE),  # the columns swap: nothing passes through
         (
             E + ".decl a(x: number, y: number)\n.decl b(x: number, y: number)\n"
             "a(x, y) :- e(x, y).\na(x, z) :- b(x, y), e(y, z).\nb(x, z) :- a(x, y), e(y, z).\n",
@@ -68,7 +74,7 @@ def pivot(text: str) -> int | None:
     ],
 )
 def test_decomposable_strata_are_linear_with_a_column_passed_through(
-    text: str, column: int | None
+    text: str, column: int | str | None
 ) -> None:
     assert pivot(text) == column
 
@@ -147,22 +153,28 @@ def test_local_fixpoints_give_the_embedded_engines_answers(
 
 
 @pytest.mark.spark
-def test_over_the_broadcast_limit_a_stratum_runs_round_by_round(
-    spark: SparkSession, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(("single", "plan"), [("0", "rounds"), (None, "one task")])
+def test_over_the_broadcast_limit_a_stratum_runs_round_by_round_or_in_one_task(
+    spark: SparkSession, capsys: pytest.CaptureFixture[str], single: str | None, plan: str
 ) -> None:
     from datalog.io.spark.evaluate import evaluate
-    from datalog.io.spark.local import LIMIT_KEY
+    from datalog.io.spark.local import LIMIT_KEY, SINGLE_KEY
 
     text = TC + ".decl b(x: number)\np(x, z) :- p(x, y), e(y, z), !b(z).\n"
     checked = check_program(parse_program(text))
     frames = {"e": spark.createDataFrame(EDGES, "a long, b long"),
               "b": spark.createDataFrame([(7,)], "a long")}  # fmt: skip
     spark.conf.set(LIMIT_KEY, "40")  # `b` fits (8 bytes), `e` does not (160)
+    if single is not None:  # 0: no single task either (by default it takes it)
+        spark.conf.set(SINGLE_KEY, single)
     try:
         found = collect_all({"p": evaluate(spark, checked, frames, verbose=True)["p"]})
     finally:
         spark.conf.unset(LIMIT_KEY)
-    assert "local fixpoints" not in capsys.readouterr().err
+        spark.conf.unset(SINGLE_KEY)
+    err = capsys.readouterr().err
+    assert "local fixpoints" not in err
+    assert ("stratum [p]: one task" in err.splitlines()) == (plan == "one task")
     db = Database()
     db.define(text)
     with db.transaction() as tx:
@@ -188,6 +200,31 @@ def test_a_local_fixpoint_costs_the_same_jobs_whatever_the_depth(spark: SparkSes
         assert used <= 2, length
         expected = reference_evaluate(checked, {"e": set(chain)})["p"]
         assert collect_all({"p": found["p"]})["p"] == expected
+
+
+@pytest.mark.parametrize(
+    ("master", "broadcast", "single", "limit"),
+    [
+        ("local[2]", None, None, 4 << 30),
+        ("local[2]", "0", None, 0),  # local fixpoints off: no single task either
+        ("local[2]", None, "1000", 1000),
+        ("spark://127.0.0.1:7077", None, None, 0),
+        ("spark://127.0.0.1:7077", "5000", None, 5000),  # on when asked: the same bound
+        ("spark://127.0.0.1:7077", "5000", "0", 0),
+    ],
+)
+def test_a_single_task_is_taken_locally_and_on_a_cluster_when_asked(
+    master: str, broadcast: str | None, single: str | None, limit: int
+) -> None:
+    from datalog.io.spark.local import LIMIT_KEY, SINGLE_KEY, single_task_limit
+
+    def get(key: str, default: str | None = None) -> str | None:
+        return {LIMIT_KEY: broadcast, SINGLE_KEY: single}.get(key, default)
+
+    spark = SimpleNamespace(
+        conf=SimpleNamespace(get=get), sparkContext=SimpleNamespace(master=master)
+    )
+    assert single_task_limit(cast("SparkSession", spark)) == limit
 
 
 @pytest.mark.parametrize(

@@ -193,3 +193,55 @@ def test_a_rounds_derived_rows_lose_their_copies_before_their_shuffle(spark: Spa
     assert text.count("Exchange") == 1, text
     assert text.index("Exchange") < text.rindex("HashAggregate"), text
     assert [tuple(r) for r in new.collect()] == [(1, 2)]
+
+
+def test_a_local_session_maps_the_classes_an_earlier_one_archived(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ADR 0070: the first local session writes a class-data-sharing archive at exit
+    under a name of its own; a later one adopts it once its writer is gone and has
+    its JVM map it. Options only: no JVM starts here."""
+    import os
+
+    from datalog.io.spark.session import class_archive_options
+
+    archive = tmp_path / "spark-k.jsa"
+    first = class_archive_options(tmp_path, "k", pid=4242)
+    assert first[0] == f"-XX:ArchiveClassesAtExit={archive}.4242.tmp"
+    written = tmp_path / "spark-k.jsa.4242.tmp"
+    written.write_bytes(b"archive")
+    assert class_archive_options(tmp_path, "k", pid=1) == []  # being written: none
+    os.utime(written, (1, 1))  # settled long ago, and no process 4242 here
+    if not Path("/proc/4242").exists():
+        assert class_archive_options(tmp_path, "k")[0] == f"-XX:SharedArchiveFile={archive}"
+        assert archive.read_bytes() == b"archive" and not written.exists()
+    live = tmp_path / f"spark-j.jsa.{os.getpid()}.tmp"  # its writer still runs
+    live.write_bytes(b"archive")
+    os.utime(live, (1, 1))
+    assert class_archive_options(tmp_path, "j") == []
+    assert live.exists()
+    monkeypatch.setenv("DELTALOG_SPARK_CDS", "0")
+    assert class_archive_options() == []
+
+
+def test_a_local_sessions_python_workers_fork_from_a_warmed_engine(spark: SparkSession) -> None:
+    """ADR 0070: a local session's PySpark daemon imports and runs the engine once
+    before forking workers (each worker paid for it before)."""
+    import subprocess
+    import sys
+
+    from datalog.io.spark.daemon import warm
+
+    assert spark.conf.get("spark.python.daemon.module") == "datalog.io.spark.daemon"
+    warm()  # the warm-up itself runs
+    probe = "import datalog.io.spark.daemon as d; import pyspark.daemon; print(d.__file__)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.strip().endswith("daemon.py"), done.stderr
+
+
+def test_without_a_cache_folder_to_write_a_session_has_no_archive(tmp_path: Path) -> None:
+    from datalog.io.spark.session import class_archive_options
+
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # a file where the folder would go: mkdir fails
+    assert class_archive_options(blocked / "cache", "k", pid=1) == []

@@ -23,6 +23,12 @@ are facts of the whole fixpoint (monotone: each part's rules are the program's,
 on a subset of its rows). Parts are disjoint in the pivot, so their answers are
 disjoint: their union needs no de-duplication.
 
+A recursive stratum of one relation with no pivot (single-source reach:
+`r(y) :- r(x), e(x, y)` keeps no column of `r(x)`; or a rule that is not linear)
+cannot be split that way, but it can still run in ONE task: the whole fixpoint from
+all the exit rows, every relation it reads streamed into that task (ADR 0070). Its
+plan is a `Decomposition` whose `pivot` is None.
+
 `decomposition` is the planner's check; the rest (`steps_program`) is the text of
 the program a task evaluates with the embedded engine: the recursive rules only,
 the relations they read declared as plain inputs (the task inserts their rows).
@@ -46,27 +52,31 @@ from datalog.lang.strata import Stratum
 class Decomposition:
     """How a decomposable stratum runs: `exits` on Spark, `steps` inside one task
     per part of `relation`'s exit rows, hash-partitioned on column `pivot`; the
-    steps read `reads` (broadcast to every task)."""
+    steps read `reads` (broadcast to every task). Without a pivot, the steps run in
+    one task from every exit row, `reads` streamed into it."""
 
     relation: str
-    pivot: int
+    pivot: int | None
     exits: tuple[Rule, ...]
     steps: tuple[Rule, ...]
     reads: tuple[str, ...]
 
 
 def decomposition(stratum: Stratum, schema: Schema) -> Decomposition | None:
-    """The stratum's decomposition (see the module), or None when it has none."""
+    """The stratum's decomposition (see the module): its pivot when it has one, a
+    plan without a pivot (one task) when it has none, None when the stratum is not
+    one recursive relation the embedded engine can take on its own."""
     if not stratum.recursive or len(stratum.relations) != 1:
         return None
     (name,) = stratum.relations
     exits = tuple(r for r in stratum.rules if not atoms_of(r, {name}))
     steps = tuple(r for r in stratum.rules if atoms_of(r, {name}))
-    if not steps or not all(linear_atom(step, name) for step in steps):
+    if not steps:
         return None
-    pivot = next((k for k in range(schema[name].arity) if passes_through(steps, name, k)), None)
-    if pivot is None:
-        return None
+    pivot = None
+    if all(linear_atom(step, name) for step in steps):
+        columns = range(schema[name].arity)
+        pivot = next((k for k in columns if passes_through(steps, name, k)), None)
     reads = sorted({a.name for s in steps for a in atoms_of(s, set(schema.relations))} - {name})
     plan = Decomposition(name, pivot, exits, steps, tuple(reads))
     return plan if accepted(steps_program(plan, schema)) else None

@@ -9,16 +9,18 @@ stratification are shared with the embedded engine. Every relation is a
 DataFrame with positional columns `c0, c1, ...` of Spark types long (number),
 double (float) and string (symbol), holding a SET of rows.
 
-- Inputs are cached as they came, copies included: a body binds the same values
+- Inputs are read as they came, copies included: a body binds the same values
   either way, and heads and aggregates drop copies (`evaluate` returns every
-  relation as a set).
+  relation as a set); cached when a stratum evaluated by Spark's plans reads them.
 - A non-recursive stratum: each relation is its base rows united with every
   rule's head rows, without copies, cached so later strata do not recompute it
   (its plan stays as long as the program, so no checkpoint is needed).
 - A decomposable recursive stratum (`datalog.io.spark.decompose`: linear, one
   relation, a column its recursive rules pass through) whose other relations fit
   the broadcast limit: one job, each task computing its part's fixpoint with the
-  embedded engine (`datalog.io.spark.local`, ADR 0065).
+  embedded engine (`datalog.io.spark.local`, ADR 0065). A recursive stratum of one
+  relation without such a column (or over that limit): one task computing the whole
+  fixpoint, what it reads streamed in (ADR 0070), when Spark's estimate fits.
 - Any other recursive stratum: semi-naive iteration. Round 0 applies every rule to the
   base rows, and its delta is those rows and the derived ones; afterwards each rule
   is applied once per positive atom of the stratum whose delta is not empty, that
@@ -43,8 +45,8 @@ from typing import TYPE_CHECKING
 from datalog.eval.reference import Solver
 from datalog.io.spark.body import BodySolver
 from datalog.io.spark.columns import SPARK_TYPES, Names
-from datalog.io.spark.decompose import decomposition
-from datalog.io.spark.local import local_fixpoint
+from datalog.io.spark.decompose import atoms_of, decomposition
+from datalog.io.spark.local import local_fixpoint, single_task_fixpoint
 from datalog.io.spark.session import prepare, static_plan
 from datalog.io.spark.squaring import squared
 from datalog.lang.ast import Atom, Rule
@@ -82,16 +84,18 @@ def evaluate(
     prepare(spark)
     relations = base_relations(spark, checked, inputs)
     seeded = {*inputs, *(fact.head.name for fact in checked.facts)}
+    uncached = set(relations)  # the base relations: cached once a Spark plan reads them
     for stratum in checked.strata:
         found = local_stratum(spark, checked, relations, stratum, verbose) if local else None
-        if found is not None:
-            relations.update(found)
-            continue
-        rules = {r: r for r in stratum.rules}
-        if squaring:
-            rules = squared(stratum, checked.schema, seeded)
-        evaluator = StratumEvaluator(spark, checked, relations, rules, merge_every, verbose)
-        relations.update(evaluator.run(stratum))
+        if found is None:
+            cache_reads(relations, stratum, uncached)
+            rules = {r: r for r in stratum.rules}
+            if squaring:
+                rules = squared(stratum, checked.schema, seeded)
+            evaluator = StratumEvaluator(spark, checked, relations, rules, merge_every, verbose)
+            found = evaluator.run(stratum)
+        relations.update(found)
+        uncached -= set(found)  # a stratum's answer is cached or checkpointed already
     for name in inputs:  # read as they came (bodies do not mind copies), returned as sets
         relations[name] = relations[name].distinct()
     return relations
@@ -113,11 +117,27 @@ def local_stratum(
     evaluator = StratumEvaluator(spark, checked, relations, {r: r for r in plan.exits}, 1, False)
     derived = evaluator.derive(stratum, relations, None, {})[plan.relation]
     exits = union_all([relations[plan.relation], *filter(None, [derived])])
-    found = local_fixpoint(spark, plan, checked.schema, relations, exits)
+    found, how = None, f"one job of local fixpoints, pivot column {plan.pivot}"
+    if plan.pivot is not None:
+        found = local_fixpoint(spark, plan, checked.schema, relations, exits)
+    if found is None:  # no pivot, or what it reads does not fit a broadcast
+        found = single_task_fixpoint(spark, plan, checked.schema, relations, exits)
+        how = "one task"
     if found is not None and verbose:
-        print(f"stratum [{plan.relation}]: one job of local fixpoints, pivot column "
-              f"{plan.pivot}", file=sys.stderr)  # fmt: skip
+        print(f"stratum [{plan.relation}]: {how}", file=sys.stderr)
     return None if found is None else {plan.relation: found}
+
+
+def cache_reads(relations: Relations, stratum: Stratum, uncached: set[str]) -> None:
+    """Cache the base relations `stratum`'s rules read that are still `uncached` (and
+    strike them off): its Spark plans read them once per rule and round. Not before:
+    a relation only local fixpoints read is read once, and caching it would cost a
+    pass that builds the cache (ADR 0070)."""
+    for rule in stratum.rules:
+        for atom in atoms_of(rule, set(uncached)):
+            if atom.name in uncached:
+                relations[atom.name] = relations[atom.name].cache()
+                uncached.discard(atom.name)
 
 
 def require_supported(checked: CheckedProgram) -> None:
@@ -178,10 +198,10 @@ def typed(frame: DataFrame, info: RelationInfo) -> DataFrame:
 def base_relations(
     spark: SparkSession, checked: CheckedProgram, inputs: Mapping[str, DataFrame]
 ) -> Relations:
-    """The inputs and the program's facts, as typed frames per relation, cached (every
-    round of a recursion reads them). An input keeps its copies: bodies bind the same
-    values either way, heads and aggregates drop copies, and `evaluate` returns each
-    relation as a set."""
+    """The inputs and the program's facts, as typed frames per relation (cached once a
+    Spark plan reads them: `cache_reads`). An input keeps its copies: bodies bind the
+    same values either way, heads and aggregates drop copies, and `evaluate` returns
+    each relation as a set."""
     rows: dict[str, list[tuple[object, ...]]] = {}
     for fact in checked.facts:
         row = Solver({}, checked.schema, {}, {}).head_row(fact.head, {})
@@ -192,7 +212,7 @@ def base_relations(
         frame = rows_frame(spark, rows.get(name, []), info)
         if name in inputs:
             frame = typed(inputs[name], info).unionByName(frame)
-        relations[name] = frame.cache()
+        relations[name] = frame
     unknown = sorted(set(inputs) - set(relations))
     if unknown:
         raise UnsupportedError(f"inputs for undeclared relations: {', '.join(unknown)}")

@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import sys
 import warnings
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -42,7 +44,9 @@ def spark_session(
     else `local[*]`) with `conf` (`spark.*` options); no UI, no progress bars, quiet
     logs. `conf` and `shuffle_partitions` apply to a new session only (the SQL options
     to a running one too). A new local session's JVM compiles with the JIT's first
-    tier only (`spark.driver.extraJavaOptions`, which `conf` may replace)."""
+    tier only and maps a class archive (`spark.driver.extraJavaOptions`, which
+    `conf` may replace), and its Python workers fork from a daemon that has warmed
+    the engine (`spark.python.daemon.module`; ADR 0070)."""
     from pyspark.sql import SparkSession
 
     _quiet_pandas_probe()
@@ -60,14 +64,90 @@ def spark_session(
     if local:
         builder = builder.config("spark.driver.memory", "2g")
         # the JIT's first tier only: a local run is short, and the optimizing tier's
-        # compiler threads took the cores the tasks needed (ADR 0059)
-        builder = builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+        # compiler threads took the cores the tasks needed (ADR 0059); and the classes
+        # an earlier run loaded, mapped from an archive (ADR 0070)
+        options = " ".join(["-XX:TieredStopAtLevel=1", *class_archive_options()])
+        builder = builder.config("spark.driver.extraJavaOptions", options)
+        # Python workers forked with the engine imported and warmed (ADR 0070)
+        builder = builder.config("spark.python.daemon.module", "datalog.io.spark.daemon")
     for key, value in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     prepare(spark)
     return spark
+
+
+def class_archive_options(
+    folder: Path | None = None, key: str | None = None, pid: int | None = None
+) -> list[str]:
+    """JVM options that map the classes an earlier local session loaded from a
+    class-data-sharing archive (AppCDS) instead of loading, parsing and verifying
+    them again: a fresh JVM's first plans cost less (ADR 0070). The archive lives in
+    `folder` (`$DELTALOG_SPARK_CDS`, else the user's cache; `0` turns it off), one
+    per `key` (PySpark's version and jars, the `java` binary). Without it, this JVM
+    writes one at exit under a name of its own (`.<pid>.tmp`), which a later session
+    adopts once its writer is gone; the JVM checks an archive before it maps it and
+    silently ignores one that does not match."""
+    folder = folder or archive_folder()
+    if folder is None:
+        return []
+    key = key or archive_key()
+    archive = folder / f"spark-{key}.jsa"
+    quiet = "-Xlog:cds=off,cds+dynamic=off"
+    if not archive.exists():
+        adopt_archive(archive)
+    if archive.exists():
+        return [f"-XX:SharedArchiveFile={archive}", quiet]
+    if any(folder.glob(f"{archive.name}.*.tmp")):  # another JVM is writing it
+        return []
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no cache to write to (a read-only home): no archive
+        return []
+    return [f"-XX:ArchiveClassesAtExit={archive}.{pid or os.getpid()}.tmp", quiet]
+
+
+def archive_folder() -> Path | None:
+    found = os.environ.get("DELTALOG_SPARK_CDS")
+    if found == "0":
+        return None
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(found) if found else Path(cache) / "deltalog"
+
+
+def archive_key() -> str:
+    """What an archive depends on: PySpark's version and jars, and `java` itself."""
+    import hashlib
+
+    import pyspark
+
+    java = shutil.which("java", path=os.environ.get("JAVA_HOME", "") + "/bin") or shutil.which(
+        "java"
+    )
+    real = os.path.realpath(java) if java else ""
+    jars = sorted(p.name for p in (Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    stamp = os.stat(real).st_mtime_ns if real else 0
+    text = "\n".join([pyspark.__version__, real, str(stamp), *jars])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def adopt_archive(archive: Path, *, settled: float = 60.0) -> None:
+    """Rename to `archive` a temporary archive whose writer (the Python process that
+    started the JVM) has exited and which has not changed for `settled` seconds: the
+    JVM writes it as it exits, its header last, so a JVM killed while writing leaves
+    a file whose header the next JVM rejects."""
+    import time
+
+    for tmp in sorted(archive.parent.glob(f"{archive.name}.*.tmp")):
+        writer = tmp.name[len(archive.name) + 1 : -len(".tmp")]
+        try:
+            alive = writer.isdigit() and os.path.exists(f"/proc/{writer}")
+            if not alive and time.time() - tmp.stat().st_mtime > settled:
+                tmp.replace(archive)
+                return
+        except OSError:
+            continue
 
 
 def default_partitions(master: str) -> int:

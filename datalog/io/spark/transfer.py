@@ -30,14 +30,17 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
+    from pyspark.sql.types import StructType
 
 PART = "__deltalog_partition"  # the column that tags each row with its partition
+BLOB = "__deltalog_batch"  # the column of a task's answer, an Arrow batch per row
 
 
 def arrow_batches(
@@ -80,16 +83,20 @@ def arrow_collect(frame: DataFrame, *, batch_rows: int = 100_000) -> list[pa.Rec
     return [pa.ipc.read_record_batch(pa.py_buffer(blob), schema) for blob in blobs.collect()]
 
 
-def map_in_arrow(frame: DataFrame, task: Any) -> DataFrame | None:
-    """`frame.mapInArrow(task, frame.schema)` without `pandas_udf`, which imports and
-    version-checks pandas (a warning with pandas 3): the Arrow-iterator UDF is built
-    directly and handed to the same JVM method (ADR 0065). None without the bridge."""
+def map_in_arrow(frame: DataFrame, task: Any, schema: StructType | None = None) -> DataFrame | None:
+    """`frame.mapInArrow(task, schema or frame.schema)` without `pandas_udf`, which
+    imports and version-checks pandas (a warning with pandas 3): the Arrow-iterator
+    UDF is built directly and handed to the same JVM method (ADR 0065). None without
+    the bridge."""
     from pyspark.sql import DataFrame
     from pyspark.sql.udf import UserDefinedFunction
     from pyspark.util import PythonEvalType
 
     udf = UserDefinedFunction(
-        task, frame.schema, "map_in_arrow", evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF
+        task,
+        schema or frame.schema,
+        "map_in_arrow",
+        evalType=PythonEvalType.SQL_MAP_ARROW_ITER_UDF,
     )
     column: Any = udf(*[frame[c] for c in frame.columns])
     jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
@@ -97,6 +104,54 @@ def map_in_arrow(frame: DataFrame, task: Any) -> DataFrame | None:
         return None
     jcolumn = getattr(column, "_jc")  # noqa: B009 (PySpark's bridge, see the module)
     return DataFrame(jdf.mapInArrow(jcolumn, False, None), frame.sparkSession)
+
+
+def arrow_task(
+    frame: DataFrame, task: Any, schema: StructType, *, batch_rows: int = 100_000
+) -> DataFrame | None:
+    """The frame of `schema` that ONE Python task yields when `task` runs over every
+    Arrow batch of `frame` (an iterator in, record batches out), or None without the
+    bridge. The batches cross as `arrow_batches` fetches them (converted by the JVM,
+    several partitions at once), not as `mapInArrow` feeds a task (row by row
+    through a Python runner: 12.5 s against 5.7 s for 10M rows, ADR 0070); the
+    answer comes back as IPC blobs, decoded by a `map_in_arrow`."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    found = _arrow_rdd(frame, batch_rows, _ignore)
+    if found is None:
+        return None
+    blobs, arrow = found
+    answer = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+    encoded = blobs.coalesce(1).mapPartitions(partial(_encoded, task, arrow))
+    binary = frame.sparkSession.createDataFrame(encoded, f"{BLOB} binary", verifySchema=False)
+    return map_in_arrow(binary, partial(_decoded, answer), schema)
+
+
+def _encoded(task: Any, schema: pa.Schema, blobs: Iterator[bytes]) -> Iterator[tuple[bytes]]:
+    """Inside the task: the IPC blobs of `task`'s batches, from those of `blobs`."""
+    batches = (pa.ipc.read_record_batch(pa.py_buffer(blob), schema) for blob in blobs)
+    for batch in task(batches):
+        yield (batch.serialize().to_pybytes(),)
+
+
+def _decoded(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The record batches the blobs of `batches` (one binary column) encode."""
+    for batch in batches:
+        for blob in batch.column(0).to_pylist():
+            yield pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
+
+
+def estimated_bytes(frame: DataFrame) -> int | None:
+    """Spark's estimate of `frame`'s size in bytes (the optimizer's statistics: no
+    job runs), or None when Spark has none (a frame of Python rows or of an RDD is
+    given `spark.sql.defaultSizeInBytes`) or there is no bridge. For files it is
+    their size scaled to the columns read: good for choosing a plan."""
+    jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
+    if jdf is None:
+        return None
+    size = int(str(jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+    unknown = frame.sparkSession.conf.get("spark.sql.defaultSizeInBytes", None)
+    return None if size >= (int(unknown) if unknown else (1 << 63) - 1) else size
 
 
 def _ignore(count: int) -> None:

@@ -1,0 +1,42 @@
+"""PySpark's worker daemon, with Deltalog's engine imported and used once before it
+forks the Python workers of a local session.
+
+Layer: datalog (Spark back end). Imports `datalog.db` and pyspark's daemon.
+
+A task of local fixpoints or of one task (ADR 0065, ADR 0070) runs the embedded
+engine in a Python worker, which PySpark forks from this daemon: each worker paid
+for importing the engine and pyarrow and for the engine's first query (about half a
+second of CPU each, docs/benchmarks.md). Done once here, the forked workers share
+it. `spark_session` names this module (`spark.python.daemon.module`) on a `local`
+master only: a cluster's executors may have no Deltalog.
+"""
+
+from __future__ import annotations
+
+from datalog.db.database import Database
+
+
+def warm() -> None:
+    """Run the engine once: a recursive rule inserted into and answered as Arrow."""
+    db = Database()
+    db.define(
+        ".decl a(c0: number, c1: number)\n.decl b(c0: number, c1: number)\n"
+        "b(x, z) :- b(x, y), a(y, z).\n"
+    )
+    with db.transaction() as tx:
+        tx.insert("a", [(1, 2)])
+        tx.insert("b", [(0, 1)])
+    db.query_arrow("b(c0, c1)")
+
+
+def main() -> None:
+    """PySpark's daemon, after the warm-up (the workers it forks inherit both)."""
+    import pyarrow.ipc  # noqa: F401 (the tasks read and write IPC)
+    from pyspark.daemon import manager
+
+    warm()
+    manager()
+
+
+if __name__ == "__main__":
+    main()
