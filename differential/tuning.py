@@ -94,6 +94,10 @@ class Tuning:
     # at once, when decided.
     merge_fuel: int = 1 << 13
     merge_effort: int = 4
+    # A fueled merge of batches that lookups indexed builds the merged batch's index the
+    # same way, before the batch replaces its inputs (`trace.fuel`, ADR 0069); False: its
+    # first lookups build it at once, on one commit (the reference).
+    merge_index: bool = True
     # An arrangement nobody reads concatenates its updates every `deferred` times and
     # arranges them once they outgrow `deferred_rows` and the trace (`operators.arrange`).
     deferred: int = 32

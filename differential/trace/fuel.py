@@ -12,6 +12,11 @@ each input whose hashes fall in `[lo, hi)` gives a consolidated piece, and the p
 of consecutive ranges, laid end to end, are the merged batch `merge(inputs)` would
 build (same entries, same order). Each `work(fuel)` call merges about `fuel` entries;
 the last one lays the pieces end to end (a copy, no sort).
+
+A merge of batches that lookups index (`Tuning.merge_index`, ADR 0069) then builds
+the merged batch's index the same way, `fuel` runs a call (`IndexBuild`), before the
+batch replaces its inputs: the first lookups of a new large batch otherwise built its
+whole index on one commit (the slowest rounds of a streamed triangle count).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import numpy as np
 from differential.batch import Updates, compact_uniform, concat
 from differential.time import Antichain
 from differential.trace.batch import Batch, Description, build_merged
+from differential.trace.index import IndexBuild
+from differential.tuning import TUNING
 
 
 class Merging:
@@ -35,8 +42,12 @@ class Merging:
         self.cursors = [0] * len(inputs)  # entries of each input merged so far
         self.pieces: list[Batch] = []
         self.result: Batch | None = None
+        # Build the merged batch's index too, when lookups indexed an input.
+        self.indexed = TUNING.merge_index and any(b.cache.index is not None for b in inputs)
+        self._merged: Batch | None = None  # every entry merged; its index being built
+        self._index: IndexBuild | None = None
         if self.remaining == 0:
-            self.result = _laid_end_to_end([], inputs[0], self.description)
+            self._laid(_laid_end_to_end([], inputs[0], self.description))
 
     @property
     def size(self) -> int:
@@ -51,14 +62,34 @@ class Merging:
         every entry is merged, `result` holds the merged batch."""
         spent = 0
         while self.result is None and (spent < fuel or not spent):
-            spent += self._piece(max(fuel - spent, 1))
+            if self._index is not None:
+                spent += self._index_some(max(fuel - spent, 1))
+            else:
+                spent += self._piece(max(fuel - spent, 1))
         return spent
 
     def finish(self) -> Batch:
-        """The merged batch, merging whatever is left now."""
+        """The merged batch, merging (and indexing) whatever is left now."""
         while self.result is None:
-            self._piece(self.remaining)
+            self.work(max(self.remaining, 1 << 62))
         return self.result
+
+    def _laid(self, merged: Batch) -> None:
+        """Every entry is merged: the result, or first its index."""
+        if self.indexed and len(merged):
+            self._merged, self._index = merged, IndexBuild(merged.hashes)
+        else:
+            self.result = merged
+
+    def _index_some(self, fuel: int) -> int:
+        """Place about `fuel` more runs of the merged batch's index; once all are, it
+        is the batch's index and the batch the result."""
+        assert self._index is not None and self._merged is not None
+        spent = self._index.work(fuel)
+        if self._index.index is not None:
+            self._merged.cache.keys.index = self._index.index
+            self.result, self._merged, self._index = self._merged, None, None
+        return spent
 
     def _piece(self, fuel: int) -> int:
         """Merge the entries below one hash boundary chosen so that the input with the
@@ -85,7 +116,8 @@ class Merging:
             self.pieces.append(piece)
         self.cursors = ends
         if self.remaining == 0:
-            self.result = _laid_end_to_end(self.pieces, self.inputs[0], self.description)
+            self._laid(_laid_end_to_end(self.pieces, self.inputs[0], self.description))
+            self.pieces = []
         return spent
 
 
