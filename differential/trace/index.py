@@ -285,7 +285,9 @@ class RunTable:
         self._bounds = bounds
         self._slots_n = np.uint64(slots)
         wide = runs >= np.iinfo(np.int32).max
-        self._runs = np.full(slots, -1, dtype=np.intp if wide else np.int32)
+        self._runs: npt.NDArray[np.signedinteger] = np.full(
+            slots, -1, dtype=np.intp if wide else np.int32
+        )
 
     def _slots(self, hashes: Hashes) -> Index:
         with np.errstate(over="ignore"):
