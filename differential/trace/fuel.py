@@ -42,8 +42,11 @@ class Merging:
         self.cursors = [0] * len(inputs)  # entries of each input merged so far
         self.laying = _Laying(inputs[0], self.size)  # the merged batch, piece by piece
         self.result: Batch | None = None
-        # Build the merged batch's index too, when lookups indexed an input.
-        self.indexed = TUNING.merge_index and any(b.cache.index is not None for b in inputs)
+        # Build the merged batch's index too when lookups indexed inputs holding most of
+        # its entries (a small batch indexed by one large lookup does not make a large
+        # batch worth an index).
+        indexed = sum(len(b) for b in inputs if b.cache.index is not None)
+        self.indexed = TUNING.merge_index and 2 * indexed >= self.size > 0
         self._merged: Batch | None = None  # every entry merged; its index being built
         self._index: IndexBuild | None = None
         if self.remaining == 0:
