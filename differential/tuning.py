@@ -98,6 +98,10 @@ class Tuning:
     # same way, before the batch replaces its inputs (`trace.fuel`, ADR 0069); False: its
     # first lookups build it at once, on one commit (the reference).
     merge_index: bool = True
+    # A trace that outgrows its last compaction (ADR 0040) compacts by a fueled merge of
+    # all its batches when it holds more than `merge_fuel` updates (`trace.spine`, ADR
+    # 0069); False: by one merge, on the commit that found it overgrown (the reference).
+    fueled_compaction: bool = True
     # An arrangement nobody reads concatenates its updates every `deferred` times and
     # arranges them once they outgrow `deferred_rows` and the trace (`operators.arrange`).
     deferred: int = 32
