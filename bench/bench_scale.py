@@ -441,11 +441,11 @@ def report(
             f"/{_median(streams, 'p99_cpu_ms'):.4g}/{_median(streams, 'max_cpu_ms'):.4g} ms;"
             f" first evaluation {_median(streams, 'first_s'):.4g} s"
         )
-        peak = first.get("peak_mb")
-        if peak and "held_mb" in first:  # the peak less what the bench held before streaming
-            own = (peak - first["held_mb"]) * (1 << 20) / max(first["edges_timed"], 1)
+        stream_peak = first.get("peak_mb")
+        if stream_peak and "held_mb" in first:  # the peak less what the bench held before streaming
+            own = (stream_peak - first["held_mb"]) * (1 << 20) / max(first["edges_timed"], 1)
             print(
-                f"bytes per streamed edge: peak {own:.0f} (peak {peak:,.0f} MiB less the"
+                f"bytes per streamed edge: peak {own:.0f} (peak {stream_peak:,.0f} MiB less the"
                 f" {first['held_mb']:,.0f} MiB held before the first round), resident at the end"
                 f" {first['resident_per_edge']:.0f}"
             )
