@@ -191,9 +191,14 @@ def entered_times(times: Times) -> Times:
 
 
 def multiplied(a: Diffs, b: Diffs) -> Diffs:
-    """Diffs multiplied row by row: one diff when both are one."""
+    """Diffs multiplied row by row: one diff when both are one; the other side itself
+    where one side is one repeated 1 (a change joined with a set: no copy)."""
     if uniform(a) and uniform(b):
         return uniform_diffs(int(a[0]) * int(b[0]), len(a))
+    if uniform(b) and b[0] == 1:
+        return a
+    if uniform(a) and a[0] == 1:
+        return b
     return a * b
 
 
@@ -259,7 +264,11 @@ def uniform_diff(diffs: Diffs) -> int | None:
     first = int(diffs[0])
     if first == 0:
         return None
-    return first if uniform(diffs) or bool((diffs == first).all()) else None
+    if uniform(diffs):
+        return first
+    if not bool((diffs[:64] == first).all()):  # (mixed diffs are told by their first rows)
+        return None
+    return first if bool((diffs == first).all()) else None
 
 
 def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:
@@ -295,19 +304,26 @@ def consolidate_packed_parts(
         return None
     merging = runs and len(parts) <= 3  # a merge of a few sorted runs: timsort's case
     ordered = sorted_values(packed[0], merging)  # `pack` made it: ours to sort in place
-    specs, sums = packed[1], None
+    specs, sums, width = packed[1], None, 0
     if diff is None:  # the rows are the bits above the diff's
         (low, width), specs = specs[-1], specs[:-1]
-        rows = ordered >> width if width else ordered
-    else:
-        rows = ordered
-    starts = _packed_runs(rows)
+    differ = _row_changes(ordered, width)
+    starts = None if np.count_nonzero(differ) == len(ordered) else np.flatnonzero(differ)
+    rows = ordered if starts is None else ordered[starts]  # ours, either way
     if diff is None:
-        sums = _summed_low_bits(ordered, starts, low, width)
+        if starts is not None and 2 * len(starts) < len(ordered):  # most rows repeat
+            sums = np.add.reduceat(_low_bits(ordered, low, width), starts)
+        else:
+            sums = _low_bits(rows, low, width)
+            if starts is not None:  # the fewer rows equal to the one before add to its run
+                _add_repeats(sums, ordered, differ, low, width)
+        if width:
+            np.right_shift(rows, width, out=rows)
         if not sums.all():
-            kept = np.flatnonzero(sums)
-            starts, sums = (kept if starts is None else starts[kept]), sums[kept]
-    n = len(rows) if starts is None else len(starts)
+            keep = sums != 0
+            rows, sums = rows[keep], sums[keep]
+    del differ
+    n = len(rows)
     m = len(own)
     one_time = depth > 0 and all(width == 0 for _, width in specs[m:])
     dtypes = [updates.columns[i].dtype for i in own] + [np.dtype(np.int64)] * depth
@@ -318,7 +334,7 @@ def consolidate_packed_parts(
     else:  # unpacked into the rows of the time column, not stacked after
         times = np.empty((depth, n), np.int64)
         into = [*([None] * m), *times]
-    unpacked = unpack(rows if starts is None else rows[starts], specs, dtypes, into)
+    unpacked = unpack(rows, specs, dtypes, into, owned=True)
     by_column = dict(zip(own, unpacked[:m], strict=True))
     cols = tuple(by_column[c] for c in copies)
     if diff is None:
@@ -330,15 +346,54 @@ def consolidate_packed_parts(
     return Updates(cols, times, counts.astype(np.int64) * diff)
 
 
-def _packed_runs(rows: npt.NDArray[np.int64]) -> Index | None:
-    """The first row of each run of equal values of the sorted `rows`; None when no
-    two neighbours agree (every row is a run of its own: nothing to sum or gather)."""
-    differ = np.empty(len(rows), dtype=bool)
+def _row_changes(ordered: npt.NDArray[np.int64], width: int) -> npt.NDArray[np.bool_]:
+    """For sorted packed values: True where the bits above the low `width` bits (the
+    row, without its packed diff) differ from the value before (row 0 is True).
+    Two values agree above those bits when their XOR is below `2**width` (packed
+    values are never negative); the XOR is taken `TUNING.probe` rows at a time into
+    one small buffer, not into a copy of every row shifted."""
+    n = len(ordered)
+    differ = np.empty(n, dtype=bool)
     differ[:1] = True
-    np.not_equal(rows[1:], rows[:-1], out=differ[1:])
-    if np.count_nonzero(differ) == len(rows):
-        return None
-    return np.flatnonzero(differ)
+    if n < 2 or not width:
+        np.not_equal(ordered[1:], ordered[:-1], out=differ[1:])
+        return differ
+    step = TUNING.probe
+    buffer = np.empty(min(n - 1, step), dtype=np.int64)
+    for lo in range(0, n - 1, step):
+        hi = min(lo + step, n - 1)
+        block = buffer[: hi - lo]
+        np.bitwise_xor(ordered[lo + 1 : hi + 1], ordered[lo:hi], out=block)
+        np.greater_equal(block, 1 << width, out=differ[lo + 1 : hi + 1])
+    return differ
+
+
+def _low_bits(packed: npt.NDArray[np.int64], low: int, width: int) -> npt.NDArray[np.int64]:
+    """The values packed in the low `width` bits of `packed`, each offset by `low`
+    (`pack`'s spec of the last column), as a new array."""
+    values = packed & ((1 << width) - 1) if width else np.zeros(len(packed), np.int64)
+    if low:
+        values += low
+    return values
+
+
+def _add_repeats(
+    sums: npt.NDArray[np.int64],
+    ordered: npt.NDArray[np.int64],
+    differ: npt.NDArray[np.bool_],
+    low: int,
+    width: int,
+) -> None:
+    """Add to each run's sum (`sums`: the first row's value) the values of its other
+    rows: the `j`-th row equal to the one before it, at `i`, belongs to run `i - j - 1`
+    (every row before it but `j + 1` starts a run). Only those rows are read: in a
+    round's changes most rows are runs of their own, and `np.add.reduceat` over every
+    row cost more than the rest of the consolidation (where most rows repeat, it costs
+    less: the caller reduces every row then)."""
+    repeats = np.flatnonzero(~differ)
+    values = _low_bits(ordered[repeats], low, width)
+    repeats -= np.arange(1, len(repeats) + 1, dtype=repeats.dtype)  # now their runs
+    np.add.at(sums, repeats, values)
 
 
 def _shared_copies(parts: Sequence[Updates]) -> list[int]:
@@ -369,20 +424,6 @@ def _same(a: Column, b: Column) -> bool:
     return bool(np.array_equal(a, b))
 
 
-def _summed_low_bits(
-    ordered: npt.NDArray[np.int64], starts: Index | None, low: int, width: int
-) -> npt.NDArray[np.int64]:
-    """Per run of `ordered` (from `starts`; None: every row is a run), the sum of the
-    values packed in its low `width` bits, each offset by `low` (`pack`'s spec of
-    the last column)."""
-    values = ordered & ((1 << width) - 1) if width else np.zeros(len(ordered), np.int64)
-    if low:
-        values += low
-    if starts is None or len(starts) == len(values):
-        return values
-    return np.add.reduceat(values, starts)
-
-
 def uniform_diffs(diff: int, n: int) -> Diffs:
     """`n` copies of one diff, read-only, without memory per row (a set's +1s)."""
     return np.broadcast_to(np.int64(diff), (n,))
@@ -395,9 +436,15 @@ def compact_uniform(times: Times, diffs: Diffs) -> tuple[Times, Diffs]:
     n = len(diffs)
     if n < TUNING.sorted_from:
         return times, diffs
-    if times.shape[0] and not uniform(times) and bool((times == times[:, :1]).all()):
+    # (the last row is compared first: a merge of rounds differs there, and is told at once)
+    if (
+        times.shape[0]
+        and not uniform(times)
+        and bool((times[:, -1] == times[:, 0]).all())
+        and bool((times == times[:, :1]).all())
+    ):
         times = uniform_times(tuple(times[:, 0].tolist()), n)
-    if not uniform(diffs) and bool((diffs == diffs[0]).all()):
+    if not uniform(diffs) and diffs[-1] == diffs[0] and bool((diffs == diffs[0]).all()):
         diffs = uniform_diffs(int(diffs[0]), n)
     return times, diffs
 

@@ -32,7 +32,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from differential.batch import Updates, concat
+from differential.batch import Updates, concat, uniform
 from differential.budget import Interrupted as Interrupted
 from differential.budget import check_budget as check_budget
 from differential.budget import check_rows as check_rows
@@ -58,7 +58,7 @@ class TimeQueue:
         if len(updates) == 0:
             return
         times = updates.times
-        if len(updates) == 1 or bool((times == times[:, :1]).all()):
+        if len(updates) == 1 or uniform(times) or bool((times == times[:, :1]).all()):
             self.buckets.setdefault(tuple(times[:, 0].tolist()), []).append(updates)
             return
         for time, part in split_by_time(times):

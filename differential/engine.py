@@ -1,6 +1,7 @@
 """The engine: base relations, live dataflows, and the epoch sequencer.
 
-Layer: differential (top of the layer). Imports the other differential modules.
+Layer: differential (top of the layer). Imports the other differential modules;
+the dataflows it runs and their views are `differential.graph`'s.
 
 `commit` is atomic and epoch at a time: the requested changes of every input
 become diffs at the next epoch, every live dataflow runs until no scope has
@@ -34,139 +35,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from differential.batch import Column, Diffs, Updates
 from differential.budget import unbudgeted
-from differential.dataflow import Scope, Stream
+from differential.graph import Dataflow, Output, View
 from differential.inputs import Input, Requests, Semantics
 from differential.memory import use_small_pages
-from differential.operators.arrange import ArrangeOp
-from differential.operators.capture import Capture
-from differential.operators.reduce import ReduceOp
-from differential.operators.shared import ImportOp
 from differential.time import column
 from differential.tuning import TUNING
 
-Listener = Callable[[Updates, int], None]
 LateChanges = Callable[[int], Mapping[str, Requests]]
-
-
-@dataclass
-class Output:
-    """A captured root-scope stream and who listens to it."""
-
-    capture: Capture
-    listeners: list[Listener] = field(default_factory=list)
-
-
-class Dataflow:
-    """One dataflow graph: a root scope (time `(epoch,)`) and its outputs."""
-
-    def __init__(self, engine: Engine, name: str) -> None:
-        self.engine = engine
-        self.name = name
-        self.root = Scope(1, None, name)
-        self.start = engine.epoch
-        self.imports: list[ImportOp] = []
-        self.outputs: dict[str, Output] = {}
-        self.late = False  # reads a late input: runs each epoch after the others
-        self.spent = 0.0  # seconds (`Engine.clock`) it ran, settled and advanced: ADR 0064
-
-    def import_input(self, name: str, permutation: Sequence[int], key_arity: int) -> ImportOp:
-        """The shared arrangement of input `name` (columns permuted), read here."""
-        source = self.engine.inputs[name]
-        op = ImportOp(self.root, source.arrangement(permutation, key_arity), self.start)
-        self.imports.append(op)
-        self.late |= source.late
-        return op
-
-    def capture(self, stream: Stream, name: str) -> Output:
-        out = Output(Capture(stream))
-        self.outputs[name] = out
-        return out
-
-    def run(self) -> None:
-        began = self.engine.clock()
-        self.root.run(())
-        self.spent += self.engine.clock() - began
-
-    def settle(self) -> None:
-        """Arrange what the arrangements defer until read (`ArrangeOp.settle`,
-        `ReduceOp.settle`): a live dataflow's first commit would, all at once, so a
-        query that lives on settles when it starts (ADR 0057); a one-shot dataflow
-        never reads what it deferred."""
-        began = self.engine.clock()
-        for op in self.root.all_operators():
-            if isinstance(op, (ArrangeOp, ReduceOp)):
-                op.settle()
-        self.spent += self.engine.clock() - began
-
-    def drop_operators(self) -> None:
-        """Forget every operator but the outputs' captures, and what each holds: a
-        dataflow that runs once frees its arrangements before its answer is
-        consolidated (ADR 0062). Imports stay (`release` lets go of them)."""
-        self.root.forget({id(op) for op in self.imports})
-        for out in self.outputs.values():  # its links upstream are for explaining only
-            out.capture.stream.upstream, out.capture.stream.producer = (), None
-
-    def deliver(self, epoch: int) -> None:
-        for out in self.outputs.values():
-            changes = out.capture.drain()
-            for listen in out.listeners:
-                listen(changes, epoch)
-
-    def advance(self, next_epoch: int) -> None:
-        began = self.engine.clock()
-        for op in self.root.all_operators():
-            op.advance(next_epoch)
-        self.spent += self.engine.clock() - began
-
-    def release(self) -> None:
-        for op in self.imports:
-            op.release()
-        self.imports = []
-
-    def describe(self) -> list[str]:
-        """The operators as built, one a line, scopes indented (what runs, as built)."""
-        return self.root.describe()
-
-    def arrangements(self) -> list[tuple[str, int, int]]:
-        """`(operator, tuples, batches)` for every non-empty arrangement this dataflow owns."""
-        return [(name, tuples, batches) for _, name, tuples, batches in self.traces() if tuples]
-
-    def traces(self) -> list[tuple[int, str, int, int]]:
-        """`(operator index, operator, updates, batches)` for every arrangement this
-        dataflow owns, empty or not; measuring changes nothing."""
-        return [
-            (i, op.describe(), *op.arranged_size())
-            for i, op in enumerate(self.root.all_operators())
-            if op.holds_trace
-        ]
-
-
-@dataclass(eq=False)
-class View:
-    """An input whose contents `dataflow` computes (its `output`), under `key`."""
-
-    key: Hashable
-    input: Input
-    dataflow: Dataflow
-    output: Output
-    notes: Sequence[str] = ()  # how its creator planned it (for explanations)
-
-    @property
-    def read(self) -> bool:
-        """Whether a dataflow reads the view (holds a handle on one of its arrangements)."""
-        return any(a.readers for a in self.input.arrangements.values())
-
-    def stage(self, epoch: int) -> None:
-        """Make what the dataflow computed this epoch the input's batch of `epoch`."""
-        changes = self.output.capture.drain()
-        if len(changes):
-            self.input.stage(changes, epoch)
 
 
 class Engine:
@@ -286,7 +166,7 @@ class Engine:
         """A new, empty dataflow; build it, then call `start`. `one_epoch`: it is
         dropped after its first run (a one-shot read), so its scopes' times are
         totally ordered and its arrangements may compact as they go (ADR 0062)."""
-        dataflow = Dataflow(self, name)
+        dataflow = Dataflow(name, self.epoch, self.inputs, lambda: self.clock())
         dataflow.root.one_epoch = one_epoch
         return dataflow
 

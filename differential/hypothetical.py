@@ -19,7 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from differential.batch import Updates
-from differential.engine import Dataflow, Engine, Output, View
+from differential.engine import Engine
+from differential.graph import Dataflow, Output, View
 from differential.inputs import Requests
 from differential.savepoint import Savepoint
 

@@ -71,10 +71,15 @@ def pack_parts(
 
 
 def _bounds(col: Column) -> tuple[int, int]:
-    """The least and greatest value of a non-empty integer column."""
+    """The least and greatest value of a non-empty integer column (taken `TUNING.probe`
+    rows at a time: the maximum reads the rows the minimum brought into cache)."""
     if uniform(col):
         return int(col[0]), int(col[0])
-    return int(col.min()), int(col.max())
+    step = TUNING.probe
+    if len(col) <= step:
+        return int(col.min()), int(col.max())
+    blocks = [col[lo : lo + step] for lo in range(0, len(col), step)]
+    return min(int(b.min()) for b in blocks), max(int(b.max()) for b in blocks)
 
 
 def _packed_key(
@@ -82,7 +87,13 @@ def _packed_key(
 ) -> None:
     """`sum((col - lo) << shift)` into `key`, computed as `sum(col << shift) - sum(lo <<
     shift)` in wrapping int64 arithmetic: exact, since the result fits in 63 bits
-    (`pack` checked the ranges), with no array allocated."""
+    (`pack` checked the ranges), with no array allocated; `TUNING.probe` rows at a
+    time, so that each shift and add finds the block of `key` in cache."""
+    step = TUNING.probe
+    if len(key) > step:
+        for lo in range(0, len(key), step):
+            _packed_key([c[lo : lo + step] for c in columns], specs, key[lo : lo + step])
+        return
     started = False
     offset = 0
     for col, (lo, width) in zip(columns, specs, strict=True):
@@ -108,32 +119,48 @@ def unpack(
     specs: list[tuple[int, int]],
     dtypes: Sequence[np.dtype],
     into: Sequence[npt.NDArray[np.int64] | None] | None = None,
+    owned: bool = False,
 ) -> list[Column]:
     """The columns that `pack` packed into `key` (in any row order). `into`: per
-    column, an int64 array to write it into (a row of a time column), or None."""
-    out: list[Column] = []
-    shift = 0
+    column, an int64 array to write it into (a row of a time column), or None.
+    `owned`: `key` is the caller's to give up; the last column that holds bits is
+    unpacked in place into it (one array fewer allocated and written). Every column
+    is unpacked from one block of `TUNING.probe` rows of `key` before the next block
+    is read (the block stays in cache)."""
+    n = len(key)
     targets = list(into) if into is not None else [None] * len(specs)
-    for (lo, width), dtype, target in zip(
-        reversed(specs), reversed(list(dtypes)), reversed(targets), strict=True
-    ):
-        if width:
-            if target is None:
-                part = np.right_shift(key, shift) if shift else key.copy()
-            else:
-                part = np.right_shift(key, shift, out=target)
-            if shift + width < 63:  # not the leading column: the bits above are others'
-                np.bitwise_and(part, (1 << width) - 1, out=part)
-            if lo:
-                part += lo
-            shift += width
-        elif target is None:
-            part = np.full(len(key), lo, dtype=np.int64)
-        else:
+    shifts, shift = [], 0
+    for _, width in reversed(specs):
+        shifts.append(shift)
+        shift += width
+    shifts.reverse()
+    last = max((i for i, (_, width) in enumerate(specs) if width), default=-1)
+    out: list[npt.NDArray[np.int64]] = []
+    for i, ((lo, width), target) in enumerate(zip(specs, targets, strict=True)):
+        if target is not None:
             part = target
+        elif width and owned and i == last:
+            part = key
+        else:
+            part = np.empty(n, dtype=np.int64)
+        if not width:
             part.fill(lo)
-        out.append(part if dtype == np.int64 else part.astype(dtype))
-    return out[::-1]
+        out.append(part)
+    unpacked = [(o, w, lo, sh) for o, (lo, w), sh in zip(out, specs, shifts, strict=True) if w]
+    step = TUNING.probe
+    for start in range(0, n, step):
+        block = key[start : start + step]
+        for column, width, lo, at in unpacked:
+            piece = column[start : start + step]
+            if at:
+                np.right_shift(block, at, out=piece)
+            elif column is not key:
+                np.copyto(piece, block)
+            if at + width < 63:  # not the leading column: the bits above are others'
+                np.bitwise_and(piece, (1 << width) - 1, out=piece)
+            if lo:
+                piece += lo
+    return [o if d == np.int64 else o.astype(d) for o, d in zip(out, dtypes, strict=True)]
 
 
 def sort_order(

@@ -173,6 +173,11 @@ def advance_by(times: Times, frontier: Antichain) -> Times:
     """
     if frontier.empty or times.shape[1] == 0:
         return times
+    elements = list(frontier)
+    if len(elements) == 1 and bool(
+        (times.min(axis=1) >= np.asarray(elements[0], dtype=np.int64)).all()
+    ):
+        return times  # every time is at or beyond the frontier already: no copy
     result: Times | None = None
     for f in frontier:
         joined = np.maximum(times, np.asarray(f, dtype=np.int64).reshape(-1, 1))

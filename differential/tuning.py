@@ -137,6 +137,12 @@ class Tuning:
     # output it keeps while every output change is its own (`operators.reduce_extreme`,
     # ADR 0063); False: it reads the output trace (the reference).
     least_held: bool = True
+    # The growing least-value step reads a round's arranged changes (one integer key,
+    # sorted and consolidated) by their runs: each key's first insertion and first
+    # retraction found by binary search among the rows of each sign, no per-row group
+    # index (`operators.reduce_extreme`, ADR 0068); False: per-key reductions over
+    # every row and a search for the winning rows (the reference).
+    least_runs: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

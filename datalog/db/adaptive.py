@@ -55,7 +55,8 @@ from datalog.lang.passes.variables import nodes
 from datalog.plan.plan import Plan
 from differential.batch import Updates, concat, consolidate
 from differential.budget import remaining, row_limit
-from differential.engine import Dataflow, Engine
+from differential.engine import Engine
+from differential.graph import Dataflow
 from differential.inputs import Requests
 from differential.sort import order_of
 from differential.time import column

@@ -38,7 +38,8 @@ from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import DatalogError
 from datalog.lang.strata import reads
 from datalog.lang.system import ARITIES, ARRANGEMENT, DATAFLOW, DECLS, NAMES, PREFIX, RELATION
-from differential.engine import Dataflow, Engine
+from differential.engine import Engine
+from differential.graph import Dataflow
 from differential.inputs import Input, Requests
 
 Row = tuple[str | int, ...]  # a measured row: symbols as strings

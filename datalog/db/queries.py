@@ -46,7 +46,8 @@ from datalog.plan.plan import JoinPlan, Options, Share
 from datalog.plan.planner import Planner
 from differential.batch import Updates, concat
 from differential.dataflow import unbudgeted
-from differential.engine import Dataflow, Engine
+from differential.engine import Engine
+from differential.graph import Dataflow
 from differential.inputs import Requests
 
 if TYPE_CHECKING:  # the planner's lowering is loaded when a query is first planned

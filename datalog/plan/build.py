@@ -43,7 +43,8 @@ from datalog.plan.subsume import subsume
 from differential.batch import Updates
 from differential.batch import concat as concat_updates
 from differential.dataflow import Stream
-from differential.engine import Dataflow, Engine, Output
+from differential.engine import Engine
+from differential.graph import Dataflow, Output
 from differential.operators.iterate import Subscope, Variable
 from differential.operators.linear import concat, leave, project
 

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from datalog.lang.errors import UnsupportedError
 from datalog.plan.plan import Graph, Node, Plan
 from differential.dataflow import Operator, Scope, Stream
-from differential.engine import Dataflow
+from differential.graph import Dataflow
 from differential.operators.arrange import ArrangeOp
 from differential.operators.iterate import Subscope
 from differential.operators.shared import ImportOp

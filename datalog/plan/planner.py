@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from datalog.plan.passes import Pass
     from datalog.plan.views import Views
     from differential.dataflow import Stream
-    from differential.engine import Dataflow, Engine
+    from differential.engine import Engine
+    from differential.graph import Dataflow
 
 # The passes' names, in order; lowering follows (`QueryPlan.stages`).
 PASSES = ("magic sets", "normalize", "sharing", "strata", "choose join", "order joins")

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from datalog.lang.schema import Schema
 from datalog.plan.plan import SharedRead
 from differential.dataflow import Scope, Stream
-from differential.engine import Dataflow
+from differential.graph import Dataflow
 from differential.operators.arrange import Arranged, ArrangeOp
 from differential.operators.enter import AsCollection, EnterArranged
 from differential.operators.linear import enter, project
@@ -88,7 +88,7 @@ class Sources:
         if self.parent is not None:
             found = enter(self.parent.input_collection(relation), self.scope)
         else:
-            arity = len(self.dataflow.engine.inputs[relation].dtypes)
+            arity = len(self.dataflow.inputs[relation].dtypes)
             identity = tuple(range(arity))
             found = AsCollection(self.dataflow.import_input(relation, identity, arity)).output
         self.inputs[relation] = found
@@ -96,7 +96,7 @@ class Sources:
 
     def size(self, relation: str) -> int:
         """Tuples in `relation`'s input (or view) now: a live statistic for join ordering."""
-        found = self.dataflow.engine.inputs.get(self.source_of(relation))
+        found = self.dataflow.inputs.get(self.source_of(relation))
         return len(found.presence) if found is not None else 0
 
     def source_of(self, relation: str) -> str:

@@ -40,7 +40,8 @@ if TYPE_CHECKING:
     from datalog.eval.functors import FunctorBinding
     from datalog.lang.checks import CheckedProgram
     from differential.dataflow import Stream
-    from differential.engine import Dataflow, Engine, View
+    from differential.engine import Engine
+    from differential.graph import Dataflow, View
 
 __all__ = ["BuildView", "Share", "Views"]
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from differential import small
 from differential.batch import (
+    Column,
     Index,
     Updates,
     compact_uniform,
@@ -24,6 +25,8 @@ from differential.batch import (
     multiplied,
     python_rows,
     python_times,
+    take_diffs,
+    take_times,
     weighed_runs,
 )
 from differential.dataflow import Operator, Stream, check_budget, check_rows, row_limit
@@ -54,6 +57,11 @@ class JoinOp(Operator):
         self.output = Stream(left.scope, dtypes, "join", producer=self)
         # A few changes may be joined on Python rows when every column is an integer one.
         self.lists_ok = k > 0 and all(d.kind in "iu" for d in self.layout)
+        # The columns of each side the projection reads (the key's from the left side):
+        # the pairs gather only those (a round of WCC drops the key: half its gathers).
+        picked, width = set(self.projection), len(left.dtypes)
+        self.left_needed = [i for i in range(width) if i in picked]
+        self.right_needed = [k + j for j in range(len(right.dtypes) - k) if width + j in picked]
 
     def ready(self, time: Time) -> bool:
         return self.left.has_delta(time) or self.right.has_delta(time)
@@ -120,23 +128,41 @@ class JoinOp(Operator):
         for rows in _chunks(delta, hashes, other, time, left_is_delta, exact):
             check_budget()
             part, keys = (delta, hashes) if rows is None else (delta.take(rows), hashes[rows])
-            owner, found = other.lookup(part.columns[:k], keys, time, left_is_delta)
-            self.output.send(self._pairs(part, owner, found, left_is_delta))
+            wanted = self.right_needed if left_is_delta else self.left_needed
+            owner, found = other.lookup(part.columns[:k], keys, time, left_is_delta, wanted or None)
+            self.output.send(self._pairs(part, owner, found, left_is_delta, bool(wanted)))
 
-    def _pairs(self, delta: Updates, owner: Owner, found: Updates, left_is_delta: bool) -> Updates:
+    def _pairs(
+        self, delta: Updates, owner: Owner, found: Updates, left_is_delta: bool, picked: bool
+    ) -> Updates:
+        """The pairs of `delta`'s rows `owner` and the entries `found` (holding only the
+        other side's needed columns when `picked`, else all of them): each side's
+        columns the projection reads, gathered once."""
         if len(owner) == 0:
             return self.output.empty()
         k = self.left.key_arity
-        mine = delta.take(owner)
-        left, right = (mine, found) if left_is_delta else (found, mine)
-        layout = (*left.columns, *right.columns[k:])
+        mine_needed, found_needed = (
+            (self.left_needed, self.right_needed)
+            if left_is_delta
+            else (self.right_needed, self.left_needed)
+        )
+        mine = {i: delta.columns[i][owner] for i in mine_needed}
+        found_columns = dict(zip(found_needed, found.columns, strict=True)) if picked else None
+        theirs = found_columns if found_columns is not None else dict(enumerate(found.columns))
+        left, right = (mine, theirs) if left_is_delta else (theirs, mine)
+        width = len(self.left.dtypes)
+
+        def column(i: int) -> Column:
+            return left[i] if i < width else right[k + i - width]
+
+        mine_times, mine_diffs = take_times(delta.times, owner), take_diffs(delta.diffs, owner)
         # One repeated time and diff where every pair agrees (a round's changes joined
         # with history before it, in a totally ordered scope): the pairs then hold
         # their columns only, downstream too (ADR 0062).
         times, diffs = compact_uniform(
-            joined_times(left.times, right.times), multiplied(left.diffs, right.diffs)
+            joined_times(mine_times, found.times), multiplied(mine_diffs, found.diffs)
         )
-        return Updates(tuple(layout[i] for i in self.projection), times, diffs)
+        return Updates(tuple(column(i) for i in self.projection), times, diffs)
 
     def describe(self) -> str:
         return f"join({self.left.describe()}, {self.right.describe()})"

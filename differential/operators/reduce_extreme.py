@@ -46,7 +46,7 @@ from differential.operators.arrange import Arranged, ArrangeOp, Owner
 from differential.operators.reduce_tactics import Keys, current_output
 from differential.sort import order_of, run_starts
 from differential.time import Time, column, join_times, le
-from differential.trace.batch import Hashes, key_hash
+from differential.trace.batch import Batch, Hashes, key_hash
 from differential.trace.spine import Spine
 from differential.tuning import TUNING
 
@@ -150,19 +150,33 @@ def extreme_step(
     and each key's current output (`outputs`: from the trace or the tactic's table),
     whose least value is in value column `col`; `general` re-evaluates the keys this
     cannot."""
+    batch = None
     if isinstance(source, ArrangeOp):  # arranged and merged as the general path's reads
         source.settle().batches  # noqa: B018 (leave it: a later epoch's first read must
-        source.delta(time)  # not sort and merge every round's input at once)
+        batch = source.delta(time)  # not sort and merge every round's input at once)
     changes = source.updates_at(time)
     if changes is None or not len(changes):
         return None
     k = source.key_arity
-    # Not consolidated (a value both in and out falls back); times are all `time`.
-    values = changes.columns[k + col].astype(np.int64, copy=False)
-    positive = changes.diffs > 0
-    keys, owner, inserted, retracted = _groups(
-        changes.columns[:k], values, positive, changes.diffs < 0
-    )
+    runs = _sorted_runs(batch, k, col) if batch is not None else None
+    if runs is not None:  # each key's least insertion is its first one (`_sorted_runs`)
+        keys, inserted, retracted, first = runs
+
+        def winners(changed: npt.NDArray[np.bool_]) -> Owner:
+            return first[changed]
+
+    else:  # not consolidated (a value both in and out falls back); times are all `time`
+        values = changes.columns[k + col].astype(np.int64, copy=False)
+        positive = changes.diffs > 0
+        keys, owner, inserted, retracted = _groups(
+            changes.columns[:k], values, positive, changes.diffs < 0
+        )
+
+        def winners(changed: npt.NDArray[np.bool_]) -> Owner:
+            """The rows inserting a changed key's least, once a key (the first)."""
+            win = np.flatnonzero(changed[owner] & positive & (values == inserted[owner]))
+            return win[np.unique(owner[win], return_index=True)[1]] if len(win) else win
+
     n = len(inserted)
     hashes = key_hash(keys)
     o_owner, o_cols, o_mult = outputs(keys, hashes, time)
@@ -179,9 +193,8 @@ def extreme_step(
         rows = o_owner[old]
         cols = (*(c[rows] for c in keys), *(c[old] for c in o_cols))
         parts.append(Updates(cols, column(time, len(rows)), -np.ones(len(rows), np.int64)))
-    win = np.flatnonzero(changed[owner] & positive & (values == inserted[owner]))
+    win = winners(changed)
     if len(win):  # the least inserted comes, once a key (its value is the tuple)
-        win = win[np.unique(owner[win], return_index=True)[1]]
         cols = tuple(c[win] for c in changes.columns)
         parts.append(Updates(cols, column(time, len(win)), np.ones(len(win), np.int64)))
     rest = np.flatnonzero(~ok)
@@ -201,6 +214,59 @@ _NONE = np.iinfo(np.int64).max  # no value (a key holding it takes the general p
 
 
 Groups = tuple[tuple[Column, ...], Owner, npt.NDArray[np.int64], npt.NDArray[np.int64]]
+Runs = tuple[tuple[Column, ...], npt.NDArray[np.int64], npt.NDArray[np.int64], Owner]
+
+
+def _sorted_runs(batch: Batch, k: int, col: int) -> Runs | None:
+    """The distinct keys of a step's arranged changes, per key the least value inserted
+    and the least retracted (`_NONE`: none), and the row inserting the least (-1:
+    none); None where this does not apply (`Tuning.least_runs` off, a key that is not
+    one integer column, or value columns before `col` that are not the key's).
+
+    A batch is sorted by key, then values, and consolidated (no two rows alike, no
+    zero diff); all its rows are at the step's time. With the key's copies the only
+    value columns before `col`, each key's rows ascend by value, so its least
+    insertion is its first row with a positive diff, and its least retraction its
+    first row with a negative one: a binary search of each key's start among the
+    rows of each sign, where the reference reduces every row per key and then looks
+    for the winning rows (ADR 0068)."""
+    if not TUNING.least_runs or k != 1 or not batch.identity_hash or not len(batch):
+        return None
+    key = batch.columns[0]
+    if any(not _same_column(batch.columns[j], key) for j in range(1, 1 + col)):
+        return None
+    hashes = batch.hashes
+    n = len(hashes)
+    marks = np.empty(n, dtype=bool)
+    marks[0] = True
+    np.not_equal(hashes[1:], hashes[:-1], out=marks[1:])
+    starts = np.flatnonzero(marks)
+    del marks
+    ends = np.append(starts[1:], n)
+    values = batch.columns[1 + col]
+    positive = batch.diffs > 0
+    inserted, first = _first_in_runs(np.flatnonzero(positive), starts, ends, values)
+    np.logical_not(positive, out=positive)  # (no zero diffs: the rest retract)
+    retracted, _ = _first_in_runs(np.flatnonzero(positive), starts, ends, values)
+    return (key[starts],), inserted, retracted, first
+
+
+def _same_column(column: Column, key: Column) -> bool:
+    return column is key or (column.dtype == key.dtype and bool(np.array_equal(column, key)))
+
+
+def _first_in_runs(
+    rows: Owner, starts: Owner, ends: Owner, values: Column
+) -> tuple[npt.NDArray[np.int64], Owner]:
+    """Per run `[starts[i], ends[i])`, the first of the ascending `rows` in it (-1: none)
+    and its value (`_NONE`: none)."""
+    at = np.searchsorted(rows, starts)
+    if not len(rows):
+        return np.full(len(starts), _NONE, dtype=np.int64), np.full(len(starts), -1, np.intp)
+    first = rows[np.minimum(at, len(rows) - 1)]
+    found = (at < len(rows)) & (first < ends)  # (a row at or after the start, before the end)
+    least = np.where(found, values[first].astype(np.int64, copy=False), _NONE)
+    return least, np.where(found, first, -1)
 
 
 def _groups(

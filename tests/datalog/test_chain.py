@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from datalog import Change, Database
 from differential.batch import Updates
-from differential.engine import Dataflow
+from differential.graph import Dataflow
 from differential.operators import chain, iterate
 from differential.operators.arrange import ArrangeOp
 from differential.operators.reduce import ReduceOp

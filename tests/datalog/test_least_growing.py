@@ -114,8 +114,24 @@ def run(query: str, first: list, commits: list, on: bool) -> tuple[list[Any], in
     return [*out, seen, held], used[0]
 
 
+@contextmanager
+def counting_runs() -> Iterator[list[int]]:
+    """Count the steps that read their arranged changes by runs (ADR 0068)."""
+    taken = [0]
+    original = reduce_extreme._sorted_runs
+
+    def counted(*args: Any) -> Any:
+        found = original(*args)
+        taken[0] += found is not None
+        return found
+
+    with mock.patch.object(reduce_extreme, "_sorted_runs", counted):
+        yield taken
+
+
 @pytest.mark.parametrize("held", [True, False])  # the output read from a table, or the trace
 @pytest.mark.parametrize("sorted_from", [2, 1 << 40])  # arranged changes grouped by runs, or not
+@pytest.mark.parametrize("runs", [True, False])  # a batch read by its runs, or the reference
 @settings(max_examples=40, deadline=None)
 @given(
     st.sampled_from(sorted(PROGRAMS)),
@@ -123,11 +139,13 @@ def run(query: str, first: list, commits: list, on: bool) -> tuple[list[Any], in
     COMMITS,
 )
 def test_the_least_growing_step_gives_the_general_reduce_answers(
-    held: bool, sorted_from: int, query: str, first: list, commits: list
+    held: bool, sorted_from: int, runs: bool, query: str, first: list, commits: list
 ) -> None:
     note(PROGRAMS[query])
-    with tuned(TUNING.but(sorted_from=sorted_from, least_held=held)):
+    tuning = TUNING.but(sorted_from=sorted_from, least_held=held, least_runs=runs)
+    with tuned(tuning), counting_runs() as taken:
         fast, used = run(query, first, commits, True)
     general, _ = run(query, first, commits, False)
     assert fast == general
     assert used, "the growing step ran"
+    assert bool(taken[0]) == runs, "the step read its changes by runs exactly when asked"

@@ -34,7 +34,8 @@ from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
 from differential.batch import Updates
 from differential.dataflow import Scope, Stream
-from differential.engine import Dataflow, Engine
+from differential.engine import Engine
+from differential.graph import Dataflow
 from differential.operators.arrange import ArrangeOp
 from differential.operators.capture import Capture
 from differential.tuning import TUNING, tuned

@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from differential.batch import Updates
-from differential.engine import Dataflow, Engine, Output
+from differential.engine import Engine
+from differential.graph import Dataflow, Output
 from differential.inputs import Requests
 from differential.operators.arrange import ArrangeOp
 from differential.operators.enter import AsCollection, EnterArranged

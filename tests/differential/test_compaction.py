@@ -10,7 +10,8 @@ from collections import Counter
 import numpy as np
 
 from differential.batch import Updates
-from differential.engine import Dataflow, Engine
+from differential.engine import Engine
+from differential.graph import Dataflow
 from differential.operators.arrange import ArrangeOp
 from differential.operators.join import JoinOp
 from differential.time import Antichain

@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from differential.engine import Dataflow, Engine
+from differential.engine import Engine
+from differential.graph import Dataflow
 from differential.operators.reduce import count
 from tests.differential.harness import (
     I64,

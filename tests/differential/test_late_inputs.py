@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
-from differential.engine import Dataflow, Engine
+from differential.engine import Engine
+from differential.graph import Dataflow
 from differential.inputs import Requests, Semantics
 from differential.operators.arrange import ArrangeOp
 from differential.operators.join import JoinOp

@@ -53,9 +53,10 @@ least.growing_least = 0  # type: ignore[attr-defined]
 @pytest.mark.parametrize("held", [True, False])  # the output read from a table, or the trace
 @pytest.mark.parametrize("spread", [1, 10**15])  # keys by index, or sorted (a wide range)
 @pytest.mark.parametrize("sorted_from", [2, 1 << 40])  # arranged changes grouped by runs, or not
+@pytest.mark.parametrize("runs", [True, False])  # a batch read by its runs (ADR 0068), or not
 @given(spans=SPANS)
 def test_the_least_growing_step_is_right_at_every_time(
-    held: bool, spread: int, sorted_from: int, spans: list[Any]
+    held: bool, spread: int, sorted_from: int, runs: bool, spans: list[Any]
 ) -> None:
     updates: Timed = []
     for (key, value), start, length in spans:
@@ -68,7 +69,7 @@ def test_the_least_growing_step_is_right_at_every_time(
     stream = Stream(scope, [I64, I64], "input")
     reduce = ReduceOp(ArrangeOp(stream, 1), least, [I64], "least")
     output = _collect(reduce.output)
-    with tuned(TUNING.but(sorted_from=sorted_from, least_held=held)):
+    with tuned(TUNING.but(sorted_from=sorted_from, least_held=held, least_runs=runs)):
         _send(stream, updates)
         _run_scope(scope)
     _check([updates], output, lambda acc: _per_key(acc, _least_present))
