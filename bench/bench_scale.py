@@ -34,7 +34,10 @@ shows medians. Each run reads the Parquet file itself:
   count. `--stream-from start`: the count starts on an empty relation and the first
   `--rounds` rounds are timed (a prefix of the stream; `--stream-seconds` ends it
   sooner), so the whole stream is measured when `--rounds` covers it; a prefix's
-  count is reported but not cross-checked.
+  count is reported but not cross-checked. Bytes per streamed edge: the child's peak
+  less the resident set it held before the first round (the graph's columns and the
+  rounds' indices: the bench's, not the count's), over the edges streamed (ADR 0069;
+  before it, the peak over the edges, the bench's arrays included).
 
 `peak MiB` is the child's own peak resident set (`VmHWM` of `/proc/self/status`,
 read by the child as it ends): wait4's `ru_maxrss` would count the driver's resident
@@ -230,24 +233,31 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     load_s = time.perf_counter() - start
     del preload
     built, found = counted(db, "stream")
+    held_mb = current_rss_mb()  # the graph and its rounds, before any edge streams
     start, cpu = time.perf_counter(), cpu_seconds()
     db.engine.start(built.dataflow)
     first = {"first_s": time.perf_counter() - start, "first_cpu_s": cpu_seconds() - cpu}
     latencies, cpu_latencies, ended = timed_stream(db, src, dst, timed_rounds, spec)
     ms, cpu_ms = np.array(latencies) * 1e3, np.array(cpu_latencies) * 1e3
+    edges_timed = int(sum(len(p) for p in timed_rounds[: len(latencies)]))
     return {
         "load_s": load_s,
+        "held_mb": held_mb,
+        "end_rss_mb": current_rss_mb(),
+        "resident_per_edge": (current_rss_mb() - held_mb) * (1 << 20) / max(edges_timed, 1),
         **first,
         "answer": found[0],
         "complete": spec.get("stream_from", "end") == "end" or len(latencies) == total_rounds,
         "rounds": len(latencies),
         "ended": ended,
         "total_rounds": total_rounds,
-        "edges_timed": int(sum(len(p) for p in timed_rounds[: len(latencies)])),
+        "edges_timed": edges_timed,
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
         "max_ms": float(ms.max()),
         "p50_cpu_ms": float(np.percentile(cpu_ms, 50)),
+        "p99_cpu_ms": float(np.percentile(cpu_ms, 99)),
+        "max_cpu_ms": float(cpu_ms.max()),
         "tenths_p50_ms": [float(np.median(part)) for part in np.array_split(ms, 10) if len(part)],
     }
 
@@ -427,9 +437,18 @@ def report(
             f"stream: {first['rounds']} rounds timed ({which} {first.get('total_rounds', '?')},"
             f" ended by {first.get('ended', '?')};"
             f" {first['edges_timed']:,} edges): {figures},"
-            f" p50 cpu {_median(streams, 'p50_cpu_ms'):.4g} ms;"
+            f" cpu p50/p99/max {_median(streams, 'p50_cpu_ms'):.4g}"
+            f"/{_median(streams, 'p99_cpu_ms'):.4g}/{_median(streams, 'max_cpu_ms'):.4g} ms;"
             f" first evaluation {_median(streams, 'first_s'):.4g} s"
         )
+        stream_peak = first.get("peak_mb")
+        if stream_peak and "held_mb" in first:  # the peak less what the bench held before streaming
+            own = (stream_peak - first["held_mb"]) * (1 << 20) / max(first["edges_timed"], 1)
+            print(
+                f"bytes per streamed edge: peak {own:.0f} (peak {stream_peak:,.0f} MiB less the"
+                f" {first['held_mb']:,.0f} MiB held before the first round), resident at the end"
+                f" {first['resident_per_edge']:.0f}"
+            )
         tenths = ", ".join(f"{v:.3g}" for v in first.get("tenths_p50_ms", []))
         print(f"p50 ms by tenth of the timed rounds (first run): {tenths}\n")
     footprint_table(results, edges)

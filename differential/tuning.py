@@ -98,6 +98,16 @@ class Tuning:
     # at once, when decided.
     merge_fuel: int = 1 << 13
     merge_effort: int = 4
+    # A fueled merge of batches that lookups indexed builds the merged batch's index the
+    # same way, before the batch replaces its inputs (`trace.fuel`, ADR 0069); False: its
+    # first lookups build it at once, on one commit (the reference). Off: measured on the
+    # streamed triangle count, it held merges' inputs longer and raised the p50.
+    merge_index: bool = False
+    # A trace that outgrows its last compaction (ADR 0040) compacts by a fueled merge of
+    # all its batches when it holds more than `merge_fuel` updates (`trace.spine`, ADR
+    # 0069); False: by one merge, on the commit that found it overgrown (the reference).
+    # Off by default, as `merge_index`.
+    fueled_compaction: bool = False
     # An arrangement nobody reads concatenates its updates every `deferred` times and
     # arranges them once they outgrow `deferred_rows` and the trace (`operators.arrange`).
     deferred: int = 32

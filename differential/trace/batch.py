@@ -117,18 +117,25 @@ def rows_of_hashes(hashes: Hashes, dtypes: Sequence[np.dtype]) -> tuple[Column, 
     out: list[Column] = []
     for i, dtype in enumerate(dtypes):
         shift = width * (len(dtypes) - 1 - i)
-        part = np.right_shift(hashes, shift) if shift else hashes.copy()
-        if i:  # the leading column has nothing above it
+        if not i:  # the leading column has nothing above it
+            part = np.right_shift(hashes, shift) if shift else hashes.copy()
+        elif shift:
+            part = np.right_shift(hashes, shift)
             np.bitwise_and(part, (1 << width) - 1, out=part)
+        else:  # the last column: one pass, not a copy and then a mask (ADR 0069)
+            part = np.bitwise_and(hashes, (1 << width) - 1)
         out.append(part if dtype == np.int64 else part.astype(dtype))
     return tuple(out)
 
 
 def _packed(patterns: Sequence[npt.NDArray[np.uint64]], width: np.uint64) -> Hashes:
     """The columns side by side, `width` bits each (only rows that fit are meaningful)."""
-    acc = patterns[0].copy()
-    for p in patterns[1:]:
-        acc <<= width
+    if len(patterns) == 1:
+        return patterns[0].copy().view(np.int64)
+    acc = np.left_shift(patterns[0], width)  # shifted as copied: one pass, not two
+    for i, p in enumerate(patterns[1:]):
+        if i:
+            acc <<= width
         acc |= p
     return acc.view(np.int64)
 

@@ -10,8 +10,13 @@ merge is done, and builds the merged batch by ranges of key hashes: batches are
 sorted by hash and all entries of one hash sit together, so merging the entries of
 each input whose hashes fall in `[lo, hi)` gives a consolidated piece, and the pieces
 of consecutive ranges, laid end to end, are the merged batch `merge(inputs)` would
-build (same entries, same order). Each `work(fuel)` call merges about `fuel` entries;
-the last one lays the pieces end to end (a copy, no sort).
+build (same entries, same order). Each `work(fuel)` call merges about `fuel` entries
+and copies them into the merged batch's arrays, allocated when the merge starts.
+
+A merge of batches that lookups index (`Tuning.merge_index`, ADR 0069) then builds
+the merged batch's index the same way, `fuel` runs a call (`IndexBuild`), before the
+batch replaces its inputs: the first lookups of a new large batch otherwise built its
+whole index on one commit (the slowest rounds of a streamed triangle count).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ import numpy as np
 from differential.batch import Updates, compact_uniform, concat
 from differential.time import Antichain
 from differential.trace.batch import Batch, Description, build_merged
+from differential.trace.index import IndexBuild
+from differential.tuning import TUNING
 
 
 class Merging:
@@ -33,10 +40,17 @@ class Merging:
         first, last = inputs[0], inputs[-1]
         self.description = Description(first.description.lower, last.description.upper, since)
         self.cursors = [0] * len(inputs)  # entries of each input merged so far
-        self.pieces: list[Batch] = []
+        self.laying = _Laying(inputs[0], self.size)  # the merged batch, piece by piece
         self.result: Batch | None = None
+        # Build the merged batch's index too when lookups indexed inputs holding most of
+        # its entries (a small batch indexed by one large lookup does not make a large
+        # batch worth an index).
+        indexed = sum(len(b) for b in inputs if b.cache.index is not None)
+        self.indexed = TUNING.merge_index and 2 * indexed >= self.size > 0
+        self._merged: Batch | None = None  # every entry merged; its index being built
+        self._index: IndexBuild | None = None
         if self.remaining == 0:
-            self.result = _laid_end_to_end([], inputs[0], self.description)
+            self._laid(self.laying.batch(self.description))
 
     @property
     def size(self) -> int:
@@ -51,14 +65,34 @@ class Merging:
         every entry is merged, `result` holds the merged batch."""
         spent = 0
         while self.result is None and (spent < fuel or not spent):
-            spent += self._piece(max(fuel - spent, 1))
+            if self._index is not None:
+                spent += self._index_some(max(fuel - spent, 1))
+            else:
+                spent += self._piece(max(fuel - spent, 1))
         return spent
 
     def finish(self) -> Batch:
-        """The merged batch, merging whatever is left now."""
+        """The merged batch, merging (and indexing) whatever is left now."""
         while self.result is None:
-            self._piece(self.remaining)
+            self.work(max(self.remaining, 1 << 62))
         return self.result
+
+    def _laid(self, merged: Batch) -> None:
+        """Every entry is merged: the result, or first its index."""
+        if self.indexed and len(merged):
+            self._merged, self._index = merged, IndexBuild(merged.hashes)
+        else:
+            self.result = merged
+
+    def _index_some(self, fuel: int) -> int:
+        """Place about `fuel` more runs of the merged batch's index; once all are, it
+        is the batch's index and the batch the result."""
+        assert self._index is not None and self._merged is not None
+        spent = self._index.work(fuel)
+        if self._index.index is not None:
+            self._merged.cache.keys.index = self._index.index
+            self.result, self._merged, self._index = self._merged, None, None
+        return spent
 
     def _piece(self, fuel: int) -> int:
         """Merge the entries below one hash boundary chosen so that the input with the
@@ -80,12 +114,10 @@ class Merging:
             cuts = zip(self.inputs, self.cursors, ends, strict=True)
             hashes = np.concatenate([b.hashes[c:e] for b, c, e in cuts])
         spent = sum(e - c for c, e in zip(self.cursors, ends, strict=True))
-        piece = build_merged(parts, self.inputs[0], self.description, hashes)
-        if len(piece):
-            self.pieces.append(piece)
+        self.laying.add(build_merged(parts, self.inputs[0], self.description, hashes))
         self.cursors = ends
         if self.remaining == 0:
-            self.result = _laid_end_to_end(self.pieces, self.inputs[0], self.description)
+            self._laid(self.laying.batch(self.description))
         return spent
 
 
@@ -98,21 +130,47 @@ def _rows(batch: Batch, start: int, end: int) -> Updates:
     return Updates(columns, batch.times[:, cut], batch.diffs[cut])
 
 
-def _laid_end_to_end(pieces: Sequence[Batch], like: Batch, description: Description) -> Batch:
-    """One batch of consecutive pieces (each sorted and consolidated, their hash
-    ranges disjoint and increasing): the pieces' columns one after the other, an int64
-    key column still shared with the hashes."""
-    if not pieces:
-        dtypes = [c.dtype for c in like.columns]
-        empty = Updates.empty(len(dtypes), like.times.shape[0], dtypes)
-        return Batch.build(empty, like.key_arity, description)
-    if len(pieces) == 1:
-        only = pieces[0]
-        return Batch(only.hashes, only.columns, only.key_arity, only.times, only.diffs, description)
-    shared = all(p.columns[0] is p.hashes for p in pieces)
-    hashes = np.concatenate([p.hashes for p in pieces])
-    rest = [Updates(p.columns[1:] if shared else p.columns, p.times, p.diffs) for p in pieces]
-    updates = concat(rest)
-    columns = (hashes, *updates.columns) if shared else updates.columns
-    times, diffs = compact_uniform(updates.times, updates.diffs)
-    return Batch(hashes, columns, like.key_arity, times, diffs, description)
+class _Laying:
+    """The merged batch's hashes and columns, each piece copied into arrays sized for
+    every input entry as it is merged (ADR 0069): the pieces are not held until the
+    end and then laid end to end, which held the merged entries twice (the pieces and
+    their copy) and copied them all on one commit. Times and diffs, one repeated
+    value in most pieces, are kept by piece and joined at the end. An int64 key column
+    is its own hash: one array holds both."""
+
+    def __init__(self, like: Batch, size: int) -> None:
+        self.like = like
+        self.shared = like.identity_hash and like.columns[0].dtype == np.int64
+        self.hashes = np.empty(size, dtype=np.int64)
+        self.columns = [
+            self.hashes if self.shared and i == 0 else np.empty(size, dtype=c.dtype)
+            for i, c in enumerate(like.columns)
+        ]
+        self.rest: list[Updates] = []  # each piece's times and diffs
+        self.at = 0
+
+    def add(self, piece: Batch) -> None:
+        n, at = len(piece), self.at
+        if not n:
+            return
+        self.hashes[at : at + n] = piece.hashes
+        for i, (column, mine) in enumerate(zip(piece.columns, self.columns, strict=True)):
+            if not (self.shared and i == 0):  # equal to the hashes
+                mine[at : at + n] = column
+        self.rest.append(Updates((), piece.times, piece.diffs))
+        self.at += n
+
+    def batch(self, description: Description) -> Batch:
+        """The merged batch (arrays cut to the entries merged: copied when
+        consolidation left much less than was sized, so that no large tail is held)."""
+        if not self.rest:
+            dtypes = [c.dtype for c in self.like.columns]
+            empty = Updates.empty(len(dtypes), self.like.times.shape[0], dtypes)
+            return Batch.build(empty, self.like.key_arity, description)
+        n = self.at
+        cut = (lambda a: a[:n]) if 4 * n >= 3 * len(self.hashes) else (lambda a: a[:n].copy())
+        hashes = cut(self.hashes)
+        columns = tuple(hashes if c is self.hashes else cut(c) for c in self.columns)
+        rest = concat(self.rest)
+        times, diffs = compact_uniform(rest.times, rest.diffs)
+        return Batch(hashes, columns, self.like.key_arity, times, diffs, description)

@@ -195,30 +195,26 @@ class HashTable:
 class HashIndex:
     """Where each distinct hash of a sorted hash column starts and ends.
 
-    The table maps each distinct hash to its run's number; the runs' bounds are kept
-    once (`_bounds`: each run's start, then the column's length), and not at all
-    when every run is one entry (`unique`: a run's number is its position), as in a
-    batch keyed by all its columns (ADR 0044: 12 bytes a slot, 36 a key)."""
+    The table (`RunTable`) holds each distinct hash's run number, and no hash: a
+    slot's hash is read from the column itself, at the run's start. The runs'
+    bounds are kept once (`_bounds`: each run's start, then the column's length),
+    and not at all when every run is one entry (`unique`: a run's number is its
+    position), as in a batch keyed by all its columns: 12 bytes a key (ADR 0069; a
+    table holding the hashes too took 36, ADR 0044). `IndexBuild` builds one a part
+    at a time (a fueled merge's result, ADR 0069)."""
 
     def __init__(self, hashes: Hashes) -> None:
-        first = np.ones(len(hashes), dtype=bool)
-        np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
-        self.unique = bool(first.all())  # every run is one entry
-        self._bounds: Index | None = None
-        if self.unique:
-            runs = len(hashes)
-            self._table = HashTable(runs)
-            self._table.insert(hashes, np.arange(runs, dtype=np.intp))
-        else:
-            starts = np.flatnonzero(first)
-            self._bounds = np.append(starts, len(hashes))
-            self._table = HashTable(len(starts))
-            self._table.insert(hashes[starts], np.arange(len(starts), dtype=np.intp))
+        build = IndexBuild(hashes)
+        build.work(build.runs)
+        self.unique = build.unique
+        self._bounds = build.bounds
+        self._table = build.table
 
     @staticmethod
     def indexable(hashes: Hashes) -> bool:
-        """Whether the sorted column can be indexed (the free-slot marker sorts first)."""
-        return not len(hashes) or int(hashes[0]) != EMPTY
+        """Whether the sorted column can be indexed (any column can: the table marks
+        a free slot by its run number, not by a hash)."""
+        return True
 
     def runs(self, hashes: Hashes) -> Index:
         """The run of each query hash (an index into the runs), or -1 where absent."""
@@ -238,9 +234,119 @@ class HashIndex:
         return lo, hi
 
     def arrays(self) -> list[npt.NDArray[np.generic]]:
-        """The arrays it holds (for measuring its memory)."""
+        """The arrays it holds (for measuring its memory; the column is the batch's)."""
         held = self._table.arrays()
         return held if self._bounds is None else [*held, self._bounds]
+
+
+class IndexBuild:
+    """A `HashIndex` of a sorted hash column, built `work(fuel)` runs at a time: one
+    pass finds the runs, then each call places the next runs in the table, so a
+    fueled merge can spread the build of its result's index over commits as it
+    spreads the merge (ADR 0069). `index` is set once every run is placed."""
+
+    def __init__(self, hashes: Hashes) -> None:
+        first = np.ones(len(hashes), dtype=bool)
+        np.not_equal(hashes[1:], hashes[:-1], out=first[1:])
+        self.unique = bool(first.all())  # every run is one entry
+        starts = None if self.unique else np.flatnonzero(first)
+        self.bounds: Index | None = None if starts is None else np.append(starts, len(hashes))
+        self.runs = len(hashes) if starts is None else len(starts)
+        self.table = RunTable(hashes, self.bounds, self.runs)
+        self.placed = 0
+        self.index: HashIndex | None = None
+        self._hashes = hashes
+
+    def work(self, fuel: int) -> int:
+        """Place about `fuel` more runs (at least one); the runs placed. Once every
+        run is, `index` is the index."""
+        end = min(self.runs, self.placed + max(fuel, 1))
+        placed = end - self.placed
+        if placed:
+            at = np.arange(self.placed, end, dtype=np.intp)
+            starts = at if self.bounds is None else self.bounds[self.placed : end]
+            self.table.insert(self._hashes[starts], at)
+            self.placed = end
+        if self.placed == self.runs and self.index is None:
+            index = HashIndex.__new__(HashIndex)
+            index.unique, index._bounds, index._table = self.unique, self.bounds, self.table
+            self.index = index
+        return placed
+
+
+class RunTable:
+    """Open addressing from the distinct hashes of a sorted column to their run
+    numbers, at most 1/3 full, holding run numbers only: a slot's hash is the
+    column's at the run's start (`bounds[run]`, or `run` itself when every run is one
+    entry), read when a probe meets the slot. `-1` marks a free slot."""
+
+    def __init__(self, hashes: Hashes, bounds: Index | None, runs: int) -> None:
+        slots = max(16, TUNING.index_load * runs)
+        self._hashes = hashes
+        self._bounds = bounds
+        self._slots_n = np.uint64(slots)
+        wide = runs >= np.iinfo(np.int32).max
+        self._runs: npt.NDArray[np.signedinteger] = np.full(
+            slots, -1, dtype=np.intp if wide else np.int32
+        )
+
+    def _slots(self, hashes: Hashes) -> Index:
+        with np.errstate(over="ignore"):
+            high = (hashes.view(np.uint64) * _MIX) >> np.uint64(32)
+            return ((high * self._slots_n) >> np.uint64(32)).view(np.intp)
+
+    def _next(self, slots: Index) -> Index:
+        after = slots + 1
+        after[after == len(self._runs)] = 0
+        return after
+
+    def _hash_of(self, runs: Index) -> Hashes:
+        """The hash of each run (of runs held: none is -1)."""
+        return self._hashes[runs if self._bounds is None else self._bounds[runs]]
+
+    def insert(self, hashes: Hashes, runs: Index) -> None:
+        """Place distinct hashes, none held yet, with their run numbers."""
+        for at in range(0, len(hashes), TUNING.index_chunk):
+            self._place(hashes[at : at + TUNING.index_chunk], runs[at : at + TUNING.index_chunk])
+
+    def _place(self, hashes: Hashes, runs: Index) -> None:
+        slots = self._slots(hashes)
+        while len(runs):
+            free = np.flatnonzero(self._runs[slots] < 0)
+            claimed = slots[free]
+            self._runs[claimed] = runs[free]  # of rivals for a free slot, one wins
+            won = free[self._runs[claimed] == runs[free]]
+            going = np.ones(len(runs), dtype=bool)
+            going[won] = False
+            later = np.flatnonzero(going)
+            runs, slots = runs[later], self._next(slots[later])
+
+    def find(self, hashes: Hashes) -> Index:
+        """The run of each query hash, or -1 where absent."""
+        found = np.empty(len(hashes), dtype=np.intp)
+        for at in range(0, len(hashes), TUNING.index_chunk):
+            found[at : at + TUNING.index_chunk] = self._probe(hashes[at : at + TUNING.index_chunk])
+        return found
+
+    def _probe(self, hashes: Hashes) -> Index:
+        found = np.full(len(hashes), -1, dtype=np.intp)
+        rows = np.arange(len(hashes), dtype=np.intp)
+        slots = self._slots(hashes)
+        needles = hashes
+        while len(rows):
+            run = self._runs[slots].astype(np.intp)
+            held = np.flatnonzero(run >= 0)  # a free slot ends the probe: absent
+            hit = self._hash_of(run[held]) == needles[held]
+            at = held[hit]
+            found[rows[at]] = run[at]
+            going = held[~hit]  # collided: try the next slot
+            rows, slots = rows[going], self._next(slots[going])
+            needles = hashes[rows]
+        return found
+
+    def arrays(self) -> list[npt.NDArray[np.generic]]:
+        """The arrays it holds (for measuring its memory)."""
+        return [self._runs]
 
 
 # A batch as Python lists: sorted hashes, key rows (None: the hash is the key),

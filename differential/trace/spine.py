@@ -89,6 +89,8 @@ class Spine:
         # Updates held after the last full compaction (None: not measured yet): the
         # trace compacts once it holds more than twice that (`overgrown`).
         self._settled: int | None = None
+        self._compacting: Merging | None = None  # a fueled compaction under way
+        self._held_at_advance = 0  # updates held at the last `advance`
 
     # -- readers and compaction -------------------------------------------------
 
@@ -303,6 +305,7 @@ class Spine:
         self._arrange_recent()
         self._unmerged = 0
         self._merging = []
+        self._compacting = None
         since = self.since
         if len(self._batches) > 1 or any(b.description.since != since for b in self._batches):
             merged = merge(self._batches, since)
@@ -323,9 +326,29 @@ class Spine:
     def advance(self, since: Antichain) -> None:
         """Readers without handles will look at times beyond `since` only (the
         default since); compact everything if the trace has outgrown its last
-        compaction (`overgrown`). Owners call it when an epoch closes."""
+        compaction (`overgrown`). Owners call it when an epoch closes.
+
+        A large compaction is a fueled merge of every batch (`Tuning.fueled_compaction`,
+        ADR 0069), advanced here as well as by readers: a growing trace outgrows itself
+        at every doubling, and its whole merge landed on one commit."""
         self.default_since = since
-        if self.overgrown():
+        grown, self._held_at_advance = len(self) - self._held_at_advance, len(self)
+        if self._compacting is not None:
+            if self._compacting in self._merging:
+                self._work(max(TUNING.merge_fuel, TUNING.merge_effort * grown))
+            if self._compacting not in self._merging:  # done (or taken into another)
+                self._compacting = None
+                self._settled = len(self)
+            return
+        if not self.overgrown():
+            return
+        if TUNING.fueled_compaction and TUNING.merge_fuel and len(self) > TUNING.merge_fuel:
+            self._arrange_recent()
+            self._combine(0, len(self._batches))
+            self._compacting = self._merging[-1] if self._merging else None
+            if self._compacting is None:  # merged at once after all
+                self._settled = len(self)
+        else:
             self.compact()
 
     # -- reading ----------------------------------------------------------------

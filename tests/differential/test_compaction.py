@@ -16,7 +16,7 @@ from differential.operators.arrange import ArrangeOp
 from differential.operators.join import JoinOp
 from differential.time import Antichain
 from differential.trace.spine import Spine
-from differential.tuning import TUNING
+from differential.tuning import TUNING, tuned
 from tests.differential.harness import (
     I64,
     Accumulated,
@@ -147,3 +147,35 @@ def test_a_view_input_keeps_no_history() -> None:
         assert len(view.presence) <= 2 * 10 + TUNING.few, f"toggle {n}"
     rows = sorted(view.presence.spine.accumulate(None).rows())
     assert rows == [(k, k + 1, (0,), 1) for k in range(10)]
+
+
+def test_a_fueled_compaction_holds_what_a_whole_one_holds_after_every_epoch() -> None:
+    """`Tuning.fueled_compaction` (ADR 0069): traces nobody reads, one growing and
+    churning, compacted by a fueled merge advanced at each `advance` or by one merge
+    (the reference): the same collection after every epoch, compactions that did
+    spread over epochs (counted), and the fueled trace bounded too once they finish."""
+    fueled = TUNING.but(merge_fuel=8, merge_effort=1, fueled_compaction=True)
+    whole = TUNING.but(merge_fuel=8, merge_effort=1, fueled_compaction=False)
+    spines = {"fueled": Spine(1, [I64, I64], 1), "whole": Spine(1, [I64, I64], 1)}
+    rng = np.random.default_rng(5)
+    spread, state = 0, Counter[tuple[int, int]]()
+    for epoch in range(1, 300):
+        rows = [(int(rng.integers(0, 300)), int(rng.integers(0, 4))) for _ in range(6)]
+        diffs = [-1 if state[r] > 0 and rng.random() < 0.4 else 1 for r in rows]
+        for row, diff in zip(rows, diffs, strict=True):
+            state[row] += diff
+        cols = [np.array(c, dtype=np.int64) for c in zip(*rows, strict=True)]
+        upd = Updates(tuple(cols), Updates.at(cols, (epoch,)).times, np.array(diffs))
+        for name, tuning in (("fueled", fueled), ("whole", whole)):
+            with tuned(tuning):
+                spines[name].insert(upd, ZERO, ZERO)
+                spines[name].advance(Antichain([(epoch + 1,)]))
+        spread += spines["fueled"].merges_in_progress > 0
+        for spine in spines.values():
+            got = Counter({(r[0], r[1]): r[3] for r in spine.accumulate(None).rows()})
+            assert +got == +state, epoch
+    assert spread >= 3, spread
+    with tuned(fueled):
+        for epoch in range(300, 340):  # nothing new: the compaction under way finishes
+            spines["fueled"].advance(Antichain([(epoch,)]))
+    assert len(spines["fueled"]) <= 2 * sum(1 for n in state.values() if n) + TUNING.few

@@ -18,10 +18,12 @@ from datalog.lang.checks import check_query
 from datalog.lang.parser import parse_query
 from differential.batch import Updates
 from differential.time import Antichain
+from differential.trace import fuel as fuel_module
 from differential.trace import spine as spine_module
 from differential.trace.batch import Batch, Description, key_hash, merge
 from differential.trace.cursor import FewKeys
 from differential.trace.fuel import Merging
+from differential.trace.index import HashIndex, IndexBuild
 from differential.trace.spine import Spine
 from differential.tuning import TUNING, Tuning, tuned
 from tests.differential.strategies import updates
@@ -196,3 +198,85 @@ def test_fueled_and_eager_databases_agree_with_the_reference_after_every_commit(
                 assert subscribers[name][query].rows() == want, (commit, name, query)
     # merges spread over commits, and finished: the test means something
     assert started["spread"] >= 3, started
+
+
+@given(
+    KEYED,
+    st.lists(updates(max_size=40, domain=6), min_size=1, max_size=4),
+    st.lists(st.integers(0, 20), min_size=1, max_size=6),
+    st.booleans(),
+)
+def test_a_fueled_merge_of_indexed_batches_builds_the_index_a_lookup_would(
+    keyed: tuple[tuple[str, ...], int], parts: list[Updates], fuels: list[int], merge_index: bool
+) -> None:
+    """`Tuning.merge_index` (ADR 0069): the merged batch comes with an index built a
+    few runs a step, which finds every key's entries as the index its lookups would
+    build finds them; without it (the reference) the batch comes unindexed."""
+    kinds, key_arity = keyed
+    inputs = [arranged(updates_like(p, kinds), key_arity) for p in parts]
+    inputs = [b for b in inputs if len(b)] or inputs[:1]
+    for batch in inputs:
+        batch.cache.keys.index = HashIndex(batch.hashes)
+    since = Antichain([(0,)])
+    whole = merge(inputs, since)
+    with tuned(Tuning.default().but(merge_index=merge_index)):
+        merging = Merging(inputs, since)
+    steps = 0
+    while merging.result is None:
+        merging.work(fuels[steps % len(fuels)])
+        steps += 1
+        assert steps <= 10_000
+    same_batch(merging.result, whole)
+    index = merging.result.cache.index
+    if not merge_index or not len(whole):
+        assert index is None
+        return
+    assert index is not None
+    needles = np.concatenate([whole.hashes, np.arange(-3, 9, dtype=np.int64)])
+    got, want = index.ranges(needles), HashIndex(whole.hashes).ranges(needles)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_spines_that_index_their_merges_or_not_find_the_same_entries(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eager, fueled, and fueled with `merge_index` spines looked up by many keys (so
+    their batches are indexed) after every append: the same entries, and merges did
+    build indexes a few runs at a time (counted)."""
+    built = Counter[str]()
+
+    class Counted(IndexBuild):
+        def work(self, fuel: int) -> int:
+            spent = super().work(fuel)
+            built["steps"] += 1
+            built["done"] += self.index is not None and spent > 0
+            return spent
+
+    monkeypatch.setattr(fuel_module, "IndexBuild", Counted)
+    rng = np.random.default_rng(seed)
+    indexed = {"min_indexed": 8, "few_keys": 4, "asked_per_entry": 1 / 64}
+    tunings = {
+        "eager": EAGER.but(**indexed),
+        "fueled": FUELED.but(merge_index=False, **indexed),
+        "indexed": FUELED.but(merge_index=True, **indexed),
+    }
+    spines = {name: Spine(1, [np.dtype(np.int64)] * 2, 1) for name in tunings}
+    for epoch in range(80):
+        n = int(rng.choice([1, 5, 20, 60]))
+        cols = [rng.integers(0, 60, n), rng.integers(0, 6, n)]
+        diffs = rng.choice([1, 1, -1], n).astype(np.int64)
+        upd = Updates(tuple(cols), Updates.at(cols, (epoch,)).times, diffs)
+        asked = rng.integers(0, 70, 100)
+        found = {}
+        for name, spine in spines.items():
+            with tuned(tunings[name]):
+                spine.insert(upd, ZERO, ZERO)
+                owner, entries = spine.lookup([asked])
+                rows = zip(owner.tolist(), *(c.tolist() for c in entries.columns), strict=True)
+                counts: Counter[tuple[object, ...]] = Counter()
+                for row, diff in zip(rows, entries.diffs.tolist(), strict=True):
+                    counts[row] += diff
+                found[name] = +counts
+        assert found["eager"] == found["fueled"] == found["indexed"], epoch
+    assert built["done"] >= 2 and built["steps"] > built["done"], built

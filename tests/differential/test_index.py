@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from differential.trace.batch import key_hash
-from differential.trace.index import EMPTY, HashIndex, LookupCache
+from differential.trace.index import EMPTY, HashIndex, IndexBuild, LookupCache
 from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, tuned
 
@@ -61,9 +61,37 @@ def test_a_small_batch_asked_about_many_more_keys_is_indexed() -> None:
     assert cache.index_for(hashes, 1 << 20) is not None
 
 
-def test_the_free_slot_marker_is_never_indexed() -> None:
-    hashes = np.r_[np.iinfo(np.int64).min, np.arange(1 << 15)].astype(np.int64)
-    assert LookupCache().index_for(hashes, len(hashes)) is None
+def test_every_hash_is_indexed_the_int64_minimum_too() -> None:
+    """The table marks a free slot by its run number (ADR 0069), not by a hash: a
+    column holding the int64 minimum (a free slot's mark before) is indexed and found."""
+    hashes = np.r_[np.iinfo(np.int64).min, np.arange(1 << 15), 7].astype(np.int64)
+    hashes.sort()
+    index = LookupCache().index_for(hashes, len(hashes))
+    assert index is not None
+    needles = np.array([np.iinfo(np.int64).min, 7, -5, 1 << 20], dtype=np.int64)
+    lo, hi = index.ranges(needles)
+    assert lo.tolist()[:2] == [0, 8] and (hi - lo).tolist() == [1, 2, 0, 0]
+
+
+@given(
+    st.lists(st.one_of(INT64, CLUSTERED, st.integers(-5, 5)), max_size=300),
+    st.lists(st.integers(0, 7), min_size=1, max_size=5),
+)
+def test_an_index_built_a_part_at_a_time_is_the_index_built_whole(
+    entries: list[int], fuels: list[int]
+) -> None:
+    """`IndexBuild` (a fueled merge's result's index, ADR 0069) at any fuel per step,
+    0 included, answers every query as the index built at once does."""
+    hashes = np.sort(np.array(entries, dtype=np.int64))
+    build, steps = IndexBuild(hashes), 0
+    while build.index is None:
+        build.work(fuels[steps % len(fuels)])
+        steps += 1
+        assert steps <= 1_000
+    needles = np.array([*entries[:50], 3, -3, 1 << 40], dtype=np.int64)
+    got, want = build.index.ranges(needles), HashIndex(hashes).ranges(needles)
+    assert all(np.array_equal(a, b) for a, b in zip(got, want, strict=True))
+    assert build.index.unique == (len(set(entries)) == len(entries))
 
 
 @given(
