@@ -203,9 +203,11 @@ class HashIndex:
     table holding the hashes too took 36, ADR 0044). `IndexBuild` builds one a part
     at a time (a fueled merge's result, ADR 0069)."""
 
-    def __init__(self, hashes: Hashes) -> None:
-        build = IndexBuild(hashes)
-        build.work(build.runs)
+    def __init__(self, hashes: Hashes, built: IndexBuild | None = None) -> None:
+        """The index of the sorted `hashes` (`built`: a build of them already done)."""
+        build = built or IndexBuild(hashes)
+        if built is None:
+            build.work(build.runs)
         self.unique = build.unique
         self._bounds = build.bounds
         self._table = build.table
@@ -268,9 +270,7 @@ class IndexBuild:
             self.table.insert(self._hashes[starts], at)
             self.placed = end
         if self.placed == self.runs and self.index is None:
-            index = HashIndex.__new__(HashIndex)
-            index.unique, index._bounds, index._table = self.unique, self.bounds, self.table
-            self.index = index
+            self.index = HashIndex(self._hashes, self)
         return placed
 
 
