@@ -54,7 +54,7 @@ from tests.datalog.model.faults import Faults
 from tests.datalog.model.measures import eager_compaction, live_counts, stored
 from tests.datalog.model.outcomes import fault_strategy, is_injected
 from tests.datalog.model.rows import FORMS, encode
-from tests.datalog.model.state import ModelState, Row, checked
+from tests.datalog.model.state import ModelState, Row, Snapshot, checked
 from tests.datalog.model.steps import (
     Steps,
     as_rows,
@@ -62,7 +62,7 @@ from tests.datalog.model.steps import (
     sorted_rows,
     valid_query,
 )
-from tests.datalog.model.subscribers import Received, Watch
+from tests.datalog.model.subscribers import Received, Watch, WhyWatched
 from tests.datalog.programs import literal_text, rows
 from tests.datalog.test_provenance import check_proof, levels
 
@@ -84,6 +84,7 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         self.path: Path | None = None
         self.model = ModelState()
         self.watches: list[Watch] = []
+        self.why_watches: list[WhyWatched] = []
         self.checkpointed = 1  # the epoch of the last explicit checkpoint
 
     # -- set-up -------------------------------------------------------------------------
@@ -326,6 +327,9 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
             assert watch.handle is not None
             self.database.unsubscribe(watch.handle)
         self.watches = []
+        for why in self.why_watches:  # their followed relations' dataflows go with them
+            why.handle.close()
+        self.why_watches = []
         self.unchanged(before, "unsubscribing")
         dataflows, views, _, _ = live_counts(self.database)
         assert (dataflows, views) == (0, 0), "dataflows or views outlived every subscription"
@@ -381,16 +385,12 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
             return
         self.read(lambda: self.ask(how, query, plan, epoch), snapshot.answer(query), fault)
 
-    @rule(data=st.data())
-    def why(self, data: st.DataObject) -> None:
-        model = self.model
-        epoch = data.draw(
-            st.one_of(st.none(), st.integers(model.oldest, model.epoch)), label="as_of"
-        )
-        snapshot = model.current if epoch is None else model.at(epoch)
-        derived = [r for r in model.derived() if r in snapshot.relations()]
+    def fact(self, data: st.DataObject, snapshot: Snapshot) -> tuple[str, Row, str] | None:
+        """A derived relation of `snapshot`, one of its rows or one it cannot hold, and
+        the fact's text (None: no derived relation)."""
+        derived = [r for r in self.model.derived() if r in snapshot.relations()]
         if not derived:
-            return
+            return None
         relation = data.draw(st.sampled_from(derived), label="relation")
         present = sorted(snapshot.holds(relation), key=repr)
         kinds = snapshot.relations()[relation]
@@ -398,7 +398,19 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
             row = data.draw(st.sampled_from(present), label="row")
         else:
             row = tuple(pool.OUTSIDE[k] for k in kinds)
-        text = f"{relation}({', '.join(literal_text(v) for v in row)})"
+        return relation, row, f"{relation}({', '.join(literal_text(v) for v in row)})"
+
+    @rule(data=st.data())
+    def why(self, data: st.DataObject) -> None:
+        model = self.model
+        epoch = data.draw(
+            st.one_of(st.none(), st.integers(model.oldest, model.epoch)), label="as_of"
+        )
+        snapshot = model.current if epoch is None else model.at(epoch)
+        drawn = self.fact(data, snapshot)
+        if drawn is None:
+            return
+        relation, row, text = drawn
         fault = data.draw(fault_strategy("budget", "functor"), label="fault")
         note(f"why {text} as of {epoch} under {fault}")
         if row not in snapshot.holds(relation):
@@ -416,6 +428,20 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         facts = {name: set(rows_) for name, rows_ in snapshot.facts}
         full = reference.evaluate(replace(program, facts=()), facts)
         check_proof(proof, program, full, levels(program, facts, full))
+
+    @precondition(lambda self: len(self.why_watches) < 3)
+    @rule(data=st.data())
+    def watch_why(self, data: st.DataObject) -> None:
+        """A fact's explanation kept live (`subscribe_why`, docs/adr/0045, 0071): after
+        every later step, whatever it was, it says whether the fact holds (`agrees`)."""
+        drawn = self.fact(data, self.model.current)
+        if drawn is None:
+            return
+        relation, row, text = drawn
+        note(f"subscribe_why {text}")
+        with self.reading():
+            handle = self.database.subscribe_why(text, lambda change: None)
+        self.why_watches.append(WhyWatched(relation, row, handle))
 
     @rule(data=st.data())
     def what_if(self, data: st.DataObject) -> None:
@@ -455,7 +481,7 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
         """Close and open again: every acknowledged commit is there (subscriptions end)."""
         self.database.close()
         self.db = None
-        self.watches = []
+        self.watches, self.why_watches = [], []
         self.db = self.open()
         oldest = self.database.stats()["history"]["oldest_readable"]  # type: ignore[index]
         low = max(self.model.oldest, min(self.checkpointed, self.model.epoch))
@@ -478,6 +504,10 @@ class DatabaseModel(Steps, RuleBasedStateMachine):
             watch.check()
             assert watch.handle is not None
             assert as_rows(watch.handle.rows()) == sorted_rows(model.current.answer(watch.query))
+        relations = model.current.relations()
+        for why in self.why_watches:
+            defined = why.relation in relations
+            why.check(why.row in model.current.holds(why.relation) if defined else None)
         self.no_orphans()
 
 

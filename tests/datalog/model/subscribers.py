@@ -7,7 +7,8 @@ as callbacks may; then it asks the fault injector whether to raise (a subscriber
 KeyboardInterrupt or MemoryError). A `Watch` pairs it with the model's expectation:
 one change per epoch whose answer changed (or, for a paced subscription, per due
 epoch), in increasing epochs, never empty, each exactly the difference between the
-answer the subscriber holds and the new one.
+answer the subscriber holds and the new one. A `WhyWatched` is a `subscribe_why`
+watch on one ground fact: its latest explanation says whether the fact holds now.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from datalog import Change, Subscription
+from datalog.db.whywatch import WhySubscription
 
 Row = tuple[Any, ...]
 Delivery = tuple[int, frozenset[tuple[Row, int]], bool]  # (epoch, row diffs, snapshot?)
@@ -128,3 +130,32 @@ def _show(deliveries: list[Delivery]) -> str:
     return "\n  ".join(
         f"epoch {e}{' snapshot' if s else ''}: {sorted(d, key=repr)}" for e, d, s in deliveries
     )
+
+
+@dataclass(eq=False)
+class WhyWatched:
+    """A `subscribe_why` watch and what the model expects of it: after every step its
+    latest explanation is a derivation exactly when the fact holds, unless its last
+    explanation failed (an injected fault; kept in `errors`) and none ran since."""
+
+    relation: str
+    row: Row
+    handle: WhySubscription = field(repr=False)
+    errors: int = 0  # the watch's error count when last checked
+    failed_at: int | None = None  # its `explained` count when an explanation failed
+
+    def check(self, holds: bool | None) -> None:
+        """`holds`: whether the fact holds now (None: its relation is not defined)."""
+        sub = self.handle
+        if sub.error_count > self.errors:
+            self.errors, self.failed_at = sub.error_count, sub.explained
+            return
+        if self.failed_at is not None and sub.explained == self.failed_at:
+            return  # (tried again at the next epoch that can change it)
+        self.failed_at = None
+        if holds is not None:
+            assert sub.latest is not None, f"{sub.fact}: no explanation delivered"
+            assert sub.latest.holds == holds, (
+                f"the watch on {sub.fact} says it {'holds' if sub.latest.holds else 'is absent'}"
+                f" (epoch {sub.latest.epoch}); the reference: {'holds' if holds else 'absent'}"
+            )
