@@ -167,9 +167,14 @@ class WhyWatch:
         change."""
         if not self.sub.active:
             return
-        maybe = self.stale or touched & self.reads or any(_measured(r) for r in self.reads)
-        if maybe and not self._spared(touched, requests):
-            self._refresh(epoch)
+        stale = self.stale
+        maybe = stale or touched & self.reads or any(_measured(r) for r in self.reads)
+        if maybe:  # stale until found unchanged or explained: an interrupt in between
+            self.stale = True  # leaves it to be explained at the next epoch
+            if not stale and self._spared(touched, requests):
+                self.stale = False
+            else:
+                self._refresh(epoch)
         elif self.looked is not None and self.looked.follows is not None:
             self.looked.follows.drain()  # checked: what changed is known
         if self.pacing is not None:
@@ -179,7 +184,7 @@ class WhyWatch:
         """Whether an epoch that touched its relations left every lookup of the last
         why-not as it was (module docstring): only rows written, and none found."""
         looked, check = self.looked, self.unchanged
-        if self.stale or looked is None or check is None or requests is None:
+        if looked is None or check is None or requests is None:
             return False
         if not (touched & self.reads) <= requests.keys() or any(map(_measured, self.reads)):
             return False  # new rules, or a relation that changes unwritten
@@ -197,7 +202,6 @@ class WhyWatch:
             self._release(self.pacing.woken(epoch), epoch)
 
     def _refresh(self, epoch: int) -> None:
-        self.stale = True
         try:
             with self.limit():
                 explanation, reads, looked = self.explain()

@@ -87,13 +87,14 @@ def is_injected(error: BaseException, fault: Fault | None, faults: Faults) -> bo
     )
 
 
-def must_commit(fault: Fault) -> bool | None:
+def must_commit(fault: Fault, explained: bool = False) -> bool | None:
     """What a write that raised `fault` must have done: True (committed), False
-    (nothing), None (either: the epoch decides)."""
+    (nothing), None (either: the epoch decides). `explained`: why-not watches are
+    live, which call functors once the epoch has committed too (explaining again)."""
     if fault.kind == "budget":
         return False
     if fault.kind == "callback":
         return True  # subscribers are called once the epoch has committed
-    if fault.kind == "functor":
-        return False  # functors run while the epoch is computed, before it commits
+    if fault.kind == "functor":  # functors run while the epoch is computed
+        return None if explained else False
     return None  # an engine point: before or after the epoch

@@ -98,13 +98,15 @@ class Steps:
             self.expect(is_injected(error, fault, self.faults), error)
             assert fault is not None
             committed = self.database.epoch != before[0]
-            required = must_commit(fault)
+            required = must_commit(fault, explained=bool(self.why_watches))
             assert required is None or committed == required, (
                 f"{fault}: committed={committed}, but the API says {required}"
             )
             self.outcome("write", fault, "committed, then raised" if committed else "undone")
             if committed:
                 self.commit(after, advances)
+                for why in self.why_watches:  # cut short explaining again, maybe: it
+                    why.interrupted()  # explains again at the next epoch
             else:
                 self.unchanged(before, f"a write failed by {fault}", marks)
             self.check_answers()

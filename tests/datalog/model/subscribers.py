@@ -136,13 +136,19 @@ def _show(deliveries: list[Delivery]) -> str:
 class WhyWatched:
     """A `subscribe_why` watch and what the model expects of it: after every step its
     latest explanation is a derivation exactly when the fact holds, unless its last
-    explanation failed (an injected fault; kept in `errors`) and none ran since."""
+    explanation failed (an injected fault; kept in `errors`, or raised by the write
+    after its epoch) and none ran since."""
 
     relation: str
     row: Row
     handle: WhySubscription = field(repr=False)
     errors: int = 0  # the watch's error count when last checked
     failed_at: int | None = None  # its `explained` count when an explanation failed
+
+    def interrupted(self) -> None:
+        """A write raised after its epoch committed (an interrupt, say), which may have
+        cut short explaining the fact again: not known until it explains again."""
+        self.failed_at = self.handle.explained
 
     def check(self, holds: bool | None) -> None:
         """`holds`: whether the fact holds now (None: its relation is not defined)."""
