@@ -340,3 +340,25 @@ def test_a_transaction_with_new_rules_and_rows_explains_again() -> None:
                              "reach(x, z) :- reach(x, y), edge(y, z).")  # fmt: skip
     assert sub.spared == 0 and [c.holds for c in got] == [False, False]
     assert "x != 99" in str(got[1].explanation)
+
+
+def test_an_interrupt_while_it_checks_an_epoch_leaves_it_to_explain_again() -> None:
+    """A Ctrl-C after the epoch committed, while the watch checks whether the epoch
+    spared it: the write raises with its epoch done, and the watch explains again at
+    the next epoch, whatever that epoch writes (ADR 0071 amendment)."""
+    db = tc([(1, 2)])
+    got: list[WhyChange] = []
+    db.subscribe_why("reach(1, 3)", got.append)
+    watch = db.queries.watches[0]
+    check = watch.unchanged
+
+    def interrupted(*args: object) -> bool | None:
+        watch.unchanged = check
+        raise KeyboardInterrupt
+
+    watch.unchanged = interrupted
+    with pytest.raises(KeyboardInterrupt):
+        db.insert("edge", [(2, 3)])
+    assert db.query("reach(1, 3)") == [()]  # the epoch happened
+    db.insert("other", [(1,)])  # touches nothing it reads
+    assert [c.holds for c in got] == [False, True]
