@@ -9,6 +9,7 @@ it shrinks the spine's merge thresholds for a while (see `EAGER_SPINE`).
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -20,14 +21,24 @@ from differential.tuning import TUNING, tuned
 
 def stored(stats: dict[str, Any]) -> int:
     """Every update held in the engine's inputs, dataflows and views."""
-    total = 0
+    return sum(stored_parts(stats).values())
+
+
+def stored_parts(stats: dict[str, Any]) -> Counter[str]:
+    """The updates `stored` counts, by where they are held: the inputs, each view,
+    and each dataflow (by name and rank among those of its name)."""
+    parts: Counter[str] = Counter()
     for inp in stats["inputs"].values():
-        total += inp["updates"] + sum(a["tuples"] for a in inp["arrangements"].values())
+        parts["inputs"] += inp["updates"] + sum(a["tuples"] for a in inp["arrangements"].values())
+    ranks: Counter[str] = Counter()
     for dataflow in stats["dataflows"]:
-        total += sum(arrangement[1] for arrangement in dataflow["arrangements"])
-    for view in stats["views"].values():
-        total += view["tuples"] + sum(arrangement[1] for arrangement in view["arrangements"])
-    return total
+        ranks[dataflow["name"]] += 1
+        key = f"dataflow {dataflow['name']} #{ranks[dataflow['name']]}"
+        parts[key] += sum(arrangement[1] for arrangement in dataflow["arrangements"])
+    for name, view in stats["views"].items():
+        held = sum(arrangement[1] for arrangement in view["arrangements"])
+        parts[f"view {name}"] += view["tuples"] + held
+    return parts
 
 
 def log_bytes(path: Path | None) -> int:
