@@ -18,7 +18,7 @@ keys so that temporaries stay in cache.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -62,9 +62,7 @@ class HashTable:
         return (self.size + more) * self.load <= len(self._keys)
 
     def _slots(self, hashes: Hashes) -> Index:
-        with np.errstate(over="ignore"):
-            high = (hashes.view(np.uint64) * _MIX) >> np.uint64(32)
-            return ((high * self._slots_n) >> np.uint64(32)).view(np.intp)
+        return _home_slots(hashes, self._slots_n)
 
     def find_slot(self, h: int) -> tuple[int, bool]:
         """For one hash (not `EMPTY`), probing in Python: the slot that holds it
@@ -89,9 +87,7 @@ class HashTable:
         self.size += 1
 
     def _next(self, slots: Index) -> Index:
-        after = slots + 1
-        after[after == len(self._keys)] = 0
-        return after
+        return _next_slots(slots, len(self._keys))
 
     def insert(self, hashes: Hashes, values: Index) -> None:
         """Add distinct hashes, none present yet, with their values (room permitting)."""
@@ -171,10 +167,7 @@ class HashTable:
 
     def find(self, hashes: Hashes) -> Index:
         """The value of each query hash, or -1 where absent."""
-        found = np.empty(len(hashes), dtype=np.intp)
-        for at in range(0, len(hashes), TUNING.index_chunk):
-            found[at : at + TUNING.index_chunk] = self._probe(hashes[at : at + TUNING.index_chunk])
-        return found
+        return _chunked(self._probe, hashes)
 
     def _probe(self, hashes: Hashes) -> Index:
         found = np.full(len(hashes), -1, dtype=np.intp)
@@ -291,14 +284,10 @@ class RunTable:
         )
 
     def _slots(self, hashes: Hashes) -> Index:
-        with np.errstate(over="ignore"):
-            high = (hashes.view(np.uint64) * _MIX) >> np.uint64(32)
-            return ((high * self._slots_n) >> np.uint64(32)).view(np.intp)
+        return _home_slots(hashes, self._slots_n)
 
     def _next(self, slots: Index) -> Index:
-        after = slots + 1
-        after[after == len(self._runs)] = 0
-        return after
+        return _next_slots(slots, len(self._runs))
 
     def _hash_of(self, runs: Index) -> Hashes:
         """The hash of each run (of runs held: none is -1)."""
@@ -323,10 +312,7 @@ class RunTable:
 
     def find(self, hashes: Hashes) -> Index:
         """The run of each query hash, or -1 where absent."""
-        found = np.empty(len(hashes), dtype=np.intp)
-        for at in range(0, len(hashes), TUNING.index_chunk):
-            found[at : at + TUNING.index_chunk] = self._probe(hashes[at : at + TUNING.index_chunk])
-        return found
+        return _chunked(self._probe, hashes)
 
     def _probe(self, hashes: Hashes) -> Index:
         found = np.full(len(hashes), -1, dtype=np.intp)
@@ -459,3 +445,28 @@ class LookupCache:
             if n >= TUNING.min_indexed and self.dense_asked >= n * TUNING.asked_per_entry:
                 self.dense = DensePairs.of(columns, times, diffs) or False
         return self.dense if isinstance(self.dense, DensePairs) else None
+
+
+# -- what both open-addressing tables share ----------------------------------------------
+
+
+def _home_slots(hashes: Hashes, slots: np.uint64) -> Index:
+    """The first slot each hash probes: its mixed high bits scaled to the table size."""
+    with np.errstate(over="ignore"):
+        high = (hashes.view(np.uint64) * _MIX) >> np.uint64(32)
+        return ((high * slots) >> np.uint64(32)).view(np.intp)
+
+
+def _next_slots(slots: Index, size: int) -> Index:
+    """The slot after each (linear probing, wrapping around)."""
+    after = slots + 1
+    after[after == size] = 0
+    return after
+
+
+def _chunked(probe: Callable[[Hashes], Index], hashes: Hashes) -> Index:
+    """`probe` of `hashes`, `TUNING.index_chunk` at a time (its temporaries stay small)."""
+    found = np.empty(len(hashes), dtype=np.intp)
+    for at in range(0, len(hashes), TUNING.index_chunk):
+        found[at : at + TUNING.index_chunk] = probe(hashes[at : at + TUNING.index_chunk])
+    return found
