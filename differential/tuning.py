@@ -151,6 +151,11 @@ class Tuning:
     # key set, and the input's arrangement keeps none of them until its trace is read
     # (`operators.counted`, ADR 0067); False: the arrangement settles them (the reference).
     counted_inputs: bool = True
+    # ... and counts the rows of keys it holds as they arrive, when they are insertions
+    # at the time being processed and it alone reads the arrangement: a round's
+    # candidates never wait whole (`CountedInput.arrive`, ADR 0072); False: they are
+    # counted once the distinct has admitted their time's rows (the reference).
+    counted_arrivals: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

@@ -225,15 +225,25 @@ class KeySet:
         return np.sort(np.concatenate(added)) if added else np.zeros(0, dtype=np.intp)
 
     def _room(self, wanted: int) -> int:
-        """Rows the table can take now (grown to twice its keys first when it holds
-        too few): at least one, at most `wanted`."""
-        if not self.table.fits(min(wanted, max(self.size, 1 << 10))):
-            hashes, positions = self.table.values()
-            needed = self.size + min(wanted, max(self.size, 1 << 10))
-            self.table = HashTable(2 * needed, TUNING.keyset_load)
-            self.table.insert(hashes, positions)
+        """Rows the table can take now (grown first when it has no room for the
+        fewer of `wanted` and a growth step, `_grow_table`): at least one, at most
+        `wanted`. `wanted` counts rows, which may repeat keys: a part that does not
+        fit waits for the next growth, not the table for the whole of them."""
+        if not self.table.fits(min(wanted, self._step())):
+            self._grow_table(self.size)
         free = int(len(self.table.arrays()[0]) / self.table.load) - self.table.size
         return max(1, min(wanted, free))
+
+    def _step(self) -> int:
+        return max(self.size // 2, 1 << 10)
+
+    def _grow_table(self, needed: int) -> None:
+        """A table for `needed` keys and a growth step more (half the keys held, at
+        least 1024): half full at most right before it grows again, a third just after
+        (twice the keys, or four times, cost 24-96 bytes a key; ADR 0072)."""
+        hashes, positions = self.table.values()
+        self.table = HashTable(max(needed, self.size) + self._step(), TUNING.keyset_load)
+        self.table.insert(hashes, positions)
 
     def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
         """Keys with distinct hashes that the table does not hold."""
@@ -246,9 +256,7 @@ class KeySet:
 
     def _reserve(self, more: int) -> None:
         if not self.table.fits(more):
-            hashes, positions = self.table.values()
-            self.table = HashTable(4 * (self.size + more), TUNING.keyset_load)
-            self.table.insert(hashes, positions)
+            self._grow_table(self.size + more)
         self._grow_store(more)
 
     def _grow_store(self, more: int) -> None:
@@ -275,23 +283,27 @@ class KeySet:
         not hold (their diffs not counted), ascending."""
         assert self.counts is not None, "count_inputs first"
         at = self.table.find(hashes)
-        free = hashes == EMPTY  # (`find` of the free-slot marker reads a free slot)
-        held = (at >= 0) & ~free
+        # A key is in `overflow` only if another key holds its hash, or its hash is the
+        # free-slot marker (which `find` reads as a free slot): only those rows are
+        # looked up there, one by one (rare), and only if it holds any key.
+        maybe = hashes == EMPTY
+        held = (at >= 0) & ~maybe
         if not (self.identity or (self.packed and _packed(hashes, keys))):
             rows = np.flatnonzero(held)
             same = np.ones(len(rows), dtype=bool)
             for stored, key in zip(self._store, keys, strict=True):
                 same &= stored[at[rows]] == key[rows]
             held[rows[~same]] = False
+            maybe[rows[~same]] = True
         np.add.at(self.counts, at[held], diffs[held])
-        absent = []
-        for row in np.flatnonzero(~held).tolist():  # rare: overflow keys, or absent ones
-            found = tuple(k[row].item() for k in keys)
-            if found in self.overflow:
-                self.overflow_counts[found] = self.overflow_counts.get(found, 0) + int(diffs[row])
-            else:
-                absent.append(row)
-        return np.array(absent, dtype=np.intp)
+        if self.overflow:
+            for row in np.flatnonzero(maybe).tolist():
+                found = tuple(k[row].item() for k in keys)
+                if found in self.overflow:
+                    count = self.overflow_counts.get(found, 0) + int(diffs[row])
+                    self.overflow_counts[found] = count
+                    held[row] = True
+        return np.flatnonzero(~held)
 
     def counted(self) -> tuple[tuple[Column, ...], npt.NDArray[np.int64]]:
         """Every key whose count is not 0, as columns, and its count."""
