@@ -248,8 +248,8 @@ class DeltaQueryOp(Operator):
 
 
 class _Gathering:
-    """A step's output parts, sent in batches of about `TUNING.pairs` rows (a binary
-    join's parts): few sends for a small step, and for a huge one a part at a time
+    """A step's output parts, sent in batches of at most `TUNING.pairs` rows (a binary
+    join's parts) or alone: few sends for a small step, and for a huge one a part at a time
     that its reader takes on before the next is made (a growing distinct counts the
     rows of known keys as they arrive, ADR 0072), none concatenated into a copy of
     a large batch."""
@@ -268,14 +268,13 @@ class _Gathering:
             times, diffs = compact_uniform(part.times, part.diffs)
             if times is not part.times or diffs is not part.diffs:
                 part = Updates(part.columns, times, diffs)
-            if len(part) >= TUNING.pairs:  # large already: sent alone, not copied
+            if self.rows + len(part) > TUNING.pairs:  # a batch stays within `pairs` rows
                 self.flush()
+            if len(part) >= TUNING.pairs:  # large already: sent alone, not copied
                 self.output.send(part)
                 return
             self.parts.append(part)
             self.rows += len(part)
-            if self.rows >= TUNING.pairs:
-                self.flush()
 
     def flush(self) -> None:
         if self.parts:
