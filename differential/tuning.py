@@ -156,6 +156,10 @@ class Tuning:
     # candidates never wait whole (`CountedInput.arrive`, ADR 0072); False: they are
     # counted once the distinct has admitted their time's rows (the reference).
     counted_arrivals: bool = True
+    # ... a part at a time, where a sample of its rows finds at least this share of keys
+    # known: most rows of a closure's round are new keys, which would only be probed
+    # twice and copied to wait (CSPA's are mostly known: they are counted and dropped).
+    arrival_share: float = 0.5
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

@@ -225,7 +225,8 @@ class ArrangeOp(BatchesArranged):
     def receive(self, updates: Updates) -> None:
         """Queue the input's updates, but those the distinct's key set counts at once."""
         counted = self.counted if self._compacts() else None
-        self.queue.push(updates if counted is None else counted.arrive(updates, self))
+        for part in [updates] if counted is None else counted.arrive(updates, self):
+            self.queue.push(part)
 
     def release(self) -> None:
         """The counting distinct admitted this time's rows: count them now, not later

@@ -29,8 +29,6 @@ keys, never wait whole.
 
 from __future__ import annotations
 
-import numpy as np
-
 from differential.batch import Updates, concat
 from differential.dataflow import Operator
 from differential.sort import uniform
@@ -61,35 +59,48 @@ class CountedInput:
         self._counted(deferred[0][1], latest)
         return [(concat(left), deferred[0][1])] if left else []
 
-    def arrive(self, updates: Updates, arrangement: Operator) -> Updates:
+    def arrive(self, updates: Updates, arrangement: Operator) -> list[Updates]:
         """Count the rows of `updates`, arriving at `arrangement`, whose key the set
         holds, if they are insertions at the time its scope is processing and only the
-        distinct reads the arrangement (module docstring): the rows left to queue."""
+        distinct reads the arrangement (module docstring): the rows left to queue, in
+        parts (`updates` itself when none was counted)."""
         now = arrangement.scope.now
         if not TUNING.counted_arrivals or now is None or not _at(updates, now):
-            return updates
+            return [updates]
         if not _inserted(updates) or not self.alone(arrangement):
-            return updates
-        left = self._count(updates)
+            return [updates]
+        left = self._count(updates, arriving=True)
+        if sum(len(part) for part in left) == len(updates):
+            return [updates]  # (none counted: no time to record)
         self._counted(now, now)
-        if len(left) == 1 and len(left[0]) == len(updates):
-            return updates
-        return concat(left) if left else updates.take(np.zeros(0, dtype=np.intp))
+        return left
 
-    def _count(self, part: Updates) -> list[Updates]:
-        """Count `part`'s rows whose key the set holds: the others, in parts."""
+    def _count(self, part: Updates, arriving: bool = False) -> list[Updates]:
+        """Count `part`'s rows whose key the set holds: the others, in parts.
+        `arriving`: a part most of whose keys a sample finds new is left whole and
+        uncounted (its rows wait anyway: counting the few known would copy the rest)."""
         self.keys.count_inputs()
         left = []
         step = max(TUNING.index_chunk, 1)  # a probe's temporaries: about 40 bytes a row
         for lo in range(0, len(part), step):
-            columns = tuple(c[lo : lo + step] for c in part.columns)
-            diffs = part.diffs[lo : lo + step]
-            absent = self.keys.count(key_hash(columns), columns, diffs)
-            if len(absent) == len(diffs) and len(diffs) == len(part):
-                return [part]
-            if len(absent):
-                left.append(part.take(absent + lo))
+            rows = _rows(part, lo, lo + step)
+            if arriving and self._mostly_new(rows):
+                left.append(rows)
+                continue
+            columns = rows.columns
+            absent = self.keys.count(key_hash(columns), columns, rows.diffs)
+            if len(absent) == len(rows):
+                left.append(rows)
+            elif len(absent):
+                left.append(rows.take(absent))
         return left
+
+    def _mostly_new(self, rows: Updates) -> bool:
+        """Whether a sample of `rows` (every sixteenth) finds fewer keys known than
+        `TUNING.arrival_share`."""
+        columns = tuple(c[::16] for c in rows.columns)
+        found = self.keys.find_counted(key_hash(columns), columns)
+        return found.share() < TUNING.arrival_share
 
     def _counted(self, first: Time, latest: Time) -> None:
         self.first = first if self.first is None else min(self.first, first)  # (ordered)
@@ -138,3 +149,10 @@ def _inserted(updates: Updates) -> bool:
     """Whether every diff is positive (one repeated diff is read once)."""
     diffs = updates.diffs
     return bool(diffs[0] > 0) if uniform(diffs) else bool((diffs > 0).all())
+
+
+def _rows(part: Updates, lo: int, hi: int) -> Updates:
+    """Rows `lo` to `hi` of `part` (views: no copy; one repeated time or diff stays one)."""
+    if lo == 0 and hi >= len(part):
+        return part
+    return Updates(tuple(c[lo:hi] for c in part.columns), part.times[:, lo:hi], part.diffs[lo:hi])

@@ -80,7 +80,7 @@ def _run(build: Callable[[Dataflow], Any], arrivals: bool) -> tuple[Dataflow, An
 
     def arrive(self: CountedInput, updates: Any, arrangement: Any) -> Any:
         left = original(self, updates, arrangement)
-        seen.append((len(updates), len(left)))
+        seen.append((len(updates), sum(len(part) for part in left)))
         return left
 
     df = eng.dataflow("once", one_epoch=True)
