@@ -91,6 +91,8 @@ def _numeric_columns(source: Any, info: RelationInfo, positions: list[str]) -> l
         at += table.num_rows
         del table
     pa.default_memory_pool().release_unused()
+    for filled in columns:  # the insert takes read-only columns without a copy (ADR 0073)
+        filled.flags.writeable = False
     return columns
 
 
