@@ -114,9 +114,9 @@ def _pattern(col: Column, width: int) -> npt.NDArray[np.unsignedinteger]:
     every other value reads as at least `2**width` (a negative int32 as 2**31 or
     more, when `width` is below 31), so that an int32 column packs without a widened
     copy (ADR 0073); else of the column widened to 64 bits."""
-    if col.dtype.kind == "u" or (col.dtype.kind == "i" and col.dtype.itemsize * 8 > width):
-        if col.dtype.itemsize < 8:
-            return col.view(f"u{col.dtype.itemsize}")  # type: ignore[no-any-return]
+    bits = col.dtype.itemsize * 8
+    if bits < 64 and (col.dtype.kind == "u" or (col.dtype.kind == "i" and bits > width)):
+        return col.view(f"u{col.dtype.itemsize}")
     return _as_int64(col).view(np.uint64)
 
 
