@@ -215,6 +215,7 @@ def counted(db: Any, name: str) -> tuple[Any, list[int]]:
 
 def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """The node-order triangle stream (module docstring)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from bench.bench_wcoj import node_rounds
@@ -222,6 +223,7 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     table = pq.read_table(spec["path"])
     src, dst = table.column(0).to_numpy(), table.column(1).to_numpy()
     del table
+    pa.default_memory_pool().release_unused()  # the table's buffers: not the count's
     rounds = node_rounds(src, dst, spec["nodes_per_round"])
     total_rounds = len(rounds)
     if spec.get("stream_from", "end") == "start":
@@ -317,18 +319,25 @@ def timed_stream(
             return f"oom ({spec['memory_cap_gb']:g} GiB)"
         latencies.append(time.perf_counter() - start)
         cpu_latencies.append(cpu_seconds() - cpu)
-        if len(latencies) % 100 == 0:
-            recent = np.array(latencies[-100:]) * 1e3
-            print(
-                f"  round {len(latencies)}: {latencies[-1] * 1e3:.1f} ms, last 100 p50"
-                f" {np.median(recent):.0f} max {recent.max():.0f} ms,"
-                f" resident {current_rss_mb():,.0f} MiB, peak {own_peak_mb() or 0:,.0f} MiB",
-                file=sys.stderr,
-                flush=True,
-            )
+        if len(latencies) % 100 == 0:  # what a kill from outside (the OOM killer) leaves
+            print(progress(latencies, cpu_latencies), file=sys.stderr, flush=True)
         if time.perf_counter() - began > budget:
             return "time budget"
     return "end of the rounds"
+
+
+def progress(latencies: list[float], cpu_latencies: list[float]) -> str:
+    """A progress line: the last 100 rounds' and all rounds' wall p50/p99/max and CPU
+    p50 so far, the resident set and the peak."""
+    ms, cpu_ms = np.array(latencies) * 1e3, np.array(cpu_latencies) * 1e3
+    recent = ms[-100:]
+    return (
+        f"  round {len(ms)}: last 100 p50 {np.median(recent):.0f} max {recent.max():.0f} ms;"
+        f" all p50/p99/max {np.median(ms):.0f}/{np.percentile(ms, 99):.0f}/{ms.max():.0f} ms,"
+        f" cpu p50/p99/max {np.median(cpu_ms):.0f}/{np.percentile(cpu_ms, 99):.0f}"
+        f"/{cpu_ms.max():.0f} ms; resident {current_rss_mb():,.0f} MiB,"
+        f" peak {own_peak_mb() or 0:,.0f} MiB"
+    )
 
 
 _REACH = """WITH RECURSIVE reach(n) AS (SELECT CAST({hub} AS BIGINT)
