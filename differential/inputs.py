@@ -193,7 +193,7 @@ class Input:
                 hashes = hashes[first]
             rows = rows_of_hashes(hashes, self.dtypes)
         if len(self.presence):
-            absent = self._present_counts(rows, hashes, ordered=hashes is not None) <= 0
+            absent = self.absent(rows, hashes)
             if not absent.all():
                 rows = tuple(c[absent] for c in rows)
                 hashes = None if hashes is None else hashes[absent]
@@ -201,6 +201,30 @@ class Input:
         diffs = Updates(rows, uniform_times((epoch,), n), uniform_diffs(1, n))
         self._hashed = None if hashes is None else (diffs, hashes)
         return diffs
+
+    def absent(self, rows: tuple[Column, ...], hashes: Hashes | None) -> npt.NDArray[np.bool_]:
+        """Which of the distinct `rows` the input does not hold (`hashes`: their ordered
+        hashes, ascending, if they have them).
+
+        With ordered hashes, the state's hashes and theirs are sorted together, once
+        (`Tuning.merged_dedupe`, ADR 0075): the stable sort puts each asked row right
+        after the state's entries of the same hash, and only the rows that land there
+        are looked up (a hash the state holds may still be another row's, or a row
+        retracted since). Else, or as the reference, every row is looked up."""
+        if hashes is None or not TUNING.merged_dedupe:
+            return self._present_counts(rows, hashes, ordered=hashes is not None) <= 0
+        state = [batch.hashes for batch in self.presence.spine.batches]
+        held = sum(len(h) for h in state)
+        joined = np.concatenate([*state, hashes])
+        order = np.argsort(joined, kind="stable")  # the sorted runs merged: about linear
+        ordered = joined[order]
+        after = order[1:][ordered[1:] == ordered[:-1]]  # entries right after their hash
+        maybe = after[after >= held] - held  # asked rows whose hash the state holds
+        absent = np.ones(len(hashes), dtype=bool)
+        if len(maybe):
+            found = tuple(c[maybe] for c in rows)
+            absent[maybe] = self._present_counts(found, hashes[maybe], ordered=True) <= 0
+        return absent
 
     def _set_diffs_few(self, requests: Requests, epoch: int) -> Updates:
         """`_set_diffs` for a few requests, row by row in Python (the same diffs)."""

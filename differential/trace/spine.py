@@ -44,10 +44,11 @@ from differential.batch import (
     uniform,
 )
 from differential.time import Antichain, Time, join_times, le, less_equal, uniform_times
-from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
+from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import Entry, FewKeys, Index, lookup_batch, lookup_entries
 from differential.trace.fuel import Merging
 from differential.trace.recent import Recent
+from differential.trace.runs import merge
 from differential.trace.sift import Sieve
 from differential.tuning import TUNING
 
