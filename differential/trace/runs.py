@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -38,17 +39,47 @@ from differential.trace.batch import merge as merge_built
 from differential.tuning import TUNING
 
 
-def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
+@dataclass
+class Known:
+    """A merge's order found before its last batch was built: a set input's bulk insert
+    sorted the hashes of its presence batches and of the rows asked, to decide which
+    were new (`Input.absent`), and the batch of the new ones, staged, is merged into
+    those batches at the seal: that merge reuses the sort (ADR 0075)."""
+
+    batches: tuple[Batch, ...]  # the spine's batches the rows were sorted with
+    order: npt.NDArray[np.intp]  # their entries, then the asked rows, sorted stably by hash
+    ordered: npt.NDArray[np.int64]  # the hashes in that order
+    asked: int  # rows asked: the last batch holds them but `dropped`, in their order
+    dropped: npt.NDArray[np.intp]  # positions in `order` of asked rows held already
+    last: Batch | None = None  # the batch staged (`Input.stage`)
+
+    def fits(self, runs: Sequence[Batch]) -> bool:
+        """Whether `runs` are the sorted batches and then the staged one, at one time
+        with one diff (the asked rows' positions hold its time and diff)."""
+        last = runs[-1]
+        return (
+            last is self.last
+            and len(runs) == len(self.batches) + 1
+            and all(a is b for a, b in zip(runs, self.batches, strict=False))
+            and len(last) == self.asked - len(self.dropped)
+            and uniform_diff(last.diffs) is not None
+            and _span(last.times, None)[0] == _span(last.times, None)[1]
+        )
+
+
+def merge(batches: Sequence[Batch], since: Antichain, known: Known | None = None) -> Batch:
     """One batch holding the consolidated contents of `batches` (oldest first),
-    compacted to `since` (module docstring)."""
-    found = merge_key_runs(batches, since) if TUNING.key_runs else None
+    compacted to `since` (module docstring); `known`: an order found for them."""
+    found = merge_key_runs(batches, since, known) if TUNING.key_runs else None
     return merge_built(batches, since) if found is None else found
 
 
-def merge_key_runs(batches: Sequence[Batch], since: Antichain) -> Batch | None:
+def merge_key_runs(
+    batches: Sequence[Batch], since: Antichain, known: Known | None = None
+) -> Batch | None:
     """`merge` of batches of keys only with one time coordinate by one stable sort of
-    their hashes, or None when they are not such batches in time order, or two of
-    their keys share a hash."""
+    their hashes (or `known`'s, when it fits), or None when they are not such batches
+    in time order, or two of their keys share a hash."""
     first, last = batches[0], batches[-1]
     runs = [b for b in batches if len(b)]
     if len(runs) < 2 or first.values or first.times.shape[0] != 1 or len(since) > 1:
@@ -57,20 +88,27 @@ def merge_key_runs(batches: Sequence[Batch], since: Antichain) -> Batch | None:
     spans = [_span(b.times, floor) for b in runs]
     if any(hi > lo for (_, hi), (lo, _) in itertools.pairwise(spans)):
         return None  # not oldest first: the sort would need the times
-    hashes = np.concatenate([b.hashes for b in runs])
-    order = np.argsort(hashes, kind="stable")
-    ordered = hashes[order]
+    packed = not first.identity_hash and _packed(runs)
+    sizes = [len(b) for b in runs]
+    if known is not None and (packed or first.identity_hash) and known.fits(runs):
+        order, ordered = known.order, known.ordered
+        if len(known.dropped):
+            order, ordered = np.delete(order, known.dropped), np.delete(ordered, known.dropped)
+        sizes[-1] = known.asked  # (asked rows' positions: all at the staged batch's time)
+    else:
+        hashes = np.concatenate([b.hashes for b in runs])
+        order = np.argsort(hashes, kind="stable")
+        ordered = hashes[order]
     tied = np.flatnonzero(ordered[1:] == ordered[:-1])
     keys: list[Column] = []
-    packed = not first.identity_hash and _packed(runs)
     if not first.identity_hash and not packed:
         keys = [
             np.concatenate([b.columns[i] for b in runs])[order] for i in range(len(first.columns))
         ]
         if len(tied) and any(bool((k[tied] != k[tied + 1]).any()) for k in keys):
             return None  # two keys share a hash: the reference sorts by the keys too
-    times = _times(runs, spans, floor, order)
-    diffs = _diffs(runs, order)
+    times = _times(runs, spans, floor, order, sizes)
+    diffs = _diffs(runs, order, sizes)
     if len(tied) and not uniform(times):
         tied = tied[times[0, tied] == times[0, tied + 1]]
     if len(tied):  # the same key at the same time in two batches: summed
@@ -105,21 +143,24 @@ def _times(
     spans: list[tuple[int, int]],
     floor: int | None,
     order: npt.NDArray[np.intp],
+    sizes: Sequence[int],
 ) -> Times:
-    """The batches' times, advanced to `floor`, in `order`: one repeated time stays one."""
+    """The batches' times, advanced to `floor`, laid end to end (`sizes` entries each:
+    a batch at one time may stand for more) and taken in `order`: one repeated time
+    stays one."""
     if all(lo == hi for lo, hi in spans) and len({lo for lo, _ in spans}) == 1:
         return uniform_times((spans[0][0],), len(order))
-    laid = np.empty(len(order), dtype=np.int64)  # the batches' times end to end
+    laid = np.empty(sum(sizes), dtype=np.int64)
     start = 0
-    for b, (lo, hi) in zip(batches, spans, strict=True):
-        part = laid[start : start + len(b)]
+    for b, (lo, hi), size in zip(batches, spans, sizes, strict=True):
+        part = laid[start : start + size]
         if lo == hi:  # one time (or all advanced to one)
             part.fill(lo)
         elif floor is None or floor <= int(b.times[0].min()):
             part[:] = b.times[0]
         else:
             np.maximum(b.times[0], floor, out=part)
-        start += len(b)
+        start += size
     return laid[order].reshape(1, -1)
 
 
@@ -138,9 +179,20 @@ def _packed(batches: Sequence[Batch]) -> bool:
     )
 
 
-def _diffs(batches: Sequence[Batch], order: npt.NDArray[np.intp]) -> npt.NDArray[np.int64]:
-    """The batches' diffs in `order`: one diff they all carry stays one repeated value."""
-    each = {uniform_diff(b.diffs) for b in batches}
-    if len(each) == 1 and (diff := each.pop()) is not None:
-        return np.broadcast_to(np.int64(diff), (len(order),))
-    return np.concatenate([b.diffs for b in batches])[order]
+def _diffs(
+    batches: Sequence[Batch], order: npt.NDArray[np.intp], sizes: Sequence[int]
+) -> npt.NDArray[np.int64]:
+    """The batches' diffs laid end to end (`sizes` entries each: a batch of one diff
+    may stand for more) and taken in `order`: one diff they all carry stays one."""
+    each = [uniform_diff(b.diffs) for b in batches]
+    if len(set(each)) == 1 and each[0] is not None:
+        return np.broadcast_to(np.int64(each[0]), (len(order),))
+    laid = np.empty(sum(sizes), dtype=np.int64)
+    start = 0
+    for b, diff, size in zip(batches, each, sizes, strict=True):
+        if diff is not None:
+            laid[start : start + size] = diff
+        else:
+            laid[start : start + size] = b.diffs
+        start += size
+    return laid[order]

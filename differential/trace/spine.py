@@ -35,20 +35,13 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import (
-    Column,
-    Updates,
-    concat,
-    consolidate,
-    run_starts,
-    uniform,
-)
+from differential.batch import Column, Updates, concat, consolidate, run_starts, uniform
 from differential.time import Antichain, Time, join_times, le, less_equal, uniform_times
 from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import Entry, FewKeys, Index, lookup_batch, lookup_entries
 from differential.trace.fuel import Merging
 from differential.trace.recent import Recent
-from differential.trace.runs import merge
+from differential.trace.runs import Known, merge
 from differential.trace.sift import Sieve
 from differential.tuning import TUNING
 
@@ -92,6 +85,7 @@ class Spine:
         self._settled: int | None = None
         self._compacting: Merging | None = None  # a fueled compaction under way
         self._held_at_advance = 0  # updates held at the last `advance`
+        self._known: Known | None = None  # a merge's order found ahead (`expect`)
 
     # -- readers and compaction -------------------------------------------------
 
@@ -116,6 +110,10 @@ class Spine:
         return envelope
 
     # -- writing ----------------------------------------------------------------
+
+    def expect(self, known: Known | None) -> None:
+        """An order found ahead for the next `advance`'s compaction (`trace.runs.Known`)."""
+        self._known = known
 
     def insert(
         self, updates: Updates, lower: Antichain, upper: Antichain, latest: Time | None = None
@@ -301,15 +299,15 @@ class Spine:
         """Every entry's time is `<= time` (no history a reduce would revisit later)."""
         return self.latest is None or le(self.latest, time)
 
-    def compact(self) -> None:
-        """Merge everything into one batch, compacted to `since`."""
+    def compact(self, known: Known | None = None) -> None:
+        """Merge everything into one batch, compacted to `since` (`known`: `expect`)."""
         self._arrange_recent()
         self._unmerged = 0
         self._merging = []
         self._compacting = None
         since = self.since
         if len(self._batches) > 1 or any(b.description.since != since for b in self._batches):
-            merged = merge(self._batches, since)
+            merged = merge(self._batches, since, known)
             self._batches = [merged] if len(merged) else []
         self._settled = len(self)
 
@@ -333,6 +331,7 @@ class Spine:
         ADR 0069), advanced here as well as by readers: a growing trace outgrows itself
         at every doubling, and its whole merge landed on one commit."""
         self.default_since = since
+        known, self._known = self._known, None  # (found for this epoch's compaction)
         grown, self._held_at_advance = len(self) - self._held_at_advance, len(self)
         if self._compacting is not None:
             if self._compacting in self._merging:
@@ -350,7 +349,7 @@ class Spine:
             if self._compacting is None:  # merged at once after all
                 self._settled = len(self)
         else:
-            self.compact()
+            self.compact(known)
 
     # -- reading ----------------------------------------------------------------
 

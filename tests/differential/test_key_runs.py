@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
@@ -25,7 +26,7 @@ from differential.batch import Updates
 from differential.engine import Engine
 from differential.time import Antichain, uniform_times
 from differential.trace.batch import Batch, Description, ordered_hash
-from differential.trace.runs import merge, merge_key_runs
+from differential.trace.runs import Known, merge, merge_key_runs
 from differential.tuning import TUNING, tuned
 from tests.differential.harness import I64, Accumulated, Op, collection, counter, requests
 from tests.differential.test_inputs import diff, set_model
@@ -174,12 +175,16 @@ def bulk(domain: int) -> st.SearchStrategy[list[Op]]:
 def test_a_bulk_insert_deduplicated_by_one_sort_commits_what_looking_up_commits(
     stream: list[list[Op]], few: int
 ) -> None:
-    """Both tactics (and the merge of key runs, on and off with them) deliver the set's
-    exact change at every commit and hold the same state, array for array."""
+    """Both tactics (and the merge of key runs, on and off with them, reusing the sort
+    at the seal) deliver the set's exact change at every commit and hold the same
+    state, array for array."""
     note(f"stream: {stream}")
     observed = {}
     for fast in (True, False):
-        with tuned(TUNING.but(few=few, merged_dedupe=fast, key_runs=fast)):
+        # (`sorted_from` 2: small batches built in order share the hashes sorted, so the
+        # seal's merge may reuse the sort that found the new rows)
+        tuning = TUNING.but(few=few, sorted_from=2, merged_dedupe=fast, key_runs=fast)
+        with tuned(tuning):
             obs, model, seen = Observed(), set[tuple[int, ...]](), []
             for txn in stream:
                 after = set_model(model, txn)
@@ -216,3 +221,25 @@ def test_the_sort_looks_up_only_rows_whose_hash_the_input_holds() -> None:
             (1, 1): 1,
             (3, 3): 1,
         }
+
+
+def test_the_seal_merges_the_new_rows_into_the_state_by_the_sort_that_found_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Not vacuous: a bulk insert into a set input that doubles it (so the seal
+    compacts its state) merges by the order its deduplication found, and a row it
+    held already (dropped from that order) is not staged twice."""
+    fits: list[bool] = []
+    real = Known.fits
+    monkeypatch.setattr(Known, "fits", lambda self, runs: fits.append(real(self, runs)) or fits[-1])
+    obs = Observed()
+    first = [(True, (i, i + 1)) for i in range(5_000)]
+    obs.commit(first)
+    again = [(True, (i, 2 * i)) for i in range(1, 6_000)]  # (1, 2) is held already
+    change = obs.commit(again)
+    assert fits == [True]
+    assert len(change) == 5_998 and (1, 2) not in change
+    state = obs.state()
+    assert len(state) == 10_998 and state.diffs.tolist() == [1] * 10_998
+    rows = list(zip(*(c.tolist() for c in state.columns), strict=True))
+    assert rows == sorted(set(rows))
