@@ -1,25 +1,29 @@
 """Merging a spine's batches of keys only as sorted runs (ADR 0075).
 
-Layer: differential (trace). Imports numpy, `differential.batch`, `time` and
-`trace.batch`.
+Layer: differential (trace). Imports numpy, `differential.batch`, `small`, `time`
+and `trace.batch`.
 
 `merge` is `trace.batch.merge`, with one tactic of its own (`Tuning.key_runs`): batches
-that hold keys only (no value columns: a set input's presence arrangement, keyed by
-all its columns) with one time coordinate, given oldest first. Each batch is sorted
-by `(hash, key, time)` and, times advancing monotonically by a one-coordinate `since`,
-every time of a batch is at most every time of the next; so one stable sort of the
-concatenated hashes (timsort, which merges sorted runs in about linear time) orders
-the entries by `(hash, time)`, each key's entries together unless two keys share a
-hash. That is checked where neighbours' hashes tie (rare: a key at several times),
-and entries are consolidated there only. Against `Batch.build` of the concatenation,
-it skips packing the times into the sort key, the second check for interleaved keys,
-gathering the hashes twice, and comparing every column to find runs: a merge of
-234,000 entries in three runs (a 100% commit into reach's input of 100,000 edges)
-takes 4-5 ms instead of 13.
+that hold keys only, of two columns or more (no value columns: a set input's presence
+arrangement, keyed by all its columns), with one time coordinate, given oldest first.
+Each batch is sorted by `(hash, key, time)` and, times advancing monotonically by a
+one-coordinate `since`, every time of a batch is at most every time of the next; so
+one stable sort of the concatenated hashes (timsort, which merges sorted runs in about
+linear time) orders the entries by `(hash, time)`, each key's entries together unless
+two keys share a hash. Keys whose columns all fit the packed hash are their hash,
+unpacked (no collision); others are gathered and compared where hashes tie. Entries
+consolidate where hashes tie only. Against `Batch.build` of the concatenation, it
+skips packing the times into the sort key, the check for interleaved keys, gathering
+the hashes twice and every column, and comparing every column to find runs: a merge
+of 234,000 entries in three runs (a 100% commit into reach's input of 100,000 edges)
+takes 4-5 ms instead of 12-13.
 
-Any other merge, or one whose batches are not in time order after advancing, or
-whose hashes collide, is `trace.batch.merge` (the reference); the result is the same
-batch, array for array.
+A set input's bulk insert found its new rows by the same sort (`Input.absent`); the
+seal's merge of them into the state reuses it (`Known`).
+
+Any other merge (a few entries, keys of one integer column, batches not in time order
+after advancing, colliding hashes) is `trace.batch.merge` (the reference); the result
+is the same batch, array for array.
 """
 
 from __future__ import annotations
@@ -79,18 +83,22 @@ def merge_key_runs(
 ) -> Batch | None:
     """`merge` of batches of keys only with one time coordinate by one stable sort of
     their hashes (or `known`'s, when it fits), or None when they are not such batches
-    in time order, or two of their keys share a hash."""
+    in time order, or two of their keys share a hash. A few entries (`Tuning.few`)
+    merge faster as Python lists, and keys of one integer column, their own hash, by
+    packing (`build_parts`): both are left to the reference."""
     first, last = batches[0], batches[-1]
     runs = [b for b in batches if len(b)]
-    if len(runs) < 2 or first.values or first.times.shape[0] != 1 or len(since) > 1:
+    if len(runs) < 2 or first.values or first.identity_hash or first.times.shape[0] != 1:
+        return None
+    if len(since) > 1 or sum(len(b) for b in runs) <= TUNING.few:
         return None
     floor = next(iter(since))[0] if len(since) else None
     spans = [_span(b.times, floor) for b in runs]
     if any(hi > lo for (_, hi), (lo, _) in itertools.pairwise(spans)):
         return None  # not oldest first: the sort would need the times
-    packed = not first.identity_hash and _packed(runs)
+    packed = _packed(runs)
     sizes = [len(b) for b in runs]
-    if known is not None and (packed or first.identity_hash) and known.fits(runs):
+    if known is not None and packed and known.fits(runs):
         order, ordered = known.order, known.ordered
         if len(known.dropped):
             order, ordered = np.delete(order, known.dropped), np.delete(ordered, known.dropped)
@@ -101,7 +109,7 @@ def merge_key_runs(
         ordered = hashes[order]
     tied = np.flatnonzero(ordered[1:] == ordered[:-1])
     keys: list[Column] = []
-    if not first.identity_hash and not packed:
+    if not packed:
         keys = [
             np.concatenate([b.columns[i] for b in runs])[order] for i in range(len(first.columns))
         ]
@@ -123,11 +131,8 @@ def merge_key_runs(
             ordered, times, diffs = ordered[keep], times[:, keep], diffs[keep]
             keys = [k[keep] for k in keys]
     times, diffs = compact_uniform(times, diffs)
-    dtypes = [c.dtype for c in first.columns]
     if packed:  # every key is its hash, unpacked
-        keys = list(rows_of_hashes(ordered, dtypes))
-    elif first.identity_hash:  # the key is its own hash
-        keys = [ordered if dtypes[0] == np.int64 else ordered.astype(dtypes[0])]
+        keys = list(rows_of_hashes(ordered, [c.dtype for c in first.columns]))
     description = Description(first.description.lower, last.description.upper, since)
     return Batch(ordered, tuple(keys), first.key_arity, times, diffs, description)
 

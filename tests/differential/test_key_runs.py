@@ -8,8 +8,8 @@ included.
 Batches are shaped like a presence arrangement's: keyed by all their columns, one
 time coordinate, oldest first (each batch's times a window after the last's, one
 repeated time or several), with retractions that cancel across batches once their
-times are advanced to the same time; keys of one column (their own hash), of two or
-three columns that pack (ordered hashes) or that do not (negative or wide values:
+times are advanced to the same time; keys of one column (left to the reference), of
+two or three columns that pack (ordered hashes) or that do not (negative or wide values:
 mixed hashes), int64 and int32.
 """
 
@@ -110,11 +110,14 @@ def keys(rows: list[tuple[int, int]], time: int) -> Batch:
     return Batch.build(updates, 2, Description(Antichain([(time,)]), Antichain(), Antichain()))
 
 
-def test_the_tactic_answers_for_packed_keys_and_leaves_colliding_hashes_to_the_reference() -> None:
+def test_the_tactic_answers_for_packed_keys_and_leaves_others_to_the_reference() -> None:
     """Not vacuous: packed keys in time order are merged by the tactic (a row retracted
     in the later batch cancels once advanced to its time); a key that does not pack
-    given the hash of one that does (as a collision of the mixed hash would) is not."""
+    given the hash of one that does (as a collision of the mixed hash would) is not,
+    nor are a few entries (`Tuning.few`: Python lists are faster) or keys of one
+    integer column (packed parts, ADR 0063)."""
     old, new = keys([(0, 1), (2, 3), (5, 5)], 1), keys([(1, 1), (2, 3)], 2)
+    assert merge_key_runs([old, new], Antichain()) is None  # a few entries
     retract = Batch(
         new.hashes[1:],
         tuple(c[1:] for c in new.columns),
@@ -123,12 +126,6 @@ def test_the_tactic_answers_for_packed_keys_and_leaves_colliding_hashes_to_the_r
         np.array([-1]),
         new.description,
     )
-    found = merge_key_runs([old, retract], Antichain([(2,)]))
-    assert found is not None
-    assert [tuple(r) for r in zip(*(c.tolist() for c in found.columns), strict=True)] == [
-        (0, 1),
-        (5, 5),
-    ]
     clash = Batch(
         old.hashes[:1].copy(),
         (np.array([WIDE]), np.array([7])),  # a key that does not pack
@@ -137,7 +134,15 @@ def test_the_tactic_answers_for_packed_keys_and_leaves_colliding_hashes_to_the_r
         np.array([1]),
         new.description,
     )
-    assert merge_key_runs([old, clash], Antichain()) is None
+    description = Description(Antichain([(0,)]), Antichain(), Antichain())
+    unary = [Batch.build(Updates.at((np.arange(40),), (t,)), 1, description) for t in (1, 2)]
+    with tuned(TUNING.but(few=0)):
+        found = merge_key_runs([old, retract], Antichain([(2,)]))
+        assert found is not None
+        rows = zip(*(c.tolist() for c in found.columns), strict=True)
+        assert [tuple(r) for r in rows] == [(0, 1), (5, 5)]
+        assert merge_key_runs([old, clash], Antichain()) is None
+        assert merge_key_runs(unary, Antichain()) is None
 
 
 # -- a set input's bulk inserts, deduplicated by one sort --------------------------------
