@@ -196,7 +196,7 @@ class Input:
             rows = rows_of_hashes(hashes, self.dtypes)
         known = None
         if len(self.presence):
-            if hashes is not None and TUNING.merged_dedupe:
+            if hashes is not None and self._sorts(len(hashes)):
                 absent, known = self._sorted_absent(rows, hashes)
             else:
                 absent = self.absent(rows, hashes)
@@ -212,14 +212,19 @@ class Input:
         """Which of the distinct `rows` the input does not hold (`hashes`: their ordered
         hashes, ascending, if they have them).
 
-        With ordered hashes, the state's hashes and theirs are sorted together, once
-        (`Tuning.merged_dedupe`, ADR 0075): the stable sort puts each asked row right
+        With ordered hashes, when they are many next to the state's entries, the
+        state's hashes and theirs are sorted together, once (`Tuning.merged_dedupe`,
+        ADR 0075): the stable sort puts each asked row right
         after the state's entries of the same hash, and only the rows that land there
         are looked up (a hash the state holds may still be another row's, or a row
         retracted since). Else, or as the reference, every row is looked up."""
-        if hashes is None or not TUNING.merged_dedupe:
+        if hashes is None or not self._sorts(len(hashes)):
             return self._present_counts(rows, hashes, ordered=hashes is not None) <= 0
         return self._sorted_absent(rows, hashes)[0]
+
+    def _sorts(self, asked: int) -> bool:
+        """Whether `asked` rows are enough next to the state to sort it with them."""
+        return asked >= TUNING.merged_dedupe * len(self.presence.spine)
 
     def _sorted_absent(
         self, rows: tuple[Column, ...], hashes: Hashes

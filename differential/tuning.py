@@ -156,11 +156,13 @@ class Tuning:
     # hashes tie (`trace.runs`, ADR 0075); False: `Batch.build` of the concatenation
     # (the reference).
     key_runs: bool = True
-    # A bulk insert into a set input whose rows have ordered hashes finds the rows it
-    # holds already by one stable sort of the input's hashes and theirs, looking up only
-    # the rows whose hash it holds (`inputs.Input.absent`, ADR 0075); False: every
-    # asked row is looked up (the reference).
-    merged_dedupe: bool = True
+    # A bulk insert into a set input whose rows have ordered hashes, of at least this
+    # many rows per entry the input holds, finds the rows it holds already by one stable
+    # sort of the input's hashes and theirs, which the seal's merge reuses, looking up
+    # only the rows whose hash it holds (`inputs.Input.absent`, ADR 0075): a sort costs
+    # the whole state, a lookup each asked row. inf: every asked row is looked up (the
+    # reference).
+    merged_dedupe: float = 0.5
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

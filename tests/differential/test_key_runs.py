@@ -22,6 +22,7 @@ import pytest
 from hypothesis import given, note
 from hypothesis import strategies as st
 
+from differential import inputs
 from differential.batch import Updates
 from differential.engine import Engine
 from differential.time import Antichain, uniform_times
@@ -188,7 +189,8 @@ def test_a_bulk_insert_deduplicated_by_one_sort_commits_what_looking_up_commits(
     for fast in (True, False):
         # (`sorted_from` 2: small batches built in order share the hashes sorted, so the
         # seal's merge may reuse the sort that found the new rows)
-        tuning = TUNING.but(few=few, sorted_from=2, merged_dedupe=fast, key_runs=fast)
+        sort = 0.0 if fast else float("inf")
+        tuning = TUNING.but(few=few, sorted_from=2, merged_dedupe=sort, key_runs=fast)
         with tuned(tuning):
             obs, model, seen = Observed(), set[tuple[int, ...]](), []
             for txn in stream:
@@ -233,10 +235,13 @@ def test_the_seal_merges_the_new_rows_into_the_state_by_the_sort_that_found_them
 ) -> None:
     """Not vacuous: a bulk insert into a set input that doubles it (so the seal
     compacts its state) merges by the order its deduplication found, and a row it
-    held already (dropped from that order) is not staged twice."""
+    held already (dropped from that order) is not staged twice; a hundred rows into
+    the state are looked up (`Tuning.merged_dedupe`: a sort costs the whole state)."""
     fits: list[bool] = []
     real = Known.fits
     monkeypatch.setattr(Known, "fits", lambda self, runs: fits.append(real(self, runs)) or fits[-1])
+    sorts: list[int] = []  # the sorts deduplications made (each a `Known`)
+    monkeypatch.setattr(inputs, "Known", lambda *a: sorts.append(a[3]) or Known(*a))
     obs = Observed()
     first = [(True, (i, i + 1)) for i in range(5_000)]
     obs.commit(first)
@@ -248,3 +253,6 @@ def test_the_seal_merges_the_new_rows_into_the_state_by_the_sort_that_found_them
     assert len(state) == 10_998 and state.diffs.tolist() == [1] * 10_998
     rows = list(zip(*(c.tolist() for c in state.columns), strict=True))
     assert rows == sorted(set(rows))
+    assert sorts == [5_999]
+    obs.commit([(True, (i, 3 * i)) for i in range(2, 102)])  # a few next to the state
+    assert sorts == [5_999]  # looked up: the state is not sorted for them
