@@ -16,6 +16,7 @@ mixed hashes), int64 and int32.
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import numpy as np
 import pytest
@@ -171,10 +172,12 @@ class Observed:
 
 def bulk(domain: int) -> st.SearchStrategy[list[Op]]:
     """A transaction: inserts only (a bulk load) or inserts and retracts."""
-    row = st.tuples(st.integers(0, domain - 1), st.integers(0, domain - 1))
-    inserts = st.lists(st.tuples(st.just(True), row), max_size=20)
-    mixed = st.lists(st.tuples(st.booleans(), row), max_size=12)
-    return inserts | mixed
+    row: st.SearchStrategy[tuple[int, ...]] = st.tuples(
+        st.integers(0, domain - 1), st.integers(0, domain - 1)
+    )
+    inserts: st.SearchStrategy[list[Op]] = st.lists(st.tuples(st.just(True), row), max_size=20)
+    mixed: st.SearchStrategy[list[Op]] = st.lists(st.tuples(st.booleans(), row), max_size=12)
+    return st.one_of(inserts, mixed)
 
 
 @given(st.lists(bulk(5), min_size=1, max_size=8), st.sampled_from([0, 3]))
@@ -238,14 +241,23 @@ def test_the_seal_merges_the_new_rows_into_the_state_by_the_sort_that_found_them
     held already (dropped from that order) is not staged twice; a hundred rows into
     the state are looked up (`Tuning.merged_dedupe`: a sort costs the whole state)."""
     fits: list[bool] = []
+    sorts: list[int] = []  # the sorts deduplications made (each a `Known`): rows asked
     real = Known.fits
-    monkeypatch.setattr(Known, "fits", lambda self, runs: fits.append(real(self, runs)) or fits[-1])
-    sorts: list[int] = []  # the sorts deduplications made (each a `Known`)
-    monkeypatch.setattr(inputs, "Known", lambda *a: sorts.append(a[3]) or Known(*a))
+
+    def fitting(self: Known, runs: list[Batch]) -> bool:
+        fits.append(real(self, runs))
+        return fits[-1]
+
+    def sorted_with(*args: Any) -> Known:
+        sorts.append(args[3])
+        return Known(*args)
+
+    monkeypatch.setattr(Known, "fits", fitting)
+    monkeypatch.setattr(inputs, "Known", sorted_with)
     obs = Observed()
-    first = [(True, (i, i + 1)) for i in range(5_000)]
+    first: list[Op] = [(True, (i, i + 1)) for i in range(5_000)]
     obs.commit(first)
-    again = [(True, (i, 2 * i)) for i in range(1, 6_000)]  # (1, 2) is held already
+    again: list[Op] = [(True, (i, 2 * i)) for i in range(1, 6_000)]  # (1, 2) is held already
     change = obs.commit(again)
     assert fits == [True]
     assert len(change) == 5_998 and (1, 2) not in change
@@ -254,5 +266,6 @@ def test_the_seal_merges_the_new_rows_into_the_state_by_the_sort_that_found_them
     rows = list(zip(*(c.tolist() for c in state.columns), strict=True))
     assert rows == sorted(set(rows))
     assert sorts == [5_999]
-    obs.commit([(True, (i, 3 * i)) for i in range(2, 102)])  # a few next to the state
+    few: list[Op] = [(True, (i, 3 * i)) for i in range(2, 102)]  # a few next to the state
+    obs.commit(few)
     assert sorts == [5_999]  # looked up: the state is not sorted for them
