@@ -397,6 +397,7 @@ class Input:
         self._sealed_size += self._staged_size
         self._staged_size = 0
         self.presence.seal(next_epoch)
+        self.presence.spine.expect(None)  # (the order found for the seal's compaction)
         for arr in self.arrangements.values():
             arr.seal(next_epoch)
 

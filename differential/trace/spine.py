@@ -112,7 +112,7 @@ class Spine:
     # -- writing ----------------------------------------------------------------
 
     def expect(self, known: Known | None) -> None:
-        """An order found ahead for the next `advance`'s compaction (`trace.runs.Known`)."""
+        """An order found ahead for a compaction at the seal (`trace.runs.Known`)."""
         self._known = known
 
     def insert(
@@ -299,15 +299,15 @@ class Spine:
         """Every entry's time is `<= time` (no history a reduce would revisit later)."""
         return self.latest is None or le(self.latest, time)
 
-    def compact(self, known: Known | None = None) -> None:
-        """Merge everything into one batch, compacted to `since` (`known`: `expect`)."""
+    def compact(self) -> None:
+        """Merge everything into one batch, compacted to `since` (reusing `expect`'s)."""
         self._arrange_recent()
         self._unmerged = 0
         self._merging = []
         self._compacting = None
         since = self.since
         if len(self._batches) > 1 or any(b.description.since != since for b in self._batches):
-            merged = merge(self._batches, since, known)
+            merged = merge(self._batches, since, self._known)
             self._batches = [merged] if len(merged) else []
         self._settled = len(self)
 
@@ -331,7 +331,6 @@ class Spine:
         ADR 0069), advanced here as well as by readers: a growing trace outgrows itself
         at every doubling, and its whole merge landed on one commit."""
         self.default_since = since
-        known, self._known = self._known, None  # (found for this epoch's compaction)
         grown, self._held_at_advance = len(self) - self._held_at_advance, len(self)
         if self._compacting is not None:
             if self._compacting in self._merging:
@@ -349,7 +348,7 @@ class Spine:
             if self._compacting is None:  # merged at once after all
                 self._settled = len(self)
         else:
-            self.compact(known)
+            self.compact()
 
     # -- reading ----------------------------------------------------------------
 
