@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -41,6 +42,8 @@ if TYPE_CHECKING:
 
 PART = "__deltalog_partition"  # the column that tags each row with its partition
 BLOB = "__deltalog_batch"  # the column of a task's answer, an Arrow batch per row
+# frames `decoded` made: the frame of their blobs and the batches' schema
+_BLOBS: weakref.WeakKeyDictionary[Any, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
 
 
 def arrow_batches(
@@ -57,6 +60,13 @@ def arrow_batches(
     and run its shuffles a second time). `bridge=False` takes the public fallback."""
     from pyspark.sql import functions as sf
 
+    held = _BLOBS.get(frame)
+    if held is not None:  # a task's answer kept as its Arrow blobs: read them as they are
+        blobs, schema = held
+        for part, batch in arrow_batches(blobs, bridge=bridge, partitions=partitions):
+            for blob in batch.column(0).to_pylist():
+                yield part, pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
+        return
     tagged = frame.withColumn(PART, sf.spark_partition_id())
     source = _bridged(tagged, batch_rows, partitions or _ignore) if bridge else None
     if source is None:
@@ -107,24 +117,47 @@ def map_in_arrow(frame: DataFrame, task: Any, schema: StructType | None = None) 
 
 
 def arrow_task(
-    frame: DataFrame, task: Any, schema: StructType, *, batch_rows: int = 100_000
+    frame: DataFrame, task: Any, *, batch_rows: int = 100_000
 ) -> DataFrame | None:
-    """The frame of `schema` that ONE Python task yields when `task` runs over every
-    Arrow batch of `frame` (an iterator in, record batches out), or None without the
-    bridge. The batches cross as `arrow_batches` fetches them (converted by the JVM,
+    """The frame of IPC blobs (one binary column, `BLOB`, an Arrow batch a row) that
+    ONE Python task yields when `task` runs over every Arrow batch of `frame` (an
+    iterator in, record batches out), or None without the bridge; `decoded` reads
+    it. The batches cross as `arrow_batches` fetches them (converted by the JVM,
     several partitions at once), not as `mapInArrow` feeds a task (row by row
-    through a Python runner: 12.5 s against 5.7 s for 10M rows, ADR 0070); the
-    answer comes back as IPC blobs, decoded by a `map_in_arrow`."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
+    through a Python runner: 12.5 s against 5.7 s for 10M rows, ADR 0070)."""
     found = _arrow_rdd(frame, batch_rows, _ignore)
     if found is None:
         return None
     blobs, arrow = found
-    answer = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
     encoded = blobs.coalesce(1).mapPartitions(partial(_encoded, task, arrow))
-    binary = frame.sparkSession.createDataFrame(encoded, f"{BLOB} binary", verifySchema=False)
-    return map_in_arrow(binary, partial(_decoded, answer), schema)
+    return frame.sparkSession.createDataFrame(encoded, f"{BLOB} binary", verifySchema=False)
+
+
+def blob_task(frame: DataFrame, task: Any) -> DataFrame | None:
+    """`map_in_arrow(frame, task)` with the task's batches as IPC blobs (the frame of
+    one binary column `decoded` reads), or None without the bridge: a task's answer
+    then crosses the JVM as a few opaque values instead of row by row (ADR 0074)."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    blobs = StructType([StructField(BLOB, BinaryType())])
+    return map_in_arrow(frame, partial(_blob_batches, task), blobs)
+
+
+def decoded(blobs: DataFrame, schema: StructType) -> DataFrame:
+    """The frame of `schema` whose Arrow batches are the IPC blobs of `blobs` (one
+    binary column; checkpoint it first, so that the tasks that made it do not run
+    again), cached: a Spark plan that reads it decodes the blobs once (a
+    `map_in_arrow`), and `arrow_batches` reads the blobs themselves, no row
+    converted by the JVM (ADR 0074)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+    frame = map_in_arrow(blobs, partial(_decoded, arrow), schema)
+    if frame is None:  # no bridge (the blobs could not have been made)
+        raise RuntimeError("Arrow blobs without PySpark's JVM bridge")
+    frame = frame.cache()
+    _BLOBS[frame] = (blobs, arrow)
+    return frame
 
 
 def _encoded(task: Any, schema: pa.Schema, blobs: Iterator[bytes]) -> Iterator[tuple[bytes]]:
@@ -132,6 +165,13 @@ def _encoded(task: Any, schema: pa.Schema, blobs: Iterator[bytes]) -> Iterator[t
     batches = (pa.ipc.read_record_batch(pa.py_buffer(blob), schema) for blob in blobs)
     for batch in task(batches):
         yield (batch.serialize().to_pybytes(),)
+
+
+def _blob_batches(task: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Inside a task: each of `task`'s batches as a one-row batch of its IPC blob."""
+    for batch in task(batches):
+        blob = pa.array([batch.serialize().to_pybytes()], pa.binary())
+        yield pa.RecordBatch.from_arrays([blob], names=[BLOB])
 
 
 def _decoded(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
