@@ -116,9 +116,7 @@ def map_in_arrow(frame: DataFrame, task: Any, schema: StructType | None = None) 
     return DataFrame(jdf.mapInArrow(jcolumn, False, None), frame.sparkSession)
 
 
-def arrow_task(
-    frame: DataFrame, task: Any, *, batch_rows: int = 100_000
-) -> DataFrame | None:
+def arrow_task(frame: DataFrame, task: Any, *, batch_rows: int = 100_000) -> DataFrame | None:
     """The frame of IPC blobs (one binary column, `BLOB`, an Arrow batch a row) that
     ONE Python task yields when `task` runs over every Arrow batch of `frame` (an
     iterator in, record batches out), or None without the bridge; `decoded` reads
