@@ -128,15 +128,16 @@ def case_load_direct(args: argparse.Namespace) -> dict[str, Any]:
     db = Database()
     db.define(EDGE)
     before = rss_now_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), tree_cpu_seconds()
     table = pq.read_table(path)
     with db.transaction() as tx:
         tx.insert("e", table)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, tree_cpu_seconds() - cpu
     del table, tx
     gc.collect()
-    return {"seconds": seconds, "rows": pq.read_metadata(path).num_rows,
-            "db_mb": rss_now_mb() - before, "peak_mb": peak_rss_mb() - before}  # fmt: skip
+    return {"seconds": seconds, "cpu": cpu, "rows": pq.read_metadata(path).num_rows,
+            "db_mb": rss_now_mb() - before, "peak_mb": peak_rss_mb() - before,
+            "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def case_load_batches(args: argparse.Namespace) -> dict[str, Any]:
@@ -164,11 +165,12 @@ def case_load_spark(args: argparse.Namespace, deduplicate: bool = False) -> dict
     db.define(EDGE)
     gc.collect()
     before = max(rss_now_mb(), peak_rss_mb())
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), tree_cpu_seconds()
     frame = read_parquet(spark, path, db.checked.schema["e"])
     counts = load_frames(db, {"e": frame}, deduplicate=deduplicate, progress=False)
-    seconds = time.perf_counter() - start
-    return {"seconds": seconds, "rows": counts["e"], "peak_mb": peak_rss_mb() - before}
+    seconds, cpu = time.perf_counter() - start, tree_cpu_seconds() - cpu
+    return {"seconds": seconds, "cpu": cpu, "rows": counts["e"],
+            "peak_mb": peak_rss_mb() - before, "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def case_load_spark_dedup(args: argparse.Namespace) -> dict[str, Any]:

@@ -67,14 +67,14 @@ def arrow_batches(
             for blob in batch.column(0).to_pylist():
                 yield part, pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
         return
-    tagged = frame.withColumn(PART, sf.spark_partition_id())
-    source = _bridged(tagged, batch_rows, partitions or _ignore) if bridge else None
-    if source is None:
-        table = tagged.toArrow()
-        if partitions is not None:
-            partitions(len(set(table.column(PART).to_pylist())))
-        source = iter(table.to_batches(max_chunksize=batch_rows))
-    for batch in source:
+    bridged = _bridged(frame, batch_rows, partitions or _ignore) if bridge else None
+    if bridged is not None:
+        yield from bridged
+        return
+    table = frame.withColumn(PART, sf.spark_partition_id()).toArrow()
+    if partitions is not None:
+        partitions(len(set(table.column(PART).to_pylist())))
+    for batch in table.to_batches(max_chunksize=batch_rows):
         if batch.num_rows:
             part = batch.column(batch.num_columns - 1)[0].as_py()
             yield (
@@ -198,23 +198,51 @@ def _ignore(count: int) -> None:
 
 def _bridged(
     frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
-) -> Iterator[pa.RecordBatch] | None:
-    """The batches through the JVM's Arrow conversion, or None without the bridge."""
-    rdd = _arrow_rdd(frame, batch_rows, partitions)
+) -> Iterator[tuple[int, pa.RecordBatch]] | None:
+    """The batches through the JVM's Arrow conversion, each with its partition's index
+    (told by where a partition's stream starts, not by a column of every row), or
+    None without the bridge."""
+    rdd = _arrow_rdd(frame, batch_rows, partitions, _partition_starts())
     if rdd is None:
         return None
     blobs, schema = rdd
-    return (
-        pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
-        for blob in blobs.toLocalIterator(prefetchPartitions=True)
-    )
+    return _numbered(blobs.toLocalIterator(prefetchPartitions=True), schema)
+
+
+def _numbered(items: Iterator[Any], schema: pa.Schema) -> Iterator[tuple[int, pa.RecordBatch]]:
+    part = -1
+    for item in items:
+        if item is _STARTS:
+            part += 1
+        else:
+            yield part, pa.ipc.read_record_batch(pa.py_buffer(item), schema)
+
+
+_STARTS = object()  # where a partition's items start, in a local iterator's stream
+
+
+def _partition_starts() -> Any:
+    """A `NoOpSerializer` whose stream of each partition (`toLocalIterator` reads
+    one per partition, empty ones too) begins with `_STARTS`."""
+    from pyspark.serializers import NoOpSerializer
+
+    class PartitionStarts(NoOpSerializer):
+        def load_stream(self, stream: Any) -> Iterator[Any]:
+            yield _STARTS
+            yield from super().load_stream(stream)
+
+    return PartitionStarts()
 
 
 def _arrow_rdd(
-    frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
+    frame: DataFrame,
+    batch_rows: int,
+    partitions: Callable[[int], None],
+    serializer: Any = None,
 ) -> tuple[Any, pa.Schema] | None:
-    """The RDD of `frame`'s Arrow batches (IPC bytes, converted by the JVM) and their
-    schema, or None without the bridge."""
+    """The RDD of `frame`'s Arrow batches (IPC bytes, converted by the JVM; read with
+    `serializer`, by default as they are) and their schema, or None without the
+    bridge."""
     from py4j.protocol import Py4JError, Py4JJavaError
     from pyspark.rdd import RDD
     from pyspark.serializers import NoOpSerializer
@@ -231,7 +259,8 @@ def _arrow_rdd(
     except Py4JError:  # no such method on this Spark
         return None
     partitions(jrdd.getNumPartitions())
-    return RDD(jrdd, frame.sparkSession.sparkContext, NoOpSerializer()), schema
+    context = frame.sparkSession.sparkContext
+    return RDD(jrdd, context, serializer or NoOpSerializer()), schema
 
 
 @dataclass
