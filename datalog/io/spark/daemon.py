@@ -7,7 +7,9 @@ A task of local fixpoints or of one task (ADR 0065, ADR 0070) runs the embedded
 engine in a Python worker, which PySpark forks from this daemon: each worker paid
 for importing the engine and pyarrow and for the engine's first query (about half a
 second of CPU each, docs/benchmarks.md). Done once here, the forked workers share
-it. `spark_session` names this module (`spark.python.daemon.module`) on a `local`
+it; so is importing `pyspark.worker`, which each worker did after its fork, from the
+installed package rather than from Spark's `pyspark.zip` (ADR 0074).
+`spark_session` names this module (`spark.python.daemon.module`) on a `local`
 master only: a cluster's executors may have no Deltalog.
 """
 

@@ -17,7 +17,10 @@ For a stratum `decompose.decomposition` accepts (ADR 0065):
    Spark) are hash-partitioned on the pivot column, and one Python task per
    partition inserts them and the broadcast relations into a `Database` holding
    the recursive rules, and answers the relation (`mapInArrow`);
-4. the answers, disjoint by the pivot, are the relation: checkpointed by one job.
+4. the answers, disjoint by the pivot, are the relation: each task's batches come
+   back as Arrow IPC blobs (a few binary values), checkpointed by one job, and the
+   relation is their decoding (`transfer.decoded`: cached once a Spark plan reads
+   it; `arrow_batches` reads the blobs themselves, ADR 0074).
 
 So a recursion costs two jobs whatever its depth (the fetch, and the checkpoint,
 planned statically so that its shuffle is not a job of its own), against two or

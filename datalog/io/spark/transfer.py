@@ -3,7 +3,8 @@
 Layer: datalog (Spark back end). Imports pyarrow; pyspark only inside functions.
 
 `arrow_batches(frame)` yields the frame's rows as Arrow record batches, tagged
-with the partition they come from. The executors convert rows to Arrow inside
+with the partition they come from (told by where each partition's stream starts,
+not by a column: ADR 0074). The executors convert rows to Arrow inside
 the JVM (`Dataset.toArrowBatchRdd`, the conversion `toArrow` uses) and the
 driver fetches one partition at a time (`toLocalIterator`, the next partition
 computed while this one is consumed), so the Python driver holds a batch at a
@@ -18,6 +19,10 @@ the JVM (`DataFrame._jdf`, the `RDD` wrapper, the
 framed-bytes serializer); `tests/spark/test_transfer.py` pins it. Where the
 bridge is missing (Spark Connect, another Spark) it falls back to `toArrow`,
 which is correct but holds the whole frame.
+
+A task's answer can stay as the Arrow IPC blobs the task made (`blob_task`,
+`arrow_task`): `decoded` gives the frame of its rows, which `arrow_batches` reads
+as the blobs themselves, so the rows never cross the JVM one by one (ADR 0074).
 
 `LoadProgress` reports a long transfer (rows, partitions, rows per second): a
 line updated in place on a terminal, else a plain line every `every` seconds
