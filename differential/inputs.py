@@ -32,7 +32,6 @@ did in that epoch (see `Engine.commit`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -68,12 +67,41 @@ from differential.tuning import TUNING
 Semantics = Literal["set", "multiset", "last_write_wins"]
 
 
-@dataclass(frozen=True)
 class Requests:
-    """Requested changes in order: `inserting[i]` is True for an insert, False for a retract."""
+    """Requested changes in order: `inserting[i]` is True for an insert, False for a retract.
 
-    columns: tuple[Column, ...]
-    inserting: npt.NDArray[np.bool_]
+    `columns` are of the relation's types (`dtypes`, when given). An integer column
+    given narrower than its type (an int32 column of int64 values, `Tuning.narrow_columns`)
+    is held as given (`given`) and widened the first time `columns` is read: a bulk
+    load of sets hashes and sorts the narrow columns themselves (`Input._inserted`,
+    ADR 0073), and never reads `columns`."""
+
+    __slots__ = ("_columns", "dtypes", "given", "inserting")
+
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        inserting: npt.NDArray[np.bool_],
+        dtypes: Sequence[np.dtype] | None = None,
+    ) -> None:
+        self.given = tuple(columns)
+        self.inserting = inserting
+        self.dtypes = None if dtypes is None else tuple(np.dtype(d) for d in dtypes)
+        narrow = self.dtypes is not None and any(
+            c.dtype != d for c, d in zip(self.given, self.dtypes, strict=True)
+        )
+        self._columns: tuple[Column, ...] | None = None if narrow else self.given
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        """The columns at the relation's types (narrow ones widened, once)."""
+        if self._columns is None:
+            assert self.dtypes is not None
+            self._columns = tuple(
+                c if c.dtype == d else c.astype(d)
+                for c, d in zip(self.given, self.dtypes, strict=True)
+            )
+        return self._columns
 
     def __len__(self) -> int:
         return len(self.inserting)
@@ -157,7 +185,7 @@ class Input:
         if len(requests) <= TUNING.few and integral(requests.columns):
             return self._set_diffs_few(requests, epoch)
         if requests.inserting.all():
-            return self._inserted(requests.columns, epoch)
+            return self._inserted(requests, epoch)
         return self._set_diffs_sorted(requests, epoch)
 
     def _set_diffs_sorted(self, requests: Requests, epoch: int) -> Updates:
@@ -174,7 +202,7 @@ class Input:
             tuple(c[keep] for c in rows), column((epoch,), int(keep.sum())), change[keep]
         )
 
-    def _inserted(self, columns: Sequence[Column], epoch: int) -> Updates:
+    def _inserted(self, requests: Requests, epoch: int) -> Updates:
         """`_set_diffs` of inserts only (a bulk load): the distinct rows not present,
         each +1, sorted. Into an empty input nothing is looked up, and the batches
         built from them find their rows in order (ADR 0044).
@@ -183,10 +211,14 @@ class Input:
         (`ordered_hash`: integers that fit), the hashes are sorted as values and the
         rows unpacked from them, and `stage` builds the presence batch on those same
         hashes; otherwise `distinct_rows` sorts packed rows. Rows that come sorted are
-        not sorted again."""
-        hashes = ordered_hash(columns) if self.presence.key_arity == self.arity else None
+        not sorted again. Narrow integer columns (`Requests.given`) are hashed as they
+        are (`Tuning.narrow_columns`; the twin widens them first): the rows unpacked from
+        the hashes are of the relation's types either way."""
+        hashes = None
+        if self.presence.key_arity == self.arity:
+            hashes = ordered_hash(requests.given if TUNING.narrow_columns else requests.columns)
         if hashes is None:
-            rows = distinct_rows(columns)
+            rows = distinct_rows(requests.columns)
         else:
             if not in_order([hashes]):
                 hashes = sorted_values(hashes)

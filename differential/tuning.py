@@ -163,6 +163,12 @@ class Tuning:
     # the whole state, a lookup each asked row. inf: every asked row is looked up (the
     # reference).
     merged_dedupe: float = 0.5
+    # An integer column inserted narrower than its relation's type (an int32 column of
+    # `number`s, as the Parquet reader makes them) stays at its width through the
+    # transaction, and a bulk load of a set packs its hashes from it; its rows are
+    # unpacked at the relation's type (`Requests.given`, `Input._inserted`, ADR 0073).
+    # False: the transaction widens it first (the reference).
+    narrow_columns: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).
