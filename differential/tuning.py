@@ -151,6 +151,11 @@ class Tuning:
     # key set, and the input's arrangement keeps none of them until its trace is read
     # (`operators.counted`, ADR 0067); False: the arrangement settles them (the reference).
     counted_inputs: bool = True
+    # A growing distinct whose step's changes hold retractions takes its growing step when
+    # they cancel (consolidated, every row inserted: an antijoin's `x - x ⋉ y` inside a
+    # recursion, or a negated lower stratum entering it), not the general reduce
+    # (`operators.reduce_growing`, ADR 0077); False: the general reduce (the reference).
+    growing_net: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).
