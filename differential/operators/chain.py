@@ -197,7 +197,7 @@ class Chain:
         if not all(join.ready(time) for join in self.joins):
             return None
         staged = [_staged(join, time) for join in self.joins]
-        if None in staged or not any(diffs) and not any(staged):
+        if None in staged or (not any(diffs) and not any(staged)):
             return None
         for relation in self.relations:
             relation.arrange.take_waiting(time)

@@ -121,6 +121,9 @@ class HashTable:
         slot_of = np.empty(len(hashes), dtype=np.intp)
         slots, mine = self._slots(hashes), hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few: one at a time, in order
+                self._claim_rows(rows, slots, mine, slot_of)
+                break
             free = np.flatnonzero(self._keys[slots] == EMPTY)
             self._keys[slots[free]] = mine[free]
             self._values[slots[free]] = rows[free]
@@ -129,11 +132,26 @@ class HashTable:
             going = np.flatnonzero(~stop)
             rows, slots = rows[going], self._next(slots[going])
             mine = hashes[rows]
-        placer = self._values[slot_of].astype(np.intp)
+        placer = self._values[slot_of].astype(np.intp)  # (in `claim`)
         placed = np.flatnonzero(placer == np.arange(len(hashes)))
         self._values[slot_of[placed]] = np.arange(start, start + len(placed))
         self.size += len(placed)
         return placed, placer
+
+    def _claim_rows(self, rows: Index, slots: Index, hashes: Hashes, slot_of: Index) -> None:
+        """`claim`'s probes of a few rows on Python ints: each stops at its hash or
+        takes the first free slot (a later row with its hash then stops there)."""
+        keys, values, size = self._keys, self._values, len(self._keys)
+        for row, slot, h in zip(rows.tolist(), slots.tolist(), hashes.tolist(), strict=True):
+            while True:
+                held = keys.item(slot)
+                if held == EMPTY:
+                    keys[slot], values[slot] = h, row
+                    break
+                if held == h:
+                    break
+                slot = slot + 1 if slot + 1 < size else 0
+            slot_of[row] = slot
 
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         """The arrays it holds (for measuring its memory)."""
@@ -175,6 +193,9 @@ class HashTable:
         slots = self._slots(hashes)
         needles = hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
+                self._probe_rows(found, rows, slots, needles)
+                break
             seen = self._keys[slots]
             hit = seen == needles
             at = np.flatnonzero(hit)
@@ -183,6 +204,19 @@ class HashTable:
             rows, slots = rows[going], self._next(slots[going])
             needles = hashes[rows]
         return found
+
+    def _probe_rows(self, found: Index, rows: Index, slots: Index, hashes: Hashes) -> None:
+        """`_probe` of a few rows on Python ints."""
+        keys, values, size = self._keys, self._values, len(self._keys)
+        for row, slot, h in zip(rows.tolist(), slots.tolist(), hashes.tolist(), strict=True):
+            while True:
+                held = keys.item(slot)
+                if held == h:
+                    found[row] = values.item(slot)
+                    break
+                if held == EMPTY:
+                    break
+                slot = slot + 1 if slot + 1 < size else 0
 
 
 class HashIndex:
@@ -320,6 +354,9 @@ class RunTable:
         slots = self._slots(hashes)
         needles = hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
+                self._probe_rows(found, rows, slots, needles)
+                break
             run = self._runs[slots].astype(np.intp)
             held = np.flatnonzero(run >= 0)  # a free slot ends the probe: absent
             hit = self._hash_of(run[held]) == needles[held]
@@ -329,6 +366,20 @@ class RunTable:
             rows, slots = rows[going], self._next(slots[going])
             needles = hashes[rows]
         return found
+
+    def _probe_rows(self, found: Index, rows: Index, slots: Index, hashes: Hashes) -> None:
+        """`_probe` of a few rows on Python ints."""
+        table, column, bounds = self._runs, self._hashes, self._bounds
+        size = len(table)
+        for row, slot, h in zip(rows.tolist(), slots.tolist(), hashes.tolist(), strict=True):
+            while True:
+                run = table.item(slot)
+                if run < 0:
+                    break  # a free slot: absent
+                if column.item(run if bounds is None else bounds.item(run)) == h:
+                    found[row] = run
+                    break
+                slot = slot + 1 if slot + 1 < size else 0
 
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         """The arrays it holds (for measuring its memory)."""
