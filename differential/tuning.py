@@ -176,6 +176,11 @@ class Tuning:
     # soon as the scope has run (`operators.iterate`, ADR 0077), not when the whole
     # dataflow is dropped (ADR 0062); False: at the end (the reference).
     retire_rounds: bool = True
+    # An antijoin's step sends its changed rows each times one less the multiplicity the
+    # negated side holds under its key, when every such entry is at a time `<=` the step's
+    # (`operators.antijoin`, ADR 0077); False: the rows and their join's pairs negated
+    # (the reference).
+    antijoin_masks: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

@@ -376,7 +376,7 @@ class _Graph:
         reaches `targets` (None otherwise)."""
         arrange = self.arranges.get(receiver)
         readers = self.readers.get(id(arrange), []) if arrange is not None else []
-        if arrange is None or len(readers) != 1 or not isinstance(readers[0], JoinOp):
+        if arrange is None or len(readers) != 1 or type(readers[0]) is not JoinOp:
             return None
         join = readers[0]
         static = join.right if join.left is arrange else join.left

@@ -84,7 +84,7 @@ class JoinOp(Operator):
             if self.lists_ok and len(delta) <= TUNING.few:
                 found = self._join_few(delta, other, time, left_is_delta, include)
                 if found is not None:
-                    self.output.send(found)
+                    self.send(found)
                     continue
             changes = mine.changes(time)
             assert changes is not None
@@ -144,7 +144,11 @@ class JoinOp(Operator):
             part, keys = (delta, hashes) if rows is None else (delta.take(rows), hashes[rows])
             wanted = self.right_needed if left_is_delta else self.left_needed
             owner, found = other.lookup(part.columns[:k], keys, time, include, wanted or None)
-            self.output.send(self._pairs(part, owner, found, left_is_delta, bool(wanted)))
+            self.send(self._pairs(part, owner, found, left_is_delta, bool(wanted)))
+
+    def send(self, pairs: Updates) -> None:
+        """Send joined pairs on (an antijoin sends them negated)."""
+        self.output.send(pairs)
 
     def _pairs(
         self, delta: Updates, owner: Owner, found: Updates, left_is_delta: bool, picked: bool
