@@ -79,12 +79,12 @@ class AntijoinOp(JoinOp):
             asked = FewKeys(rows, small.key_hashes(rows, k == 1))  # type: ignore[arg-type]
             entries = self.right.batch_entries(asked, time, True, TUNING.few_pairs)
             if entries is not None:
-                held = [0] * len(delta)
+                few = [0] * len(delta)
                 for o, at, _, d in entries:
                     if not le(at, time):
                         return None
-                    held[o] += d
-                return self._scaled(delta, np.array(held, dtype=np.int64))
+                    few[o] += d
+                return self._scaled(delta, np.array(few, dtype=np.int64))
         changes = self.left.changes(time)
         assert changes is not None
         updates, hashes = changes
