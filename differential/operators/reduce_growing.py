@@ -67,7 +67,7 @@ class GrowingDistinct:
             return False
         if all_positive(changes.diffs):
             return True
-        if not TUNING.growing_net:
+        if not TUNING.growing_net or self.seen is None:  # (a live distinct's retraction)
             return False
         net = consolidate(changes)
         if not all_positive(net.diffs):
