@@ -11,6 +11,8 @@ without it.
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -247,15 +249,22 @@ def test_a_nested_scope_is_forgotten_once_a_one_shot_read_ran_it() -> None:
     db.define(LINEAR)
     db.insert("e", [(i, i + 1) for i in range(40)])
     retired: list[int] = []
+    spines: list[weakref.ref[Any]] = []
     retire = iterate.Subscope.retire
 
     def spy(self: iterate.Subscope) -> None:
+        spines.extend(weakref.ref(op.spine) for op in self.inner.operators if hasattr(op, "spine"))
         retire(self)
         retired.append(len(self.inner.operators))
 
-    with mock.patch.object(iterate.Subscope, "retire", spy):
-        assert len(set(db.query("r(x, y)"))) == 40 * 41 // 2
-    assert retired == [0]
+    gc.disable()  # freed by reference counting, at once
+    try:
+        with mock.patch.object(iterate.Subscope, "retire", spy):
+            assert len(set(db.query("r(x, y)"))) == 40 * 41 // 2
+        assert retired == [0]
+        assert spines and all(ref() is None for ref in spines)
+    finally:
+        gc.enable()
 
 
 @pytest.mark.parametrize("tail", [0, 1, 32, 1 << 20])
