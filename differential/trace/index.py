@@ -25,13 +25,13 @@ import numpy.typing as npt
 
 from differential.batch import Column, python_rows, python_times
 from differential.trace.dense import DensePairs
+from differential.trace.tails import EMPTY, claim_rows, probe_rows, probe_runs
 from differential.tuning import TUNING
 
 Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits pick the slot
-EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not indexed)
 _MIX_INT = int(_MIX)
 _MASK64 = (1 << 64) - 1
 
@@ -122,7 +122,7 @@ class HashTable:
         slots, mine = self._slots(hashes), hashes
         while len(rows):
             if len(rows) <= TUNING.probe_tail:  # the last few: one at a time, in order
-                self._claim_rows(rows, slots, mine, slot_of)
+                claim_rows(self._keys, self._values, rows, slots, mine, slot_of)
                 break
             free = np.flatnonzero(self._keys[slots] == EMPTY)
             self._keys[slots[free]] = mine[free]
@@ -137,21 +137,6 @@ class HashTable:
         self._values[slot_of[placed]] = np.arange(start, start + len(placed))
         self.size += len(placed)
         return placed, placer
-
-    def _claim_rows(self, rows: Index, slots: Index, hashes: Hashes, slot_of: Index) -> None:
-        """`claim`'s probes of a few rows on Python ints: each stops at its hash or
-        takes the first free slot (a later row with its hash then stops there)."""
-        keys, values, size = self._keys, self._values, len(self._keys)
-        for row, slot, h in zip(rows.tolist(), slots.tolist(), hashes.tolist(), strict=True):
-            while True:
-                held = keys.item(slot)
-                if held == EMPTY:
-                    keys[slot], values[slot] = h, row
-                    break
-                if held == h:
-                    break
-                slot = slot + 1 if slot + 1 < size else 0
-            slot_of[row] = slot
 
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         """The arrays it holds (for measuring its memory)."""
@@ -194,7 +179,7 @@ class HashTable:
         needles = hashes
         while len(rows):
             if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
-                self._probe_rows(found, rows, slots, needles)
+                probe_rows(self._keys, self._values, found, rows, slots, needles)
                 break
             seen = self._keys[slots]
             hit = seen == needles
@@ -204,19 +189,6 @@ class HashTable:
             rows, slots = rows[going], self._next(slots[going])
             needles = hashes[rows]
         return found
-
-    def _probe_rows(self, found: Index, rows: Index, slots: Index, hashes: Hashes) -> None:
-        """`_probe` of a few rows on Python ints."""
-        keys, values, size = self._keys, self._values, len(self._keys)
-        for row, slot, h in zip(rows.tolist(), slots.tolist(), hashes.tolist(), strict=True):
-            while True:
-                held = keys.item(slot)
-                if held == h:
-                    found[row] = values.item(slot)
-                    break
-                if held == EMPTY:
-                    break
-                slot = slot + 1 if slot + 1 < size else 0
 
 
 class HashIndex:
@@ -355,7 +327,7 @@ class RunTable:
         needles = hashes
         while len(rows):
             if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
-                self._probe_rows(found, rows, slots, needles)
+                probe_runs(self._runs, self._hashes, self._bounds, found, rows, slots, needles)
                 break
             run = self._runs[slots].astype(np.intp)
             held = np.flatnonzero(run >= 0)  # a free slot ends the probe: absent
@@ -366,20 +338,6 @@ class RunTable:
             rows, slots = rows[going], self._next(slots[going])
             needles = hashes[rows]
         return found
-
-    def _probe_rows(self, found: Index, rows: Index, slots: Index, hashes: Hashes) -> None:
-        """`_probe` of a few rows on Python ints."""
-        table, column, bounds = self._runs, self._hashes, self._bounds
-        size = len(table)
-        for row, slot, h in zip(rows.tolist(), slots.tolist(), hashes.tolist(), strict=True):
-            while True:
-                run = table.item(slot)
-                if run < 0:
-                    break  # a free slot: absent
-                if column.item(run if bounds is None else bounds.item(run)) == h:
-                    found[row] = run
-                    break
-                slot = slot + 1 if slot + 1 < size else 0
 
     def arrays(self) -> list[npt.NDArray[np.generic]]:
         """The arrays it holds (for measuring its memory)."""
