@@ -156,6 +156,18 @@ class Tuning:
     # key set, and the input's arrangement keeps none of them until its trace is read
     # (`operators.counted`, ADR 0067); False: the arrangement settles them (the reference).
     counted_inputs: bool = True
+    # Merges of batches holding keys only (a set input's presence arrangement), one time
+    # coordinate, oldest first: one stable sort of their hashes, consolidating only where
+    # hashes tie (`trace.runs`, ADR 0075); False: `Batch.build` of the concatenation
+    # (the reference).
+    key_runs: bool = True
+    # A bulk insert into a set input whose rows have ordered hashes, of at least this
+    # many rows per entry the input holds, finds the rows it holds already by one stable
+    # sort of the input's hashes and theirs, which the seal's merge reuses, looking up
+    # only the rows whose hash it holds (`inputs.Input.absent`, ADR 0075): a sort costs
+    # the whole state, a lookup each asked row. inf: every asked row is looked up (the
+    # reference).
+    merged_dedupe: float = 0.5
     # A growing distinct whose step's changes hold retractions takes its growing step when
     # they cancel (consolidated, every row inserted: an antijoin's `x - x ⋉ y` inside a
     # recursion, or a negated lower stratum entering it), not the general reduce
