@@ -61,13 +61,13 @@ class AntijoinOp(JoinOp):
         delta = mine.updates_at(time)
         assert delta is not None
         if self.lists_ok and len(delta) <= TUNING.few:
-            found = self._join_few(delta, other, time, left_is_delta, include)
+            found = self.join_few(delta, other, time, left_is_delta, include)
             if found is not None:
                 self.send(found)
                 return
         changes = mine.changes(time)
         assert changes is not None
-        self._join(*changes, other, time, left_is_delta, include)
+        self.join_changes(*changes, other, time, left_is_delta, include)
 
     def _masked(self, delta: Updates, time: Time) -> Updates | None:
         """The rows of `delta` (the left side's changes at `time`), each times `1 -` the

@@ -82,18 +82,18 @@ class JoinOp(Operator):
             if delta is None:
                 continue
             if self.lists_ok and len(delta) <= TUNING.few:
-                found = self._join_few(delta, other, time, left_is_delta, include)
+                found = self.join_few(delta, other, time, left_is_delta, include)
                 if found is not None:
                     self.send(found)
                     continue
             changes = mine.changes(time)
             assert changes is not None
-            self._join(*changes, other, time, left_is_delta, include)
+            self.join_changes(*changes, other, time, left_is_delta, include)
 
-    def _join_few(
+    def join_few(
         self, delta: Updates, other: Arranged, time: Time, left_is_delta: bool, include: bool
     ) -> Updates | None:
-        """`_join` of a few changes on Python rows: their keys looked up in the batches
+        """`join_changes` of a few changes on Python rows: their keys looked up in the batches
         `lookup` reads (`batch_entries`), each match's output row, time (the join of
         both) and product of diffs built in Python, then one column per output
         column. None when the matches are too many for lists (join with numpy)."""
@@ -123,7 +123,7 @@ class JoinOp(Operator):
             np.array(out_diffs, dtype=np.int64),
         )
 
-    def _join(
+    def join_changes(
         self,
         delta: Updates,
         hashes: Hashes,
