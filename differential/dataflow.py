@@ -206,6 +206,9 @@ class Scope:
         # A root scope that runs for one epoch only (a one-shot dataflow, dropped
         # after its first run; set before it runs): see `totally_ordered`.
         self.one_epoch = False
+        # An iteration scope's variables' streams (`iterate.Variable`), from which
+        # `operators.unread` follows what changes after the first round.
+        self.variables: list[Stream] = []
 
     @property
     def totally_ordered(self) -> bool:

@@ -20,7 +20,7 @@ the distinct admits their outputs) waits to be counted at the next settle.
 
 from __future__ import annotations
 
-from differential.batch import Updates, concat
+from differential.batch import Updates, concat, consolidate
 from differential.time import Antichain, Time, join_times, uniform_times
 from differential.trace.batch import Batch, key_hash
 from differential.trace.keyset import KeySet
@@ -55,7 +55,12 @@ class CountedInput:
         first = deferred[0][1]
         self.first = first if self.first is None else min(self.first, first)  # (ordered)
         self.latest = join_times(self.latest, latest)
-        return [(concat(left), first)] if left else []
+        if not left:
+            return []
+        # Rows and their retractions (an antijoin's `x - x ⋉ y`) whose key never enters
+        # the set cancel here, or they would wait, and be probed, at every settle.
+        waiting = consolidate(concat(left))
+        return [(waiting, first)] if len(waiting) else []
 
     def __len__(self) -> int:
         """Keys counted (at most: an upper bound of the entries they stand for)."""

@@ -25,13 +25,13 @@ import numpy.typing as npt
 
 from differential.batch import Column, python_rows, python_times
 from differential.trace.dense import DensePairs
+from differential.trace.tails import EMPTY, claim_rows, probe_rows, probe_runs
 from differential.tuning import TUNING
 
 Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits pick the slot
-EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not indexed)
 _MIX_INT = int(_MIX)
 _MASK64 = (1 << 64) - 1
 
@@ -121,6 +121,9 @@ class HashTable:
         slot_of = np.empty(len(hashes), dtype=np.intp)
         slots, mine = self._slots(hashes), hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few: one at a time, in order
+                claim_rows(self._keys, self._values, rows, slots, mine, slot_of)
+                break
             free = np.flatnonzero(self._keys[slots] == EMPTY)
             self._keys[slots[free]] = mine[free]
             self._values[slots[free]] = rows[free]
@@ -129,7 +132,7 @@ class HashTable:
             going = np.flatnonzero(~stop)
             rows, slots = rows[going], self._next(slots[going])
             mine = hashes[rows]
-        placer = self._values[slot_of].astype(np.intp)
+        placer = self._values[slot_of].astype(np.intp)  # (in `claim`)
         placed = np.flatnonzero(placer == np.arange(len(hashes)))
         self._values[slot_of[placed]] = np.arange(start, start + len(placed))
         self.size += len(placed)
@@ -175,6 +178,9 @@ class HashTable:
         slots = self._slots(hashes)
         needles = hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
+                probe_rows(self._keys, self._values, found, rows, slots, needles)
+                break
             seen = self._keys[slots]
             hit = seen == needles
             at = np.flatnonzero(hit)
@@ -320,6 +326,9 @@ class RunTable:
         slots = self._slots(hashes)
         needles = hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
+                probe_runs(self._runs, self._hashes, self._bounds, found, rows, slots, needles)
+                break
             run = self._runs[slots].astype(np.intp)
             held = np.flatnonzero(run >= 0)  # a free slot ends the probe: absent
             hit = self._hash_of(run[held]) == needles[held]

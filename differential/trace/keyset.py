@@ -284,6 +284,8 @@ class KeySet:
                 same &= stored[at[rows]] == key[rows]
             held[rows[~same]] = False
         np.add.at(self.counts, at[held], diffs[held])
+        if not self.overflow:  # (the usual case: an absent row is absent)
+            return np.flatnonzero(~held)
         absent = []
         for row in np.flatnonzero(~held).tolist():  # rare: overflow keys, or absent ones
             found = tuple(k[row].item() for k in keys)
