@@ -12,18 +12,22 @@ Layer: bench — may import anything public from deltalog packages and peers.
   problem of frankmcsherry/dynamic-datalog, with its identifiers `[ctr, node]`
   flattened to two columns (Deltalog has no records); its input is a generated typing
   session: characters inserted mostly after the previous one, sometimes elsewhere,
-  and some removed.
+  and some removed (an easy stand-in: short chains of blanks); `crdt_input_facts`
+  reads a prefix of the problem's real input (`problems/crdt/input.zip` of that
+  repository, kept out of this one), a real editing trace.
 Both are written as Soufflé-compatible text with `.input`/`.printsize`, so the same
 program and fact files run in Deltalog, `deltalog run` and Soufflé.
 """
 
 from __future__ import annotations
 
+import io
+import zipfile
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CRDT", "CSPA", "crdt_facts", "cspa_facts", "write_facts"]
+__all__ = ["CRDT", "CSPA", "crdt_facts", "crdt_input_facts", "cspa_facts", "write_facts"]
 
 CSPA = """
 .decl assign(a: number, b: number)
@@ -161,6 +165,37 @@ def crdt_facts(operations: int, seed: int = 0) -> Facts:
     removed = np.flatnonzero(gone)
     remove = np.stack([counters[removed], node[removed]], 1)
     return {"insert": insert, "remove": remove}
+
+
+def crdt_input_facts(source: Path, operations: int) -> Facts:
+    """The real input of dynamic-datalog's `crdt` problem (`problems/crdt/input.zip` of
+    github.com/frankmcsherry/dynamic-datalog; `source`: that zip, or a directory
+    holding it or its `insert.txt` and `remove.txt`, space-separated `ctr node
+    parent_ctr parent_node` and `ctr node`): its first `operations` inserts and the
+    removes of their identifiers."""
+    insert_text, remove_text = _crdt_texts(source)
+    inserts = np.loadtxt(io.StringIO(insert_text), dtype=np.int64, ndmin=2, max_rows=operations)
+    removes = np.loadtxt(io.StringIO(remove_text), dtype=np.int64, ndmin=2)
+    ids = inserts[:, 0] * (1 << 32) + inserts[:, 1]
+    kept = np.isin(removes[:, 0] * (1 << 32) + removes[:, 1], ids)
+    return {"insert": inserts, "remove": removes[kept]}
+
+
+def _crdt_texts(source: Path) -> tuple[str, str]:
+    """The texts of `insert.txt` and `remove.txt` in `source` (a zip or a directory)."""
+    if source.is_dir():
+        for candidate in (source, source / "input"):
+            if (candidate / "insert.txt").exists():
+                return tuple(  # type: ignore[return-value]
+                    (candidate / f"{name}.txt").read_text(encoding="ascii")
+                    for name in ("insert", "remove")
+                )
+        source = source / "input.zip"
+    with zipfile.ZipFile(source) as archive:
+        names = {Path(n).name: n for n in archive.namelist()}
+        return tuple(  # type: ignore[return-value]
+            archive.read(names[f"{name}.txt"]).decode("ascii") for name in ("insert", "remove")
+        )
 
 
 def write_facts(facts: Facts, directory: Path) -> None:

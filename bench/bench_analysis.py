@@ -1,9 +1,15 @@
 """Program-analysis workloads next to Soufflé (or DuckDB): CSPA-style points-to, CRDT.
 
 Layer: bench — may import anything public from deltalog packages and peers.
-Run: `python -m bench.bench_analysis [--cspa 20000] [--crdt 2000] [--tc 1000000]
-[--edges 1000000] [--runs 3] [--only cspa cspa-all cspa-hub crdt tc triangles reach]
-[--timeout 600]`.
+Run: `python -m bench.bench_analysis [--cspa 20000] [--crdt 2000] [--crdt-input PATH]
+[--tc 1000000] [--edges 1000000] [--runs 3] [--only cspa cspa-all cspa-hub crdt tc
+triangles reach] [--timeout 600]`.
+
+The CRDT workload's input is generated (a stand-in typing session) unless
+`--crdt-input` (or `$DELTALOG_CRDT_INPUT`) names the real one: dynamic-datalog's
+`problems/crdt/input.zip` (github.com/frankmcsherry/dynamic-datalog), or a directory
+holding it or its unzipped `insert.txt` and `remove.txt`; `--crdt N` then takes its
+first N inserts and the removes of their identifiers.
 
 Each workload's facts are generated (`bench.analysis_data`, seeded) into a temporary
 directory as Soufflé's `-F` layout, with the program as a `.dl` file; every system
@@ -42,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.analysis_data import CRDT, CSPA, crdt_facts, cspa_facts, write_facts
+from bench.analysis_data import CRDT, CSPA, crdt_facts, crdt_input_facts, cspa_facts, write_facts
 from bench.common import format_table
 from bench.generators import dag_for_closure, power_law_graph
 
@@ -99,9 +105,12 @@ def _program(workload: str) -> str:
     return "\n".join([*lines, kept, ""])
 
 
-def prepare(workload: str, size: int, directory: Path) -> Path:
-    """Facts and program of `workload` at `size` in `directory`; the program's path."""
-    if workload == "tc":  # a random DAG whose closure has about `size` pairs
+def prepare(workload: str, size: int, directory: Path, crdt_input: Path | None = None) -> Path:
+    """Facts and program of `workload` at `size` in `directory` (the CRDT's real input
+    from `crdt_input`, when given); the program's path."""
+    if workload == "crdt" and crdt_input is not None:
+        facts = crdt_input_facts(crdt_input, size)
+    elif workload == "tc":  # a random DAG whose closure has about `size` pairs
         src, dst = dag_for_closure(size, seed=0)
         facts = {"edge": np.stack([src, dst], 1)}
     elif workload in ("triangles", "reach"):  # a power-law graph of `size` edges
@@ -278,10 +287,12 @@ def _cli_ratio(found: dict[str, list[dict[str, Any]]]) -> str:
     return f"run / API {ratio:.2f}"
 
 
-def run(workload: str, size: int, runs: int, timeout: float) -> list[list[object]]:
+def run(
+    workload: str, size: int, runs: int, timeout: float, crdt_input: Path | None = None
+) -> list[list[object]]:
     directory = Path(tempfile.mkdtemp(prefix=f"deltalog-{workload}-"))
     try:
-        program = prepare(workload, size, directory)
+        program = prepare(workload, size, directory, crdt_input)
         found: dict[str, list[dict[str, Any]]] = {s: [] for s in systems(workload)}
         for _ in range(runs):  # interleaved: a busy moment hits every system alike
             for system in found:
@@ -339,6 +350,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cspa", type=int, default=20_000, help="variables of the program")
     parser.add_argument("--crdt", type=int, default=2_000, help="insert operations")
+    parser.add_argument(
+        "--crdt-input",
+        type=Path,
+        default=os.environ.get("DELTALOG_CRDT_INPUT") or None,
+        help="dynamic-datalog's crdt input.zip (or its folder): the real input, not a stand-in",
+    )
     parser.add_argument("--tc", type=int, default=1_000_000, help="closure pairs (about)")
     parser.add_argument("--edges", type=int, default=1_000_000, help="triangles/reach graph")
     parser.add_argument("--runs", type=int, default=3)
@@ -355,7 +372,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for workload in args.only:
         sizes = {"crdt": args.crdt, "tc": args.tc, "triangles": args.edges, "reach": args.edges}
         size = sizes.get(workload, args.cspa)
-        rows += run(workload, size, args.runs, args.timeout)
+        real = args.crdt_input if workload == "crdt" else None
+        rows += run(workload, size, args.runs, args.timeout, real)
     print(format_table(rows, HEAD))
     return 0
 

@@ -10,9 +10,11 @@ Datasets are generated once (`bench.generators.power_law_graph`, seed 0) and kep
 Parquet files in `--data` (default: a folder in the system's temporary directory):
 `powerlaw-N` for each `--edges N`, and with `--livejournal` a LiveJournal-shaped
 graph of 69M edges over 4.8M nodes. Every (graph, task, system) runs in a fresh
-process (`--child`) under an address-space cap (`--memory-cap` GiB; a watchdog also
-kills a child whose resident set passes it), interleaved over `--runs`; the table
-shows medians. Each run reads the Parquet file itself:
+process (`--child`) under a cap on its resident set (`--memory-cap` GiB: a thread in
+the child ends it, having reported what it measured, once its resident set passes
+the cap; the driver kills a child 2% above it as a backstop; no address-space cap,
+which fails far below the resident set), interleaved over `--runs`; the table shows
+medians. Each run reads the Parquet file itself:
 
 - `load`: Deltalog `datalog.io.sources.parquet.insert_parquet(db, "e", path)` (a set:
   the rows deduplicated) against DuckDB `CREATE TABLE e AS SELECT * FROM
@@ -42,9 +44,10 @@ shows medians. Each run reads the Parquet file itself:
 `peak MiB` is the child's own peak resident set (`VmHWM` of `/proc/self/status`,
 read by the child as it ends): wait4's `ru_maxrss` would count the driver's resident
 set too, since a forked child's peak before `exec` is kept across it. A child killed
-before it reports (the cap, a timeout) gets the largest resident set the watchdog
-saw. `B/edge` divides the peak by the edges. Times are wall seconds; `cpu s` is the
-child's CPU time (DuckDB uses every core). Answers are cross-checked across systems and
+before it reports (the backstop, a timeout) gets the largest resident set the
+watchdog saw; a stream stopped by the cap reports the rounds it timed (`ended by`).
+`B/edge` divides the peak by the edges. Times are wall seconds; `cpu s` is the child's
+CPU time (DuckDB uses every core). Answers are cross-checked across systems and
 tasks; a mismatch exits 1.
 """
 
@@ -58,6 +61,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -211,6 +215,7 @@ def counted(db: Any, name: str) -> tuple[Any, list[int]]:
 
 def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     """The node-order triangle stream (module docstring)."""
+    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from bench.bench_wcoj import node_rounds
@@ -218,6 +223,7 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     table = pq.read_table(spec["path"])
     src, dst = table.column(0).to_numpy(), table.column(1).to_numpy()
     del table
+    pa.default_memory_pool().release_unused()  # the table's buffers: not the count's
     rounds = node_rounds(src, dst, spec["nodes_per_round"])
     total_rounds = len(rounds)
     if spec.get("stream_from", "end") == "start":
@@ -237,19 +243,48 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
     start, cpu = time.perf_counter(), cpu_seconds()
     db.engine.start(built.dataflow)
     first = {"first_s": time.perf_counter() - start, "first_cpu_s": cpu_seconds() - cpu}
-    latencies, cpu_latencies, ended = timed_stream(db, src, dst, timed_rounds, spec)
-    ms, cpu_ms = np.array(latencies) * 1e3, np.array(cpu_latencies) * 1e3
-    edges_timed = int(sum(len(p) for p in timed_rounds[: len(latencies)]))
+    latencies: list[float] = []
+    cpu_latencies: list[float] = []
+    _STREAM.update(
+        latencies=latencies,
+        cpu_latencies=cpu_latencies,
+        timed_rounds=timed_rounds,
+        found=found,
+        held_mb=held_mb,
+        load_s=load_s,
+        first=first,
+        total_rounds=total_rounds,
+        complete_when_all=spec.get("stream_from", "end") == "end",
+    )
+    ended = timed_stream(db, src, dst, timed_rounds, spec, latencies, cpu_latencies)
+    return {**stream_figures(**_STREAM), "ended": ended}
+
+
+def stream_figures(
+    latencies: list[float],
+    cpu_latencies: list[float],
+    timed_rounds: list[np.ndarray],
+    found: list[int],
+    held_mb: float,
+    load_s: float,
+    first: dict[str, float],
+    total_rounds: int,
+    complete_when_all: bool,
+) -> dict[str, Any]:
+    """The stream's figures over the rounds timed so far."""
+    done = len(cpu_latencies)  # appended last: a round fully timed
+    ms, cpu_ms = np.array(latencies[:done]) * 1e3, np.array(cpu_latencies[:done]) * 1e3
+    edges_timed = int(sum(len(p) for p in timed_rounds[:done]))
+    resident = current_rss_mb()
     return {
         "load_s": load_s,
         "held_mb": held_mb,
-        "end_rss_mb": current_rss_mb(),
-        "resident_per_edge": (current_rss_mb() - held_mb) * (1 << 20) / max(edges_timed, 1),
+        "end_rss_mb": resident,
+        "resident_per_edge": (resident - held_mb) * (1 << 20) / max(edges_timed, 1),
         **first,
         "answer": found[0],
-        "complete": spec.get("stream_from", "end") == "end" or len(latencies) == total_rounds,
-        "rounds": len(latencies),
-        "ended": ended,
+        "complete": complete_when_all or done == total_rounds,
+        "rounds": done,
         "total_rounds": total_rounds,
         "edges_timed": edges_timed,
         "p50_ms": float(np.percentile(ms, 50)),
@@ -263,32 +298,46 @@ def stream_deltalog(db: Any, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def timed_stream(
-    db: Any, src: np.ndarray, dst: np.ndarray, rounds: list[np.ndarray], spec: dict[str, Any]
-) -> tuple[list[float], list[float], str]:
-    """Wall and CPU seconds of each round's commit, until the rounds or
+    db: Any,
+    src: np.ndarray,
+    dst: np.ndarray,
+    rounds: list[np.ndarray],
+    spec: dict[str, Any],
+    latencies: list[float],
+    cpu_latencies: list[float],
+) -> str:
+    """Append the wall and CPU seconds of each round's commit, until the rounds or
     `--stream-seconds` (of wall time, if given) run out, or memory does (the rounds
-    timed before it are kept: what ended the stream is the third value)."""
+    timed before it are kept); what ended the stream."""
     budget = spec.get("stream_seconds") or float("inf")
     began = time.perf_counter()
-    latencies: list[float] = []
-    cpu_latencies: list[float] = []
     for part in rounds:
         start, cpu = time.perf_counter(), cpu_seconds()
         try:
             db.insert("e", [src[part], dst[part]])
         except MemoryError:
-            return latencies, cpu_latencies, f"oom ({spec['memory_cap_gb']:g} GiB)"
+            return f"oom ({spec['memory_cap_gb']:g} GiB)"
         latencies.append(time.perf_counter() - start)
         cpu_latencies.append(cpu_seconds() - cpu)
-        if len(latencies) % 100 == 0:
-            print(
-                f"  round {len(latencies)}: {latencies[-1] * 1e3:.1f} ms,"
-                f" resident {current_rss_mb():,.0f} MiB",
-                file=sys.stderr,
-            )
+        if len(latencies) % 100 == 0:  # what a kill from outside (the OOM killer) leaves
+            print(progress(latencies, cpu_latencies), file=sys.stderr, flush=True)
         if time.perf_counter() - began > budget:
-            return latencies, cpu_latencies, "time budget"
-    return latencies, cpu_latencies, "end of the rounds"
+            return "time budget"
+    return "end of the rounds"
+
+
+def progress(latencies: list[float], cpu_latencies: list[float]) -> str:
+    """A progress line: the last 100 rounds' and all rounds' wall p50/p99/max and CPU
+    p50 so far, the resident set and the peak."""
+    ms, cpu_ms = np.array(latencies) * 1e3, np.array(cpu_latencies) * 1e3
+    recent = ms[-100:]
+    return (
+        f"  round {len(ms)}: last 100 p50 {np.median(recent):.0f} max {recent.max():.0f} ms;"
+        f" all p50/p99/max {np.median(ms):.0f}/{np.percentile(ms, 99):.0f}/{ms.max():.0f} ms,"
+        f" cpu p50/p99/max {np.median(cpu_ms):.0f}/{np.percentile(cpu_ms, 99):.0f}"
+        f"/{cpu_ms.max():.0f} ms; resident {current_rss_mb():,.0f} MiB,"
+        f" peak {own_peak_mb() or 0:,.0f} MiB"
+    )
 
 
 _REACH = """WITH RECURSIVE reach(n) AS (SELECT CAST({hub} AS BIGINT)
@@ -326,16 +375,45 @@ def run_duckdb(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def child(spec: dict[str, Any]) -> None:
-    cap = int(spec["memory_cap_gb"] * (1 << 30))
-    if spec["system"] == "deltalog":  # DuckDB maps more than it touches: the watchdog caps it
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    # The cap is on the resident set, as the goals state it (an address-space cap,
+    # RLIMIT_AS, fails far below it: glibc arenas and numpy's mappings reserve more
+    # address space than they touch). The child watches itself, so that a stream
+    # stopped by the cap still reports the rounds it timed; the driver's watchdog is
+    # the backstop.
+    watch_resident(spec)
     run = run_deltalog if spec["system"] == "deltalog" else run_duckdb
     try:
         result = run(spec)
     except MemoryError:
         result = {"status": f"oom ({spec['memory_cap_gb']:g} GiB)"}
+    report_and_end(result)
+
+
+def report_and_end(result: dict[str, Any]) -> None:
     result["own_peak_mb"] = own_peak_mb()
     print(MARK + json.dumps(result), flush=True)
+
+
+_STREAM: dict[str, Any] = {}  # the running stream's figures so far, for the watcher
+
+
+def watch_resident(spec: dict[str, Any], every_s: float = 0.02) -> None:
+    """A thread that ends this process once its resident set passes the cap, having
+    reported what it measured so far (a stream's rounds timed; `over the memory cap`)."""
+    cap_mb = spec["memory_cap_gb"] * 1024
+
+    def watch() -> None:
+        while current_rss_mb() <= cap_mb:
+            time.sleep(every_s)
+        status = f"over the memory cap ({spec['memory_cap_gb']:g} GiB resident)"
+        if _STREAM.get("latencies"):
+            result = {**stream_figures(**_STREAM), "ended": status}
+        else:
+            result = {"status": status}
+        report_and_end(result)
+        os._exit(3)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def own_peak_mb() -> float | None:
@@ -358,7 +436,8 @@ def measure(spec: dict[str, Any], timeout: float) -> dict[str, Any]:
     """Run `spec` in a child; its result with `status`, `wall_s` and `peak_mb`."""
     cmd = [sys.executable, "-m", "bench.bench_scale", "--child", json.dumps(spec)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, start_new_session=True)
-    cap_mb = spec["memory_cap_gb"] * 1024
+    # a backstop above the child's own watcher (which reports before it ends)
+    cap_mb = spec["memory_cap_gb"] * 1024 * 1.02 + 64
     start, status, seen_mb = time.monotonic(), "ok", 0.0
     while True:
         pid, code, _ = os.wait4(proc.pid, os.WNOHANG)

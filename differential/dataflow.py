@@ -209,6 +209,9 @@ class Scope:
         # The time whose operators `run` is stepping (None before the first; not the
         # time of fused rounds): what arrives at it is that time's own output.
         self.now: Time | None = None
+        # An iteration scope's variables' streams (`iterate.Variable`), from which
+        # `operators.unread` follows what changes after the first round.
+        self.variables: list[Stream] = []
 
     @property
     def totally_ordered(self) -> bool:

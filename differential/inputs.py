@@ -32,7 +32,6 @@ did in that epoch (see `Engine.commit`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -62,17 +61,47 @@ from differential.trace.batch import (
 )
 from differential.trace.cursor import FewKeys, columns_of
 from differential.trace.footprint import Footprint
+from differential.trace.runs import Known
 from differential.tuning import TUNING
 
 Semantics = Literal["set", "multiset", "last_write_wins"]
 
 
-@dataclass(frozen=True)
 class Requests:
-    """Requested changes in order: `inserting[i]` is True for an insert, False for a retract."""
+    """Requested changes in order: `inserting[i]` is True for an insert, False for a retract.
 
-    columns: tuple[Column, ...]
-    inserting: npt.NDArray[np.bool_]
+    `columns` are of the relation's types (`dtypes`, when given). An integer column
+    given narrower than its type (an int32 column of int64 values, `Tuning.narrow_columns`)
+    is held as given (`given`) and widened the first time `columns` is read: a bulk
+    load of sets hashes and sorts the narrow columns themselves (`Input._inserted`,
+    ADR 0073), and never reads `columns`."""
+
+    __slots__ = ("_columns", "dtypes", "given", "inserting")
+
+    def __init__(
+        self,
+        columns: Sequence[Column],
+        inserting: npt.NDArray[np.bool_],
+        dtypes: Sequence[np.dtype] | None = None,
+    ) -> None:
+        self.given = tuple(columns)
+        self.inserting = inserting
+        self.dtypes = None if dtypes is None else tuple(np.dtype(d) for d in dtypes)
+        narrow = self.dtypes is not None and any(
+            c.dtype != d for c, d in zip(self.given, self.dtypes, strict=True)
+        )
+        self._columns: tuple[Column, ...] | None = None if narrow else self.given
+
+    @property
+    def columns(self) -> tuple[Column, ...]:
+        """The columns at the relation's types (narrow ones widened, once)."""
+        if self._columns is None:
+            assert self.dtypes is not None
+            self._columns = tuple(
+                c if c.dtype == d else c.astype(d)
+                for c, d in zip(self.given, self.dtypes, strict=True)
+            )
+        return self._columns
 
     def __len__(self) -> int:
         return len(self.inserting)
@@ -96,8 +125,9 @@ class Input:
         self.semantics = semantics
         self.late = late
         self._sealed_size = 0  # distinct rows held, as of the last sealed epoch
-        # The presence key hashes of the diffs `_inserted` computed last, for `stage`.
-        self._hashed: tuple[Updates, Hashes] | None = None
+        # The presence key hashes of the diffs `_inserted` computed last, for `stage`, and
+        # the sort that found them new, for the seal's merge (`trace.runs.Known`).
+        self._hashed: tuple[Updates, Hashes, Known | None] | None = None
         self._staged_size = 0  # how the staged epoch changes it
         key_arity = 1 if semantics == "last_write_wins" else len(self.dtypes)
         self.presence = SharedArrangement(key_arity, self.dtypes, f"{name}/state")
@@ -155,7 +185,7 @@ class Input:
         if len(requests) <= TUNING.few and integral(requests.columns):
             return self._set_diffs_few(requests, epoch)
         if requests.inserting.all():
-            return self._inserted(requests.columns, epoch)
+            return self._inserted(requests, epoch)
         return self._set_diffs_sorted(requests, epoch)
 
     def _set_diffs_sorted(self, requests: Requests, epoch: int) -> Updates:
@@ -172,7 +202,7 @@ class Input:
             tuple(c[keep] for c in rows), column((epoch,), int(keep.sum())), change[keep]
         )
 
-    def _inserted(self, columns: Sequence[Column], epoch: int) -> Updates:
+    def _inserted(self, requests: Requests, epoch: int) -> Updates:
         """`_set_diffs` of inserts only (a bulk load): the distinct rows not present,
         each +1, sorted. Into an empty input nothing is looked up, and the batches
         built from them find their rows in order (ADR 0044).
@@ -181,10 +211,14 @@ class Input:
         (`ordered_hash`: integers that fit), the hashes are sorted as values and the
         rows unpacked from them, and `stage` builds the presence batch on those same
         hashes; otherwise `distinct_rows` sorts packed rows. Rows that come sorted are
-        not sorted again."""
-        hashes = ordered_hash(columns) if self.presence.key_arity == self.arity else None
+        not sorted again. Narrow integer columns (`Requests.given`) are hashed as they
+        are (`Tuning.narrow_columns`; the twin widens them first): the rows unpacked from
+        the hashes are of the relation's types either way."""
+        hashes = None
+        if self.presence.key_arity == self.arity:
+            hashes = ordered_hash(requests.given if TUNING.narrow_columns else requests.columns)
         if hashes is None:
-            rows = distinct_rows(columns)
+            rows = distinct_rows(requests.columns)
         else:
             if not in_order([hashes]):
                 hashes = sorted_values(hashes)
@@ -192,15 +226,57 @@ class Input:
             if not first.all():
                 hashes = hashes[first]
             rows = rows_of_hashes(hashes, self.dtypes)
+        known = None
         if len(self.presence):
-            absent = self._present_counts(rows, hashes, ordered=hashes is not None) <= 0
+            if hashes is not None and self._sorts(len(hashes)):
+                absent, known = self._sorted_absent(rows, hashes)
+            else:
+                absent = self.absent(rows, hashes)
             if not absent.all():
                 rows = tuple(c[absent] for c in rows)
                 hashes = None if hashes is None else hashes[absent]
         n = len(rows[0])
         diffs = Updates(rows, uniform_times((epoch,), n), uniform_diffs(1, n))
-        self._hashed = None if hashes is None else (diffs, hashes)
+        self._hashed = None if hashes is None else (diffs, hashes, known)
         return diffs
+
+    def absent(self, rows: tuple[Column, ...], hashes: Hashes | None) -> npt.NDArray[np.bool_]:
+        """Which of the distinct `rows` the input does not hold (`hashes`: their ordered
+        hashes, ascending, if they have them).
+
+        With ordered hashes, when they are many next to the state's entries, the
+        state's hashes and theirs are sorted together, once (`Tuning.merged_dedupe`,
+        ADR 0075): the stable sort puts each asked row right
+        after the state's entries of the same hash, and only the rows that land there
+        are looked up (a hash the state holds may still be another row's, or a row
+        retracted since). Else, or as the reference, every row is looked up."""
+        if hashes is None or not self._sorts(len(hashes)):
+            return self._present_counts(rows, hashes, ordered=hashes is not None) <= 0
+        return self._sorted_absent(rows, hashes)[0]
+
+    def _sorts(self, asked: int) -> bool:
+        """Whether `asked` rows are enough next to the state to sort it with them."""
+        return asked >= TUNING.merged_dedupe * len(self.presence.spine)
+
+    def _sorted_absent(
+        self, rows: tuple[Column, ...], hashes: Hashes
+    ) -> tuple[npt.NDArray[np.bool_], Known]:
+        """`absent` by one sort, and the sort, which the seal's merge of the new rows
+        into the state reuses (`trace.runs.Known`)."""
+        batches = tuple(self.presence.spine.batches)
+        held = sum(len(b) for b in batches)
+        joined = np.concatenate([*(b.hashes for b in batches), hashes])
+        order = np.argsort(joined, kind="stable")  # the sorted runs merged: about linear
+        ordered = joined[order]
+        at = np.flatnonzero(ordered[1:] == ordered[:-1]) + 1  # entries after their hash
+        at = at[order[at] >= held]  # asked rows whose hash the state holds
+        absent = np.ones(len(hashes), dtype=bool)
+        if len(at):
+            maybe = order[at] - held
+            found = tuple(c[maybe] for c in rows)
+            absent[maybe] = self._present_counts(found, hashes[maybe], ordered=True) <= 0
+            at = at[~absent[maybe]]  # asked rows held: not in the staged batch
+        return absent, Known(batches, order, ordered, len(hashes), at)
 
     def _set_diffs_few(self, requests: Requests, epoch: int) -> Updates:
         """`_set_diffs` for a few requests, row by row in Python (the same diffs)."""
@@ -327,8 +403,11 @@ class Input:
         """Make `diffs` the pending batch of epoch `epoch` in every arrangement."""
         self._staged_size = self._size_change(diffs)
         hashed, self._hashed = self._hashed, None
-        hashes = hashed[1] if hashed is not None and hashed[0] is diffs else None
+        hashes, known = hashed[1:] if hashed is not None and hashed[0] is diffs else (None, None)
         state = self.presence.stage(diffs, epoch, hashes)
+        if known is not None and state.hashes is hashes:  # the new rows as they were sorted
+            known.last = state
+            self.presence.spine.expect(known)
         for spec, arr in self.arrangements.items():
             perm = spec[0]
             permuted = Updates(tuple(diffs.columns[i] for i in perm), diffs.times, diffs.diffs)
@@ -341,6 +420,7 @@ class Input:
         """Forget a staged epoch that will not commit."""
         self._staged_size = 0
         self._hashed = None
+        self.presence.spine.expect(None)
         self.presence.unstage()
         for arr in self.arrangements.values():
             arr.unstage()
@@ -349,6 +429,7 @@ class Input:
         self._sealed_size += self._staged_size
         self._staged_size = 0
         self.presence.seal(next_epoch)
+        self.presence.spine.expect(None)  # (the order found for the seal's compaction)
         for arr in self.arrangements.values():
             arr.seal(next_epoch)
 

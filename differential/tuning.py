@@ -71,6 +71,11 @@ class Tuning:
     keyset_load: float = 2
     # Query keys an index probes at once.
     index_chunk: int = 1 << 18
+    # A probe of a hash table (`trace.index`) goes on one row at a time in Python once at
+    # most this many rows are left colliding: each vectorized step costs about ten
+    # numpy calls, and the last few rows of a probe take several (ADR 0077). 0: every
+    # step vectorized (the reference).
+    probe_tail: int = 32
     # A lookup of this many keys or more, in a trace of `sifted_batches` batches or
     # more, asks the trace's sieve first (`trace.sift`); its size per key and floor.
     sifted_keys: int = 1 << 12
@@ -151,10 +156,54 @@ class Tuning:
     # key set, and the input's arrangement keeps none of them until its trace is read
     # (`operators.counted`, ADR 0067); False: the arrangement settles them (the reference).
     counted_inputs: bool = True
-    # ... and counts the rows of keys it holds as they arrive, when they are insertions
-    # at the time being processed and it alone reads the arrangement: a round's
-    # candidates never wait whole (`CountedInput.arrive`, ADR 0072); False: they are
-    # counted once the distinct has admitted their time's rows (the reference).
+    # Merges of batches holding keys only (a set input's presence arrangement), one time
+    # coordinate, oldest first: one stable sort of their hashes, consolidating only where
+    # hashes tie (`trace.runs`, ADR 0075); False: `Batch.build` of the concatenation
+    # (the reference).
+    key_runs: bool = True
+    # A bulk insert into a set input whose rows have ordered hashes, of at least this
+    # many rows per entry the input holds, finds the rows it holds already by one stable
+    # sort of the input's hashes and theirs, which the seal's merge reuses, looking up
+    # only the rows whose hash it holds (`inputs.Input.absent`, ADR 0075): a sort costs
+    # the whole state, a lookup each asked row. inf: every asked row is looked up (the
+    # reference).
+    merged_dedupe: float = 0.5
+    # An integer column inserted narrower than its relation's type (an int32 column of
+    # `number`s, as the Parquet reader makes them) stays at its width through the
+    # transaction, and a bulk load of a set packs its hashes from it; its rows are
+    # unpacked at the relation's type (`Requests.given`, `Input._inserted`, ADR 0073).
+    # False: the transaction widens it first (the reference).
+    narrow_columns: bool = True
+    # A growing distinct whose step's changes hold retractions takes its growing step when
+    # they cancel (consolidated, every row inserted: an antijoin's `x - x ⋉ y` inside a
+    # recursion, or a negated lower stratum entering it), not the general reduce
+    # (`operators.reduce_growing`, ADR 0077); False: the general reduce (the reference).
+    growing_net: bool = True
+    # An arrangement of a one-shot dataflow's rounds whose every reader is a join with a
+    # side no variable reaches (a lower stratum's relation) keeps no round's updates: no
+    # reader looks them up after the first round (`operators.unread`, ADR 0077); False:
+    # it keeps them (the reference).
+    unread_sides: bool = True
+    # A join whose two sides both change at a step meets the larger side's changes with
+    # the other's history and changes, and the smaller side's with the larger's history
+    # before them, so that only the smaller change is arranged for lookups
+    # (`operators.join`, ADR 0077); False: the left side's changes meet the right's
+    # (the reference).
+    smaller_arranged: bool = True
+    # A one-shot dataflow forgets an iteration scope's operators, and what they hold, as
+    # soon as the scope has run (`operators.iterate`, ADR 0077), not when the whole
+    # dataflow is dropped (ADR 0062); False: at the end (the reference).
+    retire_rounds: bool = True
+    # An antijoin's step sends its changed rows each times one less the multiplicity the
+    # negated side holds under its key, when every such entry is at a time `<=` the step's
+    # (`operators.antijoin`, ADR 0077); False: the rows and their join's pairs negated
+    # (the reference).
+    antijoin_masks: bool = True
+    # A distinct counting its input (`counted_inputs`) counts the rows of keys it holds
+    # as they arrive, when they are insertions at the time being processed and it alone
+    # reads the arrangement: a round's candidates never wait whole (`CountedInput.arrive`,
+    # ADR 0072); False: they are counted once the distinct has admitted their time's
+    # rows (the reference).
     counted_arrivals: bool = True
     # ... a part at a time, where a sample of its rows finds at least this share of keys
     # known: most rows of a closure's round are new keys, which would only be probed

@@ -21,6 +21,7 @@ from datalog.db import definitions
 from datalog.db.definitions import ProgramChange, ProgramState
 from datalog.db.durable import commit_record
 from datalog.db.epochs import Epochs, Write
+from datalog.eval.expressions import DTYPES
 from datalog.eval.rows import to_columns
 from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import TransactionError, UnknownNameError, did_you_mean
@@ -138,7 +139,8 @@ class Transaction:
         grouped: dict[str, list[tuple[tuple[np.ndarray, ...], bool]]] = {}
         for relation, cols, inserting in self.parts:
             grouped.setdefault(relation, []).append((cols, inserting))
-        requests = {rel: _requests(parts) for rel, parts in grouped.items()}
+        schema = self.schema or self.program.checked.schema
+        requests = {rel: _requests(parts, _dtypes(schema, rel)) for rel, parts in grouped.items()}
         self.parts = [
             part for rel, parts in grouped.items() for part in _held(rel, parts, requests)
         ]
@@ -163,14 +165,23 @@ def _held(
     goes one way, so a bulk load of many batches is held once while it commits, not
     as its batches and their concatenation; otherwise the parts, in order."""
     if len(parts) > 1 and len({inserting for _, inserting in parts}) == 1:
-        return [(relation, requests[relation].columns, parts[0][1])]
+        return [(relation, requests[relation].given, parts[0][1])]
     return [(relation, columns, inserting) for columns, inserting in parts]
 
 
-def _requests(parts: list[tuple[tuple[np.ndarray, ...], bool]]) -> Requests:
+def _dtypes(schema: Schema, relation: str) -> tuple[np.dtype, ...] | None:
+    """The types a relation's columns are stored at (None: a nullary relation's one
+    constant column, as it is): narrow integer columns widen to them when read."""
+    kinds = schema.types(relation)
+    return tuple(np.dtype(DTYPES[kind]) for kind in kinds) if kinds else None
+
+
+def _requests(
+    parts: list[tuple[tuple[np.ndarray, ...], bool]], dtypes: tuple[np.dtype, ...] | None
+) -> Requests:
     arity = len(parts[0][0])
     if len(parts) == 1:  # one insert or retract (a bulk load): its columns as they are
-        return Requests(parts[0][0], np.full(len(parts[0][0][0]), parts[0][1]))
+        return Requests(parts[0][0], np.full(len(parts[0][0][0]), parts[0][1]), dtypes)
     columns = tuple(np.concatenate([p[0][i] for p in parts]) for i in range(arity))
     inserting = np.concatenate([np.full(len(p[0][0]) if p[0] else 0, p[1]) for p in parts])
-    return Requests(columns, inserting.astype(bool))
+    return Requests(columns, inserting.astype(bool), dtypes)

@@ -256,6 +256,8 @@ def _numeric(col: Array, kind: ColumnType, where: str) -> Array:
     typed_input = col.dtype.kind in "iuf"
     if typed_input and len(col):  # before the cast: it would wrap or warn
         _check_range(col, kind, where)
+    if _narrow(col, dtype):  # kept at its width, widened only if read so (ADR 0073)
+        return col if _immutable(col) else col.copy()
     try:
         typed = col.astype(dtype)
     except (OverflowError, ValueError, TypeError) as exc:
@@ -263,6 +265,29 @@ def _numeric(col: Array, kind: ColumnType, where: str) -> Array:
     if not typed_input and kind == "float" and len(col):
         _check_range(typed, kind, where)
     return typed
+
+
+def _narrow(col: Array, dtype: np.dtype) -> bool:
+    """Whether an integer column (its values checked) is kept narrower than `dtype`
+    (`Tuning.narrow_columns`): `Requests` widen it when read at the relation's type."""
+    return (
+        TUNING.narrow_columns
+        and col.dtype.kind in "iu"
+        and dtype.kind in "iu"
+        and col.dtype.itemsize < dtype.itemsize
+    )
+
+
+def _immutable(col: Array) -> bool:
+    """Whether nothing can change `col`'s values while a transaction holds it, so it
+    need not be copied: it is read-only, as is every array beneath it, down to one
+    that owns its memory (a reader's own column) or to an Arrow buffer (immutable)."""
+    base: object = col
+    while isinstance(base, np.ndarray):
+        if base.flags.writeable:
+            return False
+        base = base.base
+    return base is None or type(base).__module__.startswith("pyarrow")
 
 
 def _not_a_number(value: object, kind: ColumnType) -> str:

@@ -49,9 +49,10 @@ from datalog.plan.sources import Sources
 from datalog.plan.wcoj import delta_query
 from differential.batch import Updates
 from differential.dataflow import Stream
+from differential.operators.antijoin import AntijoinOp
 from differential.operators.arrange import Arranged, ArrangeOp
 from differential.operators.join import JoinOp
-from differential.operators.linear import concat, filter_rows, map_updates, negate, project
+from differential.operators.linear import concat, filter_rows, map_updates, project
 from differential.operators.reduce import ReduceOp, distinct
 
 
@@ -225,8 +226,7 @@ class BodyCompiler:
         right, _ = self.arrange(present, key)
         layout = [*key, *left_rest] if key else ["", *left_rest]
         proj = [layout.index(v, 0 if key else 1) for v in binding.vars]
-        matched = JoinOp(left, right, proj).output
-        return Binding(concat([binding.stream, negate(matched)]), binding.vars)
+        return Binding(AntijoinOp(left, right, proj).output, binding.vars)
 
     # -- comparisons and expressions ---------------------------------------------
 

@@ -215,6 +215,12 @@ class ArrangeOp(BatchesArranged):
         # Rows counted in the reading distinct's key set while nobody reads the trace
         # (`count_into`, `operators.counted`, ADR 0067).
         self.counted: CountedInput | None = None
+        self.unread = False  # whether nobody reads its trace (`keep_nothing`)
+
+    def keep_nothing(self) -> None:
+        """Hold no time's updates past its step: no reader looks its trace up again
+        (`operators.unread`, ADR 0077)."""
+        self.unread = True
 
     def count_into(self, keys: KeySet) -> None:
         """Let the growing distinct reading this arrangement count its rows in its key
@@ -278,6 +284,8 @@ class ArrangeOp(BatchesArranged):
         """Updates at times from `first` to `latest`, after every update held, moved
         behind the trace unarranged: one time's by `seal`, many by fused rounds."""
         self.seal()
+        if self.unread:
+            return
         self.deferred.append((updates, first))
         self._deferred_latest = join_times(self._deferred_latest, latest)
         if len(self.deferred) > TUNING.deferred:  # a stream nobody reads: bound what waits

@@ -187,14 +187,17 @@ class Chain:
         for updates in parts:
             rows.append([row for p in updates for row in python_rows(p.columns, len(p))])
             diffs.append([d for p in updates for d in p.diffs.tolist()] or None)
-        if min((min(d) for d in diffs if d), default=0) <= 0:
+        # A round may start with rows only at a join's side (`staged`: a variable read
+        # through a join alone, as `r(x, z) :- e(x, y), r(y, z).`); without a join
+        # rows must be the relations' own.
+        if min((min(d) for d in diffs if d), default=1 if self.joins else 0) <= 0:
             return None
         if not all(relation.growing_at(time) for relation in self.relations):
             return None
         if not all(join.ready(time) for join in self.joins):
             return None
         staged = [_staged(join, time) for join in self.joins]
-        if None in staged:
+        if None in staged or (not any(diffs) and not any(staged)):
             return None
         for relation in self.relations:
             relation.arrange.take_waiting(time)
@@ -373,7 +376,7 @@ class _Graph:
         reaches `targets` (None otherwise)."""
         arrange = self.arranges.get(receiver)
         readers = self.readers.get(id(arrange), []) if arrange is not None else []
-        if arrange is None or len(readers) != 1 or not isinstance(readers[0], JoinOp):
+        if arrange is None or len(readers) != 1 or type(readers[0]) is not JoinOp:
             return None
         join = readers[0]
         static = join.right if join.left is arrange else join.left

@@ -29,7 +29,7 @@ keys, never wait whole.
 
 from __future__ import annotations
 
-from differential.batch import Updates, concat
+from differential.batch import Updates, concat, consolidate
 from differential.dataflow import Operator
 from differential.sort import uniform
 from differential.time import Antichain, Time, join_times, uniform_times
@@ -57,7 +57,12 @@ class CountedInput:
         for item, _ in deferred:
             left += self._count(item.updates() if isinstance(item, Batch) else item)
         self._counted(deferred[0][1], latest)
-        return [(concat(left), deferred[0][1])] if left else []
+        if not left:
+            return []
+        # Rows and their retractions (an antijoin's `x - x ⋉ y`) whose key never enters
+        # the set cancel here, or they would wait, and be probed, at every settle.
+        waiting = consolidate(concat(left))
+        return [(waiting, deferred[0][1])] if len(waiting) else []
 
     def arrive(self, updates: Updates, arrangement: Operator) -> list[Updates]:
         """Count the rows of `updates`, arriving at `arrangement`, whose key the set

@@ -20,7 +20,9 @@ import numpy as np
 from differential.dataflow import Operator, Scope, Stream
 from differential.operators.chain import fused_rounds
 from differential.operators.linear import Feedback
+from differential.operators.unread import mark_unread
 from differential.time import Time
+from differential.tuning import TUNING
 
 
 class Subscope(Operator):
@@ -32,6 +34,7 @@ class Subscope(Operator):
         super().__init__(parent)
         self.name = name
         self.inner = Scope(parent.depth + 1, parent, name)
+        self.marked = False  # whether `mark_unread` looked at the scope (before it runs)
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         depth = self.scope.depth
@@ -46,8 +49,24 @@ class Subscope(Operator):
         return self.inner.next_time(time) is not None
 
     def step(self, time: Time) -> None:
+        if not self.marked:
+            self.marked = True
+            mark_unread(self.inner)
         self.inner.fused = fused_rounds(self.inner)
         self.inner.run(time)
+        if TUNING.retire_rounds and self.inner.totally_ordered:
+            self.retire()
+
+    def retire(self) -> None:
+        """Forget the nested scope's operators and what they hold: it ran for the one
+        time of a one-shot dataflow's root, and its result has left it (`Leave`), so
+        the rest of the evaluation runs without its key sets and arrangements.
+
+        A one-shot evaluation already relies on a nested scope's inputs being complete
+        when it runs (its rounds are advanced and compacted as they go, ADR 0062): its
+        root runs each operator at its one time, after the ones feeding it."""
+        self.inner.forget(set())
+        self.inner.operators = []
 
     def describe(self) -> str:
         return f"{self.name}[{len(self.inner.operators)} operators]"
@@ -61,6 +80,7 @@ class Variable:
         self.scope = scope
         self.output = Stream(scope, dtypes, name)
         self.defined = False
+        scope.variables.append(self.output)
 
     def set(self, result: Stream) -> None:
         """Define the variable: its value at iteration `i + 1` is `result` at `i`."""

@@ -68,24 +68,32 @@ class JoinOp(Operator):
 
     def step(self, time: Time) -> None:
         # Each side's changes are only scanned here: they need not be arranged now.
-        sides = ((self.left, self.right, True), (self.right, self.left, False))
-        for mine, other, left_is_delta in sides:
+        # One side's changes meet the other's history with its changes, the other's
+        # only its history before them: each pair once. The side met with its changes
+        # is arranged for it; the smaller one is (`Tuning.smaller_arranged`; False: the
+        # right side always, the reference).
+        first = True
+        if TUNING.smaller_arranged and self.left.has_delta(time) and self.right.has_delta(time):
+            left, right = self.left.updates_at(time), self.right.updates_at(time)
+            first = left is None or right is None or len(left) >= len(right)
+        sides = ((self.left, self.right, True, first), (self.right, self.left, False, not first))
+        for mine, other, left_is_delta, include in sides:
             delta = mine.updates_at(time)
             if delta is None:
                 continue
             if self.lists_ok and len(delta) <= TUNING.few:
-                found = self._join_few(delta, other, time, left_is_delta)
+                found = self.join_few(delta, other, time, left_is_delta, include)
                 if found is not None:
-                    self.output.send(found)
+                    self.send(found)
                     continue
             changes = mine.changes(time)
             assert changes is not None
-            self._join(*changes, other, time, left_is_delta)
+            self.join_changes(*changes, other, time, left_is_delta, include)
 
-    def _join_few(
-        self, delta: Updates, other: Arranged, time: Time, left_is_delta: bool
+    def join_few(
+        self, delta: Updates, other: Arranged, time: Time, left_is_delta: bool, include: bool
     ) -> Updates | None:
-        """`_join` of a few changes on Python rows: their keys looked up in the batches
+        """`join_changes` of a few changes on Python rows: their keys looked up in the batches
         `lookup` reads (`batch_entries`), each match's output row, time (the join of
         both) and product of diffs built in Python, then one column per output
         column. None when the matches are too many for lists (join with numpy)."""
@@ -93,7 +101,7 @@ class JoinOp(Operator):
         rows = python_rows(delta.columns, len(delta))
         keys = [row[:k] for row in rows]
         asked = FewKeys(keys, small.key_hashes(keys, k == 1))  # type: ignore[arg-type]
-        found = other.batch_entries(asked, time, left_is_delta, TUNING.few_pairs)
+        found = other.batch_entries(asked, time, include, TUNING.few_pairs)
         if found is None:
             return None
         if not found:
@@ -115,22 +123,32 @@ class JoinOp(Operator):
             np.array(out_diffs, dtype=np.int64),
         )
 
-    def _join(
-        self, delta: Updates, hashes: Hashes, other: Arranged, time: Time, left_is_delta: bool
+    def join_changes(
+        self,
+        delta: Updates,
+        hashes: Hashes,
+        other: Arranged,
+        time: Time,
+        left_is_delta: bool,
+        include: bool,
     ) -> None:
-        """Send `delta` joined with `other` (after this time's changes if `delta` is the
-        left side, before them if it is the right: each pair is derived once), in
+        """Send `delta` joined with `other` (after this time's changes if `include`,
+        before them if not: each pair is derived once), in
         chunks of about `TUNING.pairs` pairs, so memory stays bounded per chunk and a
         budget can stop a huge product between two of them. Under a row limit the
         pairs are counted first, and too many are refused before any is built."""
         k = self.left.key_arity
         exact = row_limit() is not None
-        for rows in _chunks(delta, hashes, other, time, left_is_delta, exact):
+        for rows in _chunks(delta, hashes, other, time, include, exact):
             check_budget()
             part, keys = (delta, hashes) if rows is None else (delta.take(rows), hashes[rows])
             wanted = self.right_needed if left_is_delta else self.left_needed
-            owner, found = other.lookup(part.columns[:k], keys, time, left_is_delta, wanted or None)
-            self.output.send(self._pairs(part, owner, found, left_is_delta, bool(wanted)))
+            owner, found = other.lookup(part.columns[:k], keys, time, include, wanted or None)
+            self.send(self._pairs(part, owner, found, left_is_delta, bool(wanted)))
+
+    def send(self, pairs: Updates) -> None:
+        """Send joined pairs on (an antijoin sends them negated)."""
+        self.output.send(pairs)
 
     def _pairs(
         self, delta: Updates, owner: Owner, found: Updates, left_is_delta: bool, picked: bool

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from differential.batch import Column, Updates, concat
+from differential.batch import Column, Updates, concat, consolidate
 from differential.dataflow import check_budget
 from differential.operators.arrange import Arranged, ArrangeOp, Owner
 from differential.operators.reduce_tactics import all_positive
@@ -47,6 +47,9 @@ class GrowingDistinct:
         # since the last settle), of which the first `settled` stored keys and the
         # overflow keys in `settled_overflow` are in the trace already.
         self.compacted: bool | None = None  # whether it keeps no copy (decided once)
+        # A time's changes consolidated when they came with retractions that cancel
+        # (`applies`; `Tuning.growing_net`): what the step then admits.
+        self.net: tuple[Time, Updates] | None = None
         self.latest: Time | None = None
         self.settled = 0
         self.settled_overflow: set[Row] = set()
@@ -54,9 +57,23 @@ class GrowingDistinct:
             source.count_into(self.seen)
 
     def applies(self, time: Time) -> bool:
-        """Only insertions at the step's time (the driver checks the history)."""
+        """Only insertions at the step's time (the driver checks the history): as they
+        came, or once consolidated (`Tuning.growing_net`: an antijoin's `x - x ⋉ y`
+        sends rows with their retractions, which cancel; False: the reference, which
+        leaves such a time to the general reduce)."""
+        self.net = None
         changes = self.source.updates_at(time)
-        return changes is not None and all_positive(changes.diffs)
+        if changes is None:
+            return False
+        if all_positive(changes.diffs):
+            return True
+        if not TUNING.growing_net or self.seen is None:  # (a live distinct's retraction)
+            return False
+        net = consolidate(changes)
+        if not all_positive(net.diffs):
+            return False
+        self.net = (time, net)
+        return True
 
     def step(self, time: Time) -> Updates | None:
         """The keys of the changes at `time` not in the output yet (None: none)."""
@@ -69,12 +86,17 @@ class GrowingDistinct:
 
     def _step(self, time: Time) -> Updates | None:
         if self.seen is not None:
-            changes = self.source.changes(time)
-            assert changes is not None
-            updates, hashes = changes
+            net, self.net = self.net, None
+            if net is not None and net[0] == time:  # (rows and retractions that cancel)
+                updates, hashes = net[1], key_hash(net[1].columns)
+            else:
+                changes = self.source.changes(time)
+                assert changes is not None
+                updates, hashes = changes
             keys: tuple[Column, ...] = updates.columns
             fresh = _admit(self.seen, hashes, keys)
-        else:
+        else:  # (the delta is consolidated: a cancelled row is not in it)
+            self.net = None
             delta = self.source.delta(time)
             assert delta is not None
             first = np.flatnonzero(run_starts([delta.hashes, *delta.columns]))

@@ -101,11 +101,23 @@ def ordered_hash(columns: Sequence[Column]) -> Hashes | None:
         if column.dtype.kind == "u" and len(column) and int(column.max()) >> 63:
             return None
         return column.astype(np.int64)  # a copy
-    patterns = [_as_int64(col).view(np.uint64) for col in columns]
-    width = np.uint64(small.packed_width(len(columns)))
-    if len(columns[0]) and not all(int(p.max()) >> int(width) == 0 for p in patterns):
+    width = small.packed_width(len(columns))
+    patterns = [_pattern(col, width) for col in columns]
+    if len(columns[0]) and not all(int(p.max()) >> width == 0 for p in patterns):
         return None
-    return _packed(patterns, width)
+    return _packed(patterns, np.uint64(width))
+
+
+def _pattern(col: Column, width: int) -> npt.NDArray[np.unsignedinteger]:
+    """The column's bit patterns, unsigned, for the packed hash: at the column's own
+    width when every value below `2**width` reads the same there as in 64 bits and
+    every other value reads as at least `2**width` (a negative int32 as 2**31 or
+    more, when `width` is below 31), so that an int32 column packs without a widened
+    copy (ADR 0073); else of the column widened to 64 bits."""
+    bits = col.dtype.itemsize * 8
+    if bits < 64 and (col.dtype.kind == "u" or (col.dtype.kind == "i" and bits > width)):
+        return col.view(f"u{col.dtype.itemsize}")
+    return _as_int64(col).view(np.uint64)
 
 
 def rows_of_hashes(hashes: Hashes, dtypes: Sequence[np.dtype]) -> tuple[Column, ...]:

@@ -25,13 +25,14 @@ import numpy.typing as npt
 
 from differential.batch import Column, python_rows, python_times
 from differential.trace.dense import DensePairs
+from differential.trace.fill import fill_in_order
+from differential.trace.tails import EMPTY, claim_rows, probe_rows, probe_runs
 from differential.tuning import TUNING
 
 Hashes = npt.NDArray[np.int64]
 Index = npt.NDArray[np.intp]
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits pick the slot
-EMPTY = np.iinfo(np.int64).min  # marks a free slot (a batch holding it is not indexed)
 _MIX_INT = int(_MIX)
 _MASK64 = (1 << 64) - 1
 
@@ -97,37 +98,15 @@ class HashTable:
 
     def fill(self, hashes: Hashes) -> None:
         """Hold the distinct `hashes`, each valued its position, in this empty table
-        (room permitting). Each takes the first free slot from its home on, as
-        `insert` would, but all at once: sorted by home slot (home and position
-        packed in one int64: a sort of values, no permutation), hash `i` goes to
-        `max(home_i, slot_{i-1} + 1)`, a running maximum, a part at a time; those
-        that run past the end wrap around by `insert`. For a table built again as
-        it grows (a key set): no probing rounds, half the time of `insert`."""
-        count = len(hashes)
-        assert self.size == 0 and count * self.load <= self._slots_int
-        if count >= 1 << 31 or self._slots_int >= 1 << 32:  # (packs no more)
-            self.insert(hashes, np.arange(count))
-            return
-        step = max(TUNING.index_chunk, 1)
-        packed = np.empty(count, dtype=np.int64)
-        for lo in range(0, count, step):
-            values = np.arange(lo, min(lo + step, count), dtype=np.intp)
-            packed[lo : lo + step] = (self._slots(hashes[lo : lo + step]) << 31) | values
-        packed.sort()
-        last, wrapped = -1, []
-        for lo in range(0, count, step):
-            part = packed[lo : lo + step]
-            values, rows = part & ((1 << 31) - 1), np.arange(len(part))
-            slots = np.maximum(np.maximum.accumulate((part >> 31) - rows), last + 1) + rows
-            inside = slots < self._slots_int
-            self._keys[slots[inside]] = hashes[values[inside]]
-            self._values[slots[inside]] = values[inside]
-            wrapped.append(values[~inside])
-            last = int(slots[-1])
-        self.size = count - sum(len(w) for w in wrapped)
-        rest = np.concatenate([np.zeros(0, dtype=np.int64), *wrapped])
-        if len(rest):
-            self.insert(hashes[rest], rest)
+        (room permitting), placed in the order of their home slots (`trace.fill`): a
+        table built again as it grows, in half the time of `insert`."""
+        assert self.size == 0 and len(hashes) * self.load <= self._slots_int
+        wrapped = fill_in_order(self._keys, self._values, hashes, self._slots)
+        if wrapped is None:
+            wrapped = np.arange(len(hashes))
+        self.size = len(hashes) - len(wrapped)
+        if len(wrapped):
+            self.insert(hashes[wrapped], wrapped)
 
     def _place(self, hashes: Hashes, values: Index) -> None:
         rows = np.arange(len(hashes), dtype=np.intp)
@@ -155,6 +134,9 @@ class HashTable:
         slot_of = np.empty(len(hashes), dtype=np.intp)
         slots, mine = self._slots(hashes), hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few: one at a time, in order
+                claim_rows(self._keys, self._values, rows, slots, mine, slot_of)
+                break
             free = np.flatnonzero(self._keys[slots] == EMPTY)
             self._keys[slots[free]] = mine[free]
             self._values[slots[free]] = rows[free]
@@ -163,7 +145,7 @@ class HashTable:
             going = np.flatnonzero(~stop)
             rows, slots = rows[going], self._next(slots[going])
             mine = hashes[rows]
-        placer = self._values[slot_of].astype(np.intp)
+        placer = self._values[slot_of].astype(np.intp)  # (in `claim`)
         placed = np.flatnonzero(placer == np.arange(len(hashes)))
         self._values[slot_of[placed]] = np.arange(start, start + len(placed))
         self.size += len(placed)
@@ -209,6 +191,9 @@ class HashTable:
         slots = self._slots(hashes)
         needles = hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
+                probe_rows(self._keys, self._values, found, rows, slots, needles)
+                break
             seen = self._keys[slots]
             hit = seen == needles
             at = np.flatnonzero(hit)
@@ -354,6 +339,9 @@ class RunTable:
         slots = self._slots(hashes)
         needles = hashes
         while len(rows):
+            if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
+                probe_runs(self._runs, self._hashes, self._bounds, found, rows, slots, needles)
+                break
             run = self._runs[slots].astype(np.intp)
             held = np.flatnonzero(run >= 0)  # a free slot ends the probe: absent
             hit = self._hash_of(run[held]) == needles[held]

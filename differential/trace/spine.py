@@ -35,19 +35,13 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import (
-    Column,
-    Updates,
-    concat,
-    consolidate,
-    run_starts,
-    uniform,
-)
+from differential.batch import Column, Updates, concat, consolidate, run_starts, uniform
 from differential.time import Antichain, Time, join_times, le, less_equal, uniform_times
-from differential.trace.batch import Batch, Description, Hashes, key_hash, merge
+from differential.trace.batch import Batch, Description, Hashes, key_hash
 from differential.trace.cursor import Entry, FewKeys, Index, lookup_batch, lookup_entries
 from differential.trace.fuel import Merging
 from differential.trace.recent import Recent
+from differential.trace.runs import Known, merge
 from differential.trace.sift import Sieve
 from differential.tuning import TUNING
 
@@ -91,6 +85,7 @@ class Spine:
         self._settled: int | None = None
         self._compacting: Merging | None = None  # a fueled compaction under way
         self._held_at_advance = 0  # updates held at the last `advance`
+        self._known: Known | None = None  # a merge's order found ahead (`expect`)
 
     # -- readers and compaction -------------------------------------------------
 
@@ -115,6 +110,10 @@ class Spine:
         return envelope
 
     # -- writing ----------------------------------------------------------------
+
+    def expect(self, known: Known | None) -> None:
+        """An order found ahead for a compaction at the seal (`trace.runs.Known`)."""
+        self._known = known
 
     def insert(
         self, updates: Updates, lower: Antichain, upper: Antichain, latest: Time | None = None
@@ -301,14 +300,14 @@ class Spine:
         return self.latest is None or le(self.latest, time)
 
     def compact(self) -> None:
-        """Merge everything into one batch, compacted to `since`."""
+        """Merge everything into one batch, compacted to `since` (reusing `expect`'s)."""
         self._arrange_recent()
         self._unmerged = 0
         self._merging = []
         self._compacting = None
         since = self.since
         if len(self._batches) > 1 or any(b.description.since != since for b in self._batches):
-            merged = merge(self._batches, since)
+            merged = merge(self._batches, since, self._known)
             self._batches = [merged] if len(merged) else []
         self._settled = len(self)
 

@@ -113,7 +113,9 @@ def test_recursive_aggregation_compacted_answers_as_kept_apart(query: str, edges
 
 @contextmanager
 def held_after_run() -> Iterator[list[list[tuple[int, str, int, int]]]]:
-    """Every dataflow's arrangements (`Dataflow.traces`) just after it ran."""
+    """Every dataflow's arrangements (`Dataflow.traces`) just after it ran (its nested
+    scopes not forgotten as they finish, `Tuning.retire_rounds`: what they held is what
+    is measured)."""
     found: list[list[tuple[int, str, int, int]]] = []
     original = Dataflow.run
 
@@ -121,7 +123,7 @@ def held_after_run() -> Iterator[list[list[tuple[int, str, int, int]]]]:
         original(dataflow)
         found.append(dataflow.traces())
 
-    with mock.patch.object(Dataflow, "run", run):
+    with mock.patch.object(Dataflow, "run", run), tuned(TUNING.but(retire_rounds=False)):
         yield found
 
 
@@ -195,7 +197,9 @@ def test_rows_fused_rounds_defer_before_their_keys_are_admitted_are_counted_late
         waited.append(sum(len(part) for part, _ in left))
         return left
 
-    def inputs_after(dataflow: Dataflow) -> None:  # what each distinct's input holds
+    def inputs_after(
+        dataflow: Dataflow,
+    ) -> None:  # what each distinct's input holds (kept: retire_rounds off)
         run(dataflow)
         for op in dataflow.root.all_operators():
             if isinstance(op, ArrangeOp) and op.key_arity == len(op.dtypes):
@@ -213,7 +217,11 @@ def test_rows_fused_rounds_defer_before_their_keys_are_admitted_are_counted_late
         db, held = Database(), []
         db.define(BODY3)
         with (
-            tuned(TUNING.but(counted_inputs=counted, deferred_rows=0, handover=64)),
+            tuned(
+                TUNING.but(
+                    counted_inputs=counted, deferred_rows=0, handover=64, retire_rounds=False
+                )
+            ),
             mock.patch.object(CountedInput, "take", take),
             mock.patch.object(Dataflow, "run", inputs_after),
         ):
@@ -260,7 +268,9 @@ def test_a_one_shot_dataflow_frees_its_arrangements_before_consolidating_its_ans
         ):
             for compact in (False, True):
                 spines.clear()
-                with tuned(TUNING.but(compact_rounds=compact)):
+                # (nested scopes not forgotten as they finish: `retire_rounds` would
+                # free their arrangements before the run ends, ADR 0077)
+                with tuned(TUNING.but(compact_rounds=compact, retire_rounds=False)):
                     assert len(db.query("tc(x, y)")) == 40 * 40
     finally:
         gc.enable()

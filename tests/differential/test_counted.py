@@ -50,16 +50,17 @@ def _reach_and_a_delta_query_of_its_candidates(df: Dataflow) -> list[Output]:
     binding) without reading the candidates' trace, and reads none after, so it
     sees every later candidate only among its round's changes."""
     edges = df.import_input("edge", [0, 1], 1)
+    root = collection(df, "root", 1).output
+    ps = [df.import_input("p", order, k) for order, k in PS]  # (the root's, before the scope)
     inner = Subscope(df.root).inner
     roots = Variable(inner, [I64], "roots")
-    roots.set(ReduceOp(ArrangeOp(enter(collection(df, "root", 1).output, inner), 1),
-                       distinct, [], "roots").output)  # fmt: skip
+    roots.set(ReduceOp(ArrangeOp(enter(root, inner), 1), distinct, [], "roots").output)
     var = Variable(inner, [I64], "reach")
     froms = ArrangeOp(concat([roots.output, var.output]), 1)
     candidates = ArrangeOp(JoinOp(froms, EnterArranged(inner, edges), [1]).output, 1)
     reach = ReduceOp(candidates, distinct, [], "distinct")
     var.set(reach.output)
-    p = [EnterArranged(inner, df.import_input("p", order, k)) for order, k in PS]
+    p = [EnterArranged(inner, arranged) for arranged in ps]
     pairs = DeltaQueryOp(
         inner, [Pattern("cand", ("x",), candidates), Pattern("p", ("x", "y"), *p)], [], "xy"
     )
@@ -87,7 +88,8 @@ def _run(build: Callable[[Dataflow], Any], arrivals: bool) -> tuple[Dataflow, An
     outputs = build(df)
     found = [Accumulated(out) for out in outputs]
     with (
-        tuned(TUNING.but(counted_arrivals=arrivals, few=0, deferred_rows=0)),
+        # (the scope's operators kept after it ran, to be read: `retire_rounds` off)
+        tuned(TUNING.but(counted_arrivals=arrivals, few=0, deferred_rows=0, retire_rounds=False)),
         mock.patch.object(CountedInput, "arrive", arrive),
     ):
         df.run()

@@ -66,9 +66,10 @@ def _positions(info: RelationInfo, names: list[str]) -> list[str]:
 def _numeric_columns(source: Any, info: RelationInfo, positions: list[str]) -> list[np.ndarray]:
     """The file's columns for a relation of numbers, each one numpy array filled one
     row group at a time: of the narrowest integer type holding every value when the
-    file's statistics bound them (a node id below 2**31 takes 4 bytes until the
-    insert widens it), else of the file's type (or the relation's, when it holds
-    every value of the file's)."""
+    file's statistics bound them (a node id below 2**31 takes 4 bytes, and a bulk
+    load into a set hashes it at that width: ADR 0073), else of the file's type (or
+    the relation's, when it holds every value of the file's). They are returned
+    read-only: the insert takes them without a copy."""
     import pyarrow as pa
 
     from datalog.eval.arrow import to_numpy
@@ -91,6 +92,8 @@ def _numeric_columns(source: Any, info: RelationInfo, positions: list[str]) -> l
         at += table.num_rows
         del table
     pa.default_memory_pool().release_unused()
+    for filled in columns:  # the insert takes read-only columns without a copy (ADR 0073)
+        filled.flags.writeable = False
     return columns
 
 

@@ -1,5 +1,8 @@
 """The same rows in every form `Transaction.insert` takes (`datalog.eval.rows`).
 
+`narrow`: numeric columns at the narrowest integer type holding them (an int32
+column of numbers), which a transaction keeps at that width (ADR 0073).
+
 Tables and frames carry the relation's column names (`c0`, `c1`, ...), so they
 are matched by name; numeric columns have their numpy or Arrow type, symbols are
 strings. Zero rows are given typed empty columns.
@@ -14,7 +17,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-FORMS = ("tuples", "list", "numpy", "columns", "dict", "arrow", "pandas")
+FORMS = ("tuples", "list", "numpy", "columns", "narrow", "dict", "arrow", "pandas")
 _NUMPY = {"number": np.int64, "unsigned": np.uint64, "float": np.float64, "symbol": object}
 _ARROW = {
     "number": pa.int64(),
@@ -40,6 +43,8 @@ def encode(form: str, kinds: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> 
     arrays = [np.array(col, dtype=_NUMPY[k]) for col, k in zip(columns, kinds, strict=True)]
     if form == "columns":
         return arrays
+    if form == "narrow":  # each integer column at the narrowest type holding it (ADR 0073)
+        return [_narrowest(a) for a in arrays]
     if form == "dict":
         return dict(zip(names, arrays, strict=True))
     if form == "arrow":
@@ -48,3 +53,16 @@ def encode(form: str, kinds: Sequence[str], rows: Sequence[tuple[Any, ...]]) -> 
         )
     assert form == "pandas"
     return pd.DataFrame(dict(zip(names, arrays, strict=True)))
+
+
+def _narrowest(column: np.ndarray) -> np.ndarray:
+    """An integer column as the narrowest of int8, int16, int32 and uint32 holding
+    every value (as it is if none does, or if it is empty or not integers)."""
+    if column.dtype.kind not in "iu" or not len(column):
+        return column
+    low, high = int(column.min()), int(column.max())
+    for dtype in (np.int8, np.int16, np.int32, np.uint32):
+        bounds = np.iinfo(dtype)
+        if bounds.min <= low and high <= bounds.max:
+            return column.astype(dtype)
+    return column
