@@ -111,6 +111,10 @@ class DeltaQueryOp(Operator):
                 changes = delta.updates()
                 if self.patterns[pipeline.source].negated:  # the factor is 1 - r
                     changes = changes.negate()
+                # One time (and diff) for all where they agree (a round's changes): what
+                # each stage gathers and joins with it stays one (`joined_times`).
+                times, diffs = compact_uniform(changes.times, changes.diffs)
+                changes = Updates(changes.columns, times, diffs)
                 for part in self._run(pipeline, changes, new, time):
                     output.add(part)
         output.flush()
