@@ -166,6 +166,7 @@ def api_child(program: Path) -> dict[str, Any]:
     }
     if traced:
         found["traced_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
     return found
 
 
