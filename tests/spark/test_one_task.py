@@ -147,4 +147,6 @@ def test_an_input_only_one_task_reads_is_read_without_a_cache(spark: SparkSessio
     before = persisted(spark)  # earlier tests' checkpoints may be cleaned meanwhile
     found = evaluate(spark, checked, frames_for(spark, text))["r"]
     assert collect_all({"r": found})["r"] == embedded(text, "r")
+    assert found.is_cached  # the answer's rows, decoded from its blobs once read (ADR 0074)
+    found.unpersist(blocking=True)
     assert len(persisted(spark) - before) == 1  # the answer's checkpoint: no cache of e, b

@@ -245,3 +245,44 @@ def test_without_a_cache_folder_to_write_a_session_has_no_archive(tmp_path: Path
     blocked = tmp_path / "file"
     blocked.write_text("")  # a file where the folder would go: mkdir fails
     assert class_archive_options(blocked / "cache", "k", pid=1) == []
+
+
+def test_the_daemon_moves_sparks_own_pyspark_zip_behind_the_installed_package(
+    tmp_path: Path,
+) -> None:
+    """ADR 0074: Spark puts `pyspark.zip` first on a worker's path; inside a pip
+    install it holds the package's own sources, uncompiled."""
+    from datalog.io.spark.daemon import prefer_installed_pyspark
+
+    package = tmp_path / "site" / "pyspark"
+    (package / "python" / "lib").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    zipped = str(package / "python" / "lib" / "pyspark.zip")
+    py4j = str(package / "python" / "lib" / "py4j-0.10.9.9-src.zip")
+    elsewhere = str(tmp_path / "spark-home" / "python" / "lib" / "pyspark.zip")  # no package
+    path = [zipped, py4j, elsewhere, str(tmp_path / "site")]
+    prefer_installed_pyspark(path)
+    assert path == [elsewhere, str(tmp_path / "site"), zipped, py4j]
+
+
+def test_a_local_sessions_workers_import_the_installed_pyspark(spark: SparkSession) -> None:
+    """The workers' PySpark is the installed package's (byte-compiled), not the
+    sources in Spark's zip (compiled again by every daemon: ADR 0074)."""
+
+    import pyarrow as pa
+
+    from datalog.io.spark.transfer import map_in_arrow
+
+    def where(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyspark
+
+        for _ in batches:
+            yield pa.RecordBatch.from_arrays([pa.array([pyspark.__file__])], names=["f"])
+
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    schema = StructType([StructField("f", StringType())])
+    frame = map_in_arrow(spark.range(1, numPartitions=1), where, schema)
+    assert frame is not None
+    (found,) = {row.f for row in frame.collect()}
+    assert ".zip" not in found and found.endswith("__init__.py"), found

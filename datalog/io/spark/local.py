@@ -17,7 +17,10 @@ For a stratum `decompose.decomposition` accepts (ADR 0065):
    Spark) are hash-partitioned on the pivot column, and one Python task per
    partition inserts them and the broadcast relations into a `Database` holding
    the recursive rules, and answers the relation (`mapInArrow`);
-4. the answers, disjoint by the pivot, are the relation: checkpointed by one job.
+4. the answers, disjoint by the pivot, are the relation: each task's batches come
+   back as Arrow IPC blobs (a few binary values), checkpointed by one job, and the
+   relation is their decoding (`transfer.decoded`: cached once a Spark plan reads
+   it; `arrow_batches` reads the blobs themselves, ADR 0074).
 
 So a recursion costs two jobs whatever its depth (the fetch, and the checkpoint,
 planned statically so that its shuffle is not a job of its own), against two or
@@ -51,7 +54,13 @@ import pyarrow as pa
 
 from datalog.io.spark.decompose import Decomposition, steps_program
 from datalog.io.spark.session import static_plan
-from datalog.io.spark.transfer import arrow_collect, arrow_task, estimated_bytes, map_in_arrow
+from datalog.io.spark.transfer import (
+    arrow_collect,
+    arrow_task,
+    blob_task,
+    decoded,
+    estimated_bytes,
+)
 from datalog.lang.schema import Schema
 
 if TYPE_CHECKING:
@@ -134,10 +143,11 @@ def local_fixpoint(
     partitions = int(spark.conf.get("spark.sql.shuffle.partitions") or "8")
     seeds = exits.repartition(partitions, exits.columns[plan.pivot])
     task = partial(part_fixpoint, steps_program(plan, schema), plan.relation, handle)
-    answer = map_in_arrow(seeds, task)
-    if answer is not None:
+    blobs = blob_task(seeds, task)
+    answer = None
+    if blobs is not None:
         with static_plan(spark):  # one job: adaptive execution runs the shuffle as another
-            answer = answer.localCheckpoint()
+            answer = decoded(blobs.localCheckpoint(), exits.schema)
     handle.unpersist()
     return answer
 
@@ -185,11 +195,11 @@ def single_task_fixpoint(
     names = [plan.relation, *plan.reads]
     arities = [schema[name].arity for name in names]
     task = partial(whole_fixpoint, steps_program(plan, schema), names, arities)
-    answer = arrow_task(tagged(frames), task, exits.schema)
-    if answer is None:
+    blobs = arrow_task(tagged(frames), task)
+    if blobs is None:
         return None
     with static_plan(spark):
-        return answer.localCheckpoint()
+        return decoded(blobs.localCheckpoint(), exits.schema)
 
 
 def bounded_bytes(frame: DataFrame, limit: int) -> int:

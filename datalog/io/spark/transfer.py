@@ -3,7 +3,8 @@
 Layer: datalog (Spark back end). Imports pyarrow; pyspark only inside functions.
 
 `arrow_batches(frame)` yields the frame's rows as Arrow record batches, tagged
-with the partition they come from. The executors convert rows to Arrow inside
+with the partition they come from (told by where each partition's stream starts,
+not by a column: ADR 0074). The executors convert rows to Arrow inside
 the JVM (`Dataset.toArrowBatchRdd`, the conversion `toArrow` uses) and the
 driver fetches one partition at a time (`toLocalIterator`, the next partition
 computed while this one is consumed), so the Python driver holds a batch at a
@@ -19,6 +20,10 @@ framed-bytes serializer); `tests/spark/test_transfer.py` pins it. Where the
 bridge is missing (Spark Connect, another Spark) it falls back to `toArrow`,
 which is correct but holds the whole frame.
 
+A task's answer can stay as the Arrow IPC blobs the task made (`blob_task`,
+`arrow_task`): `decoded` gives the frame of its rows, which `arrow_batches` reads
+as the blobs themselves, so the rows never cross the JVM one by one (ADR 0074).
+
 `LoadProgress` reports a long transfer (rows, partitions, rows per second): a
 line updated in place on a terminal, else a plain line every `every` seconds
 and a last one, so a log shows it too.
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import sys
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -41,6 +47,8 @@ if TYPE_CHECKING:
 
 PART = "__deltalog_partition"  # the column that tags each row with its partition
 BLOB = "__deltalog_batch"  # the column of a task's answer, an Arrow batch per row
+# frames `decoded` made: the frame of their blobs and the batches' schema
+_BLOBS: weakref.WeakKeyDictionary[Any, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
 
 
 def arrow_batches(
@@ -57,14 +65,21 @@ def arrow_batches(
     and run its shuffles a second time). `bridge=False` takes the public fallback."""
     from pyspark.sql import functions as sf
 
-    tagged = frame.withColumn(PART, sf.spark_partition_id())
-    source = _bridged(tagged, batch_rows, partitions or _ignore) if bridge else None
-    if source is None:
-        table = tagged.toArrow()
-        if partitions is not None:
-            partitions(len(set(table.column(PART).to_pylist())))
-        source = iter(table.to_batches(max_chunksize=batch_rows))
-    for batch in source:
+    held = _BLOBS.get(frame)
+    if held is not None:  # a task's answer kept as its Arrow blobs: read them as they are
+        blobs, schema = held
+        for part, batch in arrow_batches(blobs, bridge=bridge, partitions=partitions):
+            for blob in batch.column(0).to_pylist():
+                yield part, pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
+        return
+    bridged = _bridged(frame, batch_rows, partitions or _ignore) if bridge else None
+    if bridged is not None:
+        yield from bridged
+        return
+    table = frame.withColumn(PART, sf.spark_partition_id()).toArrow()
+    if partitions is not None:
+        partitions(len(set(table.column(PART).to_pylist())))
+    for batch in table.to_batches(max_chunksize=batch_rows):
         if batch.num_rows:
             part = batch.column(batch.num_columns - 1)[0].as_py()
             yield (
@@ -106,25 +121,46 @@ def map_in_arrow(frame: DataFrame, task: Any, schema: StructType | None = None) 
     return DataFrame(jdf.mapInArrow(jcolumn, False, None), frame.sparkSession)
 
 
-def arrow_task(
-    frame: DataFrame, task: Any, schema: StructType, *, batch_rows: int = 100_000
-) -> DataFrame | None:
-    """The frame of `schema` that ONE Python task yields when `task` runs over every
-    Arrow batch of `frame` (an iterator in, record batches out), or None without the
-    bridge. The batches cross as `arrow_batches` fetches them (converted by the JVM,
+def arrow_task(frame: DataFrame, task: Any, *, batch_rows: int = 100_000) -> DataFrame | None:
+    """The frame of IPC blobs (one binary column, `BLOB`, an Arrow batch a row) that
+    ONE Python task yields when `task` runs over every Arrow batch of `frame` (an
+    iterator in, record batches out), or None without the bridge; `decoded` reads
+    it. The batches cross as `arrow_batches` fetches them (converted by the JVM,
     several partitions at once), not as `mapInArrow` feeds a task (row by row
-    through a Python runner: 12.5 s against 5.7 s for 10M rows, ADR 0070); the
-    answer comes back as IPC blobs, decoded by a `map_in_arrow`."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
+    through a Python runner: 12.5 s against 5.7 s for 10M rows, ADR 0070)."""
     found = _arrow_rdd(frame, batch_rows, _ignore)
     if found is None:
         return None
     blobs, arrow = found
-    answer = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
     encoded = blobs.coalesce(1).mapPartitions(partial(_encoded, task, arrow))
-    binary = frame.sparkSession.createDataFrame(encoded, f"{BLOB} binary", verifySchema=False)
-    return map_in_arrow(binary, partial(_decoded, answer), schema)
+    return frame.sparkSession.createDataFrame(encoded, f"{BLOB} binary", verifySchema=False)
+
+
+def blob_task(frame: DataFrame, task: Any) -> DataFrame | None:
+    """`map_in_arrow(frame, task)` with the task's batches as IPC blobs (the frame of
+    one binary column `decoded` reads), or None without the bridge: a task's answer
+    then crosses the JVM as a few opaque values instead of row by row (ADR 0074)."""
+    from pyspark.sql.types import BinaryType, StructField, StructType
+
+    blobs = StructType([StructField(BLOB, BinaryType())])
+    return map_in_arrow(frame, partial(_blob_batches, task), blobs)
+
+
+def decoded(blobs: DataFrame, schema: StructType) -> DataFrame:
+    """The frame of `schema` whose Arrow batches are the IPC blobs of `blobs` (one
+    binary column; checkpoint it first, so that the tasks that made it do not run
+    again), cached: a Spark plan that reads it decodes the blobs once (a
+    `map_in_arrow`), and `arrow_batches` reads the blobs themselves, no row
+    converted by the JVM (ADR 0074)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+    frame = map_in_arrow(blobs, partial(_decoded, arrow), schema)
+    if frame is None:  # no bridge (the blobs could not have been made)
+        raise RuntimeError("Arrow blobs without PySpark's JVM bridge")
+    frame = frame.cache()
+    _BLOBS[frame] = (blobs, arrow)
+    return frame
 
 
 def _encoded(task: Any, schema: pa.Schema, blobs: Iterator[bytes]) -> Iterator[tuple[bytes]]:
@@ -132,6 +168,13 @@ def _encoded(task: Any, schema: pa.Schema, blobs: Iterator[bytes]) -> Iterator[t
     batches = (pa.ipc.read_record_batch(pa.py_buffer(blob), schema) for blob in blobs)
     for batch in task(batches):
         yield (batch.serialize().to_pybytes(),)
+
+
+def _blob_batches(task: Any, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """Inside a task: each of `task`'s batches as a one-row batch of its IPC blob."""
+    for batch in task(batches):
+        blob = pa.array([batch.serialize().to_pybytes()], pa.binary())
+        yield pa.RecordBatch.from_arrays([blob], names=[BLOB])
 
 
 def _decoded(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -160,23 +203,51 @@ def _ignore(count: int) -> None:
 
 def _bridged(
     frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
-) -> Iterator[pa.RecordBatch] | None:
-    """The batches through the JVM's Arrow conversion, or None without the bridge."""
-    rdd = _arrow_rdd(frame, batch_rows, partitions)
+) -> Iterator[tuple[int, pa.RecordBatch]] | None:
+    """The batches through the JVM's Arrow conversion, each with its partition's index
+    (told by where a partition's stream starts, not by a column of every row), or
+    None without the bridge."""
+    rdd = _arrow_rdd(frame, batch_rows, partitions, _partition_starts())
     if rdd is None:
         return None
     blobs, schema = rdd
-    return (
-        pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
-        for blob in blobs.toLocalIterator(prefetchPartitions=True)
-    )
+    return _numbered(blobs.toLocalIterator(prefetchPartitions=True), schema)
+
+
+def _numbered(items: Iterator[Any], schema: pa.Schema) -> Iterator[tuple[int, pa.RecordBatch]]:
+    part = -1
+    for item in items:
+        if item is _STARTS:
+            part += 1
+        else:
+            yield part, pa.ipc.read_record_batch(pa.py_buffer(item), schema)
+
+
+_STARTS = object()  # where a partition's items start, in a local iterator's stream
+
+
+def _partition_starts() -> Any:
+    """A `NoOpSerializer` whose stream of each partition (`toLocalIterator` reads
+    one per partition, empty ones too) begins with `_STARTS`."""
+    from pyspark.serializers import NoOpSerializer
+
+    class PartitionStarts(NoOpSerializer):
+        def load_stream(self, stream: Any) -> Iterator[Any]:
+            yield _STARTS
+            yield from super().load_stream(stream)
+
+    return PartitionStarts()
 
 
 def _arrow_rdd(
-    frame: DataFrame, batch_rows: int, partitions: Callable[[int], None]
+    frame: DataFrame,
+    batch_rows: int,
+    partitions: Callable[[int], None],
+    serializer: Any = None,
 ) -> tuple[Any, pa.Schema] | None:
-    """The RDD of `frame`'s Arrow batches (IPC bytes, converted by the JVM) and their
-    schema, or None without the bridge."""
+    """The RDD of `frame`'s Arrow batches (IPC bytes, converted by the JVM; read with
+    `serializer`, by default as they are) and their schema, or None without the
+    bridge."""
     from py4j.protocol import Py4JError, Py4JJavaError
     from pyspark.rdd import RDD
     from pyspark.serializers import NoOpSerializer
@@ -193,7 +264,8 @@ def _arrow_rdd(
     except Py4JError:  # no such method on this Spark
         return None
     partitions(jrdd.getNumPartitions())
-    return RDD(jrdd, frame.sparkSession.sparkContext, NoOpSerializer()), schema
+    context = frame.sparkSession.sparkContext
+    return RDD(jrdd, context, serializer or NoOpSerializer()), schema
 
 
 @dataclass
