@@ -279,7 +279,7 @@ def uniform_diff(diffs: Diffs) -> int | None:
         return first
     if not bool((diffs[:64] == first).all()):  # (mixed diffs are told by their first rows)
         return None
-    return first if bool((diffs == first).all()) else None
+    return first if len(diffs) <= 64 or bool((diffs == first).all()) else None
 
 
 def consolidate_packed(updates: Updates, diff: int | None) -> Updates | None:

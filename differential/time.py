@@ -173,11 +173,13 @@ def advance_by(times: Times, frontier: Antichain) -> Times:
     """
     if frontier.empty or times.shape[1] == 0:
         return times
-    elements = list(frontier)
+    # Every time at or beyond the frontier already: no copy (checked past a few rows,
+    # where the check costs less than the copy it saves).
+    elements = list(frontier) if times.shape[1] > TUNING.few else []
     if len(elements) == 1 and bool(
         (times.min(axis=1) >= np.asarray(elements[0], dtype=np.int64)).all()
     ):
-        return times  # every time is at or beyond the frontier already: no copy
+        return times
     result: Times | None = None
     for f in frontier:
         joined = np.maximum(times, np.asarray(f, dtype=np.int64).reshape(-1, 1))

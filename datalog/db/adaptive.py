@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from datalog.db.charges import Spent, charged, spent
+from datalog.db.charges import Sharing, Spent, charged, spent
 from datalog.db.live import LiveQuery
 from datalog.db.tenants import Tenant
 from datalog.lang.ast import Call
@@ -213,11 +213,12 @@ class Adaptive:
             return
         big = sum(len(req) for req in asked.values()) >= TUNING.recompute_min_rows
         epoch = self.engine.epoch + 1
+        sharing = Sharing(self.engine)  # (read once for every dataflow, again after a retire)
         for df, plan, members, moving in groups(lives):
-            track = self._track(df, plan, members)
+            track = self._track(df, plan, members, sharing)
             change = sum(len(asked[name]) for name in track.reads if name in asked)
             base = self._base(track.reads) if change else 0
-            before = spent(self.engine, df) if change and not moving else None
+            before = spent(sharing, df) if change and not moving else None
             track.pending = None if before is None else (epoch, change, base, False, before)
             if not big or not change:
                 continue
@@ -225,14 +226,16 @@ class Adaptive:
             choice = self._choose(track, epoch, change, base, max(after, 0), moving)
             track.choice = choice
             if choice.recompute:
-                track.pending = (epoch, change, base, True, before or spent(self.engine, df))
+                track.pending = (epoch, change, base, True, before or spent(sharing, df))
                 self.recomputing += members
                 self.engine.retire(df)
+                sharing = Sharing(self.engine)  # (its views have a reader fewer)
 
     def learn(self, lives: Iterable[LiveQuery]) -> None:
         """After a settled epoch that `adapt` saw: fold what it cost into each model it
         reached (the run of a dataflow that ran it, the rebuild of one recomputed),
         each with its share of the views it reads (`datalog.db.charges`)."""
+        sharing = Sharing(self.engine)
         for df, _, members, _ in groups(lives):
             track = next((self.tracks[q.key] for q in members if q.key in self.tracks), None)
             if track is None or track.pending is None:
@@ -243,10 +246,10 @@ class Adaptive:
                 continue
             if recomputed and track.flow() is not df:
                 rebuilt = Spent(0.0, before.views)  # a new dataflow: all it spent
-                track.costs.built(self._base(track.reads), charged(self.engine, df, rebuilt))
+                track.costs.built(self._base(track.reads), charged(sharing, df, rebuilt))
                 track.flow = weakref.ref(df)
             elif track.flow() is df:
-                cost = charged(self.engine, df, before)
+                cost = charged(sharing, df, before)
                 track.costs.ran(change, cost)
                 if base < TUNING.recompute_min_rows:  # into a (nearly) empty base: a build
                     track.costs.built(self._base(track.reads), cost)
@@ -271,7 +274,7 @@ class Adaptive:
             return []
         return [f"  live: last commit, {track.choice.describe()}"]
 
-    def _track(self, df: Dataflow, plan: Plan, members: list[LiveQuery]) -> Track:
+    def _track(self, df: Dataflow, plan: Plan, members: list[LiveQuery], sharing: Sharing) -> Track:
         """The model of `df` (its live queries'): a new one for a dataflow not seen
         (measuring its first build) or rebuilt by anything but a recomputation (new
         rules or a repair: what was measured may not hold)."""
@@ -279,7 +282,7 @@ class Adaptive:
         if track is None or track.flow() is not df:
             names = frozenset(read(self.engine, df))
             track = Track(Costs(), weakref.ref(df), names, fallible(plan))
-            track.costs.built(self._base(names), charged(self.engine, df, None))
+            track.costs.built(self._base(names), charged(sharing, df, None))
         for q in members:
             self.tracks[q.key] = track
         return track

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from differential.engine import Engine
 from differential.graph import Dataflow
 
-__all__ = ["Spent", "charged", "shares", "spent"]
+__all__ = ["Sharing", "Spent", "charged", "spent"]
 
 
 @dataclass
@@ -41,30 +41,49 @@ class Spent:
         return found[1] if found is not None and found[0]() is flow else None
 
 
-def shares(engine: Engine, df: Dataflow) -> dict[int, tuple[Dataflow, float]]:
-    """The view dataflows `df` reads, directly or through other views, each with the
-    fraction of its work charged to `df` (module docstring). Empty without views."""
-    if not engine.views:
-        return {}
-    owner = {
-        id(arrangement): view.dataflow
-        for view in engine.views
-        for arrangement in view.input.arrangements.values()
-    }
-    readers: dict[int, int] = {}
-    for flow in [*engine.dataflows, *engine.view_flows()]:
-        for read in _views_read(flow, owner):
-            readers[id(read)] = readers.get(id(read), 0) + 1
-    found: dict[int, tuple[Dataflow, float]] = {}
-    waiting = [(df, 1.0)]
-    while waiting:
-        flow, fraction = waiting.pop()
-        for view in _views_read(flow, owner):
-            share = fraction / max(readers.get(id(view), 1), 1)
-            had = found.get(id(view), (view, 0.0))[1]
-            found[id(view)] = (view, had + share)
-            waiting.append((view, share))
-    return found
+class Sharing:
+    """Which view dataflow owns each shared arrangement and how many dataflows read
+    each view, at one state of the engine: read once for all the dataflows a commit
+    weighs (`spent`, `charged`), not once per dataflow, which was quadratic in the
+    live dataflows. Read at first use; a holder makes a new one when the engine's
+    dataflows or views change (`Adaptive.adapt` after a retire)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._maps: tuple[dict[int, Dataflow], dict[int, int]] | None = None
+
+    def shares(self, df: Dataflow) -> dict[int, tuple[Dataflow, float]]:
+        """The view dataflows `df` reads, directly or through other views, each with
+        the fraction of its work charged to `df` (module docstring). Empty without
+        views."""
+        if not self.engine.views:
+            return {}
+        owner, readers = self._read()
+        found: dict[int, tuple[Dataflow, float]] = {}
+        waiting = [(df, 1.0)]
+        while waiting:
+            flow, fraction = waiting.pop()
+            for view in _views_read(flow, owner):
+                share = fraction / max(readers.get(id(view), 1), 1)
+                had = found.get(id(view), (view, 0.0))[1]
+                found[id(view)] = (view, had + share)
+                waiting.append((view, share))
+        return found
+
+    def _read(self) -> tuple[dict[int, Dataflow], dict[int, int]]:
+        if self._maps is None:
+            engine = self.engine
+            owner = {
+                id(arrangement): view.dataflow
+                for view in engine.views
+                for arrangement in view.input.arrangements.values()
+            }
+            readers: dict[int, int] = {}
+            for flow in [*engine.dataflows, *engine.view_flows()]:
+                for read in _views_read(flow, owner):
+                    readers[id(read)] = readers.get(id(read), 0) + 1
+            self._maps = owner, readers
+        return self._maps
 
 
 def _views_read(flow: Dataflow, owner: dict[int, Dataflow]) -> Iterable[Dataflow]:
@@ -75,20 +94,20 @@ def _views_read(flow: Dataflow, owner: dict[int, Dataflow]) -> Iterable[Dataflow
     return seen.values()
 
 
-def spent(engine: Engine, df: Dataflow) -> Spent:
+def spent(sharing: Sharing, df: Dataflow) -> Spent:
     """What `df` and the views it reads have spent so far."""
-    views = {key: (weakref.ref(view), view.spent) for key, (view, _) in shares(engine, df).items()}
+    views = {key: (weakref.ref(view), view.spent) for key, (view, _) in sharing.shares(df).items()}
     return Spent(df.spent, views)
 
 
-def charged(engine: Engine, df: Dataflow, since: Spent | None) -> float:
+def charged(sharing: Sharing, df: Dataflow, since: Spent | None) -> float:
     """The seconds charged to `df` since `since` (None: since it was built; for a
     rebuild, what the dataflow it replaced had spent with `own` 0): what it spent
     itself, and its share of what each view it reads spent since then (all of it for
     a view made with `df` or after it, nothing for an older view not read then)."""
     own = df.spent if since is None else df.spent - since.own
     total = max(own, 0.0)
-    for view, share in shares(engine, df).values():
+    for view, share in sharing.shares(df).values():
         before = None if since is None else since.before(view)
         if before is not None:
             total += share * max(view.spent - before, 0.0)

@@ -84,7 +84,7 @@ class Spine:
         # trace compacts once it holds more than twice that (`overgrown`).
         self._settled: int | None = None
         self._compacting: Merging | None = None  # a fueled compaction under way
-        self._held_at_advance = 0  # updates held at the last `advance`
+        self._held_at_advance = 0  # updates held at the last `advance` that compacted
         self._known: Known | None = None  # a merge's order found ahead (`expect`)
 
     # -- readers and compaction -------------------------------------------------
@@ -331,6 +331,8 @@ class Spine:
         ADR 0069), advanced here as well as by readers: a growing trace outgrows itself
         at every doubling, and its whole merge landed on one commit."""
         self.default_since = since
+        if self._compacting is None and not self.overgrown():
+            return  # (the usual case: the trace is summed once)
         grown, self._held_at_advance = len(self) - self._held_at_advance, len(self)
         if self._compacting is not None:
             if self._compacting in self._merging:
@@ -338,10 +340,7 @@ class Spine:
             if self._compacting not in self._merging:  # done (or taken into another)
                 self._compacting = None
                 self._settled = len(self)
-            return
-        if not self.overgrown():
-            return
-        if TUNING.fueled_compaction and TUNING.merge_fuel and len(self) > TUNING.merge_fuel:
+        elif TUNING.fueled_compaction and TUNING.merge_fuel and len(self) > TUNING.merge_fuel:
             self._arrange_recent()
             self._combine(0, len(self._batches))
             self._compacting = self._merging[-1] if self._merging else None

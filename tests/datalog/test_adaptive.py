@@ -233,6 +233,40 @@ def test_a_views_work_is_charged_to_its_readers_shared_among_them() -> None:
         assert model["build_s_per_row"] == pytest.approx(decay * 0.02 + (1 - decay) * rebuilt)
 
 
+def test_a_views_readers_are_counted_at_each_commit() -> None:
+    """A view's share follows its readers as they come and go (docs/adr/0071): the
+    readers are counted once per commit (`charges.Sharing`), at that commit, for
+    every dataflow the commit weighs. With a fake clock a reader spends 2 s a run
+    and the view 2 s: two readers are charged 2 + 2/2 s a run, three 2 + 2/3, and
+    two again (one left) 2 + 2/2; the model folds each commit's run with the last
+    ones (decayed sums, one run size)."""
+    db = Database()
+    db.engine.clock = Steps()
+    db.define(PROGRAM + ".decl big(a: number)\nbig(a) :- reach(a), a > 5.\n")
+    db.insert("e", chain(0, 99))
+    subs = {q: db.subscribe(q, lambda change: None) for q in ("reach(a)", "big(a)")}
+    decay = TUNING.recompute_decay
+
+    def per_row(*runs: float) -> float:  # the model's seconds per row after 10-row runs
+        weights = [decay ** (len(runs) - 1 - i) for i in range(len(runs))]
+        return sum(w * r for w, r in zip(weights, runs, strict=True)) / (10 * sum(weights))
+
+    with tuned(TUNING.but(recompute_min_rows=5, recompute="never")):
+        db.insert("e", chain(99, 10))
+        subs["reach(a), a > 3"] = db.subscribe("reach(a), a > 3", lambda change: None)
+        assert [len(db.engine.views), len(db.engine.dataflows)] == [1, 3]
+        db.insert("e", chain(109, 10))
+        for query in ("reach(a)", "big(a)"):
+            assert last(db, query)["model"]["run_s_per_row"] == pytest.approx(per_row(3, 2 + 2 / 3))
+        model = last(db, "reach(a), a > 3")["model"]
+        assert model["run_s_per_row"] == pytest.approx(per_row(2 + 2 / 3))
+        db.unsubscribe(subs.pop("big(a)"))
+        db.insert("e", chain(119, 10))
+    assert last(db, "reach(a)")["model"]["run_s_per_row"] == pytest.approx(per_row(3, 2 + 2 / 3, 3))
+    model = last(db, "reach(a), a > 3")["model"]
+    assert model["run_s_per_row"] == pytest.approx(per_row(2 + 2 / 3, 3))
+
+
 ANSWER = st.dictionaries(
     st.tuples(st.integers(0, 5), st.integers(0, 3)), st.integers(1, 3), max_size=40
 )

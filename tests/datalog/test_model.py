@@ -19,8 +19,8 @@ as a regression test in `tests/datalog/test_model_findings.py`: the model steps
 around nothing.
 
 Profiles: the `ci` / `dev` hypothesis profile (`tests/conftest.py`) runs 25 examples
-of up to 40 steps; `DELTALOG_SOAK=1` (`make soak`) 400 of up to 80
-(`DELTALOG_SOAK_EXAMPLES`, `DELTALOG_SOAK_STEPS` tune it).
+of up to 40 steps; `DELTALOG_SOAK=1` 400 of up to 80 (`DELTALOG_SOAK_EXAMPLES`,
+`DELTALOG_SOAK_STEPS` tune it; `make soak` runs 300, randomized, under `dev`).
 """
 
 from __future__ import annotations
