@@ -3,7 +3,7 @@
 Layer: bench — may import anything public from deltalog packages and peers.
 Run: `python -m bench.bench_analysis [--cspa 20000] [--crdt 2000] [--crdt-input PATH]
 [--tc 1000000] [--edges 1000000] [--runs 3] [--only cspa cspa-all cspa-hub crdt tc
-triangles reach] [--timeout 600]`.
+triangles reach] [--timeout 600] [--traced]`.
 
 The CRDT workload's input is generated (a stand-in typing session) unless
 `--crdt-input` (or `$DELTALOG_CRDT_INPUT`) names the real one: dynamic-datalog's
@@ -17,7 +17,10 @@ then runs as a whole process (medians of `--runs` interleaved runs), its peak
 resident set read by GNU time (`/usr/bin/time`; wait4 if absent, see `GNU_TIME`):
 - `deltalog run` (the CLI: start-up, reading the fact files, evaluation, `.printsize`);
 - `deltalog API`: the same in Python (`Database`, `load_inputs`, `query_columns` of
-  the printed relation), timed inside: import, load and evaluation apart;
+  the printed relation), timed inside: import, load and evaluation apart; with
+  `--traced`, also the evaluation's own peak of traced memory (tracemalloc, numpy's
+  arrays included: what the evaluation adds to the process's floor; its times are
+  then slower);
 - Soufflé's interpreter, `-j1`, when `$DELTALOG_SOUFFLE` names its binary (it builds
   from source with cmake, bison and flex; it is kept out of the repository);
 - `start-up`: `deltalog --version`, the fixed cost of any CLI run (the issue's goal is
@@ -42,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -53,6 +57,10 @@ from bench.common import format_table
 from bench.generators import dag_for_closure, power_law_graph
 
 MARK = "RESULT "
+# Set (by `--traced`) for the API child: it reports the evaluation's own peak of traced
+# memory (`tracemalloc`, numpy's arrays included), apart from the process's floor of
+# interpreter, modules and facts that peak RSS counts too (ADR 0072).
+TRACED = "DELTALOG_BENCH_TRACED"
 # A child's peak resident set (wait4's `ru_maxrss`) counts the memory of the process
 # it was forked from up to its `exec`: run straight from this one (which holds the
 # generated facts), every system read at least this process's size (95 MiB at 1M
@@ -145,14 +153,21 @@ def api_child(program: Path) -> dict[str, Any]:
     for directive in [d for d in db.checked.directives if d.kind == "printsize"]:
         arity = db.checked.schema.require(directive.relation).arity
         queries.append(f"{directive.relation}({', '.join(f'x{i}' for i in range(arity))})")
+    traced = bool(os.environ.get(TRACED))
+    if traced:  # (numpy reports its arrays to tracemalloc)
+        tracemalloc.start()
     size = db.query_many(queries)[-1].size  # (the last printed is the one compared)
     done = time.perf_counter()
-    return {
+    found = {
         "size": size,
         "import_s": imported - start,
         "load_s": loaded - imported,
         "eval_s": done - loaded,
     }
+    if traced:
+        found["traced_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+    return found
 
 
 def duckdb_child(program: Path) -> dict[str, Any]:
@@ -326,6 +341,8 @@ def _rows(workload: str, size: int, found: dict[str, list[dict[str, Any]]]) -> l
         if "eval_s" in ok[0]:
             parts = ("import_s", "load_s", "eval_s")
             inside = " / ".join(f"{statistics.median(r[p] for r in ok):.2f}" for p in parts)
+            if "traced_mb" in ok[0]:
+                inside += f" (eval traced {statistics.median(r['traced_mb'] for r in ok):.0f} MiB)"
         ratio = f"{wall / base_s:.1f}x / {peak / base_mb:.1f}x" if base_s and base_mb else ""
         if system == "deltalog run":
             ratio = " ".join(filter(None, [ratio, _cli_ratio(found)]))
@@ -361,8 +378,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", nargs="+", choices=list(PRINTED), default=list(PRINTED))
     parser.add_argument("--timeout", type=float, default=600)
+    parser.add_argument(
+        "--traced",
+        action="store_true",
+        help="the API's evaluation traced (tracemalloc): its own peak, its times slower",
+    )
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.traced:  # (the API children inherit it)
+        os.environ[TRACED] = "1"
     if args.child:
         kind, program = args.child
         found = api_child(Path(program)) if kind == "api" else duckdb_child(Path(program))

@@ -176,10 +176,21 @@ def take_diffs(diffs: Diffs, index: Index | npt.NDArray[np.bool_]) -> Diffs:
 
 def joined_times(a: Times, b: Times) -> Times:
     """The lattice join (least upper bound) of two time columns, row by row: one time
-    when both are one (a join of a round's changes with a relation loaded at once)."""
+    when both are one (a join of a round's changes with a relation loaded at once), or
+    when one is one time and every time of the other is at or before it (a round's
+    changes joined with what came before them, in a totally ordered scope)."""
     if uniform(a) and uniform(b):
         return uniform_times(tuple(np.maximum(a[:, 0], b[:, 0]).tolist()), a.shape[1])
+    if uniform(a) and _at_or_before(b, a):
+        return a
+    if uniform(b) and _at_or_before(a, b):
+        return b
     return np.maximum(a, b)
+
+
+def _at_or_before(times: Times, one: Times) -> bool:
+    """Whether every time of `times` is `<=` the time `one` repeats (coordinate-wise)."""
+    return bool((times.max(axis=1) <= one[:, 0]).all())
 
 
 def entered_times(times: Times) -> Times:

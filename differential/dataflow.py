@@ -206,6 +206,9 @@ class Scope:
         # A root scope that runs for one epoch only (a one-shot dataflow, dropped
         # after its first run; set before it runs): see `totally_ordered`.
         self.one_epoch = False
+        # The time whose operators `run` is stepping (None before the first; not the
+        # time of fused rounds): what arrives at it is that time's own output.
+        self.now: Time | None = None
         # An iteration scope's variables' streams (`iterate.Variable`), from which
         # `operators.unread` follows what changes after the first round.
         self.variables: list[Stream] = []
@@ -268,6 +271,7 @@ class Scope:
             if self.fused is not None and self.fused(time):
                 continue
             self.steps += 1
+            self.now = time
             for op in self.operators:
                 if op.ready(time):
                     check_budget()  # one step may run many heavy operators

@@ -199,6 +199,16 @@ class Tuning:
     # (`operators.antijoin`, ADR 0077); False: the rows and their join's pairs negated
     # (the reference).
     antijoin_masks: bool = True
+    # A distinct counting its input (`counted_inputs`) counts the rows of keys it holds
+    # as they arrive, when they are insertions at the time being processed and it alone
+    # reads the arrangement: a round's candidates never wait whole (`CountedInput.arrive`,
+    # ADR 0072); False: they are counted once the distinct has admitted their time's
+    # rows (the reference).
+    counted_arrivals: bool = True
+    # ... a part at a time, where a sample of its rows finds at least this share of keys
+    # known: most rows of a closure's round are new keys, which would only be probed
+    # twice and copied to wait (CSPA's are mostly known: they are counted and dropped).
+    arrival_share: float = 0.5
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

@@ -111,6 +111,10 @@ class DeltaQueryOp(Operator):
                 changes = delta.updates()
                 if self.patterns[pipeline.source].negated:  # the factor is 1 - r
                     changes = changes.negate()
+                # One time (and diff) for all where they agree (a round's changes): what
+                # each stage gathers and joins with it stays one (`joined_times`).
+                times, diffs = compact_uniform(changes.times, changes.diffs)
+                changes = Updates(changes.columns, times, diffs)
                 for part in self._run(pipeline, changes, new, time):
                     output.add(part)
         output.flush()
@@ -189,6 +193,7 @@ class DeltaQueryOp(Operator):
         walking: list[tuple[int, Iterator[Any]]] = [(0, iter([first]))]
         while walking:
             depth, parts = walking[-1]
+            prefixes = None  # (the last part is not held while the next is built)
             prefixes = next(parts, None)
             if prefixes is None:
                 walking.pop()
@@ -247,8 +252,11 @@ class DeltaQueryOp(Operator):
 
 
 class _Gathering:
-    """A step's output parts, sent in batches of about `TUNING.proposals` rows: few
-    sends for a small step, bounded memory for a huge one."""
+    """A step's output parts, sent in batches of at most `TUNING.pairs` rows (a binary
+    join's parts) or alone: few sends for a small step, and for a huge one a part at a time
+    that its reader takes on before the next is made (a growing distinct counts the
+    rows of known keys as they arrive, ADR 0072), none concatenated into a copy of
+    a large batch."""
 
     def __init__(self, output: Stream) -> None:
         self.output = output
@@ -264,15 +272,20 @@ class _Gathering:
             times, diffs = compact_uniform(part.times, part.diffs)
             if times is not part.times or diffs is not part.diffs:
                 part = Updates(part.columns, times, diffs)
+            if self.rows + len(part) > TUNING.pairs:  # a batch stays within `pairs` rows
+                self.flush()
+            if len(part) >= TUNING.pairs:  # large already: sent alone, not copied
+                self.output.send(part)
+                return
             self.parts.append(part)
             self.rows += len(part)
-            if self.rows >= TUNING.proposals:
-                self.flush()
 
     def flush(self) -> None:
         if self.parts:
             parts, self.parts, self.rows = self.parts, [], 0
-            self.output.send(parts[0] if len(parts) == 1 else concat(parts))
+            batch = parts[0] if len(parts) == 1 else concat(parts)
+            del parts  # (the parts are not held while their reader takes the batch on)
+            self.output.send(batch)
 
 
 def _checked(tactic: Tactic, prefixes: Any, stage: Stage) -> Iterator[Any]:
@@ -282,4 +295,7 @@ def _checked(tactic: Tactic, prefixes: Any, stage: Stage) -> Iterator[Any]:
     the name is bound to a deeper one (checks of the wrong stage: lost rows, extra
     rows, or a variable not yet bound)."""
     for part in tactic.parts(prefixes, stage):
-        yield tactic.check(part, stage)
+        checked = tactic.check(part, stage)
+        del part  # (not held while the caller carries it on, nor while the next is built)
+        yield checked
+        del checked

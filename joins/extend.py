@@ -145,6 +145,9 @@ def extend_parts(
                     proposed = other.validate(prefixes, proposed, time)
             if len(proposed):
                 built += len(proposed)
-                yield shape.extended(prefixes, proposed, var)
+                extended = shape.extended(prefixes, proposed, var)
+                del proposed  # (neither held while the caller carries it on, nor while
+                yield extended  # the next chunk is proposed: one chunk in memory)
+                del extended
         if limited:
             check_rows(built, "a join (delta query)", at_least=True)

@@ -35,7 +35,16 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Diffs, Updates, concat
+from differential.batch import (
+    Column,
+    Diffs,
+    Updates,
+    concat,
+    joined_times,
+    multiplied,
+    take_diffs,
+    take_times,
+)
 from differential.operators.arrange import Arranged, Owner
 from differential.time import Time, Times
 from differential.trace.batch import key_hash
@@ -81,22 +90,26 @@ class Proposals:
 
     def met(self, rows: Owner, found: Updates) -> Proposals:
         """Candidates `rows` (repeated as matched), having met the `found` entries."""
-        times = found.times if self.times is None else np.maximum(self.times[:, rows], found.times)
-        diffs = found.diffs if self.diffs is None else self.diffs[rows] * found.diffs
+        times, diffs = found.times, found.diffs
+        if self.times is not None:
+            times = joined_times(take_times(self.times, rows), times)
+        if self.diffs is not None:
+            diffs = multiplied(take_diffs(self.diffs, rows), diffs)
         return Proposals(self.owner[rows], self.value[rows], times, diffs)
 
     def extend(self, prefixes: Prefixes, var: str) -> Prefixes:
         """The prefixes extended by `var`: prefix columns, times and diffs gathered now."""
         mine = prefixes.updates.take(self.owner)
-        times = mine.times if self.times is None else np.maximum(mine.times, self.times)
-        diffs = mine.diffs if self.diffs is None else mine.diffs * self.diffs
+        times = mine.times if self.times is None else joined_times(mine.times, self.times)
+        diffs = mine.diffs if self.diffs is None else multiplied(mine.diffs, self.diffs)
         return Prefixes((*prefixes.vars, var), Updates((*mine.columns, self.value), times, diffs))
 
 
 def _matched(prefixes: Prefixes, owner: Owner, found: Updates) -> Updates:
     """The prefixes of `owner` with the found entries' times joined and diffs multiplied."""
     mine = prefixes.updates.take(owner)
-    return Updates(mine.columns, np.maximum(mine.times, found.times), mine.diffs * found.diffs)
+    times, diffs = joined_times(mine.times, found.times), multiplied(mine.diffs, found.diffs)
+    return Updates(mine.columns, times, diffs)
 
 
 @dataclass

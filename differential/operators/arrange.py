@@ -40,7 +40,7 @@ class ArrangeOp(BatchesArranged):
         self.dtypes = stream.dtypes
         self.queue = TimeQueue()
         self.source = stream
-        stream.connect(self.queue.push)
+        stream.connect(self.receive)
         self.spine = Spine(key_arity, self.dtypes, stream.scope.depth)
         # The updates at the current time, as they came (parts: concatenated when read
         # unarranged), arranged into a batch only when read.
@@ -71,9 +71,16 @@ class ArrangeOp(BatchesArranged):
         if TUNING.counted_inputs and self.key_arity == len(self.dtypes):
             self.counted = CountedInput(keys)
 
+    def receive(self, updates: Updates) -> None:
+        """Queue the input's updates, but those the distinct's key set counts at once."""
+        counted = self.counted if self._compacts() else None
+        for part in [updates] if counted is None else counted.arrive(updates, self):
+            self.queue.push(part)
+
     def release(self) -> None:
-        """The counting distinct admitted this time's rows: count them now, not later."""
-        if self.counted is not None and self._compacts():
+        """The counting distinct admitted this time's rows: count them now, not later
+        (if it alone reads them: another reader may come after it)."""
+        if self.counted is not None and self._compacts() and self.counted.alone(self):
             self.seal()
 
     def pending(self, prefix: Time) -> Iterable[Time]:
@@ -228,7 +235,7 @@ class ArrangeOp(BatchesArranged):
     @property
     def receiver(self) -> Receiver:
         """What the input stream sends to (a stream connected here feeds this queue)."""
-        return self.queue.push
+        return self.receive
 
     def waiting_only(self, time: Time) -> list[Updates] | None:
         """The updates queued at `time`, when no other time is queued (None: one is)."""

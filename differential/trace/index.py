@@ -25,6 +25,7 @@ import numpy.typing as npt
 
 from differential.batch import Column, python_rows, python_times
 from differential.trace.dense import DensePairs
+from differential.trace.fill import fill_in_order
 from differential.trace.tails import EMPTY, claim_rows, probe_rows, probe_runs
 from differential.tuning import TUNING
 
@@ -94,6 +95,18 @@ class HashTable:
         for at in range(0, len(hashes), TUNING.index_chunk):
             self._place(hashes[at : at + TUNING.index_chunk], values[at : at + TUNING.index_chunk])
         self.size += len(hashes)
+
+    def fill(self, hashes: Hashes) -> None:
+        """Hold the distinct `hashes`, each valued its position, in this empty table
+        (room permitting), placed in the order of their home slots (`trace.fill`): a
+        table built again as it grows, in half the time of `insert`."""
+        assert self.size == 0 and len(hashes) * self.load <= self._slots_int
+        wrapped = fill_in_order(self._keys, self._values, hashes, self._slots)
+        if wrapped is None:
+            wrapped = np.arange(len(hashes))
+        self.size = len(hashes) - len(wrapped)
+        if len(wrapped):
+            self.insert(hashes[wrapped], wrapped)
 
     def _place(self, hashes: Hashes, values: Index) -> None:
         rows = np.arange(len(hashes), dtype=np.intp)

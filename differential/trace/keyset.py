@@ -15,8 +15,24 @@ import numpy.typing as npt
 
 from differential.batch import Column, python_rows
 from differential.small import packed_width
+from differential.trace.batch import key_hash
 from differential.trace.index import EMPTY, Hashes, HashTable, Index
 from differential.tuning import TUNING
+
+
+@dataclass(frozen=True)
+class Found:
+    """Rows looked up in a counting key set (`KeySet.find_counted`): each row's stored
+    position, whether the set holds its key there, and whether it may be an overflow
+    key (its hash held by another key, or the free-slot marker)."""
+
+    at: Index
+    held: npt.NDArray[np.bool_]
+    maybe: npt.NDArray[np.bool_]
+
+    def share(self) -> float:
+        """The share of rows the set holds (overflow keys not counted)."""
+        return float(np.count_nonzero(self.held)) / max(len(self.held), 1)
 
 
 @dataclass(frozen=True)
@@ -225,15 +241,39 @@ class KeySet:
         return np.sort(np.concatenate(added)) if added else np.zeros(0, dtype=np.intp)
 
     def _room(self, wanted: int) -> int:
-        """Rows the table can take now (grown to twice its keys first when it holds
-        too few): at least one, at most `wanted`."""
-        if not self.table.fits(min(wanted, max(self.size, 1 << 10))):
-            hashes, positions = self.table.values()
-            needed = self.size + min(wanted, max(self.size, 1 << 10))
-            self.table = HashTable(2 * needed, TUNING.keyset_load)
-            self.table.insert(hashes, positions)
+        """Rows the table can take now (grown first, `_grow_table`, when it has no
+        room for the fewer of `wanted` and a growth step): at least one, at most
+        `wanted`. `wanted` counts rows, which may repeat keys: a part that does not
+        fit waits for the next growth, not the table for the whole of them."""
+        if not self.table.fits(min(wanted, self._step())):
+            self._grow_table(wanted)
         free = int(len(self.table.arrays()[0]) / self.table.load) - self.table.size
         return max(1, min(wanted, free))
+
+    def _step(self) -> int:
+        return max(self.size // 2, 1 << 10)
+
+    def _grow_table(self, wanted: int, at_least: int = 0) -> None:
+        """A table for the keys held and `wanted` more (a growth step at most: half
+        the keys held, at least 1024; `at_least` surely), and room for half as many
+        again: at most half full before it grows, a third to a fifth after (grown to
+        four or eight times the keys, it took 24-96 bytes a key; ADR 0072).
+
+        It is built from the store after the old one is let go: every key the table
+        holds is stored, with a hash no other stored key has (keys whose hash another
+        holds wait in `overflow`), so their hashes are computed again (a part at a
+        time, into one array) and placed at once (`HashTable.fill`): a growth holds
+        one table, not two, and no copy of the old one's contents."""
+        capacity = max(3 * (self.size + min(wanted, self._step())) // 2, self.size + at_least)
+        load = self.table.load
+        self.table = HashTable(0, load)  # (the old one goes first, unless a mark holds it)
+        self.table = HashTable(capacity, load)
+        hashes = np.empty(self.size, dtype=np.int64)
+        step = max(TUNING.index_chunk, 1)
+        for lo in range(0, self.size, step):
+            hi = min(lo + step, self.size)
+            hashes[lo:hi] = key_hash([column[lo:hi] for column in self._store])
+        self.table.fill(hashes)
 
     def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
         """Keys with distinct hashes that the table does not hold."""
@@ -246,9 +286,7 @@ class KeySet:
 
     def _reserve(self, more: int) -> None:
         if not self.table.fits(more):
-            hashes, positions = self.table.values()
-            self.table = HashTable(4 * (self.size + more), TUNING.keyset_load)
-            self.table.insert(hashes, positions)
+            self._grow_table(more, more)
         self._grow_store(more)
 
     def _grow_store(self, more: int) -> None:
@@ -273,27 +311,42 @@ class KeySet:
     def count(self, hashes: Hashes, keys: Sequence[Column], diffs: npt.NDArray[np.int64]) -> Index:
         """Add `diffs` to the counts of their rows' keys: the rows whose key the set does
         not hold (their diffs not counted), ascending."""
+        return self.add_counts(self.find_counted(hashes, keys), keys, diffs)
+
+    def find_counted(self, hashes: Hashes, keys: Sequence[Column]) -> Found:
+        """Where each row's key is stored (`Found.at`), and whether it is (`Found.held`;
+        False also for a key of `overflow`, which `Found.maybe` marks as possible)."""
         assert self.counts is not None, "count_inputs first"
         at = self.table.find(hashes)
-        free = hashes == EMPTY  # (`find` of the free-slot marker reads a free slot)
-        held = (at >= 0) & ~free
+        # A key is in `overflow` only if another key holds its hash, or its hash is the
+        # free-slot marker (which `find` reads as a free slot): only those rows are
+        # looked up there (`add_counts`, one by one: rare), and only if it holds any.
+        maybe = hashes == EMPTY
+        held = (at >= 0) & ~maybe
         if not (self.identity or (self.packed and _packed(hashes, keys))):
             rows = np.flatnonzero(held)
             same = np.ones(len(rows), dtype=bool)
             for stored, key in zip(self._store, keys, strict=True):
                 same &= stored[at[rows]] == key[rows]
             held[rows[~same]] = False
-        np.add.at(self.counts, at[held], diffs[held])
-        if not self.overflow:  # (the usual case: an absent row is absent)
-            return np.flatnonzero(~held)
-        absent = []
-        for row in np.flatnonzero(~held).tolist():  # rare: overflow keys, or absent ones
-            found = tuple(k[row].item() for k in keys)
-            if found in self.overflow:
-                self.overflow_counts[found] = self.overflow_counts.get(found, 0) + int(diffs[row])
-            else:
-                absent.append(row)
-        return np.array(absent, dtype=np.intp)
+            maybe[rows[~same]] = True
+        return Found(at, held, maybe)
+
+    def add_counts(
+        self, found: Found, keys: Sequence[Column], diffs: npt.NDArray[np.int64]
+    ) -> Index:
+        """`count` of rows found (`find_counted`) already: the rows not counted."""
+        assert self.counts is not None, "count_inputs first"
+        held = found.held
+        np.add.at(self.counts, found.at[held], diffs[held])
+        if self.overflow:
+            held = held.copy()
+            for row in np.flatnonzero(found.maybe).tolist():
+                key = tuple(k[row].item() for k in keys)
+                if key in self.overflow:
+                    self.overflow_counts[key] = self.overflow_counts.get(key, 0) + int(diffs[row])
+                    held[row] = True
+        return np.flatnonzero(~held)
 
     def counted(self) -> tuple[tuple[Column, ...], npt.NDArray[np.int64]]:
         """Every key whose count is not 0, as columns, and its count."""

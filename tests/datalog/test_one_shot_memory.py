@@ -50,9 +50,9 @@ EAGER = {"deferred_rows": 0, "few": 0, "few_pairs": 0, "recent_rows": 0}
 
 
 def one_shot_answers(
-    db: Database, queries: list[str], compact: bool, counted: bool = True
+    db: Database, queries: list[str], compact: bool, counted: bool = True, **tuning: Any
 ) -> list[set[Any]]:
-    with tuned(TUNING.but(compact_rounds=compact, counted_inputs=counted, **EAGER)):
+    with tuned(TUNING.but(compact_rounds=compact, counted_inputs=counted, **EAGER, **tuning)):
         return [set(db.query(q)) for q in queries]
 
 
@@ -76,6 +76,9 @@ def test_compacted_rounds_answer_as_rounds_kept_apart_and_the_reference(
     compacted = one_shot_answers(db, queries, True)
     assert compacted == one_shot_answers(db, queries, False)
     assert compacted == one_shot_answers(db, queries, True, counted=False)  # (ADR 0067)
+    # (ADR 0072: rows counted after the distinct's step, or every part as it arrives)
+    assert compacted == one_shot_answers(db, queries, True, counted_arrivals=False)
+    assert compacted == one_shot_answers(db, queries, True, arrival_share=0.0)
     checked = check_program(parse_program(generated.text))
     computed = reference.evaluate(checked, {r: sorted(rows) for r, rows in facts.items()})
     for query, found in zip(queries, compacted, strict=True):
@@ -98,6 +101,8 @@ def test_recursive_aggregation_compacted_answers_as_kept_apart(query: str, edges
     compacted = one_shot_answers(db, [query], True)
     assert compacted == one_shot_answers(db, [query], False)
     assert compacted == one_shot_answers(db, [query], True, counted=False)  # (ADR 0067)
+    assert compacted == one_shot_answers(db, [query], True, counted_arrivals=False)  # (0072)
+    assert compacted == one_shot_answers(db, [query], True, arrival_share=0.0)
     checked = check_program(parse_program(BASE + PROGRAMS[query]))
     facts = {"edge": sorted(set(edges)), "source": [(0,)]}
     expected = reference.answer(

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from differential.trace.batch import key_hash
-from differential.trace.index import EMPTY, HashIndex, IndexBuild, LookupCache
+from differential.trace.index import EMPTY, HashIndex, HashTable, IndexBuild, LookupCache
 from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, tuned
 
@@ -309,3 +309,39 @@ def test_a_key_set_counts_its_keys_rows_and_names_the_absent(
     found, counts = seen.counted()
     got = dict(zip(zip(*(c.tolist() for c in found), strict=True), counts.tolist(), strict=True))
     assert got == expected
+
+
+@given(
+    st.sets(st.one_of(INT64, CLUSTERED), max_size=400).map(lambda s: s - {EMPTY}),
+    st.integers(0, 3),
+)
+def test_a_table_filled_at_once_holds_what_inserting_holds(hashes: set[int], room: int) -> None:
+    """`HashTable.fill` (sorted by home slot, a running maximum; those past the end
+    wrapped by `insert`) holds every hash at its position, as `insert` does, and no
+    other: the tightest table fills to its last slot and wraps around."""
+    held = np.array(sorted(hashes, key=hash), dtype=np.int64)
+    tables = [HashTable(len(held) + room, 2) for _ in range(2)]
+    with tuned(TUNING.but(index_chunk=7)):  # (several parts)
+        tables[0].fill(held)
+        tables[1].insert(held, np.arange(len(held)))
+    for table in tables:
+        assert table.size == len(held)
+        assert np.array_equal(table.find(held), np.arange(len(held)))
+        stored, values = table.values()
+        assert sorted(stored.tolist()) == sorted(held.tolist())
+        assert np.array_equal(np.sort(values), np.arange(len(held)))
+    absent = [h ^ 1 for h in hashes if h ^ 1 not in hashes and h ^ 1 != EMPTY][:50]
+    assert (tables[0].find(np.array(absent, dtype=np.int64)) == -1).all()
+
+
+def test_filling_wraps_the_hashes_whose_run_passes_the_last_slot() -> None:
+    """Hashes whose home is the last slot run past the end: `fill` wraps them to the
+    table's first slots, where probing from their home finds them."""
+    table = HashTable(40, 2)
+    slots = len(table.arrays()[0])
+    homes = [(h, table.find_slot(h)[0]) for h in range(1, 1 << 14)]  # (empty: its home)
+    last = np.array([h for h, home in homes if home == slots - 1][:12], dtype=np.int64)
+    assert len(last) == 12
+    table.fill(last)
+    assert np.array_equal(table.find(last), np.arange(len(last)))
+    assert (table.arrays()[0][: len(last) - 1] != EMPTY).any()  # (some did wrap)

@@ -406,15 +406,17 @@ def test_less_than_keeps_only_the_smaller_left_side() -> None:
 
 def test_a_huge_product_streams_out_in_bounded_parts() -> None:
     """The delta query walks depth first: its output leaves in parts of about
-    `TUNING.proposals` rows, never as one batch of the whole product (a LiveJournal
-    triangle count held hundreds of millions of rows at once), and the parts add up
-    to exactly the answer."""
+    `TUNING.pairs` rows (each extension about `TUNING.proposals` candidates), never as
+    one batch of the whole product (a LiveJournal triangle count held hundreds of
+    millions of rows at once), and the parts add up to exactly the answer."""
     n, proposals = 24, 50
     edges = [(a, b) for a in range(n) for b in range(a + 1, n)]  # every a < b < c
     db = Database()
     db.define(TRIANGLES)
     # (recompute_min_rows: the commit runs through this dataflow, not a rebuilt one)
-    streaming = TUNING.but(proposals=proposals, prefixes=proposals, recompute_min_rows=10**9)
+    streaming = TUNING.but(
+        proposals=proposals, prefixes=proposals, pairs=proposals, recompute_min_rows=10**9
+    )
     with tuned(streaming):
         acc = Accumulated("wcoj")
         db.subscribe("tri(a, b, c)", acc, plan="wcoj")
@@ -426,8 +428,8 @@ def test_a_huge_product_streams_out_in_bounded_parts() -> None:
     triangles = n * (n - 1) * (n - 2) // 6
     assert acc.rows() == {(a, b, c) for a, b in edges for c in range(b + 1, n)}
     assert sum(sent) == triangles and len(sent) > 1
-    # A batch is flushed once it reaches `proposals` rows; a part adds at most a
-    # chunk's survivors (about `proposals` candidates) to it.
+    # A batch is flushed once it reaches `pairs` rows; a part adds at most a chunk's
+    # survivors (about `proposals` candidates) to it, or goes alone.
     assert max(sent) < 3 * proposals
 
 
