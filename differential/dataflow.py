@@ -286,6 +286,15 @@ class Scope:
                 out.extend(inner.all_operators())
         return out
 
+    def readers(self) -> dict[int, list[Operator]]:
+        """The operators of this scope and the deeper ones reading each operator or
+        stream (`Operator.inputs`), by its id."""
+        found: dict[int, list[Operator]] = {}
+        for op in self.all_operators():
+            for read in op.inputs():
+                found.setdefault(id(read), []).append(op)
+        return found
+
     def describe(self, indent: str = "") -> list[str]:
         """Its operators, one per line, nested scopes' indented below theirs."""
         lines = []

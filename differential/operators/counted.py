@@ -119,12 +119,7 @@ class CountedInput:
             scope = arrangement.scope
             while scope.parent is not None:
                 scope = scope.parent
-            readers = [
-                op
-                for op in scope.all_operators()
-                if any(read is arrangement for read in op.inputs())
-            ]
-            self.sole = len(readers) == 1
+            self.sole = len(scope.readers().get(id(arrangement), [])) == 1
         return self.sole
 
     def __len__(self) -> int:

@@ -35,10 +35,7 @@ def mark_unread(scope: Scope) -> list[ArrangeOp]:
     keep nothing (`ArrangeOp.keep_nothing`); the ones marked."""
     if not TUNING.unread_sides or not scope.totally_ordered or scope.parent is None:
         return []
-    readers: dict[int, list[Operator]] = {}
-    for op in scope.all_operators():  # (a deeper scope may enter an arrangement of this one)
-        for read in op.inputs():
-            readers.setdefault(id(read), []).append(op)
+    readers = scope.readers()  # (a deeper scope may enter an arrangement of this one)
     moving = _reached(scope, readers)
     if moving is None:
         return []
