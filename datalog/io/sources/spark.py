@@ -27,7 +27,9 @@ Loading (`load_frames`, `load_ldbc`): each relation streams into the database
 as Arrow record batches converted by the executors' JVMs and fetched one
 partition at a time (`datalog.io.spark.transfer`), so the driver never holds more
 than a couple of partitions; nothing goes through pandas or Python rows, and no
-Python worker runs. Duplicates are dropped in Spark only when asked
+Python worker runs. A plain Parquet scan (`read_parquet`, not derived further)
+comes as its files' bytes, read by the executors and decoded by pyarrow on the
+driver (`datalog.io.spark.files`, ADR 0079). Duplicates are dropped in Spark only when asked
 (`deduplicate=True`: hash-partitioned by the first column, then `distinct`).
 """
 
@@ -185,8 +187,13 @@ def read_fact_file(spark: SparkSession, file: FactFile) -> DataFrame:
 
 
 def read_parquet(spark: SparkSession, path: str | Path, info: RelationInfo) -> DataFrame:
-    """A Parquet file or directory; its columns by position, cast to `info`'s types."""
-    return typed(spark.read.parquet(str(path)), info.types)
+    """A Parquet file or directory; its columns by position, cast to `info`'s types.
+    Loaded as the files' bytes, decoded on the driver, when it is a plain scan
+    (`datalog.io.spark.files`, ADR 0079)."""
+    from datalog.io.spark.files import scanned
+
+    raw = spark.read.parquet(str(path))
+    return scanned(typed(raw, info.types), raw)
 
 
 # --- LDBC SNB ---------------------------------------------------------------------------

@@ -20,6 +20,9 @@ framed-bytes serializer); `tests/spark/test_transfer.py` pins it. Where the
 bridge is missing (Spark Connect, another Spark) it falls back to `toArrow`,
 which is correct but holds the whole frame.
 
+A plain Parquet scan (`datalog.io.spark.files`) comes as its files' bytes, decoded
+by pyarrow here, so its rows never become JVM rows either (ADR 0079).
+
 A task's answer can stay as the Arrow IPC blobs the task made (`blob_task`,
 `arrow_task`): `decoded` gives the frame of its rows, which `arrow_batches` reads
 as the blobs themselves, so the rows never cross the JVM one by one (ADR 0074).
@@ -40,6 +43,8 @@ from functools import partial
 from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+from datalog.io.spark.files import parquet_scan, scan_batches
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -71,6 +76,13 @@ def arrow_batches(
         for part, batch in arrow_batches(blobs, bridge=bridge, partitions=partitions):
             for blob in batch.column(0).to_pylist():
                 yield part, pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
+        return
+    scan = parquet_scan(frame) if bridge else None
+    files = (
+        scan_batches(frame, scan, batch_rows=batch_rows, partitions=partitions) if scan else None
+    )
+    if files is not None:  # a plain Parquet scan: its files' bytes, decoded here (ADR 0079)
+        yield from files
         return
     bridged = _bridged(frame, batch_rows, partitions or _ignore) if bridge else None
     if bridged is not None:
