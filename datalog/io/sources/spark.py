@@ -47,6 +47,7 @@ from datalog.lang.ast import ColumnType
 from datalog.lang.schema import RelationInfo
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from datalog.db.database import Database
@@ -119,6 +120,46 @@ def read_fact_files(spark: SparkSession, files: Iterable[FactFile]) -> dict[str,
     file's whole reading)."""
     reads = [_ReadText(spark, str(f.path), f.relation, f.delimiter, f.headers) for f in files]
     return {read.info.name: frame for read, frame in zip(reads, _checked(reads), strict=True)}
+
+
+def driver_fact_files(spark: SparkSession, files: Iterable[FactFile]) -> dict[str, DataFrame]:
+    """The files of `.input` directives by relation, read HERE by the embedded
+    engine's reader (`datalog.io.sources.csv.read_facts`: the values, errors and
+    line numbers of `deltalog run`) and sent to Spark as Arrow (`arrow_frame`): each
+    file parsed once and no Spark job (`read_fact_files` parses a file in its check's
+    job and again in every plan that reads it; ADR 0079). For files the driver sees,
+    such as `deltalog run`'s fact directory; the driver holds them while it sends them."""
+    from datalog.io.sources.csv import read_facts
+
+    frames: dict[str, DataFrame] = {}
+    for file in files:
+        frame = arrow_frame(spark, read_facts(file), file.relation.types)
+        name = file.relation.name
+        frames[name] = frames[name].union(frame) if name in frames else frame
+    return frames
+
+
+def arrow_frame(spark: SparkSession, table: pa.Table, types: Iterable[ColumnType]) -> DataFrame:
+    """`table` as a frame of columns `c0, c1, ...` of `types`, sent from the driver as
+    Arrow (PySpark's Arrow path of `createDataFrame`, no pandas) in one batch per
+    core of the session (`defaultParallelism` partitions; PySpark's own batches of
+    10,000 rows would make a partition of each)."""
+    from pyspark.sql.types import StructType
+
+    kinds = list(types)
+    schema = StructType.fromDDL(", ".join(f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(kinds)))
+    table = table.rename_columns([f"c{i}" for i in range(len(kinds))])
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key, None)
+    parts = max(1, spark.sparkContext.defaultParallelism)
+    spark.conf.set(key, str(max(1, -(-table.num_rows // parts))))
+    try:
+        return spark.createDataFrame(table, schema)
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
 
 
 @dataclass
