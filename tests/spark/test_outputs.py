@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pytest
 
 from datalog import Database
@@ -110,6 +111,7 @@ def test_run_reads_each_fact_file_once_on_the_driver_without_a_job(
 ) -> None:
     from datalog.io.sources.csv import FactFile
     from datalog.io.sources.spark import driver_fact_files
+    from datalog.io.spark.transfer import arrow_batches
 
     schema = check_program(parse_program(PROGRAM + ".decl u(x: unsigned)\n")).schema
     folder = facts(tmp_path / "facts")
@@ -118,7 +120,10 @@ def test_run_reads_each_fact_file_once_on_the_driver_without_a_job(
     tracker = spark.sparkContext.statusTracker()
     before = max(tracker.getJobIdsForGroup(None), default=-1)
     frames = driver_fact_files(spark, files)
+    sent = [batch for _, batch in arrow_batches(frames["e"])]  # read back as it was sent
     assert max(tracker.getJobIdsForGroup(None), default=-1) == before  # nothing ran on Spark
+    columns = pa.Table.from_batches(sent).to_pydict().values()
+    assert sorted(zip(*columns, strict=True)) == sorted(EDGES)
     for name in ("e", "name", "w"):
         (folder / f"{name}.facts").write_text("garbage\n")  # read already: not again
     found = {n: sorted(tuple(row) for row in f.collect()) for n, f in frames.items()}

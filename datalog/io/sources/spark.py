@@ -143,23 +143,41 @@ def arrow_frame(spark: SparkSession, table: pa.Table, types: Iterable[ColumnType
     """`table` as a frame of columns `c0, c1, ...` of `types`, sent from the driver as
     Arrow (PySpark's Arrow path of `createDataFrame`, no pandas) in one batch per
     core of the session (`defaultParallelism` partitions; PySpark's own batches of
-    10,000 rows would make a partition of each)."""
-    from pyspark.sql.types import StructType
+    10,000 rows would make a partition of each). The driver keeps the batches while
+    the frame lives, so reading them back to the driver runs no job
+    (`transfer.held`)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import (
+        DecimalType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    from datalog.io.spark.transfer import held
 
     kinds = list(types)
-    schema = StructType.fromDDL(", ".join(f"c{i} {SPARK_TYPES[t]}" for i, t in enumerate(kinds)))
+    spark_type = {"number": LongType(), "unsigned": DecimalType(20, 0), "float": DoubleType()}
+    schema = StructType(
+        [StructField(f"c{i}", spark_type.get(t, StringType())) for i, t in enumerate(kinds)]
+    )
     table = table.rename_columns([f"c{i}" for i in range(len(kinds))])
     key = "spark.sql.execution.arrow.maxRecordsPerBatch"
     before = spark.conf.get(key, None)
     parts = max(1, spark.sparkContext.defaultParallelism)
-    spark.conf.set(key, str(max(1, -(-table.num_rows // parts))))
+    rows = max(1, -(-table.num_rows // parts))
+    spark.conf.set(key, str(rows))
     try:
-        return spark.createDataFrame(table, schema)
+        frame = spark.createDataFrame(table, schema)
     finally:
         if before is None:
             spark.conf.unset(key)
         else:
             spark.conf.set(key, before)
+    arrow = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+    return held(frame, table.cast(arrow).to_batches(max_chunksize=rows))
 
 
 @dataclass

@@ -54,6 +54,8 @@ PART = "__deltalog_partition"  # the column that tags each row with its partitio
 BLOB = "__deltalog_batch"  # the column of a task's answer, an Arrow batch per row
 # frames `decoded` made: the frame of their blobs and the batches' schema
 _BLOBS: weakref.WeakKeyDictionary[Any, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
+# frames made from the driver's Arrow batches (`held`): those batches, a partition each
+_HELD: weakref.WeakKeyDictionary[Any, list[pa.RecordBatch]] = weakref.WeakKeyDictionary()
 
 
 def arrow_batches(
@@ -70,6 +72,11 @@ def arrow_batches(
     and run its shuffles a second time). `bridge=False` takes the public fallback."""
     from pyspark.sql import functions as sf
 
+    if frame in _HELD:  # sent from here: the batches it was made of
+        if partitions is not None:
+            partitions(len(_HELD[frame]))
+        yield from enumerate(_HELD[frame])
+        return
     held = _BLOBS.get(frame)
     if held is not None:  # a task's answer kept as its Arrow blobs: read them as they are
         blobs, schema = held
@@ -98,6 +105,19 @@ def arrow_batches(
                 part,
                 pa.RecordBatch.from_arrays(batch.columns[:-1], names=batch.schema.names[:-1]),
             )
+
+
+def held(frame: DataFrame, batches: list[pa.RecordBatch]) -> DataFrame:
+    """`frame`, made by Spark from the driver's `batches` (a partition each), which
+    the driver keeps as long as the frame lives: `arrow_batches` and `held_batches`
+    read them without a job (ADR 0079)."""
+    _HELD[frame] = batches
+    return frame
+
+
+def held_batches(frame: DataFrame) -> list[pa.RecordBatch] | None:
+    """The batches `frame` was made of (`held`), if it was."""
+    return _HELD.get(frame)
 
 
 def arrow_collect(frame: DataFrame, *, batch_rows: int = 100_000) -> list[pa.RecordBatch]:
