@@ -14,9 +14,10 @@ pandas is never imported: PySpark's public `mapInArrow` goes through
 collects the whole frame at once.
 
 PySpark has no public Arrow iterator (nor a `mapInArrow` without pandas:
-`map_in_arrow`), so this module is the one place that crosses PySpark's bridge to
+`map_in_arrow`), so this module crosses PySpark's bridge to
 the JVM (`DataFrame._jdf`, the `RDD` wrapper, the
-framed-bytes serializer); `tests/spark/test_transfer.py` pins it. Where the
+framed-bytes serializer; `files` does too, for a scan's files and their bytes);
+`tests/spark/test_transfer.py` and `tests/spark/test_files.py` pin it. Where the
 bridge is missing (Spark Connect, another Spark) it falls back to `toArrow`,
 which is correct but holds the whole frame.
 
