@@ -220,14 +220,15 @@ def _decoded(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[p
 def estimated_bytes(frame: DataFrame) -> int | None:
     """Spark's estimate of `frame`'s size in bytes (the optimizer's statistics: no
     job runs), or None when Spark has none (a frame of Python rows or of an RDD is
-    given `spark.sql.defaultSizeInBytes`) or there is no bridge. For files it is
-    their size scaled to the columns read: good for choosing a plan."""
+    given `spark.sql.defaultSizeInBytes`, and a plan over one gets that scaled by its
+    projections: within 1/256 of it counts as none) or there is no bridge. For files
+    it is their size scaled to the columns read: good for choosing a plan."""
     jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
     if jdf is None:
         return None
     size = int(str(jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
     unknown = frame.sparkSession.conf.get("spark.sql.defaultSizeInBytes", None)
-    return None if size >= (int(unknown) if unknown else (1 << 63) - 1) else size
+    return None if size >= (int(unknown) if unknown else (1 << 63) - 1) >> 8 else size
 
 
 def _ignore(count: int) -> None:
