@@ -221,7 +221,7 @@ def estimated_bytes(frame: DataFrame) -> int | None:
     """Spark's estimate of `frame`'s size in bytes (the optimizer's statistics: no
     job runs), or None when Spark has none (a frame of Python rows or of an RDD is
     given `spark.sql.defaultSizeInBytes`, and a plan over one gets that scaled by its
-    projections: within 1/256 of it counts as none) or there is no bridge. For files
+    projections: 1/256 of it or more counts as none) or there is no bridge. For files
     it is their size scaled to the columns read: good for choosing a plan."""
     jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
     if jdf is None:
