@@ -12,6 +12,7 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import Verbosity, settings
@@ -49,21 +50,40 @@ def small_path(request: pytest.FixtureRequest) -> Iterator[str]:
 _PROJECT_PACKAGES = ("datalog", "differential", "joins", "server")
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Fails the run when a project module was imported from outside this checkout.
-
-    An editable install of another checkout (a worktree's shared virtualenv) makes
-    Python fall back to that checkout for a module this one lacks, so a stale import
-    path would pass here and fail on a clean machine.
-    """
-    root = Path(__file__).resolve().parents[1]
-    outside = sorted(
+def _outside(root: Path) -> list[str]:
+    """The project modules this process imported from outside `root`."""
+    return sorted(
         name
         for name, module in list(sys.modules.items())
         if name.split(".")[0] in _PROJECT_PACKAGES
         and getattr(module, "__file__", None)
         and not Path(str(module.__file__)).resolve().is_relative_to(root)
     )
+
+
+_WORKERS_OUTSIDE: set[str] = set()  # what pytest-xdist's workers reported (controller)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """Under pytest-xdist the tests import in the workers: collect what each found."""
+    _WORKERS_OUTSIDE.update(getattr(node, "workeroutput", {}).get("outside", ()))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fails the run when a project module was imported from outside this checkout.
+
+    An editable install of another checkout (a worktree's shared virtualenv) makes
+    Python fall back to that checkout for a module this one lacks, so a stale import
+    path would pass here and fail on a clean machine. A pytest-xdist worker hands its
+    list to the controller (`workeroutput`), which fails the run.
+    """
+    root = Path(__file__).resolve().parents[1]
+    outside = sorted(set(_outside(root)) | _WORKERS_OUTSIDE)
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["outside"] = outside
+        return
     if outside:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         message = f"modules imported from outside {root}: {', '.join(outside)}"
