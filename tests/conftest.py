@@ -47,6 +47,14 @@ def small_path(request: pytest.FixtureRequest) -> Iterator[str]:
         yield request.param
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist the tests marked `slow` start first (their order is kept
+    otherwise), so a long one does not start last and run alone while the other
+    workers idle (ADR 0081). A serial run keeps the files' order."""
+    if getattr(config, "workerinput", None) is not None:
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 _PROJECT_PACKAGES = ("datalog", "differential", "joins", "server")
 
 

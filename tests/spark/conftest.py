@@ -29,6 +29,7 @@ SPARK_WARNINGS = (
 )
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/spark/" in item.nodeid.replace("\\", "/"):
