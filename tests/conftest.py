@@ -8,6 +8,7 @@ picks one explicitly; otherwise `ci` when the `CI` environment variable is set
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 from collections.abc import Iterator
@@ -53,6 +54,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     workers idle (ADR 0081). A serial run keeps the files' order."""
     if getattr(config, "workerinput", None) is not None:
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def _shares_spark_session(nodeid: str) -> bool:
+    """The tests of the one local Spark session (tests/spark/conftest.py): all of
+    tests/spark but the standalone cluster's, which starts JVMs of its own."""
+    return nodeid.startswith("tests/spark/") and not nodeid.startswith("tests/spark/test_cluster")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` (`make check`, ADR 0081): the tests that share the Spark
+    session are one unit, run by one worker, so the run starts one session JVM;
+    every other test is a unit of its own. Larger units go first (xdist's reorder).
+
+    pytest-xdist's own loadgroup puts a test's `xdist_group` into its node id, which
+    pytest 9 no longer lets it change: its groups were silently ignored."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    scopes: Any = importlib.import_module("xdist.scheduler").LoadScopeScheduling
+
+    class SparkSessionUnit(scopes):
+        def _split_scope(self, nodeid: str) -> str:
+            return "tests/spark (one session)" if _shares_spark_session(nodeid) else nodeid
+
+    return SparkSessionUnit(config, log)
 
 
 _PROJECT_PACKAGES = ("datalog", "differential", "joins", "server")

@@ -1,6 +1,6 @@
 """One local Spark session for the whole test run (`local[2]`, two shuffle
-partitions, no UI), shared by every test in `tests/spark` (and on one pytest-xdist
-worker where the run is spread over cores).
+partitions, no UI), shared by every test in `tests/spark` (all run by one
+pytest-xdist worker where the run is spread over cores: tests/conftest.py).
 
 Tests that start Spark are marked `spark` and skipped when pyspark or Java is
 missing. PySpark's deprecation and resource warnings are not ours and are
@@ -29,16 +29,11 @@ SPARK_WARNINGS = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/spark/" in item.nodeid.replace("\\", "/"):
             for spec in SPARK_WARNINGS:
                 item.add_marker(pytest.mark.filterwarnings(spec))
-        if "spark" in getattr(item, "fixturenames", ()):
-            # under pytest-xdist (`make check`, ADR 0081) every test of the shared
-            # session runs on one worker, so the run starts one JVM, not one a worker
-            item.add_marker(pytest.mark.xdist_group("spark-session"))
 
 
 def require_spark() -> None:
