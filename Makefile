@@ -2,7 +2,7 @@
 #
 #   make demo        run the built-in example
 #   make test        run the test suite
-#   make check       lint, format check, type check, then the tests
+#   make check       lint, format check, type check, then the tests (on every core)
 #   make bench-core  run every bench/bench_*.py (python -m bench.<name>)
 #   make soak        the long, randomized run of the stateful model test (docs/adr/0037)
 #
@@ -15,6 +15,11 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/python -m pip install -q
 PYTEST := $(BIN)/python -m pytest -q
 BENCHES := $(sort $(basename $(notdir $(wildcard bench/bench_*.py))))
+# `make check` (what CI runs) spreads the tests over the machine's cores, at most 4,
+# with pytest-xdist; the tests of the one Spark session share a worker (ADR 0081).
+# JOBS=1 runs them in one process, as `make test` always does.
+JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
+PARALLEL := $(if $(filter-out 0 1,$(JOBS)),-n $(JOBS) --dist loadgroup)
 
 .PHONY: demo test check lint bench-core soak
 
@@ -25,7 +30,7 @@ test: $(VENV)/.installed-dev
 	$(PYTEST)
 
 check: lint
-	$(PYTEST)
+	$(PYTEST) $(PARALLEL)
 
 lint: $(VENV)/.installed-dev
 	$(BIN)/ruff check .

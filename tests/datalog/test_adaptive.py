@@ -48,6 +48,7 @@ def told(acc: Accumulated) -> list[tuple[int, bool, list[tuple[Any, int]]]]:
     return [(c.epoch, c.snapshot, sorted(zip(c.rows, c.diffs, strict=True))) for c in acc.changes]
 
 
+@pytest.mark.slow  # 60 programs on three databases each: the suite's costliest property
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_recomputed_and_incremental_commits_deliver_the_same_changes_as_the_reference(

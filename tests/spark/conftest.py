@@ -1,5 +1,6 @@
 """One local Spark session for the whole test run (`local[2]`, two shuffle
-partitions, no UI), shared by every test in `tests/spark`.
+partitions, no UI), shared by every test in `tests/spark` (all run by one
+pytest-xdist worker where the run is spread over cores: tests/conftest.py).
 
 Tests that start Spark are marked `spark` and skipped when pyspark or Java is
 missing. PySpark's deprecation and resource warnings are not ours and are

@@ -113,8 +113,8 @@ def test_a_program_on_a_standalone_cluster_writes_the_embedded_engines_files(
     program.write_text((EXAMPLES / "social.dl").read_text() + EXTRA_RULES)
     home = spark_home()
     env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1",
-           "SPARK_DAEMON_MEMORY": "256m", "PYSPARK_PYTHON": sys.executable,
-           "SPARK_NO_DAEMONIZE": "1"}  # fmt: skip
+           "SPARK_DAEMON_MEMORY": "256m", "SPARK_DAEMON_JAVA_OPTS": SHORT_JVM,
+           "PYSPARK_PYTHON": sys.executable, "SPARK_NO_DAEMONIZE": "1"}  # fmt: skip
     spark_class = ["bash", str(home / "bin" / "spark-class")]  # its exec bit may be lost
     port, ui = free_port(), free_port()
     master_url = f"spark://127.0.0.1:{port}"
@@ -158,6 +158,10 @@ def test_a_program_on_a_standalone_cluster_writes_the_embedded_engines_files(
 
 
 LOCAL_PLANS = ["--spark-conf", "spark.deltalog.localRecursionBytes=67108864"]
+# Every JVM of the test (master, workers, drivers, executors) lives a minute or two:
+# the JIT's first tier only and one GC thread, as a local session runs (ADR 0059),
+# instead of compiler and GC threads taking the cores the tasks need (ADR 0081).
+SHORT_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
 def run_on(
@@ -180,6 +184,8 @@ def run_on(
                "--spark-conf", "spark.eventLog.enabled=true",
                "--spark-conf", f"spark.eventLog.dir={events}",
                "--spark-conf", "spark.eventLog.compress=false",
+               "--spark-conf", f"spark.driver.extraJavaOptions={SHORT_JVM}",
+               "--spark-conf", f"spark.executor.extraJavaOptions={SHORT_JVM}",
                *(extra or []),
                str(program), "-F", str(EXAMPLES / "facts"), "-D", str(tmp_path / out)]  # fmt: skip
     ran = subprocess.run(
