@@ -9,7 +9,8 @@ answer and says so). Each measurement runs in a fresh process
 - **load**: one Parquet file of a power-law edge list (`--load-rows`, default
   10M), inserted into a `Database` by `pyarrow.parquet.read_table` +
   `tx.insert` ("direct") and by `datalog.io.sources.spark.load_frames`, as it is
-  and de-duplicated in Spark, and directly in 100,000-row batches of one
+  (a plain scan read as its files' bytes, ADR 0079; a frame the user made, through
+  the JVM's rows) and de-duplicated in Spark, and directly in 100,000-row batches of one
   transaction (a Spark load's shape); seconds exclude session start-up; driver RSS is
   the load's growth of the Python process's peak RSS, next to the growth a
   direct load leaves once its table is dropped (the relation in the database).
@@ -175,6 +176,29 @@ def case_load_spark(args: argparse.Namespace, deduplicate: bool = False) -> dict
 
 def case_load_spark_dedup(args: argparse.Namespace) -> dict[str, Any]:
     return case_load_spark(args, deduplicate=True)
+
+
+def case_load_spark_frame(args: argparse.Namespace) -> dict[str, Any]:
+    """`load_frames` of a frame the user made (`spark.read.parquet(...).select(...)`,
+    not `read_parquet`): the JVM's row path, converted to Arrow by the executors
+    (ADR 0042); `load_spark` loads a plain scan as its files' bytes (ADR 0079)."""
+    from pyspark.sql import functions as sf
+
+    from datalog.io.sources.spark import load_frames
+
+    path = edges_file("powerlaw", args.load_rows)
+    spark = session(args.master)
+    db = Database()
+    db.define(EDGE)
+    gc.collect()
+    before = max(rss_now_mb(), peak_rss_mb())
+    start, cpu = time.perf_counter(), tree_cpu_seconds()
+    raw = spark.read.parquet(str(path))
+    frame = raw.select(*[sf.col(c).alias(f"c{i}") for i, c in enumerate(raw.columns)])
+    counts = load_frames(db, {"e": frame}, progress=False)
+    seconds, cpu = time.perf_counter() - start, tree_cpu_seconds() - cpu
+    return {"seconds": seconds, "cpu": cpu, "rows": counts["e"],
+            "peak_mb": peak_rss_mb() - before, "load": os.getloadavg()[0]}  # fmt: skip
 
 
 def evaluation(args: argparse.Namespace, engine: str, local: bool = True) -> dict[str, Any]:
@@ -348,7 +372,8 @@ def load_rows(args: argparse.Namespace) -> None:
     direct = measure("load_direct", args)
     rows = [("direct (pyarrow + tx.insert)", direct["seconds"], 1.0, direct.get("peak_mb", 0))]
     for name, label in (("load_batches", "direct, in 100,000-row batches"),
-                        ("load_spark", "spark load_frames"),
+                        ("load_spark", "spark load_frames (read_parquet: the files' bytes)"),
+                        ("load_spark_frame", "spark load_frames (a frame: JVM rows)"),
                         ("load_spark_dedup", "spark load_frames, deduplicate")):  # fmt: skip
         found = measure(name, args)
         ratio = found["seconds"] / direct["seconds"]

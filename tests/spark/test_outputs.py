@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pytest
 
 from datalog import Database
@@ -103,3 +104,45 @@ def test_a_local_answer_reads_the_same_as_blobs_and_through_spark(spark: SparkSe
     joined = answer.alias("a").join(answer.alias("b"), sf.col("a.c1") == sf.col("b.c0"))
     assert joined.count() == sum(1 for (_, y) in expected for (x, _) in expected if x == y)
     assert {tuple(r) for r in answer.collect()} == expected
+
+
+def test_run_reads_each_fact_file_once_on_the_driver_without_a_job(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    from datalog.io.sources.csv import FactFile
+    from datalog.io.sources.spark import driver_fact_files
+    from datalog.io.spark.transfer import arrow_batches
+
+    schema = check_program(parse_program(PROGRAM + ".decl u(x: unsigned)\n")).schema
+    folder = facts(tmp_path / "facts")
+    (folder / "u.facts").write_text("18446744073709551615\n0\n")
+    files = [FactFile(schema[n], folder / f"{n}.facts") for n in ("e", "name", "w", "u")]
+    tracker = spark.sparkContext.statusTracker()
+    before = max(tracker.getJobIdsForGroup(None), default=-1)
+    frames = driver_fact_files(spark, files)
+    sent = [batch for _, batch in arrow_batches(frames["e"])]  # read back as it was sent
+    assert max(tracker.getJobIdsForGroup(None), default=-1) == before  # nothing ran on Spark
+    columns = pa.Table.from_batches(sent).to_pydict().values()
+    assert sorted(zip(*columns, strict=True)) == sorted(EDGES)
+    for name in ("e", "name", "w"):
+        (folder / f"{name}.facts").write_text("garbage\n")  # read already: not again
+    found = {n: sorted(tuple(row) for row in f.collect()) for n, f in frames.items()}
+    assert found["e"] == sorted(EDGES) and found["name"] == sorted(NAMES)
+    assert found["w"] == sorted(WEIGHTS)
+    assert [int(x) for (x,) in found["u"]] == [0, 2**64 - 1]
+    assert frames["e"].rdd.getNumPartitions() == spark.sparkContext.defaultParallelism
+
+
+def test_a_bad_fact_file_is_reported_as_deltalog_run_reports_it(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    program = tmp_path / "p.dl"
+    program.write_text(PROGRAM)
+    folder = facts(tmp_path / "facts")
+    (folder / "e.facts").write_text("1\t2\n\n3\tx\n")
+    assert main(["run", str(program), "-F", str(folder), "-D", str(tmp_path / "a")]) == 1
+    embedded = capsys.readouterr().err
+    engine = ["--engine", "spark", "--spark-master", "local[2]"]  # the running session
+    assert main(["run", str(program), "-F", str(folder), "-D", str(tmp_path / "b"), *engine]) == 1
+    assert capsys.readouterr().err == embedded
+    assert "line 3, column 2" in embedded

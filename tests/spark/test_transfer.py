@@ -85,3 +85,18 @@ def test_on_a_terminal_progress_rewrites_one_line() -> None:
         "\rspark load edge: 0/2 partitions, 10 rows, 10 rows/s"
         "\rspark load edge: 2/2 partitions, 10 rows, 5 rows/s\n"
     )
+
+
+@pytest.mark.spark
+def test_an_estimate_derived_from_an_unknown_size_is_unknown(spark: SparkSession) -> None:
+    from pyspark.sql import functions as sf
+
+    from datalog.io.spark.transfer import estimated_bytes
+
+    rows = spark.sparkContext.parallelize([(1, 2, "x"), (3, 4, "y")])
+    frame = spark.createDataFrame(rows, "a long, b long, s string")  # no size known
+    assert estimated_bytes(frame) is None
+    # a projection scales Spark's default (unknown) size: still unknown, not huge
+    assert estimated_bytes(frame.select(sf.col("a"))) is None
+    assert estimated_bytes(frame.select((sf.col("a") + 1).alias("c0"))) is None
+    assert estimated_bytes(spark.range(10)) == 80  # known: ten longs

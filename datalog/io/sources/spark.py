@@ -27,7 +27,9 @@ Loading (`load_frames`, `load_ldbc`): each relation streams into the database
 as Arrow record batches converted by the executors' JVMs and fetched one
 partition at a time (`datalog.io.spark.transfer`), so the driver never holds more
 than a couple of partitions; nothing goes through pandas or Python rows, and no
-Python worker runs. Duplicates are dropped in Spark only when asked
+Python worker runs. A plain Parquet scan (`read_parquet`, not derived further)
+comes as its files' bytes, read by the executors and decoded by pyarrow on the
+driver (`datalog.io.spark.files`, ADR 0079). Duplicates are dropped in Spark only when asked
 (`deduplicate=True`: hash-partitioned by the first column, then `distinct`).
 """
 
@@ -45,6 +47,7 @@ from datalog.lang.ast import ColumnType
 from datalog.lang.schema import RelationInfo
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
     from datalog.db.database import Database
@@ -119,6 +122,64 @@ def read_fact_files(spark: SparkSession, files: Iterable[FactFile]) -> dict[str,
     return {read.info.name: frame for read, frame in zip(reads, _checked(reads), strict=True)}
 
 
+def driver_fact_files(spark: SparkSession, files: Iterable[FactFile]) -> dict[str, DataFrame]:
+    """The files of `.input` directives by relation, read HERE by the embedded
+    engine's reader (`datalog.io.sources.csv.read_facts`: the values, errors and
+    line numbers of `deltalog run`) and sent to Spark as Arrow (`arrow_frame`): each
+    file parsed once and no Spark job (`read_fact_files` parses a file in its check's
+    job and again in every plan that reads it; ADR 0079). For files the driver sees,
+    such as `deltalog run`'s fact directory; the driver holds them while it sends them."""
+    from datalog.io.sources.csv import read_facts
+
+    frames: dict[str, DataFrame] = {}
+    for file in files:
+        frame = arrow_frame(spark, read_facts(file), file.relation.types)
+        name = file.relation.name
+        frames[name] = frames[name].union(frame) if name in frames else frame
+    return frames
+
+
+def arrow_frame(spark: SparkSession, table: pa.Table, types: Iterable[ColumnType]) -> DataFrame:
+    """`table` as a frame of columns `c0, c1, ...` of `types`, sent from the driver as
+    Arrow (PySpark's Arrow path of `createDataFrame`, no pandas) in one batch per
+    core of the session (`defaultParallelism` partitions; PySpark's own batches of
+    10,000 rows would make a partition of each). The driver keeps the batches while
+    the frame lives, so reading them back to the driver runs no job
+    (`transfer.held`)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import (
+        DecimalType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    from datalog.io.spark.transfer import held
+
+    kinds = list(types)
+    spark_type = {"number": LongType(), "unsigned": DecimalType(20, 0), "float": DoubleType()}
+    schema = StructType(
+        [StructField(f"c{i}", spark_type.get(t, StringType())) for i, t in enumerate(kinds)]
+    )
+    table = table.rename_columns([f"c{i}" for i in range(len(kinds))])
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    before = spark.conf.get(key, None)
+    parts = max(1, spark.sparkContext.defaultParallelism)
+    rows = max(1, -(-table.num_rows // parts))
+    spark.conf.set(key, str(rows))
+    try:
+        frame = spark.createDataFrame(table, schema)
+    finally:
+        if before is None:
+            spark.conf.unset(key)
+        else:
+            spark.conf.set(key, before)
+    arrow = to_arrow_schema(schema, timezone="UTC", prefers_large_types=False)
+    return held(frame, table.cast(arrow).to_batches(max_chunksize=rows))
+
+
 @dataclass
 class _ReadText:
     """One delimited text relation as parsed by Spark, before its check."""
@@ -185,8 +246,13 @@ def read_fact_file(spark: SparkSession, file: FactFile) -> DataFrame:
 
 
 def read_parquet(spark: SparkSession, path: str | Path, info: RelationInfo) -> DataFrame:
-    """A Parquet file or directory; its columns by position, cast to `info`'s types."""
-    return typed(spark.read.parquet(str(path)), info.types)
+    """A Parquet file or directory; its columns by position, cast to `info`'s types.
+    Loaded as the files' bytes, decoded on the driver, when it is a plain scan
+    (`datalog.io.spark.files`, ADR 0079)."""
+    from datalog.io.spark.files import scanned
+
+    raw = spark.read.parquet(str(path))
+    return scanned(typed(raw, info.types), raw)
 
 
 # --- LDBC SNB ---------------------------------------------------------------------------

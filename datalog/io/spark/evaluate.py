@@ -188,6 +188,12 @@ def typed(frame: DataFrame, info: RelationInfo) -> DataFrame:
         raise UnsupportedError(
             f"`{info.name}` has {info.arity} columns, the DataFrame {len(frame.columns)}"
         )
+    spelled = {"long": "bigint"}  # how Spark writes a type's name back
+    wanted = [
+        (f"c{i}", spelled.get(SPARK_TYPES[t], SPARK_TYPES[t])) for i, t in enumerate(info.types)
+    ]
+    if [(f.name, f.dataType.simpleString()) for f in frame.schema.fields] == wanted:
+        return frame  # typed already: the same frame (what is known of it stays)
     columns = [
         sf.col(f"`{name}`").cast(SPARK_TYPES[kind]).alias(f"c{i}")
         for i, (name, kind) in enumerate(zip(frame.columns, info.types, strict=True))
@@ -209,9 +215,12 @@ def base_relations(
             rows.setdefault(fact.head.name, []).append(row)
     relations: Relations = {}
     for name, info in checked.schema.relations.items():
-        frame = rows_frame(spark, rows.get(name, []), info)
-        if name in inputs:
-            frame = typed(inputs[name], info).unionByName(frame)
+        if name in inputs and name not in rows:  # the input as it is
+            frame = typed(inputs[name], info)
+        elif name in inputs:
+            frame = typed(inputs[name], info).unionByName(rows_frame(spark, rows[name], info))
+        else:
+            frame = rows_frame(spark, rows.get(name, []), info)
         relations[name] = frame
     unknown = sorted(set(inputs) - set(relations))
     if unknown:

@@ -60,6 +60,7 @@ from datalog.io.spark.transfer import (
     blob_task,
     decoded,
     estimated_bytes,
+    held_batches,
 )
 from datalog.lang.schema import Schema
 
@@ -103,8 +104,9 @@ def fetched(frame: DataFrame, limit: int) -> bytes | None:
     if limit < 0:
         return None
     arity = max(1, len(frame.columns))
-    bounded = frame.limit(limit // (8 * arity) + 1)
-    batches = arrow_collect(bounded)
+    batches = held_batches(frame)  # sent from the driver: no job to fetch it back
+    if batches is None:
+        batches = arrow_collect(frame.limit(limit // (8 * arity) + 1))
     if sum(batch.nbytes for batch in batches) > limit:
         return None
     sink = io.BytesIO()

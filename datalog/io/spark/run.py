@@ -4,7 +4,8 @@ Layer: datalog (Spark back end). Imports the checker, the fact-file
 conventions of `datalog.io.sources.csv` (file names, options, value formatting)
 and the Spark readers of `datalog.io.sources.spark`; pyspark only inside functions.
 
-The `.input` files are read by Spark (`read_fact_files`, checked by one job), the program is
+The `.input` files are read on the driver as `deltalog run` reads them and sent to
+Spark as Arrow (`driver_fact_files`: each parsed once, no job; ADR 0079), the program is
 evaluated by `datalog.io.spark.evaluate`, and every `.output` relation is
 fetched as Arrow batches (`arrow_batches`, a partition at a time) and written as
 the embedded engine writes an answer: sorted and formatted by whole columns. A
@@ -51,13 +52,13 @@ def run(
     stdout: IO[str] | None = None,
 ) -> None:
     """Evaluate `program` on Spark like `deltalog run`; DatalogError on bad input."""
-    from datalog.io.sources.spark import read_fact_files
+    from datalog.io.sources.spark import driver_fact_files
     from datalog.io.spark.session import local_session
 
     stdout = stdout or sys.stdout
     checked = check_program(parse_program(program))
     spark = spark or local_session()
-    inputs = read_fact_files(spark, input_files(checked, facts_dir))
+    inputs = driver_fact_files(spark, input_files(checked, facts_dir))
     relations = evaluate(spark, checked, inputs)
     write_outputs(checked, relations, output_dir, stdout)
     for directive in checked.directives:

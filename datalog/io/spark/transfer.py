@@ -14,11 +14,15 @@ pandas is never imported: PySpark's public `mapInArrow` goes through
 collects the whole frame at once.
 
 PySpark has no public Arrow iterator (nor a `mapInArrow` without pandas:
-`map_in_arrow`), so this module is the one place that crosses PySpark's bridge to
+`map_in_arrow`), so this module crosses PySpark's bridge to
 the JVM (`DataFrame._jdf`, the `RDD` wrapper, the
-framed-bytes serializer); `tests/spark/test_transfer.py` pins it. Where the
+framed-bytes serializer; `files` does too, for a scan's files and their bytes);
+`tests/spark/test_transfer.py` and `tests/spark/test_files.py` pin it. Where the
 bridge is missing (Spark Connect, another Spark) it falls back to `toArrow`,
 which is correct but holds the whole frame.
+
+A plain Parquet scan (`datalog.io.spark.files`) comes as its files' bytes, decoded
+by pyarrow here, so its rows never become JVM rows either (ADR 0079).
 
 A task's answer can stay as the Arrow IPC blobs the task made (`blob_task`,
 `arrow_task`): `decoded` gives the frame of its rows, which `arrow_batches` reads
@@ -41,6 +45,8 @@ from typing import IO, TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from datalog.io.spark.files import parquet_scan, scan_batches
+
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
     from pyspark.sql.types import StructType
@@ -49,6 +55,8 @@ PART = "__deltalog_partition"  # the column that tags each row with its partitio
 BLOB = "__deltalog_batch"  # the column of a task's answer, an Arrow batch per row
 # frames `decoded` made: the frame of their blobs and the batches' schema
 _BLOBS: weakref.WeakKeyDictionary[Any, tuple[Any, pa.Schema]] = weakref.WeakKeyDictionary()
+# frames made from the driver's Arrow batches (`held`): those batches, a partition each
+_HELD: weakref.WeakKeyDictionary[Any, list[pa.RecordBatch]] = weakref.WeakKeyDictionary()
 
 
 def arrow_batches(
@@ -65,12 +73,24 @@ def arrow_batches(
     and run its shuffles a second time). `bridge=False` takes the public fallback."""
     from pyspark.sql import functions as sf
 
+    if frame in _HELD:  # sent from here: the batches it was made of
+        if partitions is not None:
+            partitions(len(_HELD[frame]))
+        yield from enumerate(_HELD[frame])
+        return
     held = _BLOBS.get(frame)
     if held is not None:  # a task's answer kept as its Arrow blobs: read them as they are
         blobs, schema = held
         for part, batch in arrow_batches(blobs, bridge=bridge, partitions=partitions):
             for blob in batch.column(0).to_pylist():
                 yield part, pa.ipc.read_record_batch(pa.py_buffer(blob), schema)
+        return
+    scan = parquet_scan(frame) if bridge else None
+    files = (
+        scan_batches(frame, scan, batch_rows=batch_rows, partitions=partitions) if scan else None
+    )
+    if files is not None:  # a plain Parquet scan: its files' bytes, decoded here (ADR 0079)
+        yield from files
         return
     bridged = _bridged(frame, batch_rows, partitions or _ignore) if bridge else None
     if bridged is not None:
@@ -86,6 +106,19 @@ def arrow_batches(
                 part,
                 pa.RecordBatch.from_arrays(batch.columns[:-1], names=batch.schema.names[:-1]),
             )
+
+
+def held(frame: DataFrame, batches: list[pa.RecordBatch]) -> DataFrame:
+    """`frame`, made by Spark from the driver's `batches` (a partition each), which
+    the driver keeps as long as the frame lives: `arrow_batches` and `held_batches`
+    read them without a job (ADR 0079)."""
+    _HELD[frame] = batches
+    return frame
+
+
+def held_batches(frame: DataFrame) -> list[pa.RecordBatch] | None:
+    """The batches `frame` was made of (`held`), if it was."""
+    return _HELD.get(frame)
 
 
 def arrow_collect(frame: DataFrame, *, batch_rows: int = 100_000) -> list[pa.RecordBatch]:
@@ -187,14 +220,15 @@ def _decoded(schema: pa.Schema, batches: Iterator[pa.RecordBatch]) -> Iterator[p
 def estimated_bytes(frame: DataFrame) -> int | None:
     """Spark's estimate of `frame`'s size in bytes (the optimizer's statistics: no
     job runs), or None when Spark has none (a frame of Python rows or of an RDD is
-    given `spark.sql.defaultSizeInBytes`) or there is no bridge. For files it is
-    their size scaled to the columns read: good for choosing a plan."""
+    given `spark.sql.defaultSizeInBytes`, and a plan over one gets that scaled by its
+    projections: 1/256 of it or more counts as none) or there is no bridge. For files
+    it is their size scaled to the columns read: good for choosing a plan."""
     jdf: Any = getattr(frame, "_jdf", None)  # absent on Spark Connect
     if jdf is None:
         return None
     size = int(str(jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
     unknown = frame.sparkSession.conf.get("spark.sql.defaultSizeInBytes", None)
-    return None if size >= (int(unknown) if unknown else (1 << 63) - 1) else size
+    return None if size >= (int(unknown) if unknown else (1 << 63) - 1) >> 8 else size
 
 
 def _ignore(count: int) -> None:
