@@ -209,6 +209,11 @@ class Tuning:
     # known: most rows of a closure's round are new keys, which would only be probed
     # twice and copied to wait (CSPA's are mostly known: they are counted and dropped).
     arrival_share: float = 0.5
+    # A delta query gathers, at each stage, only the variables its later stages, checks
+    # and output read, and outputs only those the rule's head keeps when nothing follows
+    # it in the body (`joins.pipeline.narrowed`, ADR 0078); False: every variable bound
+    # so far, all of its atoms' variables out (the reference).
+    narrow_prefixes: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).
