@@ -137,6 +137,11 @@ class Tuning:
     # ... until one settle consolidates away less than this share of the rows it
     # arranged: then sorting them does not pay (each row is derived about once).
     compact_gain: float = 0.1
+    # ... and then, no longer consolidating what it settles, the trace's `since` still
+    # advances to the latest time settled: its merges keep one time, not a time column
+    # per row (`operators.arrange`, ADR 0078); False: `since` stays where the last
+    # consolidating settle left it (the reference).
+    advance_unsorted: bool = True
     # Merges of identity-keyed batches, and arrangements of a time's updates that came in
     # parts, pack each part's integer rows in place (its times advanced on their own)
     # instead of concatenating the parts and building (`trace.batch.build_parts`, ADR
