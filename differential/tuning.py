@@ -85,6 +85,10 @@ class Tuning:
     # A dense pair table (`trace.dense`): bytes per entry it may spend, and at most.
     dense_bytes_per_entry: int = 128
     dense_max_bytes: int = 1 << 25
+    # A key set whose keys have so far all been hashed to their integer columns packed
+    # side by side stores that one int64 per key, not the columns, until a key that does
+    # not pack arrives (`trace.keyset`, ADR 0078); False: the columns (the reference).
+    packed_keys: bool = True
 
     # -- spines (`trace.spine`) -----------------------------------------------------------
     # Appended batches that may wait unmerged for a reader.
