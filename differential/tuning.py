@@ -85,6 +85,10 @@ class Tuning:
     # A dense pair table (`trace.dense`): bytes per entry it may spend, and at most.
     dense_bytes_per_entry: int = 128
     dense_max_bytes: int = 1 << 25
+    # A key set whose keys have so far all been hashed to their integer columns packed
+    # side by side stores that one int64 per key, not the columns, until a key that does
+    # not pack arrives (`trace.keyset`, ADR 0078); False: the columns (the reference).
+    packed_keys: bool = True
 
     # -- spines (`trace.spine`) -----------------------------------------------------------
     # Appended batches that may wait unmerged for a reader.
@@ -137,6 +141,11 @@ class Tuning:
     # ... until one settle consolidates away less than this share of the rows it
     # arranged: then sorting them does not pay (each row is derived about once).
     compact_gain: float = 0.1
+    # ... and then, no longer consolidating what it settles, the trace's `since` still
+    # advances to the latest time settled: its merges keep one time, not a time column
+    # per row (`operators.arrange`, ADR 0078); False: `since` stays where the last
+    # consolidating settle left it (the reference).
+    advance_unsorted: bool = True
     # Merges of identity-keyed batches, and arrangements of a time's updates that came in
     # parts, pack each part's integer rows in place (its times advanced on their own)
     # instead of concatenating the parts and building (`trace.batch.build_parts`, ADR
@@ -209,6 +218,11 @@ class Tuning:
     # known: most rows of a closure's round are new keys, which would only be probed
     # twice and copied to wait (CSPA's are mostly known: they are counted and dropped).
     arrival_share: float = 0.5
+    # A delta query gathers, at each stage, only the variables its later stages, checks
+    # and output read, and outputs only those the rule's head keeps when nothing follows
+    # it in the body (`joins.pipeline.narrowed`, ADR 0078); False: every variable bound
+    # so far, all of its atoms' variables out (the reference).
+    narrow_prefixes: bool = True
 
     # -- parts, so that a budget or an interrupt acts between two (ADR 0039) -----------------
     # Rows one argsort handles at most (about a tenth of a second).

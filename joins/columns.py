@@ -39,8 +39,9 @@ ColumnExtender = Extender[Prefixes, Proposals, Owner, Owner]
 class ColumnShape:
     """`Prefixes` and `Proposals` of numpy columns, for `joins.extend.extend`."""
 
-    def __init__(self, dtype: np.dtype) -> None:
+    def __init__(self, dtype: np.dtype, keep: tuple[str, ...] | None = None) -> None:
         self.dtype = dtype  # of the variable being bound
+        self.keep = keep  # the variables extended prefixes hold (None: all, and the new)
 
     def size(self, prefixes: Prefixes) -> int:
         return len(prefixes)
@@ -66,15 +67,13 @@ class ColumnShape:
         return rows if winner is None else rows[winner[rows] == w]
 
     def extended(self, prefixes: Prefixes, proposals: Proposals, var: str) -> Prefixes:
-        return proposals.extend(prefixes, var)
+        return proposals.extend(prefixes, var, self.keep)
 
     def gathered(self, prefixes: Prefixes, var: str, parts: list[Prefixes]) -> Prefixes:
-        vars_ = (*prefixes.vars, var)
         if not parts:
-            empty = prefixes.updates.take(np.zeros(0, dtype=np.intp))
-            column = np.zeros(0, dtype=self.dtype)
-            return Prefixes(vars_, empty.with_columns((*empty.columns, column)))
-        return Prefixes(vars_, concat([p.updates for p in parts]))
+            empty = Proposals(np.zeros(0, dtype=np.intp), np.zeros(0, dtype=self.dtype))
+            return empty.extend(prefixes, var, self.keep)
+        return Prefixes(parts[0].vars, concat([p.updates for p in parts]))
 
 
 class ColumnsPipeline:
@@ -96,7 +95,7 @@ class ColumnsPipeline:
         is proposed), or as one part under a row limit, which counts a stage whole."""
         proposers = self.proposers(stage)
         negations = [self._antijoin(j, stage.variable) for j in stage.negations]
-        shape = ColumnShape(self.query.dtypes[stage.variable])
+        shape = ColumnShape(self.query.dtypes[stage.variable], stage.keep)
         args = (shape, prefixes, stage.variable, proposers, negations, self.time)
         return extend_parts(*args) if row_limit() is None else [extend(*args)]
 

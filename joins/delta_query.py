@@ -45,7 +45,7 @@ from differential.tuning import TUNING
 from joins.columns import ColumnsPipeline
 from joins.extenders import PredicateExtender, Prefixes
 from joins.few import Refused, RowsPipeline
-from joins.pipeline import Constant, Pattern, Pipeline, Query, Stage, plan_pipeline
+from joins.pipeline import Constant, Pattern, Pipeline, Query, Stage, narrowed, plan_pipeline
 
 __all__ = ["Constant", "DeltaQueryOp", "Pattern", "Pipeline", "Stage", "plan_pipeline"]
 
@@ -95,6 +95,8 @@ class DeltaQueryOp(Operator):
         self.query = Query(
             self.patterns, self.constants, self.predicates, self.dtypes, self.out_vars
         )
+        if TUNING.narrow_prefixes:  # each stage gathers what is read after it (ADR 0078)
+            self.pipelines = [narrowed(self.query, p) for p in self.pipelines]
         integers = all(d.kind == "i" for d in self.dtypes.values())
         self.listed = [integers and self._listable(p) for p in self.pipelines]
 

@@ -97,12 +97,19 @@ class Proposals:
             diffs = multiplied(take_diffs(self.diffs, rows), diffs)
         return Proposals(self.owner[rows], self.value[rows], times, diffs)
 
-    def extend(self, prefixes: Prefixes, var: str) -> Prefixes:
-        """The prefixes extended by `var`: prefix columns, times and diffs gathered now."""
+    def extend(self, prefixes: Prefixes, var: str, keep: tuple[str, ...] | None = None) -> Prefixes:
+        """The prefixes extended by `var`: prefix columns, times and diffs gathered now
+        (of the variables in `keep`, in their order, when given: `var` last if kept)."""
+        vars_ = prefixes.vars if keep is None else tuple(v for v in prefixes.vars if v in keep)
+        if vars_ != prefixes.vars:
+            kept = tuple(prefixes.column(v) for v in vars_)
+            prefixes = Prefixes(vars_, prefixes.updates.with_columns(kept))
         mine = prefixes.updates.take(self.owner)
         times = mine.times if self.times is None else joined_times(mine.times, self.times)
         diffs = mine.diffs if self.diffs is None else multiplied(mine.diffs, self.diffs)
-        return Prefixes((*prefixes.vars, var), Updates((*mine.columns, self.value), times, diffs))
+        if keep is not None and var not in keep:
+            return Prefixes(vars_, Updates(mine.columns, times, diffs))
+        return Prefixes((*vars_, var), Updates((*mine.columns, self.value), times, diffs))
 
 
 def _matched(prefixes: Prefixes, owner: Owner, found: Updates) -> Updates:

@@ -23,7 +23,7 @@ prunes as early as possible:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -91,6 +91,8 @@ class Stage:
     complete: list[int] = field(default_factory=list)  # (first stage) fully bound bindings
     fixed: list[int] = field(default_factory=list)  # (first stage) constants on bound vars
     predicates: list[int] = field(default_factory=list)
+    # the variables its extension gathers, in bound order (None: every one bound so far)
+    keep: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -138,6 +140,33 @@ def plan_pipeline(
         plan.settle(stage, var)
         stages.append(stage)
     return Pipeline(source, first, stages)
+
+
+def narrowed(query: Query, pipeline: Pipeline) -> Pipeline:
+    """`pipeline` with each stage keeping only the variables that its own checks, the
+    later stages and the output read (ADR 0078): a variable that only proposed the
+    next one (`w` of `a(x, w), b(w, y)` with `x, y` out) is not gathered past it."""
+    needed = set(query.out_vars)
+    bound = [*query.patterns[pipeline.source].vars, *(s.variable for s in pipeline.stages)]
+    stages = []
+    for stage in reversed(pipeline.stages):
+        bound.pop()
+        needed |= _checked(query, stage)
+        stages.append(
+            replace(stage, keep=tuple(v for v in (*bound, stage.variable) if v in needed))
+        )
+        needed |= {v for j in stage.proposers for v in query.patterns[j].vars}
+        needed |= {query.constants[k].var for k in stage.constants}
+    return replace(pipeline, stages=stages[::-1])
+
+
+def _checked(query: Query, stage: Stage) -> set[str]:
+    """The variables read by the checks of `stage` (those after its extension, and its
+    negations, which validate the extension's candidates)."""
+    bindings = (*stage.negations, *stage.unary, *stage.complete)
+    found = {v for j in bindings for v in query.patterns[j].vars}
+    found |= {query.constants[k].var for k in stage.fixed}
+    return found | {v for k in stage.predicates for v in query.predicates[k].needs}
 
 
 @dataclass

@@ -19,13 +19,14 @@ whole plan, and typed in the body's `types`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from itertools import count as counter
 
 from datalog.lang.ast import Atom, Call, ColumnType, Comparison, Literal, Negation, Term, Var
 from datalog.lang.errors import UnsupportedError
 from datalog.lang.passes.check_generators import generator_binding
 from datalog.lang.passes.term_types import resolve_type
-from datalog.lang.passes.variables import term_variables
+from datalog.lang.passes.variables import aggregates_in, term_variables
 from datalog.lang.pretty import format_literal
 from datalog.lang.schema import Schema
 from datalog.plan.atoms import shape_of
@@ -67,7 +68,7 @@ class Orderer:
         """A rule's (or a query's) body in order, and its variables' types."""
         self.types, self.aggregate_results = dict(types), set()
         steps, _ = self.body(body, choice, head)
-        return steps, self.types
+        return _head_kept(steps, head), self.types
 
     def fresh_var(self, kind: ColumnType, prefix: str = "_v") -> str:
         name = f"{prefix}#{next(self.fresh)}"  # `#`: no variable of a program is named so
@@ -251,6 +252,17 @@ def _atom_vars(atom: Atom) -> list[Var]:
     for arg in atom.args:
         out.extend(term_variables(arg))
     return out
+
+
+def _head_kept(steps: tuple[Step, ...], head: Sequence[Term]) -> tuple[Step, ...]:
+    """`steps` with a delta query that ends a rule's body keeping only the variables its
+    head reads (ADR 0078); a query's answer (no head) and aggregates keep every one."""
+    last = steps[-1] if steps else None
+    if not head or not isinstance(last, DeltaQuery) or any(aggregates_in(t) for t in head):
+        return steps
+    read = {v.name for t in head for v in term_variables(t)}
+    keep = tuple(v for v in dict.fromkeys(v for a in last.atoms for v in _names(a)) if v in read)
+    return (*steps[:-1], replace(last, keep=keep)) if keep else steps
 
 
 def _names(atom: Atom) -> Vars:

@@ -177,6 +177,8 @@ class DeltaQuery:
     negations: tuple[Atom, ...] = field(default=(), compare=False, repr=False)
     constants: tuple[Constant, ...] = field(default=(), compare=False, repr=False)
     comparisons: tuple[Comparison, ...] = field(default=(), compare=False, repr=False)
+    # the variables a rule's head reads, when the body ends here (none: every one)
+    keep: tuple[str, ...] = field(default=(), compare=False, repr=False)
 
     def lines(self) -> list[str]:
         head = f"delta query (worst-case optimal) over {', '.join(self.bindings)}"

@@ -25,6 +25,7 @@ from datalog.plan.choose import comparison_vars, variables
 from datalog.plan.plan import DeltaQuery, JoinPlan
 from differential.operators.arrange import ArrangeOp
 from differential.operators.linear import project
+from differential.tuning import TUNING
 from joins.delta_query import DeltaQueryOp, Pattern
 from joins.extenders import PredicateExtender, Prefixes
 
@@ -39,6 +40,8 @@ def delta_query(c: Compiler, step: DeltaQuery) -> Binding:
         pattern.text = text
     predicates = [_predicate(c, cmp) for cmp in step.comparisons]
     out_vars = tuple(dict.fromkeys(v for a in step.atoms for v in variables(a)))
+    if step.keep and TUNING.narrow_prefixes:  # the head's only: others not gathered
+        out_vars = step.keep
     op = DeltaQueryOp(c.sources.scope, patterns, predicates, out_vars, list(step.constants))
     c.steps.append(replace(step, pipelines=tuple(op.explain())))
     return Binding(op.output, out_vars)

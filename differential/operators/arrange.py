@@ -169,13 +169,22 @@ class ArrangeOp(BatchesArranged):
         if latest is not None and self._compacts():
             self._settle_compacted(latest)
         elif len(self.deferred) == 1 and isinstance(self.deferred[0][0], Batch):
+            self._advance(latest)
             self.spine.append(self.deferred[0][0])
         elif self.deferred:  # one sort for all of them, not one batch (and merge) per time
+            self._advance(latest)
             parts = [i.updates() if isinstance(i, Batch) else i for i, _ in self.deferred]
             lower = Antichain([self.deferred[0][1]])
             self.spine.insert(concat(parts), lower, Antichain(), latest)  # a few rows wait unsorted
         self.deferred, self._deferred_latest = [], None
         return self.spine
+
+    def _advance(self, latest: Time | None) -> None:
+        """Rounds settled unconsolidated in a totally ordered scope: no reader asks about
+        a time before `latest` again (as in `_settle_compacted`), so the trace's merges
+        advance their times to it and keep one (`Tuning.advance_unsorted`, ADR 0078)."""
+        if latest is not None and TUNING.advance_unsorted and self.scope.compacts_rounds:
+            self.spine.default_since = Antichain([latest])
 
     def _compacts(self) -> bool:
         if self.compacting is None:  # the scope's order is fixed before it runs

@@ -19,8 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
-from differential.batch import Column, Updates, concat, consolidate
+from differential.batch import Column, Updates, concat, consolidate, uniform_diffs
 from differential.dataflow import check_budget
 from differential.operators.arrange import Arranged, ArrangeOp, Owner
 from differential.operators.reduce_tactics import all_positive
@@ -110,7 +111,7 @@ class GrowingDistinct:
             return None
         if n < len(keys[0]):
             keys = tuple(k[fresh] for k in keys)
-        return Updates(keys, column(time, n), np.ones(n, dtype=np.int64))
+        return Updates(keys, column(time, n), _ones(n))
 
     def keep(self, change: Updates) -> bool:
         """Hold a step's output unarranged while the key set answers membership."""
@@ -170,7 +171,7 @@ class GrowingDistinct:
         n = len(fresh[0]) if fresh else 0
         if n:
             self.trace.default_since = Antichain([latest])
-            updates = Updates(fresh, uniform_times(latest, n), np.ones(n, dtype=np.int64))
+            updates = Updates(fresh, uniform_times(latest, n), _ones(n))
             self.trace.insert(updates, Antichain([latest]), Antichain(), latest)
 
     def stop(self) -> None:
@@ -183,6 +184,12 @@ class GrowingDistinct:
         if self.latest is not None and self.seen is not None:
             held += len(self.seen) - self.settled - len(self.settled_overflow)
         return held
+
+
+def _ones(n: int) -> npt.NDArray[np.int64]:
+    """New keys' diffs: one, as one repeated value from `TUNING.uniform_from` rows on (the
+    rounds' arrangements, queues and next rounds would hold a column of ones)."""
+    return uniform_diffs(1, n) if n >= TUNING.uniform_from else np.ones(n, dtype=np.int64)
 
 
 def _admit(seen: KeySet, hashes: Hashes, keys: Sequence[Column]) -> Owner:

@@ -64,7 +64,12 @@ class KeySet:
         self.identity = identity  # the hash is the key (one integer column)
         self.table = HashTable(1 << 10, TUNING.keyset_load)
         self.size = 0
-        self._store = [np.empty(1 << 10, dtype=d) for d in dtypes]
+        self.dtypes = tuple(np.dtype(d) for d in dtypes)
+        # The keys by position: their columns, or (`Tuning.packed_keys`, while `packed`)
+        # one int64 each, the hash that packs them (`_one`; ADR 0078).
+        one = not identity and len(dtypes) > 1 and all(d.kind in "iu" for d in self.dtypes)
+        kinds = [np.dtype(np.int64)] if one and TUNING.packed_keys else self.dtypes
+        self._store = [np.empty(1 << 10, dtype=d) for d in kinds]
         self.overflow: set[tuple[object, ...]] = set()
         # Every key stored so far has its columns packed side by side as its hash
         # (`key_hash` of integers that fit): a key with a packed hash then equals a
@@ -87,7 +92,7 @@ class KeySet:
 
     def added_since(self, mark: KeySetMark) -> tuple[Column, ...]:
         """The keys added to the table since `mark` (not those in `overflow`)."""
-        return tuple(stored[mark.size : self.size] for stored in self._store)
+        return self._columns(slice(mark.size, self.size))
 
     def rollback(self, mark: KeySetMark, hashes: Hashes) -> None:
         """Forget every key added since `mark`; `hashes`: the hashes of `added_since`.
@@ -123,8 +128,8 @@ class KeySet:
         exact = self.identity or (self.packed and _packed(hashes, keys))
         rows = np.flatnonzero(held) if not exact else np.zeros(0, dtype=np.intp)
         same = np.ones(len(rows), dtype=bool)
-        for stored, key in zip(self._store, keys, strict=True):
-            same &= stored[at[rows]] == key[rows]
+        for stored, key in zip(self._columns(at[rows]), keys, strict=True):
+            same &= stored == key[rows]
         for row in [*rows[~same].tolist(), *np.flatnonzero(hashes == EMPTY).tolist()]:
             present[row] = tuple(k[row].item() for k in keys) in self.overflow
         return present, held
@@ -158,10 +163,13 @@ class KeySet:
             if h != EMPTY:
                 slot, held = table.find_slot(h)
                 if not held:
-                    self.packed = self.packed and _packed_row(h, key)
+                    self._pack(self.packed and _packed_row(h, key))
                     table.put(slot, h, self.size)
-                    for stored, value in zip(self._store, key, strict=True):
-                        stored[self.size] = value
+                    if self._one():
+                        self._store[0][self.size] = h
+                    else:
+                        for stored, value in zip(self._store, key, strict=True):
+                            stored[self.size] = value
                     self.size += 1
                     added.append(row)
                     continue
@@ -187,7 +195,7 @@ class KeySet:
     ) -> tuple[tuple[Column, ...], set[tuple[object, ...]]]:
         """The keys stored from position `start` on, as columns, followed by the overflow
         keys not in `known`; and those overflow keys."""
-        stored = tuple(column[start : self.size] for column in self._store)
+        stored = self._columns(slice(start, self.size))
         extra = self.overflow - known
         if not extra:
             return stored, extra
@@ -199,11 +207,48 @@ class KeySet:
         """Every key as a Python row, if there are at most `limit` (else None)."""
         if len(self) > limit:
             return None
-        stored = [column[: self.size] for column in self._store]
+        stored = self._columns(slice(0, self.size))
         return set(python_rows(stored, self.size)) | self.overflow
 
     def _stored(self, at: int) -> tuple[object, ...]:
-        return tuple(stored[at].item() for stored in self._store)
+        return tuple(stored[0].item() for stored in self._columns(slice(at, at + 1)))
+
+    def _one(self) -> bool:
+        """Whether the store holds each key as its packed hash."""
+        return len(self._store) < len(self.dtypes)
+
+    def _columns(self, at: slice | Index) -> tuple[Column, ...]:
+        """The stored keys `at` (positions), as columns."""
+        if not self._one():
+            return tuple(stored[at] for stored in self._store)
+        packed, width = self._store[0][at], packed_width(len(self.dtypes))
+        last, mask = len(self.dtypes) - 1, (1 << width) - 1
+        return tuple(
+            ((packed >> (width * (last - i))) & mask).astype(d, copy=False)
+            for i, d in enumerate(self.dtypes)
+        )
+
+    def _pack(self, packed: bool) -> None:
+        """Note whether every key stored, and those about to be, hash to their packed
+        columns; when they no longer do, a packed store becomes columns."""
+        if not packed and self._one():
+            columns = self._columns(slice(0, self.size))
+            capacity = len(self._store[0])
+            self._store = [np.empty(capacity, dtype=d) for d in self.dtypes]
+            for stored, column in zip(self._store, columns, strict=True):
+                stored[: self.size] = column
+        self.packed = packed
+
+    def _put(self, keys: Sequence[Column], hashes: Hashes, rows: Index | None = None) -> None:
+        """Store `keys`' `rows` (all: None; their `hashes` packed, when `_one`) from
+        `size` on."""
+        n = len(hashes) if rows is None else len(rows)
+        every = slice(None) if rows is None else rows
+        if self._one():
+            self._store[0][self.size : self.size + n] = hashes[every]
+            return
+        for stored, key in zip(self._store, keys, strict=True):
+            stored[self.size : self.size + n] = key[every]
 
     def _admit_many(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
         """Add the keys not in the set yet (keys may repeat): the rows added, one per key.
@@ -226,11 +271,10 @@ class KeySet:
             placed, placer = self.table.claim(hashes[part], self.size)
             self._grow_store(len(placed))
             winners = part[placed]
-            self.packed = self.packed and _packed(hashes[winners], [k[winners] for k in keys])
-            for stored, key in zip(self._store, keys, strict=True):
-                stored[self.size : self.size + len(placed)] = key[winners]
-                if not self.identity:  # a repeat of a placed hash with another key
-                    rare[part[key[part] != key[part[placer]]]] = True
+            self._pack(self.packed and _packed(hashes[winners], [k[winners] for k in keys]))
+            self._put(keys, hashes, winners)
+            for key in keys if not self.identity else ():  # a placed hash's repeat, another key
+                rare[part[key[part] != key[part[placer]]]] = True
             self.size += len(placed)
             added.append(winners)
         for row in np.flatnonzero(rare).tolist():  # keys whose hash another key holds
@@ -268,6 +312,9 @@ class KeySet:
         load = self.table.load
         self.table = HashTable(0, load)  # (the old one goes first, unless a mark holds it)
         self.table = HashTable(capacity, load)
+        if self._one():  # the stored keys are their hashes
+            self.table.fill(self._store[0][: self.size])
+            return
         hashes = np.empty(self.size, dtype=np.int64)
         step = max(TUNING.index_chunk, 1)
         for lo in range(0, self.size, step):
@@ -277,11 +324,10 @@ class KeySet:
 
     def _store_new(self, hashes: Hashes, keys: Sequence[Column]) -> None:
         """Keys with distinct hashes that the table does not hold."""
-        self.packed = self.packed and _packed(hashes, keys)
+        self._pack(self.packed and _packed(hashes, keys))
         self._reserve(len(hashes))
         self.table.insert(hashes, np.arange(self.size, self.size + len(hashes)))
-        for stored, key in zip(self._store, keys, strict=True):
-            stored[self.size : self.size + len(hashes)] = key
+        self._put(keys, hashes)
         self.size += len(hashes)
 
     def _reserve(self, more: int) -> None:
@@ -326,8 +372,8 @@ class KeySet:
         if not (self.identity or (self.packed and _packed(hashes, keys))):
             rows = np.flatnonzero(held)
             same = np.ones(len(rows), dtype=bool)
-            for stored, key in zip(self._store, keys, strict=True):
-                same &= stored[at[rows]] == key[rows]
+            for stored, key in zip(self._columns(at[rows]), keys, strict=True):
+                same &= stored == key[rows]
             held[rows[~same]] = False
             maybe[rows[~same]] = True
         return Found(at, held, maybe)
@@ -352,7 +398,7 @@ class KeySet:
         """Every key whose count is not 0, as columns, and its count."""
         assert self.counts is not None
         rows = np.flatnonzero(self.counts[: self.size])
-        columns = [stored[rows] for stored in self._store]
+        columns = list(self._columns(rows))
         counts = self.counts[rows]
         extra = sorted(((k, n) for k, n in self.overflow_counts.items() if n), key=repr)
         if not extra:
