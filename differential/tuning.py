@@ -118,9 +118,10 @@ class Tuning:
     # a full sieve is rebuilt whole, at twice the size, when next asked (the reference).
     spread_sieve: bool = True
     # A batch's hash index of more than `merge_fuel` runs, once worth building, is built
-    # by the lookups that follow, `1 / asked_per_entry` runs per key asked (`trace.index`,
-    # ADR 0080); False: at once, by the lookup that made it worth building (the reference).
+    # by the lookups that follow, `index_effort` runs per key asked (`trace.index`, ADR
+    # 0080); False: at once, by the lookup that made it worth building (the reference).
     spread_index: bool = True
+    index_effort: float = 8.0
     # An arrangement nobody reads concatenates its updates every `deferred` times and
     # arranges them once they outgrow `deferred_rows` and the trace (`operators.arrange`).
     deferred: int = 32

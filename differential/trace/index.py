@@ -454,7 +454,7 @@ class LookupCache:
                 shared.building = IndexBuild(hashes) if spread else None
                 shared.index = None if spread else HashIndex(hashes)
             if shared.building is not None:  # done once its runs are all placed
-                shared.building.work(max(1, int(queries / TUNING.asked_per_entry)))
+                shared.building.work(max(1, int(queries * TUNING.index_effort)))
                 shared.index = shared.building.index
         return shared.index
 

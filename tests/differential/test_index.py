@@ -55,14 +55,14 @@ def test_a_batch_is_indexed_once_enough_keys_were_asked() -> None:
 @pytest.mark.parametrize("spread", [False, True])
 def test_a_large_index_is_built_by_the_lookups_that_follow(spread: bool) -> None:
     """ADR 0080: past `merge_fuel` runs, the lookup that makes an index worth building
-    starts it and the following ones place `1 / asked_per_entry` runs per key asked,
+    starts it and the following ones place `index_effort` runs per key asked,
     so that no one lookup pays for the whole (one asked about as many keys as
     built it whole still does); the index is the one built whole."""
     rng = np.random.default_rng(5)
     hashes = np.sort(rng.integers(-(2**62), 2**62, size=1 << 15))
     hashes[100:110] = hashes[100]  # a run of several entries
     cache = LookupCache()
-    with tuned(TUNING.but(spread_index=spread, merge_fuel=1 << 12)):
+    with tuned(TUNING.but(spread_index=spread, merge_fuel=1 << 12, index_effort=8.0)):
         lookups = 1
         while cache.index_for(hashes, 512) is None:  # each places 4,096 runs once due
             lookups += 1
