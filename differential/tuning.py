@@ -120,6 +120,8 @@ class Tuning:
     # A batch's hash index of more than `merge_fuel` runs, once worth building, is built
     # by the lookups that follow, `index_effort` runs per key asked (`trace.index`, ADR
     # 0080); False: at once, by the lookup that made it worth building (the reference).
+    # 8: done after as many keys again as made it worth building; 2 halved the largest
+    # build in one round of the 5M-edge stream (docs/benchmarks.md, ADR 0080).
     spread_index: bool = True
     index_effort: float = 8.0
     # An arrangement nobody reads concatenates its updates every `deferred` times and
