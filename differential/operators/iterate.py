@@ -35,6 +35,7 @@ class Subscope(Operator):
         self.name = name
         self.inner = Scope(parent.depth + 1, parent, name)
         self.marked = False  # whether `mark_unread` looked at the scope (before it runs)
+        self.retired = False  # whether `retire` forgot the scope's operators
 
     def pending(self, prefix: Time) -> Iterable[Time]:
         depth = self.scope.depth
@@ -49,6 +50,8 @@ class Subscope(Operator):
         return self.inner.next_time(time) is not None
 
     def step(self, time: Time) -> None:
+        if self.retired:  # loud, not an empty result: the assumption below broke
+            raise RuntimeError(f"{self.name}: a retired iteration scope was asked to run at {time}")
         if not self.marked:
             self.marked = True
             mark_unread(self.inner)
@@ -67,6 +70,7 @@ class Subscope(Operator):
         root runs each operator at its one time, after the ones feeding it."""
         self.inner.forget(set())
         self.inner.operators = []
+        self.retired = True
 
     def describe(self) -> str:
         return f"{self.name}[{len(self.inner.operators)} operators]"

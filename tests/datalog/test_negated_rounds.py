@@ -256,6 +256,8 @@ def test_a_nested_scope_is_forgotten_once_a_one_shot_read_ran_it() -> None:
         spines.extend(weakref.ref(op.spine) for op in self.inner.operators if hasattr(op, "spine"))
         retire(self)
         retired.append(len(self.inner.operators))
+        with pytest.raises(RuntimeError, match="retired"):  # never silently empty
+            self.step((0,))
 
     gc.disable()  # freed by reference counting, at once
     try:
