@@ -117,6 +117,17 @@ class Tuning:
     # 0069); False: by one merge, on the commit that found it overgrown (the reference).
     # Off by default, as `merge_index`.
     fueled_compaction: bool = False
+    # A trace's sieve half full starts its successor, filled `merge_effort` hashes per
+    # entry appended, which replaces it once it is full (`trace.sift`, ADR 0080); False:
+    # a full sieve is rebuilt whole, at twice the size, when next asked (the reference).
+    spread_sieve: bool = True
+    # A batch's hash index of more than `merge_fuel` runs, once worth building, is built
+    # by the lookups that follow, `index_effort` runs per key asked (`trace.index`, ADR
+    # 0080); False: at once, by the lookup that made it worth building (the reference).
+    # 8: done after as many keys again as made it worth building; 2 halved the largest
+    # build in one round of the 5M-edge stream (docs/benchmarks.md, ADR 0080).
+    spread_index: bool = True
+    index_effort: float = 8.0
     # An arrangement nobody reads concatenates its updates every `deferred` times and
     # arranges them once they outgrow `deferred_rows` and the trace (`operators.arrange`).
     deferred: int = 32

@@ -374,11 +374,12 @@ class KeyLookups:
     entered into an iteration scope): how many keys it was asked about, its index,
     and its hashes and key rows as Python lists."""
 
-    __slots__ = ("asked", "index", "listed")
+    __slots__ = ("asked", "building", "index", "listed")
 
     def __init__(self) -> None:
         self.asked = 0
         self.index: HashIndex | None = None
+        self.building: IndexBuild | None = None  # an index built a part per lookup
         self.listed: tuple[list[int], list[tuple[object, ...]] | None] | None = None
 
 
@@ -442,14 +443,19 @@ class LookupCache:
         return rows <= TUNING.listed_max and self.asked_few * TUNING.listed_cost >= rows
 
     def index_for(self, hashes: Hashes, queries: int) -> HashIndex | None:
-        """The index of the sorted column `hashes`, if built or now worth building."""
+        """The index of the sorted column `hashes`, if built or now worth building
+        (a large one built by the lookups that follow: `Tuning.spread_index`)."""
         shared = self.keys
         if shared.index is None:
             shared.asked += queries
-            n = len(hashes)
-            worth = shared.asked >= max(n, TUNING.min_indexed) * TUNING.asked_per_entry
-            if worth and HashIndex.indexable(hashes):
-                shared.index = HashIndex(hashes)
+            worth = shared.asked >= max(len(hashes), TUNING.min_indexed) * TUNING.asked_per_entry
+            if shared.building is None and worth and HashIndex.indexable(hashes):
+                spread = TUNING.spread_index and len(hashes) > TUNING.merge_fuel
+                shared.building = IndexBuild(hashes) if spread else None
+                shared.index = None if spread else HashIndex(hashes)
+            if shared.building is not None:  # done once its runs are all placed
+                shared.building.work(max(1, int(queries * TUNING.index_effort)))
+                shared.index = shared.building.index
         return shared.index
 
     def dense_for(

@@ -170,14 +170,13 @@ class Spine:
             self._maintain()
 
     def _sieved(self, batch: Batch) -> None:
-        """Let the sieve pass `batch`'s keys (a sieve that fails to is dropped: one
-        missing a key would hide it from lookups)."""
+        """Let the sieve pass `batch`'s keys, or give way to a larger one once full
+        (`Sieve.then`; a sieve that fails to is dropped: one missing a key would hide
+        it from lookups)."""
         sieve = self._sieve
-        if sieve is not None and sieve.full(len(batch)):
-            self._sieve = None  # rebuilt, twice the size, when next used
-        elif sieve is not None:
+        if sieve is not None:
             try:
-                sieve.add(batch.hashes)
+                self._sieve = sieve.then(batch.hashes, lambda: [b.hashes for b in self._batches])
             except BaseException:
                 self._sieve = None
                 raise

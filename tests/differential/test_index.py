@@ -52,6 +52,31 @@ def test_a_batch_is_indexed_once_enough_keys_were_asked() -> None:
     assert cache.index_for(hashes, 1) is cache.index
 
 
+@pytest.mark.parametrize("spread", [False, True])
+def test_a_large_index_is_built_by_the_lookups_that_follow(spread: bool) -> None:
+    """ADR 0080: past `merge_fuel` runs, the lookup that makes an index worth building
+    starts it and the following ones place `index_effort` runs per key asked,
+    so that no one lookup pays for the whole (one asked about as many keys as
+    built it whole still does); the index is the one built whole."""
+    rng = np.random.default_rng(5)
+    hashes = np.sort(rng.integers(-(2**62), 2**62, size=1 << 15))
+    hashes[100:110] = hashes[100]  # a run of several entries
+    cache = LookupCache()
+    with tuned(TUNING.but(spread_index=spread, merge_fuel=1 << 12, index_effort=8.0)):
+        lookups = 1
+        while cache.index_for(hashes, 512) is None:  # each places 4,096 runs once due
+            lookups += 1
+    # Worth it at the 8th lookup (4,096 keys asked, an eighth of the entries); spread,
+    # the 32,759 runs take that one and 7 more.
+    assert lookups == (15 if spread else 8)
+    needles = np.concatenate([hashes[::7], rng.integers(-(2**62), 2**62, size=1000)])
+    whole = HashIndex(hashes)
+    assert cache.index is not None and cache.index.unique == whole.unique
+    lo, hi = cache.index.ranges(needles)
+    want_lo, want_hi = whole.ranges(needles)
+    assert np.array_equal(lo, want_lo) and np.array_equal(hi, want_hi)
+
+
 def test_a_small_batch_asked_about_many_more_keys_is_indexed() -> None:
     """A round's few new edges, against which a delta query validates a million
     candidates: the index repays its build, however small the batch."""

@@ -56,18 +56,20 @@ def found(parts: list[tuple[np.ndarray, Updates]]) -> list[tuple[object, ...]]:
     st.lists(st.integers(1, 400), min_size=1, max_size=12),
     st.integers(0, 2**32),
     st.sampled_from([[], [1], None]),
+    st.booleans(),
 )
 def test_sifted_lookups_find_what_each_batch_finds(
-    sizes: list[int], seed: int, columns: list[int] | None
+    sizes: list[int], seed: int, columns: list[int] | None, spread: bool
 ) -> None:
-    """Batches pushed after the sieve was built (or filled it: rebuilt), retractions,
-    and a pending batch outside the trace are all found as without the sieve."""
+    """Batches pushed after the sieve was built (or filled it: rebuilt whole, or
+    replaced by its successor: `spread`), retractions, and a pending batch outside the
+    trace are all found as without the sieve."""
     rng = np.random.default_rng(seed)
     spine = Spine(2, [np.dtype(np.int64)] * 2, 1)
     description = Description(ZERO, ZERO, Antichain())
     pending = Batch.build(pairs(rng, 50, len(sizes)), 2, description)
     with (
-        tuned(TUNING.but(sifted_keys=1, sifted_batches=1, sieve_min_bits=64)),
+        tuned(TUNING.but(sifted_keys=1, sifted_batches=1, sieve_min_bits=64, spread_sieve=spread)),
     ):
         for epoch, n in enumerate(sizes):
             diff = -1 if epoch % 3 == 2 else 1
@@ -79,3 +81,39 @@ def test_sifted_lookups_find_what_each_batch_finds(
             each = [lookup_batch(b, keys, hashes, columns) for b in batches]
             assert found(held) == found([p for p in each if p is not None])
             assert spine._sieve is not None  # the lookup went through the sieve
+
+
+@given(st.lists(st.integers(1, 50), min_size=1, max_size=120), st.integers(0, 2**32))
+def test_a_sieve_fills_its_successor_as_batches_come(sizes: list[int], seed: int) -> None:
+    """ADR 0080 (`Tuning.spread_sieve`): a sieve half full starts its successor and
+    fills it as batches come, so the successor is complete when the sieve is full and
+    replaces it; every hash the trace holds passes throughout, as with the reference,
+    which drops a full sieve (the trace rebuilds it whole when next asked)."""
+    rng = np.random.default_rng(seed)
+    for spread in (False, True):
+        held = [rng.integers(-(2**62), 2**62, size=500)]
+        replaced = 0
+        with tuned(TUNING.but(spread_sieve=spread, sieve_min_bits=64)):
+            sieve: Sieve | None = Sieve.of(held)
+            for n in sizes:
+                if rng.random() < 0.2:  # a merge consolidated entries away
+                    i = int(rng.integers(len(held)))
+                    held[i] = held[i][: len(held[i]) // 2]
+                hashes = rng.integers(-(2**62), 2**62, size=n)
+                held.append(hashes)
+                if sieve is None:
+                    sieve = Sieve.of(held)  # (the reference's whole rebuild)
+                    continue
+                before = sieve
+                if spread and sieve.full(n):
+                    assert sieve.successor is not None and not sieve.successor.parts
+                sieve = sieve.then(hashes, held.copy)
+                if sieve is None:
+                    assert not spread
+                    continue
+                replaced += sieve is not before
+                assert sieve.passes(np.concatenate(held)).all()
+                if spread and sieve.successor is not None:
+                    assert 2 * sieve.added > sieve.capacity  # started at half full
+        if spread and sum(sizes) > 600:  # (the first sieve holds 1,024)
+            assert replaced
