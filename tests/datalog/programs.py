@@ -35,6 +35,7 @@ from itertools import count as counter
 
 from hypothesis import strategies as st
 
+from datalog import Database
 from datalog.lang.functions import Value
 
 Types = tuple[str, ...]
@@ -475,6 +476,22 @@ def apply(facts: dict[str, set[Row]], transaction: Sequence[Change]) -> None:
             facts.setdefault(relation, set()).add(row)
         else:
             facts.setdefault(relation, set()).discard(row)
+
+
+def fed(
+    generated: Generated, stream: Sequence[Transaction]
+) -> tuple[Database, dict[str, set[Row]]]:
+    """A database of `generated` that committed `stream` a transaction at a time, and
+    the facts it holds by then (the model `apply` keeps)."""
+    db = Database()
+    db.define(generated.text)
+    facts: dict[str, set[Row]] = {}
+    for transaction in stream:
+        with db.transaction() as tx:
+            for op, relation, row in transaction:
+                (tx.insert if op == "insert" else tx.retract)(relation, [row])
+        apply(facts, transaction)
+    return db, facts
 
 
 def format_stream(stream: Sequence[Transaction]) -> str:

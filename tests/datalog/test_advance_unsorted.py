@@ -28,7 +28,7 @@ from datalog.lang.parser import parse_program, parse_query
 from differential.batch import uniform
 from differential.trace.batch import Batch
 from differential.tuning import TUNING, tuned
-from tests.datalog.programs import Generated, apply, full_query, programs, streams
+from tests.datalog.programs import Generated, fed, full_query, programs, streams
 
 # Every settle arranges (no rows wait), numpy at every size, and a settle stops
 # consolidating as soon as it may (after two): the unconsolidated path runs on the
@@ -66,14 +66,7 @@ def test_advanced_unsorted_rounds_answer_as_the_reference(data: st.DataObject) -
     generated: Generated = data.draw(programs())
     stream = data.draw(streams())
     note(generated.text)
-    db = Database()
-    db.define(generated.text)
-    facts: dict[str, set[Any]] = {}
-    for transaction in stream:
-        with db.transaction() as tx:
-            for op, relation, row in transaction:
-                (tx.insert if op == "insert" else tx.retract)(relation, [row])
-        apply(facts, transaction)
+    db, facts = fed(generated, stream)
     queries = [full_query(r, generated.relations[r]) for r in generated.derived]
     advanced = answers(db, queries, True, **UNSORTED)
     assert advanced == answers(db, queries, False, **UNSORTED)

@@ -34,7 +34,7 @@ from differential.operators.counted import CountedInput
 from differential.trace.index import HashIndex, HashTable
 from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, Tuning, tuned
-from tests.datalog.programs import Generated, apply, full_query, programs, streams
+from tests.datalog.programs import Generated, fed, full_query, programs, streams
 from tests.datalog.test_engine_vs_reference import check_against_reference
 
 OFF = {
@@ -92,14 +92,7 @@ def test_generated_programs_answer_alike_with_the_tactics_on_and_off(data: st.Da
     generated: Generated = data.draw(programs())
     stream = data.draw(streams())
     note(generated.text)
-    db = Database()
-    db.define(generated.text)
-    facts: dict[str, set[Any]] = {}
-    for transaction in stream:
-        with db.transaction() as tx:
-            for op, relation, row in transaction:
-                (tx.insert if op == "insert" else tx.retract)(relation, [row])
-        apply(facts, transaction)
+    db, facts = fed(generated, stream)
     queries = [full_query(r, generated.relations[r]) for r in generated.derived]
     on = answers(db, queries, Tuning.default().but(few=0, few_pairs=0, deferred_rows=0))
     assert on == answers(db, queries, Tuning.default().but(**OFF))

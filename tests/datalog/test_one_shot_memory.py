@@ -41,7 +41,7 @@ from differential.operators.capture import Capture
 from differential.operators.counted import CountedInput
 from differential.tuning import TUNING, tuned
 from joins.delta_query import DeltaQueryOp
-from tests.datalog.programs import Generated, apply, full_query, programs, streams
+from tests.datalog.programs import Generated, fed, full_query, programs, streams
 from tests.datalog.test_least_growing import BASE, PROGRAMS
 
 # Every deferred update settles at once (no rows wait), numpy kernels at every size: the
@@ -64,14 +64,7 @@ def test_compacted_rounds_answer_as_rounds_kept_apart_and_the_reference(
     generated: Generated = data.draw(programs())
     stream = data.draw(streams())
     note(generated.text)
-    db = Database()
-    db.define(generated.text)
-    facts: dict[str, set[Any]] = {}
-    for transaction in stream:  # retractions leave history in the base relations
-        with db.transaction() as tx:
-            for op, relation, row in transaction:
-                (tx.insert if op == "insert" else tx.retract)(relation, [row])
-        apply(facts, transaction)
+    db, facts = fed(generated, stream)  # retractions leave history in the base relations
     queries = [full_query(r, generated.relations[r]) for r in generated.derived]
     compacted = one_shot_answers(db, queries, True)
     assert compacted == one_shot_answers(db, queries, False)
