@@ -72,7 +72,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     pytest 9 no longer lets it change: its groups were silently ignored."""
     if config.getvalue("dist") != "loadgroup":
         return None
-    scopes: Any = importlib.import_module("xdist.scheduler").LoadScopeScheduling
+    scopes: Any = getattr(importlib.import_module("xdist.scheduler"), "LoadScopeScheduling", None)
+    if scopes is None:  # another pytest-xdist: its own scheduling (slower, not wrong)
+        return None
 
     class SparkSessionUnit(scopes):
         def _split_scope(self, nodeid: str) -> str:
