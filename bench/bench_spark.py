@@ -40,6 +40,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -157,33 +158,13 @@ def case_load_batches(args: argparse.Namespace) -> dict[str, Any]:
     return {"seconds": time.perf_counter() - start, "peak_mb": peak_rss_mb() - before}
 
 
-def case_load_spark(args: argparse.Namespace, deduplicate: bool = False) -> dict[str, Any]:
-    from datalog.io.sources.spark import load_frames, read_parquet
-
-    path = edges_file("powerlaw", args.load_rows)
-    spark = session(args.master)
-    db = Database()
-    db.define(EDGE)
-    gc.collect()
-    before = max(rss_now_mb(), peak_rss_mb())
-    start, cpu = time.perf_counter(), tree_cpu_seconds()
-    frame = read_parquet(spark, path, db.checked.schema["e"])
-    counts = load_frames(db, {"e": frame}, deduplicate=deduplicate, progress=False)
-    seconds, cpu = time.perf_counter() - start, tree_cpu_seconds() - cpu
-    return {"seconds": seconds, "cpu": cpu, "rows": counts["e"],
-            "peak_mb": peak_rss_mb() - before, "load": os.getloadavg()[0]}  # fmt: skip
-
-
-def case_load_spark_dedup(args: argparse.Namespace) -> dict[str, Any]:
-    return case_load_spark(args, deduplicate=True)
-
-
-def case_load_spark_frame(args: argparse.Namespace) -> dict[str, Any]:
-    """`load_frames` of a frame the user made (`spark.read.parquet(...).select(...)`,
-    not `read_parquet`): the JVM's row path, converted to Arrow by the executors
-    (ADR 0042); `load_spark` loads a plain scan as its files' bytes (ADR 0079)."""
-    from pyspark.sql import functions as sf
-
+def timed_spark_load(
+    args: argparse.Namespace,
+    frame_of: Callable[[Any, Path, Database], Any],
+    deduplicate: bool = False,
+) -> dict[str, Any]:
+    """`load_frames` of the frame `frame_of(spark, path, db)` makes of the generated
+    Parquet file, timed from the frame's making (the session already started)."""
     from datalog.io.sources.spark import load_frames
 
     path = edges_file("powerlaw", args.load_rows)
@@ -193,12 +174,40 @@ def case_load_spark_frame(args: argparse.Namespace) -> dict[str, Any]:
     gc.collect()
     before = max(rss_now_mb(), peak_rss_mb())
     start, cpu = time.perf_counter(), tree_cpu_seconds()
-    raw = spark.read.parquet(str(path))
-    frame = raw.select(*[sf.col(c).alias(f"c{i}") for i, c in enumerate(raw.columns)])
-    counts = load_frames(db, {"e": frame}, progress=False)
+    frame = frame_of(spark, path, db)
+    counts = load_frames(db, {"e": frame}, deduplicate=deduplicate, progress=False)
     seconds, cpu = time.perf_counter() - start, tree_cpu_seconds() - cpu
     return {"seconds": seconds, "cpu": cpu, "rows": counts["e"],
             "peak_mb": peak_rss_mb() - before, "load": os.getloadavg()[0]}  # fmt: skip
+
+
+def plain_scan(spark: Any, path: Path, db: Database) -> Any:
+    from datalog.io.sources.spark import read_parquet
+
+    return read_parquet(spark, path, db.checked.schema["e"])
+
+
+def case_load_spark(args: argparse.Namespace) -> dict[str, Any]:
+    """`load_frames` of `read_parquet`'s plain scan: loaded as its files' bytes (ADR 0079)."""
+    return timed_spark_load(args, plain_scan)
+
+
+def case_load_spark_dedup(args: argparse.Namespace) -> dict[str, Any]:
+    return timed_spark_load(args, plain_scan, deduplicate=True)
+
+
+def case_load_spark_frame(args: argparse.Namespace) -> dict[str, Any]:
+    """`load_frames` of a frame the user made (`spark.read.parquet(...).select(...)`,
+    not `read_parquet`): the JVM's row path, converted to Arrow by the executors
+    (ADR 0042); `load_spark` loads a plain scan as its files' bytes (ADR 0079)."""
+
+    def selected(spark: Any, path: Path, db: Database) -> Any:
+        from pyspark.sql import functions as sf
+
+        raw = spark.read.parquet(str(path))
+        return raw.select(*[sf.col(c).alias(f"c{i}") for i, c in enumerate(raw.columns)])
+
+    return timed_spark_load(args, selected)
 
 
 def evaluation(args: argparse.Namespace, engine: str, local: bool = True) -> dict[str, Any]:
