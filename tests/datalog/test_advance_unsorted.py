@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
 import differential.trace.spine as spine_module
+from bench.analysis_data import CSPA  # mutually recursive; rounds settle unconsolidated
 from datalog import Database
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
@@ -34,25 +35,6 @@ from tests.datalog.programs import Generated, fed, full_query, programs, streams
 # consolidating as soon as it may (after two): the unconsolidated path runs on the
 # few rows of a generated program.
 UNSORTED = {"deferred_rows": 0, "few": 0, "few_pairs": 0, "recent_rows": 0, "compact_gain": 1.0}
-# CSPA's mutually recursive rules (`bench.analysis_data`): their arrangements' rounds
-# are settled unconsolidated (most rows derived once) and merged.
-CSPA = """
-.decl assign(a: number, b: number)
-.decl dereference(a: number, b: number)
-.decl valueFlow(a: number, b: number)
-.decl memoryAlias(a: number, b: number)
-.decl valueAlias(a: number, b: number)
-valueFlow(y, x) :- assign(y, x).
-valueFlow(x, y) :- assign(x, z), memoryAlias(z, y).
-valueFlow(x, y) :- valueFlow(x, z), valueFlow(z, y).
-memoryAlias(x, w) :- dereference(y, x), valueAlias(y, z), dereference(z, w).
-valueAlias(x, y) :- valueFlow(z, x), valueFlow(z, y).
-valueAlias(x, y) :- valueFlow(z, x), memoryAlias(z, w), valueFlow(w, y).
-valueFlow(x, x) :- assign(x, _).
-valueFlow(x, x) :- assign(_, x).
-memoryAlias(x, x) :- assign(_, x).
-memoryAlias(x, x) :- assign(x, _).
-"""
 
 
 def answers(db: Database, queries: list[str], advance: bool, **tuning: Any) -> list[set[Any]]:
