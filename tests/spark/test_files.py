@@ -13,7 +13,13 @@ import pytest
 
 from datalog import Database
 from datalog.io.spark import transfer
-from datalog.io.spark.files import byte_string, parquet_scan, scan_batches
+from datalog.io.spark.files import (
+    ParquetScan,
+    byte_string,
+    file_columns,
+    parquet_scan,
+    scan_batches,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -155,3 +161,49 @@ def test_byte_strings_read_as_spark_writes_them() -> None:
     assert byte_string("1g") == 1 << 30 and byte_string("4096") == 4096
     with pytest.raises(ValueError, match="not a size"):
         byte_string("lots")
+
+
+def cased_files(folder: Path) -> Path:
+    """Two files whose first column is named `x` in one and `X` in the other."""
+    folder.mkdir()
+    for i, name in enumerate(("x", "X")):
+        rows = range(i * 100, i * 100 + 50)
+        table = pa.table(
+            {name: list(rows), "y": [r % 7 for r in rows], "w": [r / 4 for r in rows],
+             "s": [f"s{r}" for r in rows]}
+        )  # fmt: skip
+        pq.write_table(table, folder / f"part-{i}.parquet")
+    return folder
+
+
+@pytest.mark.parametrize("case_sensitive", ["false", "true"])
+def test_columns_match_a_files_names_as_spark_matches_them(
+    spark: SparkSession, tmp_path: Path, case_sensitive: str
+) -> None:
+    """Case ignored (Spark's default), `X` reads as `x`; case-sensitive, as NULL."""
+    key = "spark.sql.caseSensitive"
+    before = spark.conf.get(key)
+    spark.conf.set(key, case_sensitive)
+    try:
+        frame = read(spark, cased_files(tmp_path / "edges"))
+        scan = parquet_scan(frame)
+        assert scan is not None
+        found = scan_batches(frame, scan)
+        assert found is not None
+        got = rows(found)
+        assert got == spark_rows(frame)
+        assert sum(row[0] is None for row in got) == (50 if case_sensitive == "true" else 0)
+    finally:
+        spark.conf.set(key, before or "false")
+
+
+def test_a_name_several_columns_match_ignoring_case_is_an_error() -> None:
+    scan = ParquetScan(files=("f",), columns=("x", "y"), types=(pa.int64(),) * 2,
+                       names=("c0", "c1"))  # fmt: skip
+    assert file_columns(["X", "y"], scan, "f") == ["X", "y"]
+    assert file_columns(["y"], scan, "f") == [None, "y"]
+    with pytest.raises(ValueError, match=r"f: columns \['x', 'X'\] all match `x`"):
+        file_columns(["x", "X", "y"], scan, "f")
+    sensitive = ParquetScan(scan.files, scan.columns, scan.types, scan.names, True)
+    assert file_columns(["x", "X", "y"], sensitive, "f") == ["x", "y"]
+    assert file_columns(["X", "y"], sensitive, "f") == [None, "y"]

@@ -21,7 +21,8 @@ two partitions of files (the one it decodes and the one read ahead), as Spark's
 row path would split such a file. Also not for a frame derived from the scan (a
 filter, a repartition: another frame object), for a scan with partition columns
 (directory names Spark turns into values), for a column whose cast is not exact
-(a string read as a number), nor without PySpark's JVM bridge.
+(a string read as a number), nor without PySpark's JVM bridge. A file's columns match
+the scan's as in Spark (ignoring case unless `spark.sql.caseSensitive`).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ class ParquetScan:
     columns: tuple[str, ...]  # the files' columns the frame reads, in order
     types: tuple[pa.DataType, ...]  # the Arrow type each is cast to
     names: tuple[str, ...]  # the frame's column names
+    case_sensitive: bool = False  # `spark.sql.caseSensitive`: how a file's columns match
 
 
 _SCANS: weakref.WeakKeyDictionary[Any, ParquetScan] = weakref.WeakKeyDictionary()
@@ -76,6 +78,7 @@ def scanned(frame: DataFrame, raw: DataFrame) -> DataFrame:
             columns=tuple(raw.columns),
             types=tuple(ARROW[t] for t in targets),
             names=tuple(frame.columns),
+            case_sensitive=_case_sensitive(raw),
         )
     return frame
 
@@ -150,23 +153,52 @@ def _decoded(
             part += 1
             continue
         reader = pq.ParquetFile(pa.BufferReader(pa.py_buffer(item[1])))
-        present = set(reader.schema_arrow.names)
-        wanted = [c for c in scan.columns if c in present]
+        sources = file_columns(reader.schema_arrow.names, scan, item[0])
+        wanted = sorted({c for c in sources if c is not None})
         for batch in reader.iter_batches(batch_size=batch_rows, columns=wanted):
-            yield part, _cast(batch, scan)
+            yield part, _cast(batch, scan, sources)
 
 
-def _cast(batch: pa.RecordBatch, scan: ParquetScan) -> pa.RecordBatch:
-    """`batch`'s columns as the frame's: cast exactly, renamed; a column the file
-    lacks is NULL, as Spark reads it."""
+def file_columns(present: Sequence[str], scan: ParquetScan, file: str) -> list[str | None]:
+    """The column of a file each of the scan's columns reads (None: the file lacks
+    it), matched as Spark's Parquet reader matches them: by exact name when
+    `spark.sql.caseSensitive`, else ignoring case, where a name that several of the
+    file's columns match is an error, as it is in Spark."""
+    if scan.case_sensitive:
+        return [column if column in present else None for column in scan.columns]
+    folded: dict[str, list[str]] = {}
+    for name in present:
+        folded.setdefault(name.lower(), []).append(name)
+    sources: list[str | None] = []
+    for column in scan.columns:
+        found = folded.get(column.lower(), [])
+        if len(found) > 1:
+            raise ValueError(
+                f"{file}: columns {found} all match `{column}` when case is ignored "
+                "(spark.sql.caseSensitive is false)"
+            )
+        sources.append(found[0] if found else None)
+    return sources
+
+
+def _cast(
+    batch: pa.RecordBatch, scan: ParquetScan, sources: Sequence[str | None]
+) -> pa.RecordBatch:
+    """`batch`'s columns as the frame's: the file's column each reads (`sources`),
+    cast exactly, renamed; a column the file lacks is NULL, as Spark reads it."""
     names = batch.schema.names
     arrays = [
-        batch.column(names.index(column)).cast(kind)
-        if column in names
+        batch.column(names.index(source)).cast(kind)
+        if source is not None
         else pa.nulls(batch.num_rows, kind)
-        for column, kind in zip(scan.columns, scan.types, strict=True)
+        for source, kind in zip(sources, scan.types, strict=True)
     ]
     return pa.RecordBatch.from_arrays(arrays, names=list(scan.names))
+
+
+def _case_sensitive(raw: DataFrame) -> bool:
+    setting = raw.sparkSession.conf.get("spark.sql.caseSensitive") or "false"
+    return setting.strip().lower() == "true"
 
 
 def _sizes(frame: DataFrame, files: Sequence[str]) -> list[int] | None:
