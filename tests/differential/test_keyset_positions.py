@@ -71,7 +71,7 @@ def scripts(draw: st.DrawFn) -> tuple[str, list[tuple[str, list[Row], list[int]]
 
 def run(kind: str, steps: list[tuple[str, list[Row], list[int]]]) -> list[Any]:
     """Every answer of a key set taken through `steps`, checked against a model."""
-    dtypes, identity, hasher, _ = KINDS[kind]
+    hasher = KINDS[kind][2]
     hashing = mock.patch("differential.trace.keyset.key_hash", hasher)
     with hashing if hasher is colliding else nullcontext():
         return _run(kind, steps)
@@ -115,8 +115,11 @@ def _run(kind: str, steps: list[tuple[str, list[Row], list[int]]]) -> list[Any]:
         assert seen.rows(100_000) == model and len(seen) == len(model)
         kept, found = seen.counted()
         keys = list(zip(*(k.tolist() for k in kept), strict=True)) if len(found) else []
-        assert dict(zip(keys, found.tolist(), strict=True)) == {r: n for r, n in counts.items() if n}
-        assert found.dtype == np.int64 and all(k.dtype == np.dtype(d) for k, d in zip(kept, dtypes))
+        assert dict(zip(keys, found.tolist(), strict=True)) == {
+            r: n for r, n in counts.items() if n
+        }
+        assert found.dtype == np.int64
+        assert all(k.dtype == np.dtype(d) for k, d in zip(kept, dtypes, strict=True))
         every, _ = seen.keys_from(0, set())
         out.append(sorted(zip(*(c.tolist() for c in every), strict=True)))
     return out
