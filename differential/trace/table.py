@@ -167,7 +167,7 @@ class PositionTable:
         position `start`, the next `start + 1`...; the rows placed, ascending, and for
         every row the row placed with its hash. While claiming, a slot taken by row
         `r` holds `start + r` (every held position is below `start`), whose hash is
-        `hashes[r]`."""
+        `hashes[r]`; a held key's slot is never a claimed hash's (no store read)."""
         rows = np.arange(len(hashes), dtype=np.intp)
         slot_of = np.empty(len(hashes), dtype=np.intp)
         slots, mine = self._slots(hashes), hashes
@@ -177,8 +177,9 @@ class PositionTable:
                 break
             free = np.flatnonzero(self._at[slots] < 0)
             self._at[slots[free]] = start + rows[free]  # of rivals, one wins
-            taken = self._at[slots].astype(np.intp)
-            stop = self._hash_of(taken, start, hashes) == mine  # placed, or a rival's
+            rival = self._at[slots].astype(np.intp) - start  # (< 0: a held key's)
+            stop = rival >= 0  # placed, or a rival of the same hash won the slot
+            stop &= hashes[np.maximum(rival, 0)] == mine
             slot_of[rows[stop]] = slots[stop]
             going = np.flatnonzero(~stop)
             rows, slots = rows[going], self._next(slots[going])
@@ -189,18 +190,10 @@ class PositionTable:
         self.size += len(placed)
         return placed, placer
 
-    def _hash_of(self, taken: Index, start: int, hashes: Hashes) -> Hashes:
-        """The hash of each taken slot's position (a row of this claim from `start` on)."""
-        ours = taken >= start
-        held = np.empty(len(taken), dtype=np.int64)
-        held[ours] = hashes[taken[ours] - start]
-        held[~ours] = self.hashes[taken[~ours]]
-        return held
-
     def _claim_tail(
         self, rows: Index, slots: Index, hashes: Hashes, start: int, slot_of: Index
     ) -> None:
-        at, stored, size = self._at, self.hashes, self._slots_int
+        at, size = self._at, self._slots_int
         for row, slot in zip(rows.tolist(), slots.tolist(), strict=True):
             h = hashes.item(row)
             while True:
@@ -208,9 +201,8 @@ class PositionTable:
                 if position < 0:
                     at[slot] = start + row
                     break
-                held = hashes.item(position - start) if position >= start else stored.item(position)
-                if held == h:
-                    break
+                if position >= start and hashes.item(position - start) == h:
+                    break  # a row of this claim placed the same hash
                 slot = slot + 1 if slot + 1 < size else 0
             slot_of[row] = slot
 
