@@ -306,6 +306,17 @@ class Tuning:
     integer_facts: int = 1 << 26
     text_part: int = 1 << 19
 
+    # -- a growing distinct's key sets (ADR 0082) ---------------------------------------
+    # A key set's table holds positions only and reads each slot's hash from the
+    # store (`trace.table.PositionTable`: 4 bytes a slot, not 12; keys of mixed hashes
+    # keep an int64 hash each beside their columns). False: `HashTable` (the reference).
+    keyset_positions: bool = True
+    # A key set counts its input (ADR 0067) in int32 while every count fits (widened to
+    # int64 before one could overflow). False: int64 from the start (the reference).
+    narrow_counts: bool = True
+    # Keys a new key set's first table has room for (tests start smaller, to grow often).
+    keyset_start: int = 1 << 10
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""

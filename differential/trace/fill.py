@@ -28,13 +28,16 @@ Index = npt.NDArray[np.intp]
 
 
 def fill_in_order(
-    keys: Hashes, values: npt.NDArray[np.generic], hashes: Hashes, home: Callable[[Hashes], Index]
+    keys: Hashes | None,
+    values: npt.NDArray[np.generic],
+    hashes: Hashes,
+    home: Callable[[Hashes], Index],
 ) -> Index | None:
     """Place the distinct `hashes` (none held yet), each valued its position, into the
-    empty table of `keys` and `values` whose home slots `home` gives: the positions of
-    those that ran past the end (the caller inserts them by probing), or None when
-    they do not pack (nothing placed)."""
-    count, slots_n = len(hashes), len(keys)
+    empty table of `keys` (None: a table of positions only, `trace.table`) and `values`
+    whose home slots `home` gives: the positions of those that ran past the end (the
+    caller inserts them by probing), or None when they do not pack (nothing placed)."""
+    count, slots_n = len(hashes), len(values)
     if count >= 1 << 31 or slots_n >= 1 << 32:
         return None
     step = max(TUNING.index_chunk, 1)
@@ -49,7 +52,8 @@ def fill_in_order(
         positions, rows = (part & ((1 << 31) - 1)).astype(np.intp), np.arange(len(part))
         slots = np.maximum(np.maximum.accumulate((part >> 31) - rows), last + 1) + rows
         inside = slots < slots_n
-        keys[slots[inside]] = hashes[positions[inside]]
+        if keys is not None:
+            keys[slots[inside]] = hashes[positions[inside]]
         values[slots[inside]] = positions[inside]
         wrapped.append(positions[~inside])
         last = int(slots[-1])

@@ -1,14 +1,15 @@
 """A growing set of keys with a hash table over them (`KeySet`), for a `distinct` whose
 input only grows.
 
-Layer: differential (trace). Imports numpy, `differential.batch`/`small` and
-`trace.index`.
+Layer: differential (trace). Imports numpy, `differential.batch`/`small`,
+`trace.index` and `trace.table`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -17,7 +18,10 @@ from differential.batch import Column, python_rows
 from differential.small import packed_width
 from differential.trace.batch import key_hash
 from differential.trace.index import EMPTY, Hashes, HashTable, Index
+from differential.trace.table import PositionTable, Stored
 from differential.tuning import TUNING
+
+G = TypeVar("G", bound=np.generic)
 
 
 @dataclass(frozen=True)
@@ -41,14 +45,15 @@ class KeySetMark:
     the store held, the store's arrays, the keys in overflow and whether every
     stored key's hash was its packed columns."""
 
-    table: HashTable
+    table: HashTable | PositionTable
     table_size: int
     size: int
     store: list[npt.NDArray[np.generic]]
     overflow: set[tuple[object, ...]]
     packed: bool
-    counts: npt.NDArray[np.int64] | None = None  # a copy: counts change in place
+    counts: npt.NDArray[np.signedinteger] | None = None  # a copy: counts change in place
     overflow_counts: dict[tuple[object, ...], int] | None = None
+    hashes: Hashes | None = None  # (a table of positions over columns: their hashes)
 
 
 class KeySet:
@@ -62,14 +67,22 @@ class KeySet:
 
     def __init__(self, dtypes: Sequence[np.dtype], identity: bool) -> None:
         self.identity = identity  # the hash is the key (one integer column)
-        self.table = HashTable(1 << 10, TUNING.keyset_load)
         self.size = 0
         self.dtypes = tuple(np.dtype(d) for d in dtypes)
         # The keys by position: their columns, or (`Tuning.packed_keys`, while `packed`)
         # one int64 each, the hash that packs them (`_one`; ADR 0078).
         one = not identity and len(dtypes) > 1 and all(d.kind in "iu" for d in self.dtypes)
         kinds = [np.dtype(np.int64)] if one and TUNING.packed_keys else self.dtypes
-        self._store = [np.empty(1 << 10, dtype=d) for d in kinds]
+        start = max(TUNING.keyset_start, 1)
+        self._store = [np.empty(start, dtype=d) for d in kinds]
+        # A table of positions (`Tuning.keyset_positions`, ADR 0082) reads a slot's hash
+        # from the store (`_hash_source`): keys stored as columns of mixed hashes keep
+        # their hashes here.
+        self.positions = TUNING.keyset_positions
+        mixed = self.positions and not identity and not self._one()
+        self._hashes: Hashes | None = np.empty(start, dtype=np.int64) if mixed else None
+        self.table = self._new_table(start)
+        self._counted_bound = 0  # the counts' absolute values sum to at most this
         self.overflow: set[tuple[object, ...]] = set()
         # Every key stored so far has its columns packed side by side as its hash
         # (`key_hash` of integers that fit): a key with a packed hash then equals a
@@ -88,7 +101,7 @@ class KeySet:
         counts = None if self.counts is None else self.counts.copy()
         return KeySetMark(self.table, self.table.size, self.size, list(self._store),
                           set(self.overflow), self.packed, counts,
-                          dict(self.overflow_counts))  # fmt: skip
+                          dict(self.overflow_counts), self._hashes)  # fmt: skip
 
     def added_since(self, mark: KeySetMark) -> tuple[Column, ...]:
         """The keys added to the table since `mark` (not those in `overflow`)."""
@@ -102,13 +115,15 @@ class KeySet:
         table was replaced since (it grew), the one of the mark is taken back, and
         freed of the keys it took before that (found by their stored positions if the
         hashes do not account for them all)."""
-        table = mark.table
+        table = mark.table  # (of positions: bound to a store holding every one it holds)
         table.remove(hashes)
         if table.size != mark.table_size:
             table.remove_values_from(mark.size)
         assert table.size == mark.table_size, "a key set's undo lost its keys"
         self.table, self.size, self.packed = table, mark.size, mark.packed
         self._store[:] = mark.store
+        self._hashes = mark.hashes
+        self._bind()
         self.overflow.clear()
         self.overflow.update(mark.overflow)
         if mark.counts is not None and self.counts is not None:
@@ -170,6 +185,8 @@ class KeySet:
                     else:
                         for stored, value in zip(self._store, key, strict=True):
                             stored[self.size] = value
+                        if self._hashes is not None:
+                            self._hashes[self.size] = h
                     self.size += 1
                     added.append(row)
                     continue
@@ -230,14 +247,39 @@ class KeySet:
 
     def _pack(self, packed: bool) -> None:
         """Note whether every key stored, and those about to be, hash to their packed
-        columns; when they no longer do, a packed store becomes columns."""
+        columns; when they no longer do, a packed store becomes columns (and, under a
+        table of positions, its hashes the hashes kept beside them)."""
         if not packed and self._one():
             columns = self._columns(slice(0, self.size))
-            capacity = len(self._store[0])
+            capacity, hashes = len(self._store[0]), self._store[0]
             self._store = [np.empty(capacity, dtype=d) for d in self.dtypes]
             for stored, column in zip(self._store, columns, strict=True):
                 stored[: self.size] = column
+            if self.positions:
+                self._hashes = hashes
+                self._bind()
         self.packed = packed
+
+    def _hash_source(self) -> Stored:
+        """Each stored key's hash by position (for a table of positions): the packed
+        store, the key itself (one integer column), or the hashes kept beside columns."""
+        if self._one():
+            return self._store[0]
+        if self.identity:
+            column = self._store[0]
+            return column.view(np.int64) if column.dtype == np.uint64 else column
+        assert self._hashes is not None
+        return self._hashes
+
+    def _new_table(self, capacity: int) -> HashTable | PositionTable:
+        if self.positions:
+            return PositionTable(capacity, TUNING.keyset_load, self._hash_source())
+        return HashTable(capacity, TUNING.keyset_load)
+
+    def _bind(self) -> None:
+        """Point a table of positions at the store's hashes (after the store changed)."""
+        if isinstance(self.table, PositionTable):
+            self.table.hashes = self._hash_source()
 
     def _put(self, keys: Sequence[Column], hashes: Hashes, rows: Index | None = None) -> None:
         """Store `keys`' `rows` (all: None; their `hashes` packed, when `_one`) from
@@ -249,6 +291,8 @@ class KeySet:
             return
         for stored, key in zip(self._store, keys, strict=True):
             stored[self.size : self.size + n] = key[every]
+        if self._hashes is not None:
+            self._hashes[self.size : self.size + n] = hashes[every]
 
     def _admit_many(self, hashes: Hashes, keys: Sequence[Column]) -> Index:
         """Add the keys not in the set yet (keys may repeat): the rows added, one per key.
@@ -309,11 +353,10 @@ class KeySet:
         time, into one array) and placed at once (`HashTable.fill`): a growth holds
         one table, not two, and no copy of the old one's contents."""
         capacity = max(3 * (self.size + min(wanted, self._step())) // 2, self.size + at_least)
-        load = self.table.load
-        self.table = HashTable(0, load)  # (the old one goes first, unless a mark holds it)
-        self.table = HashTable(capacity, load)
-        if self._one():  # the stored keys are their hashes
-            self.table.fill(self._store[0][: self.size])
+        self.table = self._new_table(0)  # (the old one goes first, unless a mark holds it)
+        self.table = self._new_table(capacity)
+        if self._one() or self.positions:  # the stored hashes, as they are
+            self.table.fill(self._hash_source()[: self.size].astype(np.int64, copy=False))
             return
         hashes = np.empty(self.size, dtype=np.int64)
         step = max(TUNING.index_chunk, 1)
@@ -339,20 +382,22 @@ class KeySet:
         if self.size + more > len(self._store[0]):
             capacity = max(len(self._store[0]) * 3 // 2, self.size + more)
             for i, stored in enumerate(self._store):
-                grown = np.empty(capacity, dtype=stored.dtype)
-                grown[: self.size] = stored[: self.size]
-                self._store[i] = grown
+                self._store[i] = _grown(stored, self.size, capacity)
+            if self._hashes is not None:
+                self._hashes = _grown(self._hashes, self.size, capacity)
             if self.counts is not None:
-                counts = np.zeros(capacity, dtype=np.int64)
+                counts = np.zeros(capacity, dtype=self.counts.dtype)
                 counts[: self.size] = self.counts[: self.size]
                 self.counts = counts
+            self._bind()
 
     # -- counting a growing distinct's input (ADR 0067) -------------------------------
 
     def count_inputs(self) -> None:
         """Keep, from now on, a count per key (`count`; every key's count starts at 0)."""
-        if self.counts is None:
-            self.counts = np.zeros(len(self._store[0]), dtype=np.int64)
+        if self.counts is None:  # int32 while every count fits (`Tuning.narrow_counts`)
+            narrow = np.int32 if TUNING.narrow_counts else np.int64
+            self.counts = np.zeros(len(self._store[0]), dtype=narrow)
 
     def count(self, hashes: Hashes, keys: Sequence[Column], diffs: npt.NDArray[np.int64]) -> Index:
         """Add `diffs` to the counts of their rows' keys: the rows whose key the set does
@@ -384,7 +429,8 @@ class KeySet:
         """`count` of rows found (`find_counted`) already: the rows not counted."""
         assert self.counts is not None, "count_inputs first"
         held = found.held
-        np.add.at(self.counts, found.at[held], diffs[held])
+        self._widen(diffs)  # (`at` of one dtype: numpy's fast path)
+        np.add.at(self.counts, found.at[held], diffs[held].astype(self.counts.dtype, copy=False))
         if self.overflow:
             held = held.copy()
             for row in np.flatnonzero(found.maybe).tolist():
@@ -394,12 +440,21 @@ class KeySet:
                     held[row] = True
         return np.flatnonzero(~held)
 
+    def _widen(self, diffs: npt.NDArray[np.int64]) -> None:
+        """Counts of int64 before adding `diffs` could take one past int32."""
+        assert self.counts is not None
+        if self.counts.dtype == np.int64 or not len(diffs):
+            return
+        self._counted_bound += len(diffs) * max(-int(diffs.min()), int(diffs.max()))
+        if self._counted_bound > np.iinfo(np.int32).max:
+            self.counts = self.counts.astype(np.int64)
+
     def counted(self) -> tuple[tuple[Column, ...], npt.NDArray[np.int64]]:
         """Every key whose count is not 0, as columns, and its count."""
         assert self.counts is not None
         rows = np.flatnonzero(self.counts[: self.size])
         columns = list(self._columns(rows))
-        counts = self.counts[rows]
+        counts = self.counts[rows].astype(np.int64, copy=False)
         extra = sorted(((k, n) for k, n in self.overflow_counts.items() if n), key=repr)
         if not extra:
             return tuple(columns), counts
@@ -409,6 +464,12 @@ class KeySet:
             for c, v in zip(columns, more, strict=True)
         ]
         return tuple(columns), np.concatenate([counts, [n for _, n in extra]])
+
+
+def _grown(stored: npt.NDArray[G], size: int, capacity: int) -> npt.NDArray[G]:
+    grown = np.empty(capacity, dtype=stored.dtype)
+    grown[:size] = stored[:size]
+    return grown
 
 
 def _packed(hashes: Hashes, keys: Sequence[Column]) -> bool:
