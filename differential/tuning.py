@@ -306,6 +306,12 @@ class Tuning:
     integer_facts: int = 1 << 26
     text_part: int = 1 << 19
 
+    # -- the process floor (ADR 0084) ---------------------------------------------------
+    # A fact file of integer columns only goes to numpy (`facts_integers`) even when it
+    # is small enough for Python's text handling, which held every line and field as a
+    # Python string (CSPA's 250 KB file: 8 MiB at once); False: Python's reader first.
+    integers_by_numpy: bool = True
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""
