@@ -77,6 +77,7 @@ def standalone_parser() -> Standalone | None:
     try:
         exec(code, module.__dict__)  # lark's module, compiled by this process
         parser = module.Lark_StandAlone(lexer_callbacks=grammar.paced(text))
+        del module.DATA, module.MEMO  # the tables as made, now the parser's own (0.8 MiB)
     except Exception:  # whatever went wrong, lark itself still parses
         del sys.modules[MODULE]
         return None
