@@ -29,6 +29,7 @@ import marshal
 import os
 import re
 import sys
+import threading
 import types
 import zlib
 from pathlib import Path
@@ -140,7 +141,7 @@ def _source(generated: str) -> str:
 def _store(path: Path, key: bytes, code: types.CodeType) -> None:
     """Write `code` under `key` to `path` at once (a reader sees the old file or the
     new one); a cache that cannot be written is left as it is."""
-    partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+    partial = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.part")
     try:
         partial.write_bytes(len(key).to_bytes(8, "little") + key + marshal.dumps(code))
         os.replace(partial, path)
