@@ -14,7 +14,8 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import types
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -32,6 +33,16 @@ from tests.datalog.strategies import programs as syntax_trees
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = sorted((ROOT / "tests" / "datalog" / "golden").glob("*/*.dl"))
 EXAMPLES = sorted((ROOT / "datalog" / "cli" / "examples").glob("*.dl"))
+
+
+@pytest.fixture(autouse=True, scope="module")
+def private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The twins' parser made in a cache of their own (the user's may not be writable)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("twins")))
+        standalone.standalone_parser.cache_clear()
+        yield
+    standalone.standalone_parser.cache_clear()
 
 
 @pytest.fixture
@@ -113,28 +124,36 @@ def test_the_parser_is_cached_privately_and_loaded_from_the_cache(cache: Path) -
     made = list(cache.glob("parser-*.bin"))
     assert len(made) == 1 and cache.stat().st_mode & 0o077 == 0
     standalone.standalone_parser.cache_clear()
-    calls = []
-    real = standalone._made
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(standalone, "_made", lambda text: calls.append(text) or real(text))
-        assert parse_program("a(2).").rules
-    assert calls == []  # loaded, not made
+    assert made_during(lambda: parse_program("a(2).")) == []  # loaded, not made
 
 
-def made_again_after(cache: Path, change: object) -> list[str]:
-    """The grammars the stand-alone module is made from again, once a parser was
-    cached and `change` (a callable) ran."""
-    assert parse_program("a(1).").rules
-    standalone.standalone_parser.cache_clear()
-    assert callable(change)
-    change()
+def made_during(action: Callable[[], object]) -> list[str]:
+    """The grammars the stand-alone module was made from while `action` ran."""
     calls: list[str] = []
     real = standalone._made
+
+    def made(text: str) -> types.CodeType | None:
+        calls.append(text)
+        return real(text)
+
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(standalone, "_made", lambda text: calls.append(text) or real(text))
+        patch.setattr(standalone, "_made", made)
+        action()
+    return calls
+
+
+def made_again_after(cache: Path, change: Callable[[], None]) -> list[str]:
+    """The grammars the stand-alone module is made from again, once a parser was
+    cached and `change` ran."""
+    assert parse_program("a(1).").rules
+    standalone.standalone_parser.cache_clear()
+    change()
+
+    def parse() -> None:
         assert parse_program("a(2).").rules
         assert standalone.standalone_parser() is not None
-    return calls
+
+    return made_during(parse)
 
 
 def test_another_lark_version_never_loads_the_cached_module(
