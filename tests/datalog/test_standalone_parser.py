@@ -86,6 +86,9 @@ def shape(node: object) -> object:
         return tuple(shape(item) for item in node)
     if isinstance(node, dict):
         return tuple((shape(k), shape(v)) for k, v in node.items())
+    # no parser object stays in the tree: a stand-alone module's (its tokens) would not
+    # unpickle in a process that has not made it
+    assert not type(node).__module__.startswith(("lark", standalone.MODULE)), type(node)
     return node
 
 
