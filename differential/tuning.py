@@ -317,6 +317,12 @@ class Tuning:
     # Keys a new key set's first table has room for (tests start smaller, to grow often).
     keyset_start: int = 1 << 10
 
+    # -- the process floor (ADR 0084) ---------------------------------------------------
+    # A fact file of integer columns only goes to numpy (`facts_integers`) even when it
+    # is small enough for Python's text handling, which held every line and field as a
+    # Python string (CSPA's 250 KB file: 8 MiB at once); False: Python's reader first.
+    integers_by_numpy: bool = True
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""

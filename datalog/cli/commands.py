@@ -49,9 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="deltalog", description="An embedded incremental Datalog engine."
-    )
+    parser = _Parser(prog="deltalog", description="An embedded incremental Datalog engine.")
     parser.add_argument("--version", action="version", version=f"deltalog {datalog.__version__}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
     run = commands.add_parser("run", help="evaluate a program like `souffle -F -D`")
@@ -89,6 +87,35 @@ def _parser() -> argparse.ArgumentParser:
     _explain_parser(commands)
     commands.add_parser("serve", help="serve a database over WebSocket (serve --help)")
     return parser
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser with `_Formatter` (its subcommands' parsers are of its class)."""
+
+    def __init__(self, **options: Any) -> None:
+        super().__init__(formatter_class=_Formatter, **options)
+
+
+class _Formatter(argparse.HelpFormatter):
+    """argparse's formatter, sized to the terminal without `shutil`, which loads bz2,
+    lzma and fnmatch (1 MiB resident a run, ADR 0084): argparse makes a formatter for
+    every option it is given."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24) -> None:
+        super().__init__(prog, indent_increment, max_help_position, _columns() - 2)
+
+
+def _columns() -> int:
+    """The terminal's width as `shutil.get_terminal_size` finds it ($COLUMNS, else
+    standard output's terminal, else 80)."""
+    with contextlib.suppress(KeyError, ValueError):
+        if (columns := int(os.environ["COLUMNS"])) > 0:
+            return columns
+    with contextlib.suppress(ValueError, OSError):
+        stdout = sys.__stdout__
+        if stdout is not None and (columns := os.get_terminal_size(stdout.fileno()).columns) > 0:
+            return columns
+    return 80
 
 
 def _explain_parser(commands: Any) -> None:

@@ -50,7 +50,6 @@ from datalog.lang.pretty import format_query
 from datalog.lang.system import UNIT
 from datalog.plan.plan import JoinPlan
 from datalog.storage.records import Commit, Define, Record
-from datalog.storage.store import Store
 from differential.batch import Updates
 from differential.budget import Budget, WorkLock
 from differential.engine import Engine
@@ -63,6 +62,7 @@ if TYPE_CHECKING:
     from datalog.db.whatif import Hypothetical
     from datalog.db.whynot import WhyNot
     from datalog.db.whywatch import WhyCallback, WhySubscription
+    from datalog.storage.store import Store
 
 
 class Database:

@@ -16,13 +16,12 @@ reproduces the same epochs. See `datalog.storage.store` for the write order.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -33,11 +32,12 @@ from datalog.lang.errors import BudgetExceeded, DatalogError, FunctorError, Unbo
 from datalog.lang.schema import Schema
 from datalog.lang.system import is_reserved
 from datalog.storage.frames import CorruptLogError, DurabilityError
-from datalog.storage.layout import LEGACY_LOG
 from datalog.storage.records import Change, Commit, Define, Record
-from datalog.storage.snapshots import Snapshot
-from datalog.storage.store import Logged, Store
 from differential.engine import Engine
+
+if TYPE_CHECKING:  # the store's modules load when a database is durable (ADR 0084)
+    from datalog.storage.snapshots import Snapshot
+    from datalog.storage.store import Logged, Store
 
 
 class Log:
@@ -103,6 +103,9 @@ Part = tuple[str, tuple[np.ndarray, ...], bool]
 
 def open_store(db: Durable, path: str | os.PathLike[str], sync: bool) -> Store:
     """Lock `path`, restore its snapshot and replay its log into the empty `db`."""
+    from datalog.storage.layout import LEGACY_LOG
+    from datalog.storage.store import Store
+
     store = Store(path, sync)
     try:
         snapshot, records = store.recover()
@@ -151,6 +154,8 @@ def commit_record(
 def checkpoint(log: Log, engine: Engine, state: ProgramState, symbols: SymbolTable) -> None:
     """Snapshot the base relations, the program and the symbols now; the log they
     cover goes (`Store.checkpoint`)."""
+    from datalog.storage.snapshots import Snapshot
+
     store = log.store
     assert store is not None
     relations = {}
@@ -195,6 +200,10 @@ def _replay(db: Durable, record: Record) -> None:
 def _legacy_records(path: Path) -> list[dict[str, Any]]:
     """The records of a `log.jsonl` written before the framed log (a torn last line
     is dropped), to migrate it."""
+    import json
+
+    from datalog.storage.layout import LEGACY_LOG
+
     legacy = path / LEGACY_LOG
     if not legacy.exists():
         return []

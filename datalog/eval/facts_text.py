@@ -49,13 +49,24 @@ def read_plain(info: RelationInfo, path: Path, delimiter: str, headers: bool) ->
     """The facts of `path` as typed columns, or None where the reference must decide:
     a line not of a plain form (see the module), or a file of more than
     `Tuning.text_facts` bytes unless its columns are all integers (then up to
-    `Tuning.integer_facts` bytes, `facts_integers`). `delimiter` is one character;
-    `info` has at least one column."""
+    `Tuning.integer_facts` bytes, `facts_integers`, which reads them first at any size
+    under `Tuning.integers_by_numpy`). `delimiter` is one character; `info` has at
+    least one column."""
     size = path.stat().st_size
-    if size <= TUNING.text_facts:  # (0: never, not even an empty file)
-        return _read_small(info, path, delimiter, headers) if TUNING.text_facts else None
+    small = bool(TUNING.text_facts) and size <= TUNING.text_facts  # (0: never)
+    if not small or TUNING.integers_by_numpy:
+        found = _read_integers(info, path, delimiter, headers, size)
+        if found is not None or not small:
+            return found
+    return _read_small(info, path, delimiter, headers)
+
+
+def _read_integers(
+    info: RelationInfo, path: Path, delimiter: str, headers: bool, size: int
+) -> Columns | None:
+    """The columns of a file of integer columns only, by numpy; None otherwise."""
     integers = all(kind in ("number", "unsigned") for kind in info.types)
-    if not integers or headers or size > TUNING.integer_facts:
+    if not integers or headers or not TUNING.integer_facts or size > TUNING.integer_facts:
         return None
     unsigned = [kind == "unsigned" for kind in info.types]
     found = read_integers(path, delimiter, unsigned)

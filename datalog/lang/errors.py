@@ -14,7 +14,6 @@ Several semantic errors found in one program are raised together as one
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable, Sequence
 
@@ -238,5 +237,7 @@ def ordered_errors(errors: Iterable[DatalogError], source: str) -> list[DatalogE
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """`"; did you mean `edge`?"` when a close candidate exists, else `""`."""
+    import difflib  # (only when a name is unknown)
+
     close = difflib.get_close_matches(name, list(candidates), n=1, cutoff=0.6)
     return f"; did you mean `{close[0]}`?" if close else ""

@@ -9,7 +9,6 @@ time budget (every `_Pacer.EVERY` tokens), as the dataflow steps do.
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import re
 import sys
@@ -33,13 +32,21 @@ def lark_parser() -> Lark:
 
     grammar = GRAMMAR_PATH.read_text(encoding="utf-8")
     return Lark(
-        grammar,
-        parser="lalr",
-        propagate_positions=True,
-        start=["program", "query"],
-        cache=_grammar_cache(grammar),
-        lexer_callbacks=dict.fromkeys(_TERMINAL.findall(grammar), _PACER),
+        grammar, **LARK_OPTIONS, cache=_grammar_cache(grammar), lexer_callbacks=paced(grammar)
     )
+
+
+# How the grammar is made a parser (also the stand-alone parser's, `datalog.lang.standalone`).
+LARK_OPTIONS: dict[str, object] = {
+    "parser": "lalr",
+    "propagate_positions": True,
+    "start": ["program", "query"],
+}
+
+
+def paced(grammar: str) -> dict[str, _Pacer]:
+    """The lexer callbacks that check the budget: one on every named terminal."""
+    return dict.fromkeys(_TERMINAL.findall(grammar), _PACER)
 
 
 _TERMINAL = re.compile(r"^([A-Z_][A-Z0-9_]*)(?:\.\d+)?\s*:", re.MULTILINE)
@@ -73,16 +80,27 @@ def _grammar_cache(grammar: str) -> str | bool:
     the file is named after the grammar's digest too, so installed versions with
     different grammars keep their own tables instead of rebuilding each other's.
     """
+    import hashlib  # (OpenSSL's 3 MiB: only where lark, which loads it anyway, is used)
+
+    folder = cache_folder()
+    if folder is None:
+        return False
+    digest = hashlib.sha256(grammar.encode()).hexdigest()[:12]
+    return str(folder / f"grammar-{sys.version_info[0]}.{sys.version_info[1]}-{digest}.lark")
+
+
+def cache_folder() -> Path | None:
+    """The directory of the user's cache where built parsers are kept (made private,
+    0o700); None when it cannot be made or written."""
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     folder = Path(root) / "deltalog"
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError:
-        return False
+        return None
     if not os.access(folder, os.W_OK):
-        return False
-    digest = hashlib.sha256(grammar.encode()).hexdigest()[:12]
-    return str(folder / f"grammar-{sys.version_info[0]}.{sys.version_info[1]}-{digest}.lark")
+        return None
+    return folder
 
 
 def span_of(where: Meta | Token, source: str = "") -> ast.Span:

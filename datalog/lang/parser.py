@@ -28,6 +28,7 @@ from datalog.lang.errors import DatalogSyntaxError
 from datalog.lang.grammar import lark_parser, span_of
 from datalog.lang.nesting import LEVELS, MAX_NESTING
 from datalog.lang.source_text import SourceText, first_surrogate, span_at
+from datalog.lang.standalone import standalone_parser
 from differential.dataflow import check_budget
 
 if TYPE_CHECKING:  # lark is imported by the first parse, not by `import datalog`
@@ -99,6 +100,15 @@ def _too_deep(span: ast.Span, text: str, brackets: bool = False) -> DatalogSynta
 
 
 def _parse(source: SourceText, start: str) -> Any:
+    """The parse tree of `source` from `start`: by the stand-alone parser when there is
+    one (it loads no lark, ADR 0084); a text it refuses is parsed again by lark, whose
+    error is explained."""
+    fast = standalone_parser()
+    if fast is not None:
+        try:
+            return fast.parser.parse(source.text, start=start)
+        except fast.error:
+            pass
     from lark.exceptions import UnexpectedInput
 
     try:
@@ -112,14 +122,13 @@ def _parse(source: SourceText, start: str) -> Any:
 def _build(tree: Tree[Token], builder: _Builder) -> Any:
     """The builder's value of `tree`, children first, without recursion; a node
     deeper than `MAX_NESTING` is refused before anything is built."""
-    from lark import Tree
-
+    tree_class = type(tree)  # lark's, or the stand-alone parser's
     order: list[Tree[Token] | Token | None] = []
     pending: list[tuple[Tree[Token] | Token | None, int]] = [(tree, 0)]
     while pending:
         node, levels = pending.pop()
         order.append(node)
-        if isinstance(node, Tree):
+        if isinstance(node, tree_class):
             levels += LEVELS.get(node.data, 0)
             if levels > MAX_NESTING:
                 text = builder.source
@@ -127,7 +136,7 @@ def _build(tree: Tree[Token], builder: _Builder) -> Any:
             pending.extend((child, levels) for child in node.children)
     values: list[Any] = []
     for count, node in enumerate(reversed(order)):
-        if not isinstance(node, Tree):
+        if not isinstance(node, tree_class):
             values.append(node)
             continue
         if not count % 4096:

@@ -15,9 +15,13 @@ program costs one pass over its rules.
 
 from __future__ import annotations
 
-import hashlib
 from collections import defaultdict
 from collections.abc import Collection
+
+try:  # hashlib's own BLAKE2: importing hashlib loads OpenSSL too (3 MiB resident, ADR 0084)
+    from _blake2 import blake2b
+except ImportError:  # an interpreter built without it
+    from hashlib import blake2b
 
 from datalog.lang.checks import CheckedProgram
 from datalog.lang.pretty import format_rule
@@ -54,7 +58,7 @@ class Closures:
     def _summarize(self, members: list[str], texts: dict[str, list[str]], late: set[str]) -> None:
         inside = set(members)
         below = sorted({b for m in members for b in self.graph.get(m, ()) if b not in inside})
-        h = hashlib.blake2b(digest_size=16)
+        h = blake2b(digest_size=16)
         calls: set[str] = set()
         for member in members:
             h.update(self._base(member))

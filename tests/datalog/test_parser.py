@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from datalog.lang import ast
+from datalog.lang import ast, grammar, standalone
 from datalog.lang.errors import DatalogSyntaxError
 from datalog.lang.parser import parse_program, parse_query
 from datalog.lang.pretty import format_program
@@ -424,21 +424,25 @@ def test_souffle_features_outside_the_core_are_named_when_refused(text: str, mes
         parse_program(text)
 
 
+def fresh_parsers() -> None:
+    """The next parse makes (or loads) its parsers again."""
+    grammar.lark_parser.cache_clear()
+    standalone.standalone_parser.cache_clear()
+
+
 def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from datalog.lang import grammar
-
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     grammar.lark_parser.cache_clear()
     try:
-        assert parse_program("a(1).").rules
+        assert grammar.lark_parser().parse("a(1).", start="program")
         cached = list((tmp_path / "deltalog").iterdir())
         assert len(cached) == 1 and cached[0].stat().st_size > 0
         assert (tmp_path / "deltalog").stat().st_mode & 0o077 == 0
         cached[0].write_bytes(b"not a pickle")
         grammar.lark_parser.cache_clear()
-        assert parse_query("r(x, y)").body
+        assert grammar.lark_parser().parse("r(x, y)", start="query")
     finally:
         grammar.lark_parser.cache_clear()
 
@@ -446,20 +450,18 @@ def test_grammar_tables_are_cached_privately_and_a_corrupt_cache_is_rebuilt(
 def test_a_changed_grammar_never_loads_the_tables_cached_for_the_old_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from datalog.lang import grammar
-
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    grammar.lark_parser.cache_clear()
+    fresh_parsers()
     try:
-        assert parse_program(".comp C { }").components  # caches this grammar's tables
+        assert parse_program(".comp C { }").components  # caches this grammar's parsers
         without = grammar.GRAMMAR_PATH.read_text().replace("          | component\n", "")
         (tmp_path / "changed.lark").write_text(without)
         monkeypatch.setattr(grammar, "GRAMMAR_PATH", tmp_path / "changed.lark")
-        grammar.lark_parser.cache_clear()
+        fresh_parsers()
         with pytest.raises(DatalogSyntaxError):
             parse_program(".comp C { }")
     finally:
-        grammar.lark_parser.cache_clear()
+        fresh_parsers()
 
 
 def test_syntax_errors_are_explained_by_a_parser_loaded_from_another_process_cache(
@@ -467,8 +469,6 @@ def test_syntax_errors_are_explained_by_a_parser_loaded_from_another_process_cac
 ) -> None:
     """LALR state numbers depend on the process that built the tables (string hashing):
     the catalogue of malformed snippets must be matched in the parser in use."""
-    from datalog.lang import grammar
-
     bad = "size(n) :- n = count { edge(_, _) }."
     message = "an aggregate needs `:` before its body"
     with pytest.raises(DatalogSyntaxError, match=message):

@@ -10,6 +10,7 @@ neither (ADR 0066)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +20,16 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def modules_after(code: str) -> set[str]:
+def modules_after(code: str, env: dict[str, str] | None = None) -> set[str]:
     """Every module loaded after running `code` in a fresh interpreter."""
     program = f"import json, sys\n{code}\nprint(json.dumps(sorted(sys.modules)))"
     done = subprocess.run(
-        [sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=False
+        [sys.executable, "-c", program],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     return set(json.loads(done.stdout.splitlines()[-1]))
@@ -75,7 +81,14 @@ def test_printsize_counts_columns_not_python_rows(
 
 def test_opening_a_database_loads_neither_the_parser_nor_the_lowering() -> None:
     loaded = modules_after("from datalog import Database\nDatabase()")
-    deferred = {"lark", "joins", "datalog.plan.build", "datalog.plan.passes", "datalog.plan.dot"}
+    deferred = {
+        "lark",
+        "_deltalog_lark_standalone",
+        "joins",
+        "datalog.plan.build",
+        "datalog.plan.passes",
+    }
+    deferred.add("datalog.plan.dot")
     assert deferred & loaded == set()
     assert {"datalog.db.database", "datalog.plan.planner", "differential.engine"} <= loaded
 
@@ -87,7 +100,10 @@ def test_a_first_query_loads_the_parser_and_the_lowering() -> None:
         "db.define('.decl e(a: number, b: number)\\ne(1, 2).')\n"
         "assert db.query('e(1, b)') == [(2,)]"
     )
-    assert {"lark", "joins", "datalog.plan.build"} <= modules_after(code)
+    loaded = modules_after(code)
+    assert {"datalog.lang.parser", "joins", "datalog.plan.build"} <= loaded
+    # lark, or the stand-alone parser it made and the user's cache keeps (ADR 0084)
+    assert {"lark", "_deltalog_lark_standalone"} & loaded
 
 
 def test_a_run_that_writes_no_output_file_loads_no_arrow_compute(tmp_path: Path) -> None:
@@ -114,3 +130,24 @@ def test_a_run_that_writes_a_small_output_file_loads_neither_arrow_compute_nor_p
     code = f"from datalog.cli.commands import main\nassert main({run!r}) == 0"
     assert {"pyarrow.compute", "pandas"} & modules_after(code) == set()
     assert (tmp_path / "e.csv").read_text() == "1\t2\n2\t3\n"
+
+
+def test_a_run_loads_no_store_shutil_or_difflib(tmp_path: Path) -> None:
+    """What a `deltalog run` does not use is not loaded (ADR 0084): the durable store's
+    modules (with `shutil`, `json`'s snapshots, `fcntl`), `difflib` (names that are
+    not found), OpenSSL (`hashlib`), and `shutil` for argparse's help width. The first
+    run makes the stand-alone parser (lark loads `shutil` through `tempfile`)."""
+    (tmp_path / "e.facts").write_text("1\t2\n2\t3\n")
+    program = tmp_path / "p.dl"
+    program.write_text(
+        ".decl e(a: number, b: number)\n.input e\n.decl r(a: number)\nr(x) :- e(x, _).\n"
+        ".printsize r\n"
+    )
+    run = ["run", str(program), "-F", str(tmp_path)]
+    code = f"from datalog.cli.commands import main\nassert main({run!r}) == 0"
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    modules_after(code, env)
+    loaded = modules_after(code, env)
+    store = {"datalog.storage.store", "datalog.storage.snapshots", "datalog.storage.layout"}
+    assert (store | {"shutil", "difflib", "hashlib", "fcntl"}) & loaded == set()
+    assert {"datalog.db.durable", "datalog.storage.records"} <= loaded
