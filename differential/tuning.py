@@ -306,6 +306,14 @@ class Tuning:
     integer_facts: int = 1 << 26
     text_part: int = 1 << 19
 
+    # -- arranged batches (ADR 0083, `differential.trace.batch`) -------------------------------
+    # A batch of at least `packed_batches_from` entries whose two or more int64 key columns
+    # all pack into its key hashes holds the hashes only and reads its keys back from them
+    # (`Batch.keys`, `keys_at`): one int64 a key, not three. False: it holds both (the
+    # reference).
+    packed_batches: bool = True
+    packed_batches_from: int = 4096
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""
