@@ -309,7 +309,7 @@ def _keys_pack(columns: Sequence[Column], key_arity: int, n: int) -> bool:
     (`Tuning.packed_batches`): two or more int64 key columns, every value of which
     fits the packed width (so that `key_hash` packed every key), in a batch of at least
     `Tuning.packed_batches_from` entries (a small one is read key by key)."""
-    if not TUNING.packed_batches or key_arity < 2 or n < TUNING.packed_batches_from:
+    if not TUNING.packed_batches or key_arity < 2 or n < max(TUNING.packed_batches_from, 1):
         return False
     keys = columns[:key_arity]
     if any(c.dtype != np.int64 for c in keys):
