@@ -16,6 +16,7 @@ from collections import Counter
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 
@@ -33,8 +34,9 @@ from differential.trace.spine import Spine
 from differential.tuning import TUNING, tuned
 from tests.datalog.programs import Generated, fed, full_query, programs, streams
 
-# Small non-negative values pack; a negative or a huge one does not.
-VALUE = st.integers(0, 30) | st.sampled_from([-1, -9, 1 << 40])
+# Small non-negative values pack (a few keys, often repeated with several values); a
+# negative or a huge one does not.
+VALUE = st.integers(0, 3) | st.integers(0, 30) | st.sampled_from([-1, -9, 1 << 40])
 ROW = st.tuples(VALUE, VALUE, st.integers(0, 3), st.integers(0, 2), st.sampled_from([1, -1, 2]))
 ROWS = st.lists(ROW, max_size=60)
 ON = {"packed_batches": True, "packed_batches_from": 0}
@@ -108,6 +110,61 @@ def test_packed_batches_hold_the_same_entries_as_the_reference(
     assert answers(merged, queries) == answers(expected, queries)
 
 
+def random_parts(seed: int, batches: int, rows: int) -> list[list[tuple[int, ...]]]:
+    """Batches of many rows over a few keys, each key with several values and times."""
+    rng = np.random.default_rng(seed)
+    keys = rng.integers(0, 12, size=(batches, rows, 2))
+    keys[rng.random((batches, rows)) < 0.02] = -3  # (a key that does not pack)
+    values = rng.integers(0, 6, size=(batches, rows))
+    times = rng.integers(0, 3, size=(batches, rows))
+    diffs = rng.choice([1, 1, 1, -1, 2], size=(batches, rows))
+    return [
+        [
+            (*keys[b, r].tolist(), int(values[b, r]), int(times[b, r]) + 3 * b, int(diffs[b, r]))
+            for r in range(rows)
+        ]
+        for b in range(batches)
+    ]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("arity", [2, 3])
+def test_many_rows_over_few_keys_as_the_reference(seed: int, arity: int) -> None:
+    parts = random_parts(seed, 5, 400)
+    if seed % 2:  # every key packs
+        parts = [[(abs(r[0]), abs(r[1]), *r[2:]) for r in p] for p in parts]
+    packed, expected = built(parts, arity, True), built(parts, arity, False)
+    queries = [(r[0], r[1]) for p in parts for r in p[:40]]
+    for mine, theirs in zip(packed, expected, strict=True):
+        assert entries(mine) == entries(theirs)
+        assert answers(mine, queries) == answers(theirs, queries)
+    assert any(b.packed_keys is not None for b in packed) == bool(seed % 2)
+    for fueled in (False, True):
+        assert spine_read(parts, arity, fueled, True) == spine_read(parts, arity, fueled, False)
+
+
+def spine_read(
+    parts: list[list[tuple[int, ...]]], arity: int, fueled: bool, packed: bool
+) -> tuple[list[Any], list[Any]]:
+    """Batches appended to a spine, merged whole or by pieces (`merge_fuel`), then read
+    whole and as a snapshot."""
+    tuning = ON if packed else {"packed_batches": False}
+    fuel = {"merge_fuel": 3 if fueled else 0}
+    with tuned(TUNING.but(few=0, recent_rows=0, **fuel, **tuning)):
+        spine = Spine(2, [np.int64] * arity, 1)
+        for i, p in enumerate(parts):
+            spine.append(Batch.build(updates(p, arity), 2, description(i, i + 1)))
+        whole = spine.updates()
+        shot = spine.snapshot((len(parts) + 3,), description(0, len(parts) + 4, len(parts) + 3))
+    rows = zip(
+        *(c.tolist() for c in whole.columns),
+        whole.times[0].tolist(),
+        whole.diffs.tolist(),
+        strict=True,
+    )
+    return sorted(rows), entries(shot)
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(ROWS, min_size=2, max_size=12), st.sampled_from([2, 3]), st.booleans())
 def test_spines_of_packed_batches_merge_as_the_reference(
@@ -115,25 +172,7 @@ def test_spines_of_packed_batches_merge_as_the_reference(
 ) -> None:
     """Batches appended to a spine, merged whole or by pieces (`merge_fuel`), then read
     whole and as a snapshot: the same with packed batches as with the reference."""
-
-    def read(packed: bool) -> tuple[list[Any], list[Any]]:
-        tuning = ON if packed else {"packed_batches": False}
-        fuel = {"merge_fuel": 3 if fueled else 0}
-        with tuned(TUNING.but(few=0, recent_rows=0, **fuel, **tuning)):
-            spine = Spine(2, [np.int64] * arity, 1)
-            for i, p in enumerate(parts):
-                spine.append(Batch.build(updates(p, arity), 2, description(i, i + 1)))
-            whole = spine.updates()
-            shot = spine.snapshot((len(parts),), description(0, len(parts) + 1, len(parts)))
-        rows = zip(
-            *(c.tolist() for c in whole.columns),
-            whole.times[0].tolist(),
-            whole.diffs.tolist(),
-            strict=True,
-        )
-        return sorted(rows), entries(shot)
-
-    assert read(True) == read(False)
+    assert spine_read(parts, arity, fueled, True) == spine_read(parts, arity, fueled, False)
 
 
 def answered(db: Database, queries: list[str], packed: bool, **tuning: Any) -> list[set[Any]]:
