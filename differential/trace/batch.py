@@ -192,7 +192,8 @@ class Batch:
     packed_keys: tuple[np.dtype, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.packed_keys is None and _keys_pack(self.held, self.key_arity, len(self.hashes)):
+        held, arity = self.held, self.key_arity
+        if self.packed_keys is None and _keys_pack(held, arity, len(self.hashes), self.times):
             object.__setattr__(self, "packed_keys", tuple(c.dtype for c in self.keys))
             object.__setattr__(self, "held", self.held[self.key_arity :])
 
@@ -281,7 +282,7 @@ class Batch:
             fast = _build_packed(updates.with_times(times), description)
             if fast is not None:
                 return fast
-        if not identity and _keys_pack(updates.columns, key_arity, len(hashes)):
+        if not identity and _keys_pack(updates.columns, key_arity, len(hashes), times):
             values = Updates(updates.columns[key_arity:], times, updates.diffs)
             dtypes = tuple(c.dtype for c in updates.columns[:key_arity])
             return _build_by_hashes(values, hashes, dtypes, description, runs)
@@ -304,12 +305,17 @@ class Batch:
         return _consolidated(sorted_updates, key_arity, description, ordered)
 
 
-def _keys_pack(columns: Sequence[Column], key_arity: int, n: int) -> bool:
+def _keys_pack(columns: Sequence[Column], key_arity: int, n: int, times: Times) -> bool:
     """Whether a batch of these columns holds its keys as its hashes alone
     (`Tuning.packed_batches`): two or more int64 key columns, every value of which
     fits the packed width (so that `key_hash` packed every key), in a batch of at least
-    `Tuning.packed_batches_from` entries (a small one is read key by key)."""
-    if not TUNING.packed_batches or key_arity < 2 or n < max(TUNING.packed_batches_from, 1):
+    `Tuning.packed_batches_from` entries (a small one is read key by key), in a nested
+    scope (times of two coordinates or more): a base relation's presence batch shares
+    its columns with the arrangement keyed by its first column and is read whole into
+    the scopes that enter it (ADR 0044), so read-back keys would be copies there."""
+    if not TUNING.packed_batches or key_arity < 2 or times.shape[0] < 2:
+        return False
+    if n < max(TUNING.packed_batches_from, 1):
         return False
     keys = columns[:key_arity]
     if any(c.dtype != np.int64 for c in keys):

@@ -110,7 +110,9 @@ def merge_key_runs(
     tied = np.flatnonzero(ordered[1:] == ordered[:-1])
     keys: list[Column] = []
     if not packed:
-        keys = [np.concatenate([b.columns[i] for b in runs])[order] for i in range(first.key_arity)]
+        keys = [
+            np.concatenate([b.columns[i] for b in runs])[order] for i in range(len(first.columns))
+        ]
         if len(tied) and any(bool((k[tied] != k[tied + 1]).any()) for k in keys):
             return None  # two keys share a hash: the reference sorts by the keys too
     times = _times(runs, spans, floor, order, sizes)
@@ -129,12 +131,9 @@ def merge_key_runs(
             ordered, times, diffs = ordered[keep], times[:, keep], diffs[keep]
             keys = [k[keep] for k in keys]
     times, diffs = compact_uniform(times, diffs)
-    description = Description(first.description.lower, last.description.upper, since)
-    held = first.packed_keys  # keys read back from the hashes (ADR 0083): not unpacked
-    if held is not None and all(b.packed_keys == held for b in runs):
-        return Batch(ordered, (), first.key_arity, times, diffs, description, packed_keys=held)
     if packed:  # every key is its hash, unpacked
-        keys = list(rows_of_hashes(ordered, [c.dtype for c in first.keys_at(slice(0, 0))]))
+        keys = list(rows_of_hashes(ordered, [c.dtype for c in first.columns]))
+    description = Description(first.description.lower, last.description.upper, since)
     return Batch(ordered, tuple(keys), first.key_arity, times, diffs, description)
 
 
@@ -174,9 +173,6 @@ def _packed(batches: Sequence[Batch]) -> bool:
     """Whether the batches' keys, of two integer columns or more, are hashed by packing
     them side by side (`key_hash`: every value fits its share of the bits), so their
     hashes order them and unpack to them (`rows_of_hashes`)."""
-    first = batches[0].packed_keys
-    if first is not None and all(b.packed_keys == first for b in batches):
-        return True  # their keys are their hashes (ADR 0083)
     columns = batches[0].columns
     if len(columns) < 2 or any(c.dtype.kind not in "iu" for c in columns):
         return False
