@@ -192,8 +192,10 @@ class Batch:
     packed_keys: tuple[np.dtype, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        held, arity = self.held, self.key_arity
-        if self.packed_keys is None and _keys_pack(held, arity, len(self.hashes), self.times):
+        held, arity, n = self.held, self.key_arity, len(self.hashes)
+        if arity < 2 or n < TUNING.packed_batches_from:  # (most batches: a small commit's)
+            return
+        if self.packed_keys is None and _keys_pack(held, arity, n, self.times):
             object.__setattr__(self, "packed_keys", tuple(c.dtype for c in self.keys))
             object.__setattr__(self, "held", self.held[self.key_arity :])
 
