@@ -173,13 +173,9 @@ class Description:
 
 @dataclass(frozen=True, eq=False)
 class Batch:
-    """Consolidated updates of one arrangement, sorted for lookup by key.
-
-    `held`: the columns it holds, key columns first, then value columns; or, for a
-    large batch whose two or more int64 key columns all pack into its hashes
-    (`Tuning.packed_batches`, ADR 0083), the value columns only, the keys read back
-    from the hashes (`columns`, `keys`, `keys_at`): one int64 a key, not three.
-    """
+    """Consolidated updates of one arrangement, sorted for lookup by key. `held`: its
+    key columns, then value columns; or the value columns only, its keys read back from
+    its packed hashes (`packed_keys`: their types; `Tuning.packed_batches`, ADR 0083)."""
 
     hashes: Hashes
     held: tuple[Column, ...]
@@ -188,7 +184,6 @@ class Batch:
     diffs: npt.NDArray[np.int64]
     description: Description
     cache: LookupCache = field(default_factory=LookupCache, repr=False)
-    # The key columns' types when they are read back from the hashes (else None).
     packed_keys: tuple[np.dtype, ...] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -308,13 +303,10 @@ class Batch:
 
 
 def _keys_pack(columns: Sequence[Column], key_arity: int, n: int, times: Times) -> bool:
-    """Whether a batch of these columns holds its keys as its hashes alone
-    (`Tuning.packed_batches`): two or more int64 key columns, every value of which
-    fits the packed width (so that `key_hash` packed every key), in a batch of at least
-    `Tuning.packed_batches_from` entries (a small one is read key by key), in a nested
-    scope (times of two coordinates or more): a base relation's presence batch shares
-    its columns with the arrangement keyed by its first column and is read whole into
-    the scopes that enter it (ADR 0044), so read-back keys would be copies there."""
+    """Whether a batch holds its keys as its hashes alone (`Tuning.packed_batches`): two
+    or more int64 key columns whose every value fits the packed width (`key_hash` packed
+    every key), `packed_batches_from` entries or more, in a nested scope (a base
+    relation's presence batch shares its columns and is read whole: ADR 0044, 0083)."""
     if not TUNING.packed_batches or key_arity < 2 or times.shape[0] < 2:
         return False
     if n < max(TUNING.packed_batches_from, 1):
