@@ -323,6 +323,14 @@ class Tuning:
     # Python string (CSPA's 250 KB file: 8 MiB at once); False: Python's reader first.
     integers_by_numpy: bool = True
 
+    # -- arranged batches (ADR 0083, `differential.trace.batch`) -------------------------------
+    # A batch of at least `packed_batches_from` entries whose two or more int64 key columns
+    # all pack into its key hashes holds the hashes only and reads its keys back from them
+    # (`Batch.keys`, `keys_at`): one int64 a key, not three. False: it holds both (the
+    # reference).
+    packed_batches: bool = True
+    packed_batches_from: int = 4096
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""

@@ -101,12 +101,13 @@ def _lift(updates: Updates) -> Updates:
 def _lift_batch(batch: Batch) -> Batch:
     return Batch(
         batch.hashes,
-        batch.columns,
+        batch.held,
         batch.key_arity,
         entered_times(batch.times),
         batch.diffs,
         batch.description,
         batch.cache.for_other_times(),  # same keys, same index; times of its own
+        batch.packed_keys,
     )
 
 

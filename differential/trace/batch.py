@@ -173,30 +173,74 @@ class Description:
 
 @dataclass(frozen=True, eq=False)
 class Batch:
-    """Consolidated updates of one arrangement, sorted for lookup by key."""
+    """Consolidated updates of one arrangement, sorted for lookup by key. `held`: its
+    key columns, then value columns; or the value columns only, its keys read back from
+    its packed hashes (`packed_keys`: their types; `Tuning.packed_batches`, ADR 0083)."""
 
     hashes: Hashes
-    columns: tuple[Column, ...]  # key columns first, then value columns
+    held: tuple[Column, ...]
     key_arity: int
     times: Times
     diffs: npt.NDArray[np.int64]
     description: Description
     cache: LookupCache = field(default_factory=LookupCache, repr=False)
+    packed_keys: tuple[np.dtype, ...] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        held, arity, n = self.held, self.key_arity, len(self.hashes)
+        if arity < 2 or n < TUNING.packed_batches_from:  # (most batches: a small commit's)
+            return
+        if self.packed_keys is None and _keys_pack(held, arity, n, self.times):
+            object.__setattr__(self, "packed_keys", tuple(c.dtype for c in self.keys))
+            object.__setattr__(self, "held", self.held[self.key_arity :])
 
     def __len__(self) -> int:
         return len(self.diffs)
 
     @property
+    def columns(self) -> tuple[Column, ...]:
+        """Every column, key columns first (read back from the hashes when packed)."""
+        if self.packed_keys is None:
+            return self.held
+        return (*rows_of_hashes(self.hashes, self.packed_keys), *self.held)
+
+    @property
     def identity_hash(self) -> bool:
-        return self.key_arity == 1 and self.columns[0].dtype.kind in "iu"
+        return self.key_arity == 1 and self.held[0].dtype.kind in "iu"
 
     @property
     def keys(self) -> tuple[Column, ...]:
-        return self.columns[: self.key_arity]
+        if self.packed_keys is not None:
+            return rows_of_hashes(self.hashes, self.packed_keys)
+        return self.held[: self.key_arity]
 
     @property
     def values(self) -> tuple[Column, ...]:
-        return self.columns[self.key_arity :]
+        return self.held if self.packed_keys is not None else self.held[self.key_arity :]
+
+    def keys_at(self, entries: npt.NDArray[np.intp] | slice) -> tuple[Column, ...]:
+        """The key columns at `entries` only (a gather, or a slice)."""
+        if self.packed_keys is not None:
+            return rows_of_hashes(self.hashes[entries], self.packed_keys)
+        return tuple(c[entries] for c in self.held[: self.key_arity])
+
+    def columns_at(
+        self, entries: npt.NDArray[np.intp], picked: Sequence[int] | None = None
+    ) -> tuple[Column, ...]:
+        """The columns `picked` (default all) at `entries`: key columns read back from
+        the gathered hashes when packed, not unpacked whole."""
+        picked = (
+            range(len(self.held) + (self.key_arity if self.packed_keys else 0))
+            if picked is None
+            else picked
+        )
+        if self.packed_keys is None:
+            return tuple(self.held[i][entries] for i in picked)
+        keys: tuple[Column, ...] = ()
+        if any(i < self.key_arity for i in picked):
+            keys = self.keys_at(entries)
+        k = self.key_arity
+        return tuple(keys[i] if i < k else self.held[i - k][entries] for i in picked)
 
     def updates(self) -> Updates:
         return Updates(self.columns, self.times, self.diffs)
@@ -235,6 +279,10 @@ class Batch:
             fast = _build_packed(updates.with_times(times), description)
             if fast is not None:
                 return fast
+        if not identity and _keys_pack(updates.columns, key_arity, len(hashes), times):
+            values = Updates(updates.columns[key_arity:], times, updates.diffs)
+            dtypes = tuple(c.dtype for c in updates.columns[:key_arity])
+            return _build_by_hashes(values, hashes, dtypes, description, runs)
         # Sort by (hash, values, time): one packed key in the common case. Two keys
         # sharing a (mixed) hash may then interleave, so the rare batch where that
         # happens is sorted by its key columns as well, to keep each key's
@@ -254,6 +302,22 @@ class Batch:
         return _consolidated(sorted_updates, key_arity, description, ordered)
 
 
+def _keys_pack(columns: Sequence[Column], key_arity: int, n: int, times: Times) -> bool:
+    """Whether a batch holds its keys as its hashes alone (`Tuning.packed_batches`): two
+    or more int64 key columns whose every value fits the packed width (`key_hash` packed
+    every key), `packed_batches_from` entries or more, in a nested scope (a base
+    relation's presence batch shares its columns and is read whole: ADR 0044, 0083)."""
+    if not TUNING.packed_batches or key_arity < 2 or times.shape[0] < 2:
+        return False
+    if n < max(TUNING.packed_batches_from, 1):
+        return False
+    keys = columns[:key_arity]
+    if any(c.dtype != np.int64 for c in keys):
+        return False
+    width = small.packed_width(key_arity)
+    return all(int(c.min()) >= 0 and int(c.max()) >> width == 0 for c in keys)
+
+
 def _advanced(times: Times, since: Antichain) -> Times:
     """`advance_by(times, since)`, keeping one repeated time (`uniform`) as one."""
     if since.empty or not uniform(times):
@@ -262,17 +326,38 @@ def _advanced(times: Times, since: Antichain) -> Times:
     return uniform_times(tuple(advanced[:, 0].tolist()), times.shape[1])
 
 
+def _build_by_hashes(
+    values: Updates,
+    hashes: Hashes,
+    key_dtypes: tuple[np.dtype, ...],
+    description: Description,
+    runs: bool,
+) -> Batch:
+    """`Batch.build` of entries whose keys all pack into `hashes` (`values`: their value
+    columns, times advanced, and diffs): sorted by (hash, values, time), the key
+    columns neither gathered nor held (`Tuning.packed_batches`, ADR 0083)."""
+    order = sort_order([hashes, *values.columns], values.times, stable=runs, runs=runs)
+    check_budget()
+    ordered = hashes[order]
+    columns = tuple(c[order] for c in values.columns)
+    check_budget()
+    sorted_updates = Updates(columns, values.times[:, order], values.diffs[order])
+    return _consolidated(sorted_updates, len(key_dtypes), description, ordered, packed=key_dtypes)
+
+
 def _consolidated(
     updates: Updates,
     key_arity: int,
     description: Description,
     hashes: Hashes,
     distinct: bool = False,
+    packed: tuple[np.dtype, ...] | None = None,
 ) -> Batch:
     """The batch of updates sorted by (hash, key where hashes collide, values, time)
     (`distinct`: no two alike): equal entries summed, zeros dropped, one repeated
-    time or diff held once."""
-    identity = key_arity == 1 and updates.columns[0].dtype.kind in "iu"
+    time or diff held once. `packed`: the key columns' types, the keys being the
+    hashes (`updates` then has the value columns only)."""
+    identity = packed is None and key_arity == 1 and updates.columns[0].dtype.kind in "iu"
     rows = [hashes, *updates.columns[1 if identity else 0 :]]
     columns, times, diffs = updates.columns, updates.times, updates.diffs
     first = None if distinct else run_starts(rows, times)
@@ -288,7 +373,7 @@ def _consolidated(
             columns = tuple(kept if c is hashes else c[keep] for c in columns)
             hashes, times, diffs = kept, times[:, keep], diffs[keep]
     times, diffs = compact_uniform(times, diffs)
-    return Batch(hashes, columns, key_arity, times, diffs, description)
+    return Batch(hashes, columns, key_arity, times, diffs, description, packed_keys=packed)
 
 
 def _build_in_order(
@@ -331,7 +416,7 @@ def _build_few(
     at = np.array(rows, dtype=np.intp)
     return Batch(
         hashes=hashes[at],
-        columns=tuple(c[at] for c in updates.columns),
+        held=tuple(c[at] for c in updates.columns),
         key_arity=key_arity,
         times=times[:, at],
         diffs=np.array(sums, dtype=np.int64),
@@ -370,6 +455,11 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
     first, last = batches[0], batches[-1]
     description = Description(first.description.lower, last.description.upper, since)
     hashes = None if first.identity_hash else np.concatenate([b.hashes for b in batches])
+    dtypes = first.packed_keys
+    if hashes is not None and dtypes and all(b.packed_keys == dtypes for b in batches):
+        values = concat([Updates(b.held, b.times, b.diffs) for b in batches])
+        values = values.with_times(_advanced(values.times, since))
+        return _build_by_hashes(values, hashes, dtypes, description, runs=True)
     return build_merged([b.updates() for b in batches], first, description, hashes)
 
 

@@ -165,7 +165,7 @@ def _listed_pairs(
     """`(query row, entry)` pairs of a small batch, read from the Python lists it
     keeps: hashes bisected, mixed hashes confirmed against the query's key `rows`
     (which only an identity hash may leave out)."""
-    listed, stored = batch.cache.listed(batch.hashes, batch.keys, batch.identity_hash)
+    listed, stored = _listed(batch)
     for i, h in enumerate(hashes):
         start = bisect_left(listed, h)
         for j in range(start, bisect_right(listed, h, start)):
@@ -173,11 +173,36 @@ def _listed_pairs(
                 yield i, j
 
 
+def _listed(batch: Batch) -> tuple[list[int], list[tuple[object, ...]] | None]:
+    """The batch's hashes and key rows as Python lists (`LookupCache.listed`), its keys
+    read (back from packed hashes: ADR 0083) only when the lists are first built."""
+    cache = batch.cache
+    keys = batch.keys if cache.keys.listed is None else ()
+    return cache.listed(batch.hashes, keys, batch.identity_hash)
+
+
+class _Columns(Sequence[Column]):
+    """A batch's columns, read (back from packed hashes: ADR 0083) only if asked for:
+    a bitmap of pairs is built once, and most lookups do not build it."""
+
+    def __init__(self, batch: Batch) -> None:
+        self.batch = batch
+        self.read: tuple[Column, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self.batch.values) + self.batch.key_arity
+
+    def __getitem__(self, i: int) -> Column:  # type: ignore[override]
+        if self.read is None:
+            self.read = self.batch.columns
+        return self.read[i]
+
+
 def _same_keys(batch: Batch, keys: Sequence[Column], m: Matches) -> Matches:
     """The pairs whose key columns are equal, not just their hashes."""
     same = np.ones(len(m.query), dtype=bool)
-    for mine, theirs in zip(batch.keys, keys, strict=True):
-        same &= mine[m.entry] == theirs[m.query]
+    for mine, theirs in zip(batch.keys_at(m.entry), keys, strict=True):
+        same &= mine == theirs[m.query]
     return m if same.all() else Matches(m.query[same], m.entry[same])
 
 
@@ -256,7 +281,7 @@ def lookup_entries(
     if view is None:
         if not cache.listable(len(batch), TUNING.listed):
             return _ranged_entries(batch, keys, found, limit)
-        listed, stored = cache.listed(batch.hashes, batch.keys, batch.identity_hash)
+        listed, stored = _listed(batch)
         values, times, diffs = cache.entries(batch.values, batch.times, batch.diffs)
         view = cache.view = (listed, stored, values, times, diffs)
     listed, stored, values, times, diffs = view
@@ -306,7 +331,7 @@ def _ranged_entries(batch: Batch, keys: FewKeys, found: list[Entry], limit: int 
         if batch.identity_hash:
             found.extend(zip([i] * (hi - lo), times, values, diffs, strict=True))
             continue
-        stored = python_rows([c[lo:hi] for c in batch.keys], hi - lo)
+        stored = python_rows(batch.keys_at(slice(lo, hi)), hi - lo)
         row = keys.rows[i]
         found.extend(
             (i, t, v, d)
@@ -363,7 +388,7 @@ def _lookup_dense(
     """A membership lookup (no columns) of pair keys, in a batch kept as a bitmap
     if it has that shape: every match has the batch's one time and diff
     (`differential.trace.dense`)."""
-    dense = batch.cache.dense_for(batch.columns, batch.times, batch.diffs, len(hashes))
+    dense = batch.cache.dense_for(_Columns(batch), batch.times, batch.diffs, len(hashes))
     if dense is None:
         return _lookup_sought(batch, keys, hashes, [])
     query = np.flatnonzero(dense.contains(keys[0], keys[1]))
@@ -384,9 +409,8 @@ def _lookup_sought(
     m = seek(batch, hashes, keys, ordered)
     if not len(m.query):
         return None
-    picked = batch.columns if columns is None else [batch.columns[i] for i in columns]
     return m.query, Updates(
-        tuple(c[m.entry] for c in picked),
+        batch.columns_at(m.entry, columns),
         take_times(batch.times, m.entry),
         take_diffs(batch.diffs, m.entry),
     )

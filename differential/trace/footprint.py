@@ -72,7 +72,7 @@ class Footprint:
 def batch_arrays(batch: Batch) -> Held:
     """`(kind, array)` for every array a batch holds, its lookup structures included."""
     yield "hashes", batch.hashes
-    for column in batch.columns:
+    for column in batch.held:  # (keys read back from packed hashes are not held)
         yield "columns", column
     yield "times", batch.times
     yield "diffs", batch.diffs

@@ -40,7 +40,9 @@ class Merging:
         first, last = inputs[0], inputs[-1]
         self.description = Description(first.description.lower, last.description.upper, since)
         self.cursors = [0] * len(inputs)  # entries of each input merged so far
-        self.laying = _Laying(inputs[0], self.size)  # the merged batch, piece by piece
+        packed = inputs[0].packed_keys  # every input's keys are its hashes: so the merged
+        packed = packed if all(b.packed_keys == packed for b in inputs) else None
+        self.laying = _Laying(inputs[0], self.size, packed)  # the merged batch, piece by piece
         self.result: Batch | None = None
         # Build the merged batch's index too when lookups indexed inputs holding most of
         # its entries (a small batch indexed by one large lookup does not make a large
@@ -126,7 +128,7 @@ def _rows(batch: Batch, start: int, end: int) -> Updates:
     if (start, end) == (0, len(batch)):
         return batch.updates()
     cut = slice(start, end)
-    columns = tuple(c[cut] for c in batch.columns)
+    columns = (*batch.keys_at(cut), *(c[cut] for c in batch.values))
     return Updates(columns, batch.times[:, cut], batch.diffs[cut])
 
 
@@ -138,13 +140,16 @@ class _Laying:
     value in most pieces, are kept by piece and joined at the end. An int64 key column
     is its own hash: one array holds both."""
 
-    def __init__(self, like: Batch, size: int) -> None:
+    def __init__(self, like: Batch, size: int, packed: tuple[np.dtype, ...] | None) -> None:
         self.like = like
-        self.shared = like.identity_hash and like.columns[0].dtype == np.int64
+        # Keys read back from the hashes (ADR 0083): the value columns only are laid.
+        self.packed = packed
+        self.shared = like.identity_hash and like.held[0].dtype == np.int64
         self.hashes = np.empty(size, dtype=np.int64)
+        held = like.held if packed is not None else like.columns
         self.columns = [
             self.hashes if self.shared and i == 0 else np.empty(size, dtype=c.dtype)
-            for i, c in enumerate(like.columns)
+            for i, c in enumerate(held)
         ]
         self.rest: list[Updates] = []  # each piece's times and diffs
         self.at = 0
@@ -154,7 +159,8 @@ class _Laying:
         if not n:
             return
         self.hashes[at : at + n] = piece.hashes
-        for i, (column, mine) in enumerate(zip(piece.columns, self.columns, strict=True)):
+        laid = piece.values if self.packed is not None else piece.columns
+        for i, (column, mine) in enumerate(zip(laid, self.columns, strict=True)):
             if not (self.shared and i == 0):  # equal to the hashes
                 mine[at : at + n] = column
         self.rest.append(Updates((), piece.times, piece.diffs))
@@ -173,4 +179,6 @@ class _Laying:
         columns = tuple(hashes if c is self.hashes else cut(c) for c in self.columns)
         rest = concat(self.rest)
         times, diffs = compact_uniform(rest.times, rest.diffs)
-        return Batch(hashes, columns, self.like.key_arity, times, diffs, description)
+        return Batch(
+            hashes, columns, self.like.key_arity, times, diffs, description, packed_keys=self.packed
+        )

@@ -484,12 +484,13 @@ class Spine:
             return Batch.build(whole.updates().with_times(at), self.key_arity, description)
         return Batch(
             whole.hashes,
-            whole.columns,
+            whole.held,
             whole.key_arity,
             at,
             whole.diffs,
             description,
             whole.cache.for_other_times(),
+            whole.packed_keys,
         )
 
     def empty(self, columns: Sequence[int] | None = None) -> Updates:
