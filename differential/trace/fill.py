@@ -11,7 +11,9 @@ a position below `2**31`), so the order is a sort of values, not a permutation; 
 placing goes a part at a time, carrying the last slot taken. Those that would run past
 the table's end wrap around to its first slots, which the caller's probing insert does.
 A key set built again from its store as it grows (`trace.keyset`) takes half the time
-of inserting, and 8 bytes a hash besides the table.
+of inserting, and 8 bytes a hash besides the table. `place_probing` is that probing
+insert for tables whose slots hold positions only (`-1` free: a batch's `RunTable`, a
+key set's `PositionTable`).
 """
 
 from __future__ import annotations
@@ -58,3 +60,24 @@ def fill_in_order(
         wrapped.append(positions[~inside])
         last = int(slots[-1])
     return np.concatenate(wrapped)
+
+
+def place_probing(
+    table: npt.NDArray[np.signedinteger],
+    slots: Index,
+    values: Index,
+    after: Callable[[Index], Index],
+) -> None:
+    """Put each of the distinct `values` (at least 0) in the first free slot (-1) of
+    `table` from its home slot in `slots` on, probing linearly (`after`: each slot's
+    next), every row at once: one numpy pass a probing step; of rivals for one free
+    slot, one wins and the others probe on."""
+    while len(values):
+        free = np.flatnonzero(table[slots] < 0)
+        claimed = slots[free]
+        table[claimed] = values[free]  # of rivals for a free slot, one wins
+        won = free[table[claimed] == values[free]]
+        going = np.ones(len(values), dtype=bool)
+        going[won] = False
+        later = np.flatnonzero(going)
+        values, slots = values[later], after(slots[later])

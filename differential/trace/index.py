@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from differential.batch import Column, python_rows, python_times
 from differential.trace.dense import DensePairs
-from differential.trace.fill import fill_in_order
+from differential.trace.fill import fill_in_order, place_probing
 from differential.trace.tails import EMPTY, claim_rows, probe_rows, probe_runs
 from differential.tuning import TUNING
 
@@ -318,16 +318,7 @@ class RunTable:
             self._place(hashes[at : at + TUNING.index_chunk], runs[at : at + TUNING.index_chunk])
 
     def _place(self, hashes: Hashes, runs: Index) -> None:
-        slots = self._slots(hashes)
-        while len(runs):
-            free = np.flatnonzero(self._runs[slots] < 0)
-            claimed = slots[free]
-            self._runs[claimed] = runs[free]  # of rivals for a free slot, one wins
-            won = free[self._runs[claimed] == runs[free]]
-            going = np.ones(len(runs), dtype=bool)
-            going[won] = False
-            later = np.flatnonzero(going)
-            runs, slots = runs[later], self._next(slots[later])
+        place_probing(self._runs, self._slots(hashes), runs, self._next)
 
     def find(self, hashes: Hashes) -> Index:
         """The run of each query hash, or -1 where absent."""

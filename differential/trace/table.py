@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from differential.trace.fill import fill_in_order
+from differential.trace.fill import fill_in_order, place_probing
 from differential.trace.tails import EMPTY
 from differential.tuning import TUNING
 
@@ -96,16 +96,7 @@ class PositionTable:
         self.size += len(hashes)
 
     def _place(self, hashes: Hashes, values: Index) -> None:
-        slots = self._slots(hashes)
-        while len(values):
-            free = np.flatnonzero(self._at[slots] < 0)
-            claimed = slots[free]
-            self._at[claimed] = values[free]  # of rivals for a free slot, one wins
-            won = free[self._at[claimed] == values[free]]
-            going = np.ones(len(values), dtype=bool)
-            going[won] = False
-            later = np.flatnonzero(going)
-            values, slots = values[later], self._next(slots[later])
+        place_probing(self._at, self._slots(hashes), values, self._next)
 
     def fill(self, hashes: Hashes) -> None:
         """Hold the distinct `hashes` (the owner's first ones), each at its position, in
