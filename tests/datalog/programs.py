@@ -36,7 +36,10 @@ from itertools import count as counter
 from hypothesis import strategies as st
 
 from datalog import Database
+from datalog.eval import reference
+from datalog.lang.checks import check_program, check_query
 from datalog.lang.functions import Value
+from datalog.lang.parser import parse_program, parse_query
 
 Types = tuple[str, ...]
 Row = tuple[Value, ...]
@@ -492,6 +495,19 @@ def fed(
                 (tx.insert if op == "insert" else tx.retract)(relation, [row])
         apply(facts, transaction)
     return db, facts
+
+
+def reference_answers(
+    generated: Generated, facts: dict[str, set[Row]], queries: Sequence[str]
+) -> list[set[Row]]:
+    """The reference evaluator's answer to each of `queries` over `facts` (what `fed`
+    returns) under `generated`'s rules."""
+    checked = check_program(parse_program(generated.text))
+    computed = reference.evaluate(checked, {r: sorted(rows) for r, rows in facts.items()})
+    return [
+        set(reference.answer(check_query(parse_query(q), checked.schema), computed))
+        for q in queries
+    ]
 
 
 def format_stream(stream: Sequence[Transaction]) -> str:

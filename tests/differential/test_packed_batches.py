@@ -32,7 +32,14 @@ from differential.trace.batch import Batch, Description, key_hash, merge
 from differential.trace.cursor import lookup_batch
 from differential.trace.spine import Spine
 from differential.tuning import TUNING, tuned
-from tests.datalog.programs import Generated, fed, full_query, programs, streams
+from tests.datalog.programs import (
+    Generated,
+    fed,
+    full_query,
+    programs,
+    reference_answers,
+    streams,
+)
 
 # Small non-negative values pack (a few keys, often repeated with several values); a
 # negative or a huge one does not.
@@ -196,11 +203,9 @@ def test_packed_batches_answer_as_the_reference_evaluator(data: st.DataObject) -
     queries = [full_query(r, generated.relations[r]) for r in generated.derived]
     packed = answered(db, queries, True, **SMALL)
     assert packed == answered(db, queries, False, **SMALL)
-    checked = check_program(parse_program(generated.text))
-    computed = reference.evaluate(checked, {r: sorted(rows) for r, rows in facts.items()})
-    for query, found in zip(queries, packed, strict=True):
-        expected = reference.answer(check_query(parse_query(query), checked.schema), computed)
-        assert found == expected, query
+    expected = reference_answers(generated, facts, queries)
+    for query, found, wanted in zip(queries, packed, expected, strict=True):
+        assert found == wanted, query
 
 
 def test_packed_batches_answer_live_under_inserts_and_retractions() -> None:
