@@ -110,9 +110,8 @@ def merge_key_runs(
     tied = np.flatnonzero(ordered[1:] == ordered[:-1])
     keys: list[Column] = []
     if not packed:
-        keys = [
-            np.concatenate([b.columns[i] for b in runs])[order] for i in range(len(first.columns))
-        ]
+        held = [b.columns for b in runs]  # (read back once from packed hashes: ADR 0083)
+        keys = [np.concatenate([c[i] for c in held])[order] for i in range(len(held[0]))]
         if len(tied) and any(bool((k[tied] != k[tied + 1]).any()) for k in keys):
             return None  # two keys share a hash: the reference sorts by the keys too
     times = _times(runs, spans, floor, order, sizes)
@@ -178,9 +177,9 @@ def _packed(batches: Sequence[Batch]) -> bool:
         return False
     top = 1 << packed_width(len(columns))
     return all(
-        int(c.max()) < top and (c.dtype.kind == "u" or int(c.min()) >= 0)
+        (b.packed_keys is not None and not b.values)  # its keys are its packed hashes
+        or all(int(c.max()) < top and (c.dtype.kind == "u" or int(c.min()) >= 0) for c in b.columns)
         for b in batches
-        for c in b.columns
     )
 
 
