@@ -182,11 +182,12 @@ class Engine:
             dataflow.advance(self.epoch + 1)
         self.dataflows.append(dataflow)
 
-    def retire(self, dataflow: Dataflow) -> None:
-        """Drop `dataflow`, surely: it is marked first, so a drop that an interrupt
-        (KeyboardInterrupt, MemoryError) cuts short finishes at the next `retire`,
-        `commit` or `stats` instead of leaving the dataflow computing for nobody."""
-        self.retiring.append(dataflow)
+    def retire(self, *dataflows: Dataflow) -> None:
+        """Drop `dataflows`, surely: all are marked before the first is dropped, so a
+        drop that an interrupt (KeyboardInterrupt, MemoryError) cuts short finishes
+        at the next `retire`, `commit` or `stats` instead of leaving any of them
+        computing for nobody."""
+        self.retiring.extend(dataflows)
         self.finish_retiring()
 
     def finish_retiring(self) -> None:

@@ -120,8 +120,7 @@ class Follows:
     def close(self) -> None:
         """Drop every dataflow (the watch reads the relations again next time)."""
         follows, self.by_text = list(self.by_text.values()), {}
-        for follow in follows:
-            self.engine.retire(follow.dataflow)
+        self.engine.retire(*(follow.dataflow for follow in follows))
 
 
 def _full(stored: Stored, changes: Updates) -> list[np.ndarray] | None:

@@ -404,8 +404,8 @@ class LiveQueries:
         for job in jobs:
             try:
                 answers.update(job())
-                while replaced:
-                    self.engine.retire(replaced.pop())
+                self.engine.retire(*replaced)  # (all marked before any is dropped)
+                replaced.clear()
             except BaseException as error:
                 failure = failure or error  # (a retirement cut short finishes later)
                 if stop:

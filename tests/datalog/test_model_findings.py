@@ -372,3 +372,28 @@ def test_an_interrupt_while_a_query_is_lowered_leaves_no_claim_on_what_it_import
         assert [a.name for a in claimed if a.readers] == [], f"after a fault at build {nth}"
     assert fired  # the faults landed inside the query
     assert db.query("deg(x, n)") == [(1, 2)]
+
+
+def test_a_why_not_watch_closed_under_an_interrupt_leaves_none_of_its_dataflows() -> None:
+    """Found by the model test's soak, fixed: a watched why-not keeps one dataflow
+    per derived relation it read (ADR 0071); a Ctrl-C that lands while the first of
+    them is dropped left the others running, with nobody to drop them."""
+    db = Database()
+    db.define(
+        TC
+        + """
+        .decl other(x: number, y: number)
+        .decl both(x: number, y: number)
+        other(x, y) :- e(y, x).
+        both(x, y) :- tc(x, y), other(x, y).
+        """
+    )
+    db.insert("e", [(1, 2), (2, 3)])
+    sub = db.subscribe_why("both(1, 3)", lambda change: None)
+    followed = [df["name"] for df in db.stats()["dataflows"]]
+    assert len(followed) == 3, followed  # both, tc and other
+    faults = Faults()
+    with engine_hooks(faults), pytest.raises(KeyboardInterrupt):
+        faults.arm("engine:drop", KeyboardInterrupt, 1)
+        sub.close()
+    assert db.stats()["dataflows"] == []
