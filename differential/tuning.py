@@ -284,6 +284,10 @@ class Tuning:
     # and checks each epoch against their changes (ADR 0071); False: it reads them
     # again at each epoch that writes a relation the fact depends on (the twin).
     why_follow: bool = True
+    # A planner remembers the magic-set specializations it made for its program, by
+    # query (`datalog.plan.magic.Specializations`): a query asked again is not
+    # rewritten and checked again. False: every plan specializes anew (the twin).
+    memo_specializations: bool = True
 
     # -- dataflows ----------------------------------------------------------------------------
     # Nested sends of stateless operators after which updates wait for the outermost

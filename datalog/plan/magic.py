@@ -33,7 +33,8 @@ subset of the relation it copies).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 from datalog.lang.ast import Aggregate, Atom, Decl, Literal, Negation, Program, Rule, Term, Var
@@ -43,7 +44,15 @@ from datalog.lang.passes.variables import map_terms, nodes
 from datalog.lang.strata import dependency_edges, strongly_connected_components
 from datalog.plan.demand import ORIGINAL, OWN, Bindings, Body, Copy, Demand, adorned, magic
 
-__all__ = ["MagicPolicy", "Specialized", "adorned", "magic", "specialize", "tenant_specialize"]
+__all__ = [
+    "MagicPolicy",
+    "Specializations",
+    "Specialized",
+    "adorned",
+    "magic",
+    "specialize",
+    "tenant_specialize",
+]
 
 PRAGMA = "magic-transform"
 EXCLUDE = "magic-transform-exclude"
@@ -119,6 +128,45 @@ def tenant_specialize(program: CheckedProgram, query: CheckedQuery) -> Specializ
     if not body or not isinstance(body[0], Atom):
         return None
     return _specialize(program, query, tenant=True)
+
+
+class Specializations:
+    """The specializations one planner made for its program, by query: a query asked
+    again (a one-shot read after each commit, a live query rebuilt) is specialized
+    once, not rewritten and checked again each time (the rewrite is a function of the
+    program and the query's structure). A new definition is a new `CheckedProgram`,
+    which empties the memo; it keeps the `size` most recently asked."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self.program: CheckedProgram | None = None
+        self.found: OrderedDict[Hashable, Specialized | None] = OrderedDict()
+
+    def specialize(
+        self, program: CheckedProgram, query: CheckedQuery, tenant: bool = False
+    ) -> Specialized | None:
+        """`specialize(program, query)` (`tenant_specialize` if `tenant`), remembered."""
+        if program is not self.program:
+            self.program, self.found = program, OrderedDict()
+        key = (tenant, _shape(query))
+        if key in self.found:
+            self.found.move_to_end(key)
+            found = self.found[key]
+        else:
+            found = tenant_specialize(program, query) if tenant else specialize(program, query)
+            self.found[key] = found
+            if len(self.found) > self.size:
+                self.found.popitem(last=False)
+        if found is None:
+            return None
+        asked = replace(found.query, source=query.source)
+        return replace(found, query=asked, inputs=dict(found.inputs), notes=list(found.notes))
+
+
+def _shape(query: CheckedQuery) -> Hashable:
+    """What of `query` its specialization depends on (not its source text)."""
+    types = tuple(tuple(sorted(t.items())) for t in query.variable_types)
+    return query.bodies, query.answer_vars, query.answer_types, types
 
 
 def _specialize(program: CheckedProgram, query: CheckedQuery, tenant: bool) -> Specialized | None:

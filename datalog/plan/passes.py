@@ -37,29 +37,37 @@ from datalog.lang.checks import CheckedQuery
 from datalog.lang.passes.variables import nodes
 from datalog.lang.strata import reads
 from datalog.plan.choose import Chooser
-from datalog.plan.magic import specialize, tenant_specialize
+from datalog.plan.magic import Specializations, specialize, tenant_specialize
 from datalog.plan.order import Orderer
 from datalog.plan.plan import BodyPlan, Plan, RelationPlan, Specialization, StratumPlan
 from datalog.plan.views import Views
+from differential.tuning import TUNING
 
 Pass = Callable[[Plan], Plan]
 
 
-def magic_sets(plan: Plan) -> Plan:
-    """Specialize to the query's constants or the tenant's parameters, if asked and
-    something is asked for with a constant."""
-    how, query = plan.options.magic, plan.query
-    found = None
-    if query is not None and how == "query":
-        found = specialize(plan.program, query)
-    elif query is not None and how == "tenant":
-        found = tenant_specialize(plan.program, query)
-    if found is None:
-        return ran(plan, "magic sets")
-    specialized = Specialization(how, tuple(found.notes), found.inputs)
-    options = replace(plan.options, share="off")  # the specialized relations are its own
-    plan = replace(plan, program=found.program, query=found.query, options=options)
-    return ran(replace(plan, specialized=specialized), "magic sets")
+def magic_sets(memo: Specializations | None = None) -> Pass:
+    """The pass specializing to the query's constants or the tenant's parameters, if
+    asked and something is asked for with a constant; through `memo` (a planner's
+    `Specializations`) when `Tuning.memo_specializations` is on."""
+
+    def run(plan: Plan) -> Plan:
+        how, query = plan.options.magic, plan.query
+        if query is None or how not in ("query", "tenant"):
+            return ran(plan, "magic sets")
+        tenant = how == "tenant"
+        if memo is not None and TUNING.memo_specializations:
+            found = memo.specialize(plan.program, query, tenant)
+        else:
+            found = (tenant_specialize if tenant else specialize)(plan.program, query)
+        if found is None:
+            return ran(plan, "magic sets")
+        specialized = Specialization(how, tuple(found.notes), found.inputs)
+        options = replace(plan.options, share="off")  # the specialized relations are its own
+        plan = replace(plan, program=found.program, query=found.query, options=options)
+        return ran(replace(plan, specialized=specialized), "magic sets")
+
+    return run
 
 
 def normalize(functors: Mapping[str, FunctorBinding]) -> Pass:

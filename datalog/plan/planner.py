@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from datalog.eval.symbols import SymbolTable
     from datalog.lang.checks import CheckedProgram, CheckedQuery
     from datalog.plan.build import Lowering, QueriesPlan, QueryPlan
+    from datalog.plan.magic import Specializations
     from datalog.plan.passes import Pass
     from datalog.plan.views import Views
     from differential.dataflow import Stream
@@ -49,6 +50,7 @@ class Planner:
         self.engine = engine
         self.symbols = symbols
         self.functors = functors if functors is not None else {}  # bound later too
+        self.specializations: Specializations | None = None  # made when first planned
 
     def build(
         self,
@@ -126,8 +128,12 @@ class Planner:
             strata,
         )
 
+        if self.specializations is None:
+            from datalog.plan.magic import Specializations
+
+            self.specializations = Specializations()
         chain: list[Pass] = [
-            magic_sets,
+            magic_sets(self.specializations),
             normalize(self.functors),
             sharing(views),
             strata,

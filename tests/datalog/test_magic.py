@@ -7,8 +7,11 @@ changes, and explore less.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from datalog import Change, Database
+from datalog.plan import magic
+from differential.tuning import TUNING, tuned
 
 PROGRAM = """
 .decl edge(x: number, y: number)
@@ -85,3 +88,29 @@ def test_a_specialized_subscription_follows_inserts_and_retractions() -> None:
             present = db.query("edge(x, y)")
             tx.retract("edge", [present[int(rng.integers(len(present)))]])
         assert {r for r, n in state.items() if n} == _filtered(db, "left", 0, 5)
+
+
+def test_a_query_asked_again_is_specialized_once_and_anew_after_a_definition(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The planner remembers a query's specialization for its program
+    (`Tuning.memo_specializations`): asked again, the same plan and answers without
+    rewriting again; a definition is a new program, specialized anew; off (the
+    twin), every read rewrites and plans the same."""
+    rewrites: list[str] = []
+    real = magic.specialize
+    monkeypatch.setattr(magic, "specialize", lambda p, q: rewrites.append(q.source) or real(p, q))
+    db = _database()
+    first = [db.explain("left(3, y)"), db.query("left(3, y)")]
+    for _ in range(3):
+        assert [db.explain("left(3, y)"), db.query("left(3, y)")] == first
+    assert rewrites.count("left(3, y)") == 1
+    assert sorted(first[1]) == sorted((y,) for (y,) in _filtered(db, "left", 0, 3))
+    with tuned(TUNING.but(memo_specializations=False)):
+        assert [db.explain("left(3, y)"), db.query("left(3, y)")] == first
+    assert rewrites.count("left(3, y)") == 3
+    db.define("left(x, y) :- right(y, x).")
+    after = db.query("left(3, y)")
+    assert rewrites.count("left(3, y)") == 4 and db.query("left(3, y)") == after
+    assert sorted(after) == sorted((y,) for (y,) in _filtered(db, "left", 0, 3))
+    assert rewrites.count("left(3, y)") == 4
