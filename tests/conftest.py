@@ -1,7 +1,8 @@
 """Shared test configuration: hypothesis profiles.
 
-Profiles: `ci` (derandomized, so a CI failure reproduces; modest example count),
-`dev` (the default locally) and `debug` (prints every example). `HYPOTHESIS_PROFILE`
+Profiles: `ci` (derandomized, so a CI failure reproduces; the CI budget of
+`tests.budget`: half the examples, no exhaustive twins), `dev` (the default locally:
+everything at full count) and `debug` (prints every example). `HYPOTHESIS_PROFILE`
 picks one explicitly; otherwise `ci` when the `CI` environment variable is set
 (and not "0"/"false"), else `dev`.
 """
@@ -9,7 +10,6 @@ picks one explicitly; otherwise `ci` when the `CI` environment variable is set
 from __future__ import annotations
 
 import importlib
-import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,21 +19,14 @@ import pytest
 from hypothesis import Verbosity, settings
 
 from differential.tuning import TUNING, tuned
+from tests.budget import EXHAUSTIVE, PROFILE, examples
 
-settings.register_profile("ci", derandomize=True, deadline=None, max_examples=60, print_blob=True)
+settings.register_profile(
+    "ci", derandomize=True, deadline=None, max_examples=examples(60), print_blob=True
+)
 settings.register_profile("dev", deadline=None, max_examples=100)
 settings.register_profile("debug", settings.get_profile("dev"), verbosity=Verbosity.verbose)
-
-
-def _profile_name() -> str:
-    explicit = os.environ.get("HYPOTHESIS_PROFILE")
-    if explicit:
-        return explicit
-    on_ci = os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
-    return "ci" if on_ci else "dev"
-
-
-settings.load_profile(_profile_name())
+settings.load_profile(PROFILE)
 
 
 @pytest.fixture(scope="module", params=["python", "numpy"])
@@ -49,9 +42,18 @@ def small_path(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist the tests marked `slow` start first (their order is kept
+    """Exhaustive twins are skipped under the CI budget (`tests.budget`). Under
+    pytest-xdist the tests marked `slow` start first (their order is kept
     otherwise), so a long one does not start last and run alone while the other
     workers idle (ADR 0081). A serial run keeps the files' order."""
+    if not EXHAUSTIVE:
+        skip = pytest.mark.skip(
+            reason="an exhaustive twin: the CI budget runs its sampled twin "
+            "(DELTALOG_EXHAUSTIVE=1 or a profile other than ci runs it; docs/adr/0087)"
+        )
+        for item in items:
+            if item.get_closest_marker("exhaustive") is not None:
+                item.add_marker(skip)
     if getattr(config, "workerinput", None) is not None:
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)
 

@@ -23,6 +23,7 @@ from datalog.lang.parser import parse_program, parse_query
 from differential.batch import Updates, concat, consolidate
 from differential.time import column
 from differential.tuning import TUNING, Tuning, tuned
+from tests.budget import examples
 from tests.datalog.programs import Row, apply, format_stream, programs, streams
 from tests.datalog.test_engine_vs_reference import Accumulated, queries_of, writable
 
@@ -49,7 +50,10 @@ def told(acc: Accumulated) -> list[tuple[int, bool, list[tuple[Any, int]]]]:
 
 
 @pytest.mark.slow  # 60 programs on three databases each: the suite's costliest property
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(60),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data())
 def test_recomputed_and_incremental_commits_deliver_the_same_changes_as_the_reference(
     data: st.DataObject,

@@ -26,6 +26,7 @@ from datalog import Database
 from differential.batch import uniform
 from differential.trace.batch import Batch
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.programs import (
     Generated,
     fed,
@@ -46,7 +47,7 @@ def answers(db: Database, queries: list[str], advance: bool, **tuning: Any) -> l
         return [set(db.query(q)) for q in queries]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_advanced_unsorted_rounds_answer_as_the_reference(data: st.DataObject) -> None:
     generated: Generated = data.draw(programs())

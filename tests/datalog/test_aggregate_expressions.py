@@ -17,6 +17,7 @@ from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.errors import DatalogError, DatalogSemanticError, TypeMismatchError
 from datalog.lang.parser import parse_program, parse_query
+from tests.budget import examples
 
 DECLS = """
 .decl A(n: number, p: number)
@@ -81,7 +82,7 @@ def _row(relation: str, pair: tuple[int, int]) -> tuple[int, ...]:
 
 
 @pytest.mark.parametrize(("text", "same"), CASES)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(steps=STEPS)
 def test_aggregates_as_expressions_equal_the_rule_written_with_a_variable(
     text: str, same: str, steps: list[tuple[bool, str, tuple[int, int]]]

@@ -19,6 +19,7 @@ from datalog.lang import functions as functions_module
 from datalog.lang.errors import BudgetExceeded, RowLimitExceeded, UnsupportedError
 from differential.budget import Interrupted
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 
 PROGRAM = """
 .decl e(x: number, y: number)
@@ -248,7 +249,10 @@ def test_a_row_limit_refuses_a_cross_product_before_it_is_built() -> None:
         assert len(db.query("q(x, y)")) == 90_000
 
 
-@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(30),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_steps_run_in_parts_and_counted_under_a_row_limit_give_the_reference_answers(
     data: st.DataObject,

@@ -28,6 +28,7 @@ from differential.operators import chain, iterate
 from differential.operators.arrange import ArrangeOp
 from differential.operators.reduce import ReduceOp
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 
 Row = tuple[int, int]
 STEPS = st.sampled_from(["x + 1", "x + 3", "x - 2", "x * 3", "y", "x bxor y", "-x", "7"])
@@ -155,7 +156,7 @@ def _accumulated(updates: Updates, time: tuple[int, int]) -> list[tuple[object, 
     return sorted((*row, n) for row, n in counts.items() if n)
 
 
-@settings(max_examples=60)
+@settings(max_examples=examples(60))
 @given(programs(), transactions)
 def test_fused_rounds_give_the_scheduler_answers(program: str, commits: list) -> None:
     note(program)

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from datalog.db.database import Database
 from differential.operators import later_rounds
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.test_chain import fusion
 from tests.datalog.test_chain import inner_state as chain_state
 from tests.datalog.test_chain import run as run_answers
@@ -102,7 +103,7 @@ def counted() -> Iterator[list[bool]]:
         yield taken
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(programs(), commits)
 def test_later_epochs_give_the_scheduler_answers(program: str, commits: list) -> None:
     note(program)
@@ -110,7 +111,7 @@ def test_later_epochs_give_the_scheduler_answers(program: str, commits: list) ->
 
 
 @tuned(TUNING.but(later_handover=16))
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(programs(), commits)
 def test_later_epochs_hand_over_in_chunks(program: str, commits: list) -> None:
     note(program)

@@ -14,6 +14,7 @@ from hypothesis import given, note, settings
 from datalog import Database
 from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.test_chain import fused_runs, fusion, programs, run, transactions
 
 BODY3 = """
@@ -41,7 +42,7 @@ def probes() -> Iterator[list[int]]:
         yield count
 
 
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(programs(), transactions)
 @tuned(TUNING.but(handover=16, fused_seen=40))
 def test_runs_that_forget_their_keys_midway_give_the_scheduler_answers(

@@ -173,6 +173,7 @@ def test_an_interrupt_at_sampled_points_of_a_checkpoint_loses_no_acknowledged_co
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("where", ["line", "call"])
 def test_an_interrupt_at_every_point_of_a_checkpoint_loses_no_acknowledged_commit(
     where: str, template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -169,6 +169,7 @@ def test_a_fault_at_any_step_leaves_the_database_as_before_or_as_committed(
 
 
 @pytest.mark.slow
+@pytest.mark.exhaustive
 @pytest.mark.parametrize("operation", list(OPERATIONS))
 def test_a_fault_at_every_step_leaves_the_database_as_before_or_as_committed(
     operation: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from datalog import Change, Database
 from datalog.lang.errors import DatalogError, TransactionError, UnknownNameError
+from tests.budget import examples
 from tests.datalog.programs import (
     BASE,
     Generated,
@@ -84,7 +85,7 @@ def show(generated: Generated, stream: list[Transaction]) -> None:
 # --- batching, insert-then-retract, late subscription ------------------------------
 
 
-@settings(max_examples=30, suppress_health_check=SLOW_DRAWS)
+@settings(max_examples=examples(30), suppress_health_check=SLOW_DRAWS)
 @given(programs(max_groups=2), streams())
 def test_one_big_transaction_equals_one_change_per_transaction(
     generated: Generated, stream: list[Transaction]
@@ -104,7 +105,7 @@ def test_one_big_transaction_equals_one_change_per_transaction(
     assert {q: acc.rows() for q, acc in subs.items()} == expected
 
 
-@settings(max_examples=30, suppress_health_check=SLOW_DRAWS)
+@settings(max_examples=examples(30), suppress_health_check=SLOW_DRAWS)
 @given(programs(max_groups=2), streams(), st.data())
 def test_inserting_then_retracting_is_a_no_op(
     generated: Generated, stream: list[Transaction], data: st.DataObject
@@ -139,7 +140,7 @@ def test_inserting_then_retracting_is_a_no_op(
         assert all(not c.rows for c in acc.changes[mark[q] :]), f"`{q}` saw a change"
 
 
-@settings(max_examples=30, suppress_health_check=SLOW_DRAWS)
+@settings(max_examples=examples(30), suppress_health_check=SLOW_DRAWS)
 @given(programs(max_groups=2), streams(), st.integers(0, 6))
 def test_a_late_subscription_equals_an_early_maintained_one(
     generated: Generated, stream: list[Transaction], late_at: int

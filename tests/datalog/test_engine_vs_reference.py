@@ -28,6 +28,7 @@ from datalog.eval import reference
 from datalog.lang.checks import CheckedProgram, CheckedQuery, check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
+from tests.budget import examples
 from tests.datalog.programs import (
     BASE,
     Generated,
@@ -118,7 +119,7 @@ def writable(generated: Generated, data: st.DataObject) -> dict[str, Types]:
 
 
 @settings(
-    max_examples=100,
+    max_examples=examples(100),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(st.data())

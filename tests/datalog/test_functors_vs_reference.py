@@ -20,6 +20,7 @@ from datalog.eval import reference
 from datalog.eval.functors import FunctorBinding, bind_program, bind_query, bindings
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
+from tests.budget import examples
 from tests.datalog.answers import Accumulated
 
 PROGRAM = """
@@ -79,7 +80,7 @@ def _by_relation(current: set[Fact]) -> dict[str, list[tuple[Any, ...]]]:
 
 
 @pytest.mark.parametrize("mode", ["plain", "vectorized"])
-@settings(max_examples=40)
+@settings(max_examples=examples(40))
 @given(stream=steps)
 def test_the_engine_equals_the_reference_with_functors(
     mode: str, stream: list[tuple[bool, list[Fact]]]

@@ -33,6 +33,7 @@ from datalog.lang.errors import (
 from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
 from differential.tuning import TUNING
+from tests.budget import examples
 from tests.datalog.programs import (
     BASE,
     Generated,
@@ -117,7 +118,10 @@ def split(text: str) -> tuple[str, list[str]]:
     ]
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(40),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data())
 def test_as_of_equals_the_answer_and_proof_recorded_at_every_kept_epoch(
     data: st.DataObject,

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from datalog import Change, Database, Subscription
 from datalog.lang.errors import DatalogError, DatalogSemanticError, FunctorError, TransactionError
+from tests.budget import examples
 from tests.datalog.answers import Accumulated
 
 PROGRAM = """
@@ -151,7 +152,7 @@ class Monitored:
             assert epochs == sorted(set(epochs)), "epochs strictly increase"
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.too_slow])
 @given(steps)
 def test_deltalog_relations_describe_the_database_after_every_step(run: list[Step]) -> None:
     monitored = Monitored()

@@ -27,6 +27,7 @@ from datalog.lang.parser import parse_program, parse_query
 from datalog.plan import subsume
 from differential.operators import reduce_extreme
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.test_chain import inner_state
 
 BASE = ".decl edge(x: number, y: number, w: number)\n.decl source(x: number)\n"
@@ -132,7 +133,7 @@ def counting_runs() -> Iterator[list[int]]:
 @pytest.mark.parametrize("held", [True, False])  # the output read from a table, or the trace
 @pytest.mark.parametrize("sorted_from", [2, 1 << 40])  # arranged changes grouped by runs, or not
 @pytest.mark.parametrize("runs", [True, False])  # a batch read by its runs, or the reference
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     st.sampled_from(sorted(PROGRAMS)),
     st.lists(EDGES, min_size=1, max_size=12, unique=True),

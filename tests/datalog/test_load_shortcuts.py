@@ -13,10 +13,14 @@ from hypothesis import strategies as st
 
 from datalog import Database
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.test_engine_vs_reference import check_against_reference
 
 
-@settings(max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(30),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_every_shortcut_at_its_smallest_gives_the_reference_answers(data: st.DataObject) -> None:
     # the numpy kernels whatever the size, every sorted-input shortcut at its smallest

@@ -24,6 +24,7 @@ from datalog import Database
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
+from tests.budget import examples
 from tests.datalog.programs import (
     BASE,
     Body,
@@ -136,7 +137,7 @@ OFF = '\n.pragma "magic-transform" ""\n'
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(st.data())

@@ -28,6 +28,7 @@ from differential.dataflow import Stream
 from differential.tuning import TUNING, Tuning, tuned
 from joins.delta_query import DeltaQueryOp
 from joins.extenders import Prefixes, Proposals
+from tests.budget import examples
 from tests.datalog.answers import Accumulated
 
 DECLS = """
@@ -83,7 +84,7 @@ def live(rule: str, first: dict, then: dict) -> tuple[set[Any], set[Any]]:
     return before, answer.rows()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(RULES)), FACTS, FACTS, st.sampled_from(PRESETS))
 def test_narrowed_delta_queries_answer_as_the_reference(
     name: str, first: dict, then: dict, preset: Tuning

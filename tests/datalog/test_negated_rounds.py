@@ -34,6 +34,7 @@ from differential.operators.counted import CountedInput
 from differential.trace.index import HashIndex, HashTable
 from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, Tuning, tuned
+from tests.budget import examples
 from tests.datalog.programs import Generated, fed, full_query, programs, streams
 from tests.datalog.test_engine_vs_reference import check_against_reference
 
@@ -86,7 +87,7 @@ def test_crdt_sessions_answer_as_the_reference_with_each_tactic_on_and_off(seed:
     assert answers(db, QUERIES, Tuning.rows_first().but(probe_tail=1 << 20)) == wanted
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_generated_programs_answer_alike_with_the_tactics_on_and_off(data: st.DataObject) -> None:
     generated: Generated = data.draw(programs())
@@ -101,7 +102,7 @@ def test_generated_programs_answer_alike_with_the_tactics_on_and_off(data: st.Da
 
 
 @settings(
-    max_examples=25,
+    max_examples=examples(25),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

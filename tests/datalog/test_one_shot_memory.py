@@ -41,6 +41,7 @@ from differential.operators.capture import Capture
 from differential.operators.counted import CountedInput
 from differential.tuning import TUNING, tuned
 from joins.delta_query import DeltaQueryOp
+from tests.budget import examples
 from tests.datalog.programs import (
     Generated,
     fed,
@@ -63,7 +64,7 @@ def one_shot_answers(
         return [set(db.query(q)) for q in queries]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_compacted_rounds_answer_as_rounds_kept_apart_and_the_reference(
     data: st.DataObject,
@@ -87,7 +88,7 @@ def test_compacted_rounds_answer_as_rounds_kept_apart_and_the_reference(
 EDGES = st.lists(st.tuples(st.integers(0, 9), st.integers(0, 9), st.integers(1, 4)), max_size=30)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.sampled_from(sorted(PROGRAMS)), EDGES)
 def test_recursive_aggregation_compacted_answers_as_kept_apart(query: str, edges: list) -> None:
     """Subsumption retracts dominated tuples within the scope: the distinct reading

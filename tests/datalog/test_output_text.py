@@ -23,6 +23,7 @@ from datalog.db.change import Answer
 from datalog.io.sources import csv
 from datalog.io.sources.csv import write_outputs, write_rows
 from datalog.io.sources.text import sorted_text
+from tests.budget import examples
 
 SYMBOLS = ["", "a", "b", "B", "a b", "a\tb", "x,y", '"q"', "line\nbreak", "é", "日本", "z" * 30]
 NUMBERS = [-(2**63), -(2**31), -7, -1, 0, 1, 2, 10, 2**53 + 1, 2**63 - 1]
@@ -64,7 +65,7 @@ def answers(draw: st.DrawFn) -> Answer:
     return Answer(columns, size)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(answers(), st.sampled_from(["\t", ",", "|"]), st.integers(1, 7))
 def test_the_column_writer_is_the_row_writer(
     answer: Answer, delimiter: str, chunk_rows: int

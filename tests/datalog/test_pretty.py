@@ -14,6 +14,7 @@ from datalog.lang.pretty import (
     format_rule,
     format_term,
 )
+from tests.budget import examples
 from tests.datalog import strategies
 
 
@@ -56,7 +57,7 @@ def test_negated_constant_is_not_folded(n: int) -> None:
     assert _term_back(term) == term
 
 
-@settings(max_examples=25)  # deep nesting draws slowly; a few suffice
+@settings(max_examples=examples(25))  # deep nesting draws slowly; a few suffice
 @given(strategies.body_strategy(depth=2))
 def test_nested_aggregates_and_disjunctions_round_trip(body: tuple[ast.Literal, ...]) -> None:
     assert parse_query(format_query(ast.Query(body))).body == body

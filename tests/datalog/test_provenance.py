@@ -30,6 +30,7 @@ from datalog.lang.functions import Value
 from datalog.lang.parser import parse_program
 from datalog.lang.passes.variables import aggregate_groups
 from datalog.lang.pretty import format_rule
+from tests.budget import examples
 from tests.datalog.programs import apply, format_stream, literal_text, programs, streams
 
 TC = """
@@ -88,7 +89,7 @@ def test_transitive_closure_proof_is_printed_as_an_indented_tree() -> None:
     assert d.height == 2 == proof_height(d)
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), min_size=1, max_size=14))
 def test_transitive_closure_proofs_have_the_bfs_distance_as_height(
     edges: list[tuple[int, int]],
@@ -356,7 +357,10 @@ def fact_text(relation: str, row: Row) -> str:
     return f"{relation}({', '.join(literal_text(v) for v in row)})"
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(60),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(st.data())
 def test_every_proof_is_valid_and_of_minimal_height(data: st.DataObject) -> None:
     generated = data.draw(programs(), label="program")

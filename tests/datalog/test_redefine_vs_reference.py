@@ -32,6 +32,7 @@ from datalog.lang.errors import DatalogError
 from datalog.lang.parser import parse_program, parse_query
 from datalog.lang.pretty import format_rule
 from datalog.plan.wcoj import JoinPlan
+from tests.budget import examples
 from tests.datalog.answers import Recorder
 from tests.datalog.programs import (
     BASE,
@@ -149,7 +150,7 @@ def _swapped(model: Model, step: Step) -> Model:
 
 
 @settings(
-    max_examples=60,
+    max_examples=examples(60),
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(st.data())

@@ -27,6 +27,7 @@ from datalog.db.database import Database
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
+from tests.budget import examples
 from tests.datalog.answers import Accumulated
 
 pytestmark = pytest.mark.usefixtures("small_path")
@@ -122,7 +123,7 @@ def _apply(counts: dict[str, Counter[Row]], change: Change) -> None:
         held[row] = held[row] + 1 if multiset else 1
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stream=STREAMS, plan=st.sampled_from(("auto", "wcoj", "binary")))
 def test_small_typed_commits_equal_the_reference(stream: list[list[Change]], plan: Any) -> None:
     note(f"plan {plan}")

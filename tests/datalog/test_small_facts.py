@@ -24,6 +24,7 @@ from datalog import Database, DatalogError
 from datalog.eval.facts_text import read_plain
 from datalog.io.sources.csv import FactFile, FactFileError, load_inputs, read_facts
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.test_startup import loaded_after
 
 TYPES = ("number", "unsigned", "float", "symbol")
@@ -104,7 +105,7 @@ def _types(tactic: dict[str, int]) -> tuple[str, ...]:
 
 
 @TACTICS
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_plain_file_reads_as_the_reference_reads_it(
     tmp_path_factory: pytest.TempPathFactory, tactic: dict[str, int], data: st.DataObject
@@ -132,7 +133,7 @@ def test_a_plain_file_reads_as_the_reference_reads_it(
 
 
 @TACTICS
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_database_loads_the_same_rows_and_symbols_by_either_reader(
     tmp_path_factory: pytest.TempPathFactory, tactic: dict[str, int], data: st.DataObject

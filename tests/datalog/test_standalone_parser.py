@@ -27,6 +27,7 @@ from datalog.lang import ast, parser, standalone
 from datalog.lang.errors import DatalogSyntaxError
 from datalog.lang.parser import parse_program, parse_query
 from datalog.lang.pretty import format_program
+from tests.budget import examples
 from tests.datalog.programs import Generated, programs
 from tests.datalog.strategies import programs as syntax_trees
 
@@ -108,14 +109,14 @@ def test_programs_and_queries_parse_alike_with_and_without_lark(text: str) -> No
     assert fast == slow
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(programs())
 def test_generated_programs_parse_alike_with_and_without_lark(generated: Generated) -> None:
     fast, slow = both(generated.text)
     assert fast == slow
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(syntax_trees)
 def test_printed_syntax_trees_parse_alike_with_and_without_lark(program: ast.Program) -> None:
     fast, slow = both(format_program(program))

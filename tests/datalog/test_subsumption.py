@@ -27,6 +27,7 @@ from datalog.lang.pretty import format_program, format_subsumption
 from datalog.lang.subsumption import normalize
 from datalog.plan.subsume import dominance_reducer
 from differential.operators.reduce import Groups
+from tests.budget import examples
 from tests.datalog.answers import Accumulated
 
 pytestmark = pytest.mark.usefixtures("small_path")
@@ -89,7 +90,7 @@ stream_st = st.lists(
 )
 
 
-@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@settings(max_examples=examples(40), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(initial=st.sets(edge_st, max_size=10), stream=stream_st)
 def test_subsumed_recursion_equals_networkx_and_the_reference_after_every_commit(
     initial: set[Edge], stream: list[list[tuple[bool, Edge]]]
@@ -152,7 +153,7 @@ CLAUSES = {
 
 
 @pytest.mark.parametrize("clause", CLAUSES.values(), ids=CLAUSES.keys())
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(rows=st.sets(st.tuples(st.integers(0, 2), st.integers(0, 3), st.integers(0, 3))))
 def test_the_reducer_keeps_what_the_reference_keeps(
     clause: str, rows: set[tuple[int, int, int]]

@@ -13,6 +13,7 @@ from datalog import Change, Database
 from datalog.eval import reference
 from datalog.lang.checks import check_query
 from datalog.lang.parser import parse_query
+from tests.budget import examples
 
 PROGRAM = """
 .decl edge(a: number, b: number)
@@ -73,7 +74,7 @@ def _row(relation: str, pair: tuple[int, int]) -> tuple[object, ...]:
     return pair
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(OPS)
 def test_each_subscriber_accumulates_its_own_reference_answer(ops: list) -> None:
     db = Database()

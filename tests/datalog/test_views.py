@@ -24,6 +24,7 @@ from datalog.lang.checks import check_program, check_query
 from datalog.lang.errors import FunctorError
 from datalog.lang.parser import parse_program, parse_query
 from differential.operators.iterate import Subscope
+from tests.budget import examples
 from tests.datalog.answers import Accumulated
 
 PROGRAM = """
@@ -132,7 +133,7 @@ STEPS = st.lists(
 )
 
 
-@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), suppress_health_check=[HealthCheck.too_slow])
 @given(STEPS)
 def test_live_queries_over_shared_views_equal_the_reference_after_every_step(
     steps: list[tuple[str, Any]],

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from datalog import Change, Database
 from datalog.lang.errors import TransactionError, UnknownNameError
+from tests.budget import examples
 
 PROGRAM = """
 .decl e(a: number, b: number)
@@ -59,7 +60,7 @@ tags = st.lists(st.tuples(node, st.sampled_from(["x", "y", "new-symbol"])), max_
 step = st.tuples(edges, edges, tags, tags)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(first=edges, steps=st.lists(step, min_size=1, max_size=5))
 def test_what_if_then_commit_delivers_exactly_what_it_answered(
     first: list[tuple[int, int]], steps: list[tuple[Any, Any, Any, Any]]

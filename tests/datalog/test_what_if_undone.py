@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from datalog import Change, Database
+from tests.budget import examples
 from tests.datalog.test_what_if import PROGRAM, QUERIES
 
 node = st.integers(0, 6)
@@ -58,7 +59,7 @@ def told(got: dict[str, list[Change]]) -> dict[str, list[tuple[Any, ...]]]:
     }
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(st.tuples(ops, ops, st.booleans()), min_size=1, max_size=5))
 def test_a_database_that_asks_what_if_is_indistinguishable_from_one_that_does_not(
     steps: list[tuple[Ops, Ops, bool]],

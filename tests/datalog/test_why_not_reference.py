@@ -24,6 +24,7 @@ from datalog.lang.checks import CheckedProgram, check_program
 from datalog.lang.functions import Value
 from datalog.lang.parser import parse_program
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.programs import Generated, apply, format_stream, programs, streams
 from tests.datalog.test_provenance import check_proof, fact_text, levels
 from tests.datalog.whynot_oracle import Oracle, fact_tuples
@@ -84,7 +85,7 @@ def check_explanation(
     assert str(explanation).startswith(f"{text}  does not hold")
 
 
-@settings(max_examples=50, suppress_health_check=SLOW)
+@settings(max_examples=examples(50), suppress_health_check=SLOW)
 @given(st.data())
 def test_why_not_agrees_with_the_reference_after_random_streams(data: st.DataObject) -> None:
     generated = data.draw(programs(), label="program")
@@ -105,7 +106,7 @@ def test_why_not_agrees_with_the_reference_after_random_streams(data: st.DataObj
         check_explanation(db, relation, row, checked, full)
 
 
-@settings(max_examples=30, suppress_health_check=SLOW)
+@settings(max_examples=examples(30), suppress_health_check=SLOW)
 @given(st.data())
 def test_subscribe_why_delivers_exactly_when_the_explanation_changes(data: st.DataObject) -> None:
     generated = data.draw(programs(max_groups=2), label="program")
@@ -182,7 +183,7 @@ far(x) :- dist(x, d), d >= 2, !v(x).
 """
 
 
-@settings(max_examples=40, suppress_health_check=SLOW)
+@settings(max_examples=examples(40), suppress_health_check=SLOW)
 @given(st.data())
 def test_why_not_explains_subsumed_tuples_and_computed_heads(data: st.DataObject) -> None:
     """Shortest distances by subsumption: a derived but subsumed tuple names the tuple

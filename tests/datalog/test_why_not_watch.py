@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from datalog import Database, Derivation, FactHoldsError, ManualClock, WhyChange, WhyNot
 from datalog.lang.errors import TransactionError
 from differential.tuning import TUNING
+from tests.budget import examples
 
 TC = """
 .decl edge(src: number, dst: number)
@@ -260,7 +261,7 @@ def test_an_explanation_that_fails_is_kept_and_tried_again_at_the_next_epoch() -
 EDGES = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=12)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(EDGES, st.lists(st.tuples(st.booleans(), st.integers(0, 7), st.integers(0, 7)),
                        min_size=1, max_size=8), st.integers(0, 7), st.integers(0, 7))  # fmt: skip
 def test_a_spared_epoch_is_one_where_a_fresh_explanation_is_the_same(

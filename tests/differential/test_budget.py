@@ -27,6 +27,7 @@ from differential.budget import (
     unbudgeted,
 )
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 
 
 class Clock:
@@ -198,7 +199,7 @@ def test_give_back_is_a_no_op_without_glibc() -> None:
         assert memory.held_free() is None
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.integers(1, 400),
     st.lists(st.sampled_from([2, 50, 1 << 40, 1 << 62]), min_size=1, max_size=3),

@@ -28,6 +28,7 @@ from differential.trace.index import EMPTY, HashTable
 from differential.trace.keyset import KeySet
 from differential.trace.table import PositionTable
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 
 Row = tuple[int, ...]
 Hasher = Callable[[list[np.ndarray]], np.ndarray]
@@ -125,7 +126,7 @@ def _run(kind: str, steps: list[tuple[str, list[Row], list[int]]]) -> list[Any]:
     return out
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(scripts(), st.sampled_from([0, 1_000]), st.sampled_from([0, 32]), st.sampled_from([2, 1.25]))
 def test_a_table_of_positions_answers_as_the_reference_and_a_python_set(
     script: tuple[str, list[tuple[str, list[Row], list[int]]]], few: int, tail: int, load: float
@@ -168,7 +169,7 @@ def test_counts_widen_to_int64_before_one_could_overflow() -> None:
         assert seen.counts is not None and seen.counts.dtype == np.int64
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.sets(st.integers(-(1 << 62), 1 << 62), max_size=300),
     st.integers(0, 40),

@@ -26,6 +26,7 @@ from differential.operators.join import JoinOp
 from differential.operators.reduce import ReduceOp, count, distinct, maximum, minimum
 from differential.time import Time
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.differential.test_lattice import _check, _collect
 
 
@@ -120,7 +121,7 @@ REDUCERS = ("distinct", "count", "min", "max")
 @pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("reducer", REDUCERS)
 @pytest.mark.parametrize("dtype", DTYPES)
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 @given(data=st.data())
 def test_reduce_over_extreme_values_at_every_time(
     dtype: str, reducer: str, depth: int, data: st.DataObject
@@ -150,7 +151,7 @@ def test_reduce_over_extreme_values_at_every_time(
 
 @pytest.mark.parametrize("depth", DEPTHS)
 @pytest.mark.parametrize("dtype", DTYPES)
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(data=st.data())
 def test_join_over_extreme_values_at_every_time(
     dtype: str, depth: int, data: st.DataObject

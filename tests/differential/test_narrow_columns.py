@@ -18,6 +18,7 @@ from differential.inputs import Input, Requests
 from differential.time import column
 from differential.trace.batch import ordered_hash
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 
 NARROW = [np.int8, np.int16, np.int32, np.uint8, np.uint16, np.uint32]
 WIDE = np.dtype(np.int64)
@@ -36,7 +37,7 @@ value = st.one_of(
 )
 
 
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 @given(
     dtypes=st.lists(st.sampled_from([*NARROW, np.int64]), min_size=1, max_size=3),
     n=st.integers(1, 30),
@@ -111,7 +112,7 @@ def committed(batch_list: list[Batch], narrow: bool, semantics: str) -> list[Upd
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(batch_list=batches, semantics=st.sampled_from(["set", "multiset"]))
 def test_an_input_fed_narrow_columns_commits_what_it_commits_for_wide_ones(
     batch_list: list[Batch], semantics: str

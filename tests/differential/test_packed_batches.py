@@ -32,6 +32,7 @@ from differential.trace.batch import Batch, Description, key_hash, merge
 from differential.trace.cursor import lookup_batch
 from differential.trace.spine import Spine
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.programs import (
     Generated,
     fed,
@@ -92,7 +93,7 @@ def answers(batch: Batch, queries: list[tuple[int, int]]) -> list[Any]:
     return found
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(ROWS, min_size=1, max_size=4), st.sampled_from([2, 3]), st.lists(ROW, max_size=8))
 def test_packed_batches_hold_the_same_entries_as_the_reference(
     parts: list[list[tuple[int, ...]]], arity: int, asked: list[tuple[int, ...]]
@@ -173,7 +174,7 @@ def spine_read(
     return sorted(rows), entries(shot)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(st.lists(ROWS, min_size=2, max_size=12), st.sampled_from([2, 3]), st.booleans())
 def test_spines_of_packed_batches_merge_as_the_reference(
     parts: list[list[tuple[int, ...]]], arity: int, fueled: bool
@@ -193,7 +194,7 @@ def answered(db: Database, queries: list[str], packed: bool, **tuning: Any) -> l
 SMALL = {"few": 0, "few_pairs": 0, "recent_rows": 0, "deferred_rows": 0}
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_packed_batches_answer_as_the_reference_evaluator(data: st.DataObject) -> None:
     generated: Generated = data.draw(programs())

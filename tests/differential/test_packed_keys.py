@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from differential.trace.batch import key_hash
 from differential.trace.keyset import KeySet
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 
 # Small non-negative values pack; a negative or a huge one does not.
 VALUE = st.integers(0, 40) | st.sampled_from([-1, -7, 1 << 40])
@@ -74,7 +75,7 @@ def run(steps: list[tuple[str, list[tuple[int, int]]]], dtype: Any) -> list[Any]
     return out
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(STEP, max_size=12), st.sampled_from([0, 1_000]), st.sampled_from(["int64", "int32"])
 )

@@ -12,10 +12,14 @@ from hypothesis import strategies as st
 from differential.batch import Updates
 from differential.dataflow import Scope, Stream
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.test_engine_vs_reference import check_against_reference
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(25),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_every_send_relayed_gives_the_reference_answers(data: st.DataObject) -> None:
     with tuned(TUNING.but(relay_depth=1)):  # every nested send waits for the outermost

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from differential.tuning import TUNING, Tuning, tuned
+from tests.budget import examples
 from tests.datalog.test_engine_vs_reference import check_against_reference
 
 PRESETS = {
@@ -20,7 +21,10 @@ PRESETS = {
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
-@settings(max_examples=25, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(25),
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 @given(data=st.data())
 def test_each_preset_gives_the_reference_answers(preset: str, data: st.DataObject) -> None:
     with tuned(PRESETS[preset]):

@@ -31,6 +31,7 @@ from datalog.lang.parser import parse_program, parse_query
 from datalog.plan.wcoj import JoinPlan
 from differential.tuning import TUNING, tuned
 from joins.delta_query import DeltaQueryOp
+from tests.budget import examples
 
 pytestmark = pytest.mark.usefixtures("small_path")
 
@@ -254,7 +255,7 @@ def replay(
 SLOW = [HealthCheck.too_slow, HealthCheck.data_too_large]
 
 
-@settings(max_examples=40, suppress_health_check=SLOW)
+@settings(max_examples=examples(40), suppress_health_check=SLOW)
 @given(
     body=bodies(),
     initial=st.lists(ops(["e", "f", "v"]), max_size=12),
@@ -266,7 +267,7 @@ def test_wcoj_binary_and_auto_plans_equal_the_reference_after_every_commit(
     replay(DECLS, body.text, initial, stream, body.delta, body.shows)
 
 
-@settings(max_examples=25, suppress_health_check=SLOW)
+@settings(max_examples=examples(25), suppress_health_check=SLOW)
 @given(
     body=bodies(),
     initial=st.lists(ops(["e", "f", "v"]), max_size=12),
@@ -308,7 +309,7 @@ RECURSIVE: dict[str, tuple[str, tuple[str, ...]]] = {  # rules, and what explain
 }
 
 
-@settings(max_examples=30, suppress_health_check=SLOW)
+@settings(max_examples=examples(30), suppress_health_check=SLOW)
 @given(
     rules=st.sampled_from(sorted(RECURSIVE)),
     initial=st.lists(ops(["e", "f", "v"]), max_size=12),
