@@ -187,9 +187,9 @@ class HashTable:
 
     def _probe(self, hashes: Hashes) -> Index:
         found = np.full(len(hashes), -1, dtype=np.intp)
-        rows = np.arange(len(hashes), dtype=np.intp)
-        slots = self._slots(hashes)
-        needles = hashes
+        rows = np.flatnonzero(hashes != EMPTY)  # (never held: it would match a free slot)
+        needles = hashes if len(rows) == len(hashes) else hashes[rows]
+        slots = self._slots(needles)
         while len(rows):
             if len(rows) <= TUNING.probe_tail:  # the last few collided: one at a time
                 probe_rows(self._keys, self._values, found, rows, slots, needles)

@@ -98,6 +98,19 @@ def test_every_hash_is_indexed_the_int64_minimum_too() -> None:
     assert lo.tolist()[:2] == [0, 8] and (hi - lo).tolist() == [1, 2, 0, 0]
 
 
+@pytest.mark.parametrize("tail", [0, 1 << 10])
+def test_a_hash_table_asked_for_the_free_slots_mark_finds_nothing(tail: int) -> None:
+    """`HashTable` marks a free slot by `EMPTY` (the int64 minimum), which it never
+    holds: asked for it, it answers absent (-1), probing in numpy or the tail in
+    Python, not the value of whichever free slot the probe met first."""
+    table = HashTable(64)
+    held = np.arange(1, 21, dtype=np.int64) * 977
+    table.insert(held, np.arange(20, dtype=np.intp) + 100)
+    needles = np.r_[EMPTY, held[:3], EMPTY, 5].astype(np.int64)
+    with tuned(TUNING.but(probe_tail=tail)):
+        assert table.find(needles).tolist() == [-1, 100, 101, 102, -1, -1]
+
+
 @given(
     st.lists(st.one_of(INT64, CLUSTERED, st.integers(-5, 5)), max_size=300),
     st.lists(st.integers(0, 7), min_size=1, max_size=5),
