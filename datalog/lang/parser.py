@@ -21,6 +21,7 @@ still shows its line.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, cast
 
 from datalog.lang import ast
@@ -28,7 +29,7 @@ from datalog.lang.errors import DatalogSyntaxError
 from datalog.lang.grammar import lark_parser, span_of
 from datalog.lang.nesting import LEVELS, MAX_NESTING
 from datalog.lang.source_text import SourceText, first_surrogate, span_at
-from datalog.lang.standalone import standalone_parser
+from datalog.lang.standalone import Standalone, standalone_parser
 from differential.dataflow import check_budget
 
 if TYPE_CHECKING:  # lark is imported by the first parse, not by `import datalog`
@@ -67,9 +68,17 @@ def parse_query(text: str) -> ast.Query:
 def _built(text: object, start: str) -> ast.Program | ast.Query:
     if not isinstance(text, str):
         raise DatalogSyntaxError(f"Datalog text must be a string, not {type(text).__name__}")
-    source = SourceText(text)
-    _refuse_hostile(source)
-    tree = _parse(source, start)
+    _refuse_hostile(SourceText(text))
+    return _built_text(text, start, standalone_parser())
+
+
+@lru_cache(maxsize=256)
+def _built_text(text: str, start: str, fast: Standalone | None) -> ast.Program | ast.Query:
+    """The syntax tree of `text` from `start`, parsed by `fast` (None: lark), remembered
+    for the texts parsed most recently: the tree is immutable, so a query read after
+    each commit or a program defined again is parsed once. A text that fails raises
+    each time it is asked."""
+    tree = _parse(SourceText(text), start, fast)
     return cast(ast.Program | ast.Query, _build(tree, _Builder(text)))
 
 
@@ -99,11 +108,10 @@ def _too_deep(span: ast.Span, text: str, brackets: bool = False) -> DatalogSynta
     return DatalogSyntaxError(message, span, text)
 
 
-def _parse(source: SourceText, start: str) -> Any:
-    """The parse tree of `source` from `start`: by the stand-alone parser when there is
-    one (it loads no lark, ADR 0084); a text it refuses is parsed again by lark, whose
-    error is explained."""
-    fast = standalone_parser()
+def _parse(source: SourceText, start: str, fast: Standalone | None) -> Any:
+    """The parse tree of `source` from `start`: by the stand-alone parser `fast` when
+    there is one (it loads no lark, ADR 0084); a text it refuses is parsed again by
+    lark, whose error is explained."""
     if fast is not None:
         try:
             return fast.parser.parse(source.text, start=start)

@@ -281,3 +281,26 @@ def test_a_run_with_its_parser_cached_loads_neither_lark_nor_openssl(
     later = modules_after(code, cache)
     assert {"lark", "regex", "hashlib", "_hashlib", "tempfile"} & later == set()
     assert standalone.MODULE in later
+
+
+def test_a_text_parsed_again_is_built_once_and_a_bad_one_fails_each_time() -> None:
+    """Parsed trees are remembered by text and parser (they are immutable): a query
+    read after each commit is parsed once; lark, asked for the same text, parses it
+    itself; a text with an error raises every time, with its position."""
+    parsed: list[str] = []
+    real = parser._parse
+
+    def spied(source: object, start: str, fast: object) -> object:
+        parsed.append(start)
+        return real(source, start, fast)  # type: ignore[arg-type]
+
+    text = "reach(7, y), y != 10417"
+    with mock.patch.object(parser, "_parse", spied):
+        trees = [parse_query(text) for _ in range(3)]
+        assert parsed == ["query"] and trees[0] is trees[1] is trees[2]
+        assert shape(by_lark(text, query=True)) == shape(trees[0])
+        assert parsed == ["query", "query"]
+        for _ in range(2):
+            with pytest.raises(DatalogSyntaxError, match="line 1, column 13"):
+                parse_query("reach(7, y),, y != 10417")
+        assert parsed == ["query"] * 4
