@@ -69,15 +69,21 @@ def _built(text: object, start: str) -> ast.Program | ast.Query:
     if not isinstance(text, str):
         raise DatalogSyntaxError(f"Datalog text must be a string, not {type(text).__name__}")
     _refuse_hostile(SourceText(text))
-    return _built_text(text, start, standalone_parser())
+    build = _built_text if len(text) <= _REMEMBERED_TEXT else _built_text.__wrapped__
+    return build(text, start, standalone_parser())
+
+
+# Texts up to this many characters are remembered (`_built_text`); a longer one (a
+# program holding its facts) is parsed each time rather than kept alive with its tree.
+_REMEMBERED_TEXT = 1 << 16
 
 
 @lru_cache(maxsize=256)
 def _built_text(text: str, start: str, fast: Standalone | None) -> ast.Program | ast.Query:
     """The syntax tree of `text` from `start`, parsed by `fast` (None: lark), remembered
-    for the texts parsed most recently: the tree is immutable, so a query read after
-    each commit or a program defined again is parsed once. A text that fails raises
-    each time it is asked."""
+    for the short texts parsed most recently: the tree is immutable, so a query read
+    after each commit or a program defined again is parsed once. A text that fails
+    raises each time it is asked."""
     tree = _parse(SourceText(text), start, fast)
     return cast(ast.Program | ast.Query, _build(tree, _Builder(text)))
 
