@@ -38,6 +38,7 @@ from datalog.eval.symbols import SymbolTable
 from datalog.lang.errors import DatalogError
 from datalog.lang.strata import reads
 from datalog.lang.system import ARITIES, ARRANGEMENT, DATAFLOW, DECLS, NAMES, PREFIX, RELATION
+from differential.budget import Interrupted
 from differential.engine import Engine
 from differential.graph import Dataflow
 from differential.inputs import Input, Requests
@@ -161,6 +162,8 @@ class Introspection:
             return set()
         try:
             return self.program.reads(text) & NAMES
+        except Interrupted:  # a budget ran out: not a bad query
+            raise
         except DatalogError:
             return set()
 

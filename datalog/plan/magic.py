@@ -43,6 +43,7 @@ from datalog.lang.errors import DatalogError
 from datalog.lang.passes.variables import map_terms, nodes
 from datalog.lang.strata import dependency_edges, strongly_connected_components
 from datalog.plan.demand import ORIGINAL, OWN, Bindings, Body, Copy, Demand, adorned, magic
+from differential.budget import Interrupted
 
 __all__ = [
     "MagicPolicy",
@@ -295,6 +296,8 @@ def _finish(
     program = Program(decls=decls + extra, rules=kept + tuple(rules), functors=functors)
     try:
         checked = check_program(program)
+    except Interrupted:  # a budget ran out (a `BudgetExceeded` is a `DatalogError` too)
+        raise
     except DatalogError:  # a rewrite the checker rejects: plan unspecialized
         return None
     inputs = {name: c.original for name, c in copies.items() if not c.is_magic}

@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 from datalog import Change, Database
+from datalog.lang.ast import Program
+from datalog.lang.checks import CheckedProgram, CheckedQuery
+from datalog.lang.errors import BudgetExceeded
 from datalog.plan import magic
+from datalog.plan.magic import Specialized
 from differential.tuning import TUNING, tuned
 
 PROGRAM = """
@@ -98,8 +102,13 @@ def test_a_query_asked_again_is_specialized_once_and_anew_after_a_definition(
     rewriting again; a definition is a new program, specialized anew; off (the
     twin), every read rewrites and plans the same."""
     rewrites: list[str] = []
-    real = magic.specialize
-    monkeypatch.setattr(magic, "specialize", lambda p, q: rewrites.append(q.source) or real(p, q))
+    real = magic._specialize  # (what `specialize` calls, looked up when called)
+
+    def counted(p: CheckedProgram, q: CheckedQuery, tenant: bool) -> Specialized | None:
+        rewrites.append(q.source)
+        return real(p, q, tenant)
+
+    monkeypatch.setattr(magic, "_specialize", counted)
     db = _database()
     first = [db.explain("left(3, y)"), db.query("left(3, y)")]
     for _ in range(3):
@@ -114,3 +123,27 @@ def test_a_query_asked_again_is_specialized_once_and_anew_after_a_definition(
     assert rewrites.count("left(3, y)") == 4 and db.query("left(3, y)") == after
     assert sorted(after) == sorted((y,) for (y,) in _filtered(db, "left", 0, 3))
     assert rewrites.count("left(3, y)") == 4
+
+
+def test_a_budget_that_runs_out_while_a_query_is_specialized_stops_it_and_is_not_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found by the server's fairness test under the specialization memo: a budget
+    that ran out inside the check of the rewritten program (a `BudgetExceeded` is a
+    `DatalogError`) was taken for a rewrite the checker rejects, so the query was
+    planned unspecialized, and the memo kept that for the next read. It stops the
+    request; the next read is specialized."""
+    real = magic.check_program
+    runs_out = [True]
+
+    def check(program: Program) -> CheckedProgram:
+        if runs_out and runs_out.pop():
+            raise BudgetExceeded("the request's budget ran out")
+        return real(program)
+
+    monkeypatch.setattr(magic, "check_program", check)
+    db = _database()
+    with pytest.raises(BudgetExceeded):
+        db.explain("left(3, y)")
+    assert "specialized to the query's constants" in db.explain("left(3, y)")
+    assert sorted(db.query("left(3, y)")) == sorted((y,) for (y,) in _filtered(db, "left", 0, 3))
