@@ -44,6 +44,13 @@ from differential.time import Antichain, Times, advance_by, uniform_times
 from differential.trace.hashes import Hashes, key_hash, rows_of_hashes
 from differential.trace.hashes import ordered_hash as ordered_hash  # (re-exported)
 from differential.trace.index import LookupCache
+from differential.trace.narrow import (
+    Narrowed,
+    merge_values,
+    narrowed_columns,
+    widened,
+    widened_at,
+)
 from differential.tuning import TUNING
 
 
@@ -58,7 +65,10 @@ class Description:
 class Batch:
     """Consolidated updates of one arrangement, sorted for lookup by key. `held`: its
     key columns, then value columns; or the value columns only, its keys read back from
-    its packed hashes (`packed_keys`: their types; `Tuning.packed_batches`, ADR 0083)."""
+    its packed hashes (`packed_keys`: their types; `Tuning.packed_batches`, ADR 0083).
+    `narrowed`: the value columns held at int32 and read back at int64
+    (`Tuning.narrow_values`, ADR 0085); None: not decided yet (`__post_init__` decides
+    for a large batch in a nested scope), a tuple (maybe empty): decided."""
 
     hashes: Hashes
     held: tuple[Column, ...]
@@ -68,24 +78,41 @@ class Batch:
     description: Description
     cache: LookupCache = field(default_factory=LookupCache, repr=False)
     packed_keys: tuple[np.dtype, ...] | None = field(default=None, repr=False)
+    narrowed: Narrowed | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         held, arity, n = self.held, self.key_arity, len(self.hashes)
-        if arity < 2 or n < TUNING.packed_batches_from:  # (most batches: a small commit's)
-            return
-        if self.packed_keys is None and _keys_pack(held, arity, n, self.times):
+        if n < TUNING.packed_batches_from and n < TUNING.narrow_values_from:
+            return  # (most batches: a small commit's)
+        if arity > 1 and self.packed_keys is None and _keys_pack(held, arity, n, self.times):
             object.__setattr__(self, "packed_keys", tuple(c.dtype for c in self.keys))
             object.__setattr__(self, "held", self.held[self.key_arity :])
+        if self.narrowed is None and _values_narrow(n, self.times):
+            start = len(self.held) - len(self.held_values)
+            keys = (self.hashes, *self.held[:start])
+            narrowed, values = narrowed_columns(self.held_values, keys)
+            object.__setattr__(self, "narrowed", narrowed)
+            object.__setattr__(self, "held", (*self.held[:start], *values))
 
     def __len__(self) -> int:
         return len(self.diffs)
 
     @property
     def columns(self) -> tuple[Column, ...]:
-        """Every column, key columns first (read back from the hashes when packed)."""
-        if self.packed_keys is None:
+        """Every column, key columns first (read back from the hashes when packed),
+        value columns held narrowed read back at int64."""
+        if self.packed_keys is None and not self.narrowed:
             return self.held
-        return (*rows_of_hashes(self.hashes, self.packed_keys), *self.held)
+        return (*self.keys, *self.values)
+
+    @property
+    def dtypes(self) -> tuple[np.dtype, ...]:
+        """The columns' types as handed out (nothing read back to tell them)."""
+        keys = self.packed_keys or tuple(c.dtype for c in self.held[: self.key_arity])
+        narrowed = self.narrowed or ()
+        values = self.held_values
+        wide = np.dtype(np.int64)
+        return (*keys, *(wide if i in narrowed else c.dtype for i, c in enumerate(values)))
 
     @property
     def identity_hash(self) -> bool:
@@ -99,7 +126,19 @@ class Batch:
 
     @property
     def values(self) -> tuple[Column, ...]:
+        """The value columns, those held narrowed read back at int64 (copies)."""
+        return widened(self.held_values, self.narrowed)
+
+    @property
+    def held_values(self) -> tuple[Column, ...]:
+        """The value columns as held (narrowed ones at int32: see `narrowed`)."""
         return self.held if self.packed_keys is not None else self.held[self.key_arity :]
+
+    def values_at(self, entries: npt.NDArray[np.intp] | slice) -> tuple[Column, ...]:
+        """The value columns at `entries` only (a gather, or a slice), at their types."""
+        narrowed = self.narrowed or ()
+        values = self.held_values
+        return tuple(widened_at(c, entries, i in narrowed) for i, c in enumerate(values))
 
     def keys_at(self, entries: npt.NDArray[np.intp] | slice) -> tuple[Column, ...]:
         """The key columns at `entries` only (a gather, or a slice)."""
@@ -112,18 +151,18 @@ class Batch:
     ) -> tuple[Column, ...]:
         """The columns `picked` (default all) at `entries`: key columns read back from
         the gathered hashes when packed, not unpacked whole."""
-        picked = (
-            range(len(self.held) + (self.key_arity if self.packed_keys else 0))
-            if picked is None
-            else picked
-        )
-        if self.packed_keys is None:
+        k = self.key_arity
+        values, narrowed = self.held_values, self.narrowed or ()
+        picked = range(k + len(values)) if picked is None else picked
+        if self.packed_keys is None and not narrowed:
             return tuple(self.held[i][entries] for i in picked)
         keys: tuple[Column, ...] = ()
-        if any(i < self.key_arity for i in picked):
+        if any(i < k for i in picked):
             keys = self.keys_at(entries)
-        k = self.key_arity
-        return tuple(keys[i] if i < k else self.held[i - k][entries] for i in picked)
+        return tuple(
+            keys[i] if i < k else widened_at(values[i - k], entries, i - k in narrowed)
+            for i in picked
+        )
 
     def updates(self) -> Updates:
         return Updates(self.columns, self.times, self.diffs)
@@ -199,6 +238,13 @@ def _keys_pack(columns: Sequence[Column], key_arity: int, n: int, times: Times) 
         return False
     width = small.packed_width(key_arity)
     return all(int(c.min()) >= 0 and int(c.max()) >> width == 0 for c in keys)
+
+
+def _values_narrow(n: int, times: Times) -> bool:
+    """Whether a batch of `n` entries holds int64 value columns that fit at int32
+    (`Tuning.narrow_values`): `narrow_values_from` entries or more, in a nested scope
+    (a base relation's batches share their columns with each other: ADR 0044, 0085)."""
+    return TUNING.narrow_values and n >= max(TUNING.narrow_values_from, 1) and times.shape[0] > 1
 
 
 def _advanced(times: Times, since: Antichain) -> Times:
@@ -339,11 +385,22 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
     description = Description(first.description.lower, last.description.upper, since)
     hashes = None if first.identity_hash else np.concatenate([b.hashes for b in batches])
     dtypes = first.packed_keys
+    kept, held = merge_values([(b.held_values, b.narrowed) for b in batches])
     if hashes is not None and dtypes and all(b.packed_keys == dtypes for b in batches):
-        values = concat([Updates(b.held, b.times, b.diffs) for b in batches])
+        values = concat([Updates(v, b.times, b.diffs) for b, v in zip(batches, held, strict=True)])
         values = values.with_times(_advanced(values.times, since))
-        return _build_by_hashes(values, hashes, dtypes, description, runs=True)
-    return build_merged([b.updates() for b in batches], first, description, hashes)
+        return narrowed_also(_build_by_hashes(values, hashes, dtypes, description, True), kept)
+    parts = [Updates((*b.keys, *v), b.times, b.diffs) for b, v in zip(batches, held, strict=True)]
+    return narrowed_also(build_merged(parts, first, description, hashes), kept)
+
+
+def narrowed_also(batch: Batch, kept: Narrowed) -> Batch:
+    """`batch`, built of value columns `kept` at int32 (merged narrowed: `merge_values`),
+    reading those back at int64 too."""
+    if kept:
+        narrowed = tuple(sorted({*(batch.narrowed or ()), *kept}))
+        object.__setattr__(batch, "narrowed", narrowed)
+    return batch
 
 
 def build_merged(
