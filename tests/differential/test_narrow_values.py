@@ -30,6 +30,7 @@ from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
 from datalog.lang.parser import parse_program, parse_query
 from differential.batch import Updates
+from differential.operators.enter import _lift_batch
 from differential.time import Antichain
 from differential.trace.batch import Batch, Description, key_hash, merge
 from differential.trace.cursor import FewKeys, lookup_batch, lookup_entries
@@ -211,6 +212,33 @@ def test_only_int64_value_columns_narrow(dtype: type) -> None:
     assert batch.narrowed == (1,)
     assert [c.dtype for c in batch.held] == [np.int64, np.dtype(dtype), np.int32]
     assert [c.dtype for c in batch.columns] == [np.int64, np.dtype(dtype), np.int64]
+
+
+def test_lifted_and_snapshot_batches_share_the_columns_they_are_given() -> None:
+    """A base relation's batch entered into a scope, and a trace's one batch read as a
+    snapshot, hold the same arrays (nothing copied at int32 beside the int64 one that
+    stays: ADR 0044 shares a base relation's columns between its arrangements)."""
+    n = 64
+    columns = (np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64) * 5)
+    with tuned(TUNING.but(**ON)):
+        outer = Batch.build(
+            Updates(columns, np.zeros((1, n), dtype=np.int64), np.ones(n, dtype=np.int64)),
+            1,
+            Description(Antichain([(0,)]), Antichain([(1,)]), Antichain([(0,)])),
+        )
+        lifted = _lift_batch(outer)
+        spine = Spine(1, [np.int64] * 2, 2)
+        spine.append(
+            Batch.build(
+                updates([(k, 3 * k + 1, 7, 0, 0, 1) for k in range(n)], 2), 1, description(0, 1)
+            )
+        )
+        (inner,) = spine.batches
+        shot = spine.snapshot((0, 3), description(0, 4, 3))
+    assert not outer.narrowed and all(a is b for a, b in zip(lifted.held, outer.held, strict=True))
+    assert inner.narrowed == (0,) and inner.held[1].dtype == np.int32
+    assert shot.narrowed == (0,) and all(a is b for a, b in zip(shot.held, inner.held, strict=True))
+    assert shot.values[0].dtype == np.int64
 
 
 def answered(db: Database, queries: list[str], narrow: bool, **tuning: Any) -> list[set[Any]]:
