@@ -104,7 +104,7 @@ def _found(owner: np.ndarray, u: Updates) -> Any:
     return owner.tolist(), [(str(c.dtype), c.tolist()) for c in u.columns], u.diffs.tolist()
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     st.lists(ROWS, min_size=1, max_size=4),
     st.sampled_from([1, 2]),
@@ -168,7 +168,7 @@ def spine_read(
     return sorted(rows), [str(c.dtype) for c in whole.columns] + entries(shot)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=30, deadline=None)
 @given(st.lists(ROWS, min_size=2, max_size=10), st.sampled_from([1, 2]), st.booleans())
 def test_spines_of_narrowed_batches_merge_as_the_reference(
     parts: list[list[tuple[int, ...]]], key_arity: int, fueled: bool
@@ -251,7 +251,7 @@ def answered(db: Database, queries: list[str], narrow: bool, **tuning: Any) -> l
 SMALL = {"few": 0, "few_pairs": 0, "recent_rows": 0, "deferred_rows": 0}
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_narrowed_values_answer_as_the_reference_evaluator(data: st.DataObject) -> None:
     generated: Generated = data.draw(programs())
