@@ -335,6 +335,14 @@ class Tuning:
     packed_batches: bool = True
     packed_batches_from: int = 4096
 
+    # -- value columns at the width they need (ADR 0085, `differential.trace.narrow`) ---
+    # A batch of at least `narrow_values_from` entries in a nested scope holds each int64
+    # value column whose values all fit int32 at int32 and reads it back at int64
+    # (`Batch.values`, `columns`, `columns_at`, `values_at`); merges keep it narrow.
+    # False: every value column at its type (the reference).
+    narrow_values: bool = True
+    narrow_values_from: int = 4096
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""

@@ -108,6 +108,7 @@ def _lift_batch(batch: Batch) -> Batch:
         batch.description,
         batch.cache.for_other_times(),  # same keys, same index; times of its own
         batch.packed_keys,
+        batch.narrowed or (),  # (decided: the outer's columns, shared, are not copied)
     )
 
 

@@ -232,8 +232,9 @@ def _sorted_runs(batch: Batch, k: int, col: int) -> Runs | None:
     for the winning rows (ADR 0068)."""
     if not TUNING.least_runs or k != 1 or not batch.identity_hash or not len(batch):
         return None
-    key = batch.columns[0]
-    if any(not _same_column(batch.columns[j], key) for j in range(1, 1 + col)):
+    columns = batch.columns  # (read once: value columns held narrowed are copies, ADR 0085)
+    key = columns[0]
+    if any(not _same_column(columns[j], key) for j in range(1, 1 + col)):
         return None
     hashes = batch.hashes
     n = len(hashes)
@@ -243,7 +244,7 @@ def _sorted_runs(batch: Batch, k: int, col: int) -> Runs | None:
     starts = np.flatnonzero(marks)
     del marks
     ends = np.append(starts[1:], n)
-    values = batch.columns[1 + col]
+    values = columns[1 + col]
     positive = batch.diffs > 0
     inserted, first = _first_in_runs(np.flatnonzero(positive), starts, ends, values)
     np.logical_not(positive, out=positive)  # (no zero diffs: the rest retract)

@@ -1,12 +1,14 @@
 """An arranged batch: updates indexed by a key, immutable, with a description.
 
-Layer: differential (trace). Imports numpy and `differential.batch`/`time`.
+Layer: differential (trace). Imports numpy, `differential.batch`/`time` and
+`trace.hashes` (the key hashes, whose names it re-exports).
 
 Invariant: entries are sorted by `(hash, key columns, value columns, time)` and
 consolidated (no two entries agree on key, value and time; no zero diffs).
-`hash` is the key itself when the key is one integer column; otherwise a 64-bit
-mix of the key columns. Lookups binary-search the hash column and, for mixed
-hashes, confirm the key columns, so collisions cost time, never correctness.
+`hash` is the key itself when the key is one integer column; otherwise the key
+columns packed, or a mix of them (`trace.hashes.key_hash`). Lookups binary-search
+the hash column and, for mixed hashes, confirm the key columns, so collisions cost
+time, never correctness.
 
 `Description(lower, upper, since)`: the batch holds the updates whose times
 were produced in `[lower, upper)` of the scheduler's (lexicographic) progress,
@@ -39,129 +41,17 @@ from differential.batch import (
 )
 from differential.budget import check_budget
 from differential.time import Antichain, Times, advance_by, uniform_times
+from differential.trace.hashes import Hashes, key_hash, rows_of_hashes
+from differential.trace.hashes import ordered_hash as ordered_hash  # (re-exported)
 from differential.trace.index import LookupCache
+from differential.trace.narrow import (
+    Narrowed,
+    merge_values,
+    narrowed_columns,
+    widened,
+    widened_at,
+)
 from differential.tuning import TUNING
-
-Hashes = npt.NDArray[np.int64]
-
-_MIX = np.uint64(0x9E3779B97F4A7C15)
-_FINAL = np.uint64(0xBF58476D1CE4E5B9)
-
-
-def _as_int64(col: Column) -> npt.NDArray[np.int64]:
-    if col.dtype == np.int64:
-        return col  # type: ignore[return-value]
-    if col.dtype.kind == "f":
-        normalized = np.where(col == 0, 0.0, col).astype(np.float64)
-        return normalized.view(np.int64)
-    return col.astype(np.int64)
-
-
-def key_hash(columns: Sequence[Column]) -> Hashes:
-    """One int64 per row identifying its key; identity for one integer column.
-
-    A key of several columns whose values (their 64-bit patterns) each fit in
-    `46 // k` bits is hashed to the columns packed side by side, first column
-    most significant (`packed_hash`): order-preserving, so a batch keyed by all the
-    columns of a relation is sorted like the rows themselves, and shares them with
-    the arrangement keyed by the first column (ADR 0044). Other keys get a 44-bit
-    mix of their columns. Either is small enough that a batch's sort key `(hash,
-    values, time)` often packs into one int64 (one argsort instead of a lexsort),
-    and wide enough that collisions are rare. Collisions cost a comparison, never
-    correctness: lookups confirm the key columns.
-    """
-    if len(columns) == 1 and columns[0].dtype.kind in "iu":
-        return _as_int64(columns[0])
-    if not columns:
-        return np.zeros(0, dtype=np.int64)
-    n = len(columns[0])
-    if n <= TUNING.few:
-        bits = [_as_int64(col).view(np.uint64).tolist() for col in columns]
-        return np.array(small.mixed_hash(bits, n), dtype=np.int64)
-    patterns = [_as_int64(col).view(np.uint64) for col in columns]
-    if len(columns) == 1:
-        return _mixed(patterns)
-    width = np.uint64(small.packed_width(len(columns)))
-    if all(int(p.max()) >> int(width) == 0 for p in patterns):
-        return _packed(patterns, width)
-    fits = np.ones(n, dtype=bool)
-    for p in patterns:
-        fits &= (p >> width) == 0
-    return np.where(fits, _packed(patterns, width), _mixed(patterns))
-
-
-def ordered_hash(columns: Sequence[Column]) -> Hashes | None:
-    """`key_hash(columns)`, as a new array, when it orders the keys like their rows
-    (one integer column below 2**63, or integer columns whose every value fits the
-    packed hash); else None. Sorting it sorts the rows (`rows_of_hashes`)."""
-    if not columns or any(c.dtype.kind not in "iu" for c in columns):
-        return None
-    if len(columns) == 1:
-        column = columns[0]
-        if column.dtype.kind == "u" and len(column) and int(column.max()) >> 63:
-            return None
-        return column.astype(np.int64)  # a copy
-    width = small.packed_width(len(columns))
-    patterns = [_pattern(col, width) for col in columns]
-    if len(columns[0]) and not all(int(p.max()) >> width == 0 for p in patterns):
-        return None
-    return _packed(patterns, np.uint64(width))
-
-
-def _pattern(col: Column, width: int) -> npt.NDArray[np.unsignedinteger]:
-    """The column's bit patterns, unsigned, for the packed hash: at the column's own
-    width when every value below `2**width` reads the same there as in 64 bits and
-    every other value reads as at least `2**width` (a negative int32 as 2**31 or
-    more, when `width` is below 31), so that an int32 column packs without a widened
-    copy (ADR 0073); else of the column widened to 64 bits."""
-    bits = col.dtype.itemsize * 8
-    if bits < 64 and (col.dtype.kind == "u" or (col.dtype.kind == "i" and bits > width)):
-        return col.view(f"u{col.dtype.itemsize}")
-    return _as_int64(col).view(np.uint64)
-
-
-def rows_of_hashes(hashes: Hashes, dtypes: Sequence[np.dtype]) -> tuple[Column, ...]:
-    """The key columns (of `dtypes`) whose `ordered_hash` is `hashes`: one integer
-    column is its hash (shared, when int64), several are unpacked."""
-    if len(dtypes) == 1:
-        return (hashes if dtypes[0] == np.int64 else hashes.astype(dtypes[0]),)
-    width = small.packed_width(len(dtypes))
-    out: list[Column] = []
-    for i, dtype in enumerate(dtypes):
-        shift = width * (len(dtypes) - 1 - i)
-        if not i:  # the leading column has nothing above it
-            part = np.right_shift(hashes, shift) if shift else hashes.copy()
-        elif shift:
-            part = np.right_shift(hashes, shift)
-            np.bitwise_and(part, (1 << width) - 1, out=part)
-        else:  # the last column: one pass, not a copy and then a mask (ADR 0069)
-            part = np.bitwise_and(hashes, (1 << width) - 1)
-        out.append(part if dtype == np.int64 else part.astype(dtype))
-    return tuple(out)
-
-
-def _packed(patterns: Sequence[npt.NDArray[np.uint64]], width: np.uint64) -> Hashes:
-    """The columns side by side, `width` bits each (only rows that fit are meaningful)."""
-    if len(patterns) == 1:
-        return patterns[0].copy().view(np.int64)
-    acc = np.left_shift(patterns[0], width)  # shifted as copied: one pass, not two
-    for i, p in enumerate(patterns[1:]):
-        if i:
-            acc <<= width
-        acc |= p
-    return acc.view(np.int64)
-
-
-def _mixed(patterns: Sequence[npt.NDArray[np.uint64]]) -> Hashes:
-    acc = np.full(len(patterns[0]), 0x2545F4914F6CDD1D, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        for p in patterns:  # absorb each column by an invertible step
-            acc ^= p
-            acc *= _MIX
-        acc ^= acc >> np.uint64(31)  # then mix the high bits into the kept ones
-        acc *= _FINAL
-        acc ^= acc >> np.uint64(29)
-    return (acc >> np.uint64(20)).view(np.int64)
 
 
 @dataclass(frozen=True)
@@ -175,7 +65,10 @@ class Description:
 class Batch:
     """Consolidated updates of one arrangement, sorted for lookup by key. `held`: its
     key columns, then value columns; or the value columns only, its keys read back from
-    its packed hashes (`packed_keys`: their types; `Tuning.packed_batches`, ADR 0083)."""
+    its packed hashes (`packed_keys`: their types; `Tuning.packed_batches`, ADR 0083).
+    `narrowed`: the value columns held at int32 and read back at int64
+    (`Tuning.narrow_values`, ADR 0085); None: not decided yet (`__post_init__` decides
+    for a large batch in a nested scope), a tuple (maybe empty): decided."""
 
     hashes: Hashes
     held: tuple[Column, ...]
@@ -185,24 +78,41 @@ class Batch:
     description: Description
     cache: LookupCache = field(default_factory=LookupCache, repr=False)
     packed_keys: tuple[np.dtype, ...] | None = field(default=None, repr=False)
+    narrowed: Narrowed | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         held, arity, n = self.held, self.key_arity, len(self.hashes)
-        if arity < 2 or n < TUNING.packed_batches_from:  # (most batches: a small commit's)
-            return
-        if self.packed_keys is None and _keys_pack(held, arity, n, self.times):
+        if n < TUNING.packed_batches_from and n < TUNING.narrow_values_from:
+            return  # (most batches: a small commit's)
+        if arity > 1 and self.packed_keys is None and _keys_pack(held, arity, n, self.times):
             object.__setattr__(self, "packed_keys", tuple(c.dtype for c in self.keys))
             object.__setattr__(self, "held", self.held[self.key_arity :])
+        if self.narrowed is None and _values_narrow(n, self.times):
+            start = len(self.held) - len(self.held_values)
+            keys = (self.hashes, *self.held[:start])
+            narrowed, values = narrowed_columns(self.held_values, keys)
+            object.__setattr__(self, "narrowed", narrowed)
+            object.__setattr__(self, "held", (*self.held[:start], *values))
 
     def __len__(self) -> int:
         return len(self.diffs)
 
     @property
     def columns(self) -> tuple[Column, ...]:
-        """Every column, key columns first (read back from the hashes when packed)."""
-        if self.packed_keys is None:
+        """Every column, key columns first (read back from the hashes when packed),
+        value columns held narrowed read back at int64."""
+        if self.packed_keys is None and not self.narrowed:
             return self.held
-        return (*rows_of_hashes(self.hashes, self.packed_keys), *self.held)
+        return (*self.keys, *self.values)
+
+    @property
+    def dtypes(self) -> tuple[np.dtype, ...]:
+        """The columns' types as handed out (nothing read back to tell them)."""
+        keys = self.packed_keys or tuple(c.dtype for c in self.held[: self.key_arity])
+        narrowed = self.narrowed or ()
+        values = self.held_values
+        wide = np.dtype(np.int64)
+        return (*keys, *(wide if i in narrowed else c.dtype for i, c in enumerate(values)))
 
     @property
     def identity_hash(self) -> bool:
@@ -216,7 +126,19 @@ class Batch:
 
     @property
     def values(self) -> tuple[Column, ...]:
+        """The value columns, those held narrowed read back at int64 (copies)."""
+        return widened(self.held_values, self.narrowed)
+
+    @property
+    def held_values(self) -> tuple[Column, ...]:
+        """The value columns as held (narrowed ones at int32: see `narrowed`)."""
         return self.held if self.packed_keys is not None else self.held[self.key_arity :]
+
+    def values_at(self, entries: npt.NDArray[np.intp] | slice) -> tuple[Column, ...]:
+        """The value columns at `entries` only (a gather, or a slice), at their types."""
+        narrowed = self.narrowed or ()
+        values = self.held_values
+        return tuple(widened_at(c, entries, i in narrowed) for i, c in enumerate(values))
 
     def keys_at(self, entries: npt.NDArray[np.intp] | slice) -> tuple[Column, ...]:
         """The key columns at `entries` only (a gather, or a slice)."""
@@ -229,18 +151,18 @@ class Batch:
     ) -> tuple[Column, ...]:
         """The columns `picked` (default all) at `entries`: key columns read back from
         the gathered hashes when packed, not unpacked whole."""
-        picked = (
-            range(len(self.held) + (self.key_arity if self.packed_keys else 0))
-            if picked is None
-            else picked
-        )
-        if self.packed_keys is None:
+        k = self.key_arity
+        values, narrowed = self.held_values, self.narrowed or ()
+        picked = range(k + len(values)) if picked is None else picked
+        if self.packed_keys is None and not narrowed:
             return tuple(self.held[i][entries] for i in picked)
         keys: tuple[Column, ...] = ()
-        if any(i < self.key_arity for i in picked):
+        if any(i < k for i in picked):
             keys = self.keys_at(entries)
-        k = self.key_arity
-        return tuple(keys[i] if i < k else self.held[i - k][entries] for i in picked)
+        return tuple(
+            keys[i] if i < k else widened_at(values[i - k], entries, i - k in narrowed)
+            for i in picked
+        )
 
     def updates(self) -> Updates:
         return Updates(self.columns, self.times, self.diffs)
@@ -316,6 +238,13 @@ def _keys_pack(columns: Sequence[Column], key_arity: int, n: int, times: Times) 
         return False
     width = small.packed_width(key_arity)
     return all(int(c.min()) >= 0 and int(c.max()) >> width == 0 for c in keys)
+
+
+def _values_narrow(n: int, times: Times) -> bool:
+    """Whether a batch of `n` entries holds int64 value columns that fit at int32
+    (`Tuning.narrow_values`): `narrow_values_from` entries or more, in a nested scope
+    (a base relation's batches share their columns with each other: ADR 0044, 0085)."""
+    return TUNING.narrow_values and n >= max(TUNING.narrow_values_from, 1) and times.shape[0] > 1
 
 
 def _advanced(times: Times, since: Antichain) -> Times:
@@ -456,11 +385,22 @@ def merge(batches: Sequence[Batch], since: Antichain) -> Batch:
     description = Description(first.description.lower, last.description.upper, since)
     hashes = None if first.identity_hash else np.concatenate([b.hashes for b in batches])
     dtypes = first.packed_keys
+    kept, held = merge_values([(b.held_values, b.narrowed) for b in batches])
     if hashes is not None and dtypes and all(b.packed_keys == dtypes for b in batches):
-        values = concat([Updates(b.held, b.times, b.diffs) for b in batches])
+        values = concat([Updates(v, b.times, b.diffs) for b, v in zip(batches, held, strict=True)])
         values = values.with_times(_advanced(values.times, since))
-        return _build_by_hashes(values, hashes, dtypes, description, runs=True)
-    return build_merged([b.updates() for b in batches], first, description, hashes)
+        return narrowed_also(_build_by_hashes(values, hashes, dtypes, description, True), kept)
+    parts = [Updates((*b.keys, *v), b.times, b.diffs) for b, v in zip(batches, held, strict=True)]
+    return narrowed_also(build_merged(parts, first, description, hashes), kept)
+
+
+def narrowed_also(batch: Batch, kept: Narrowed) -> Batch:
+    """`batch`, built of value columns `kept` at int32 (merged narrowed: `merge_values`),
+    reading those back at int64 too."""
+    if kept:
+        narrowed = tuple(sorted({*(batch.narrowed or ()), *kept}))
+        object.__setattr__(batch, "narrowed", narrowed)
+    return batch
 
 
 def build_merged(

@@ -190,7 +190,7 @@ class _Columns(Sequence[Column]):
         self.read: tuple[Column, ...] | None = None
 
     def __len__(self) -> int:
-        return len(self.batch.values) + self.batch.key_arity
+        return len(self.batch.held_values) + self.batch.key_arity
 
     def __getitem__(self, i: int) -> Column:  # type: ignore[override]
         if self.read is None:
@@ -282,7 +282,8 @@ def lookup_entries(
         if not cache.listable(len(batch), TUNING.listed):
             return _ranged_entries(batch, keys, found, limit)
         listed, stored = _listed(batch)
-        values, times, diffs = cache.entries(batch.values, batch.times, batch.diffs)
+        # (Python values: the held columns read the same at any width, ADR 0085)
+        values, times, diffs = cache.entries(batch.held_values, batch.times, batch.diffs)
         view = cache.view = (listed, stored, values, times, diffs)
     listed, stored, values, times, diffs = view
     size = len(listed)
@@ -325,7 +326,7 @@ def _ranged_entries(batch: Batch, keys: FewKeys, found: list[Entry], limit: int 
     for i, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
         if lo == hi:
             continue
-        values = python_rows([c[lo:hi] for c in batch.values], hi - lo)
+        values = python_rows(batch.values_at(slice(lo, hi)), hi - lo)
         times = python_times(batch.times[:, lo:hi])
         diffs = batch.diffs[lo:hi].tolist()
         if batch.identity_hash:

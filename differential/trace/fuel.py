@@ -25,10 +25,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from differential.batch import Updates, compact_uniform, concat
+from differential.batch import Column, Updates, compact_uniform, concat
 from differential.time import Antichain
-from differential.trace.batch import Batch, Description, build_merged
+from differential.trace.batch import Batch, Description, build_merged, narrowed_also
 from differential.trace.index import IndexBuild
+from differential.trace.narrow import Narrowed, merge_values
 from differential.tuning import TUNING
 
 
@@ -42,7 +43,9 @@ class Merging:
         self.cursors = [0] * len(inputs)  # entries of each input merged so far
         packed = inputs[0].packed_keys  # every input's keys are its hashes: so the merged
         packed = packed if all(b.packed_keys == packed for b in inputs) else None
-        self.laying = _Laying(inputs[0], self.size, packed)  # the merged batch, piece by piece
+        # Value columns of one width in every input, int32 where all can be (ADR 0085).
+        self.kept, self.values = merge_values([(b.held_values, b.narrowed) for b in inputs])
+        self.laying = _Laying(inputs[0], self.size, packed, self.kept)  # piece by piece
         self.result: Batch | None = None
         # Build the merged batch's index too when lookups indexed inputs holding most of
         # its entries (a small batch indexed by one large lookup does not make a large
@@ -108,9 +111,8 @@ class Merging:
             ends = [int(np.searchsorted(b.hashes, bound, side="left")) for b in self.inputs]
             if ends == self.cursors:  # one hash holds every entry left below `bound`
                 ends = [int(np.searchsorted(b.hashes, bound, side="right")) for b in self.inputs]
-        parts = [
-            _rows(b, c, e) for b, c, e in zip(self.inputs, self.cursors, ends, strict=True) if e > c
-        ]
+        slices = zip(self.inputs, self.values, self.cursors, ends, strict=True)
+        parts = [_rows(b, v, c, e) for b, v, c, e in slices if e > c]
         hashes = None  # an identity key is its own hash (`key_hash`): not copied twice
         if not self.inputs[0].identity_hash:
             cuts = zip(self.inputs, self.cursors, ends, strict=True)
@@ -123,12 +125,13 @@ class Merging:
         return spent
 
 
-def _rows(batch: Batch, start: int, end: int) -> Updates:
-    """Entries `start:end` of `batch` as updates (views, not copies)."""
-    if (start, end) == (0, len(batch)):
-        return batch.updates()
+def _rows(batch: Batch, values: tuple[Column, ...], start: int, end: int) -> Updates:
+    """Entries `start:end` of `batch`, of value columns `values` (its own, as merged:
+    `merge_values`), as updates (views, not copies)."""
     cut = slice(start, end)
-    columns = (*batch.keys_at(cut), *(c[cut] for c in batch.values))
+    if (start, end) == (0, len(batch)):
+        return Updates((*batch.keys, *values), batch.times, batch.diffs)
+    columns = (*batch.keys_at(cut), *(c[cut] for c in values))
     return Updates(columns, batch.times[:, cut], batch.diffs[cut])
 
 
@@ -138,18 +141,26 @@ class _Laying:
     end and then laid end to end, which held the merged entries twice (the pieces and
     their copy) and copied them all on one commit. Times and diffs, one repeated
     value in most pieces, are kept by piece and joined at the end. An int64 key column
-    is its own hash: one array holds both."""
+    is its own hash: one array holds both. Value columns `kept` narrow (ADR 0085) are
+    laid at int32; a piece's column held at int32 is laid into an int64 one as it is."""
 
-    def __init__(self, like: Batch, size: int, packed: tuple[np.dtype, ...] | None) -> None:
+    def __init__(
+        self, like: Batch, size: int, packed: tuple[np.dtype, ...] | None, kept: Narrowed
+    ) -> None:
         self.like = like
         # Keys read back from the hashes (ADR 0083): the value columns only are laid.
         self.packed = packed
+        self.kept = kept
         self.shared = like.identity_hash and like.held[0].dtype == np.int64
         self.hashes = np.empty(size, dtype=np.int64)
-        held = like.held if packed is not None else like.columns
+        k = like.key_arity
+        dtypes = [
+            np.dtype(np.int32) if i >= k and i - k in kept else dtype
+            for i, dtype in enumerate(like.dtypes)
+        ]
         self.columns = [
-            self.hashes if self.shared and i == 0 else np.empty(size, dtype=c.dtype)
-            for i, c in enumerate(held)
+            self.hashes if self.shared and i == 0 else np.empty(size, dtype=dtype)
+            for i, dtype in enumerate(dtypes[k:] if packed is not None else dtypes)
         ]
         self.rest: list[Updates] = []  # each piece's times and diffs
         self.at = 0
@@ -159,7 +170,7 @@ class _Laying:
         if not n:
             return
         self.hashes[at : at + n] = piece.hashes
-        laid = piece.values if self.packed is not None else piece.columns
+        laid = piece.held_values if self.packed is not None else (*piece.keys, *piece.held_values)
         for i, (column, mine) in enumerate(zip(laid, self.columns, strict=True)):
             if not (self.shared and i == 0):  # equal to the hashes
                 mine[at : at + n] = column
@@ -170,7 +181,7 @@ class _Laying:
         """The merged batch (arrays cut to the entries merged: copied when
         consolidation left much less than was sized, so that no large tail is held)."""
         if not self.rest:
-            dtypes = [c.dtype for c in self.like.columns]
+            dtypes = self.like.dtypes
             empty = Updates.empty(len(dtypes), self.like.times.shape[0], dtypes)
             return Batch.build(empty, self.like.key_arity, description)
         n = self.at
@@ -179,6 +190,7 @@ class _Laying:
         columns = tuple(hashes if c is self.hashes else cut(c) for c in self.columns)
         rest = concat(self.rest)
         times, diffs = compact_uniform(rest.times, rest.diffs)
-        return Batch(
+        merged = Batch(
             hashes, columns, self.like.key_arity, times, diffs, description, packed_keys=self.packed
         )
+        return narrowed_also(merged, self.kept)

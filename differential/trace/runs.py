@@ -88,7 +88,7 @@ def merge_key_runs(
     packing (`build_parts`): both are left to the reference."""
     first, last = batches[0], batches[-1]
     runs = [b for b in batches if len(b)]
-    if len(runs) < 2 or first.values or first.identity_hash or first.times.shape[0] != 1:
+    if len(runs) < 2 or first.held_values or first.identity_hash or first.times.shape[0] != 1:
         return None
     if len(since) > 1 or sum(len(b) for b in runs) <= TUNING.few:
         return None
@@ -177,7 +177,7 @@ def _packed(batches: Sequence[Batch]) -> bool:
         return False
     top = 1 << packed_width(len(columns))
     return all(
-        (b.packed_keys is not None and not b.values)  # its keys are its packed hashes
+        (b.packed_keys is not None and not b.held_values)  # its keys are its packed hashes
         or all(int(c.max()) < top and (c.dtype.kind == "u" or int(c.min()) >= 0) for c in b.columns)
         for b in batches
     )

@@ -479,7 +479,7 @@ class Spine:
         if (
             len(whole) > 1
             and not uniform(whole.times)
-            and not run_starts([whole.hashes, *whole.values])[1:].all()
+            and not run_starts([whole.hashes, *whole.held_values])[1:].all()
         ):
             return Batch.build(whole.updates().with_times(at), self.key_arity, description)
         return Batch(
@@ -491,6 +491,7 @@ class Spine:
             description,
             whole.cache.for_other_times(),
             whole.packed_keys,
+            whole.narrowed or (),  # (decided: shared with the trace, not narrowed again)
         )
 
     def empty(self, columns: Sequence[int] | None = None) -> Updates:
