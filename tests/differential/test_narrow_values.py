@@ -36,6 +36,7 @@ from differential.trace.batch import Batch, Description, key_hash, merge
 from differential.trace.cursor import FewKeys, lookup_batch, lookup_entries
 from differential.trace.spine import Spine
 from differential.tuning import TUNING, tuned
+from tests.budget import examples
 from tests.datalog.programs import Generated, fed, full_query, programs, reference_answers, streams
 
 LOW, HIGH = -(1 << 31), (1 << 31) - 1
@@ -104,7 +105,7 @@ def _found(owner: np.ndarray, u: Updates) -> Any:
     return owner.tolist(), [(str(c.dtype), c.tolist()) for c in u.columns], u.diffs.tolist()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.lists(ROWS, min_size=1, max_size=4),
     st.sampled_from([1, 2]),
@@ -168,7 +169,7 @@ def spine_read(
     return sorted(rows), [str(c.dtype) for c in whole.columns] + entries(shot)
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=examples(30), deadline=None)
 @given(st.lists(ROWS, min_size=2, max_size=10), st.sampled_from([1, 2]), st.booleans())
 def test_spines_of_narrowed_batches_merge_as_the_reference(
     parts: list[list[tuple[int, ...]]], key_arity: int, fueled: bool
@@ -251,7 +252,7 @@ def answered(db: Database, queries: list[str], narrow: bool, **tuning: Any) -> l
 SMALL = {"few": 0, "few_pairs": 0, "recent_rows": 0, "deferred_rows": 0}
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_narrowed_values_answer_as_the_reference_evaluator(data: st.DataObject) -> None:
     generated: Generated = data.draw(programs())
