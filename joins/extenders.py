@@ -42,7 +42,6 @@ from differential.batch import (
     concat,
     joined_times,
     multiplied,
-    one_time,
     take_diffs,
     take_times,
 )
