@@ -24,7 +24,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, concat, consolidate, joined_with
+from differential.batch import (
+    Column,
+    Updates,
+    compact_uniform,
+    concat,
+    consolidate,
+    joined_with,
+)
 from differential.dataflow import Operator
 from differential.time import Time
 from differential.trace.batch import Batch, Hashes
@@ -174,12 +181,14 @@ class BatchesArranged(Arranged):
     ) -> tuple[Owner, Updates]:
         """Each batch's found times joined with `at` before the parts are put together:
         a batch at one time at or before `at` adds no time column, so parts of batches of
-        different rounds concatenate into one repeated time, not a time a row."""
+        different rounds concatenate into one repeated time, not a time a row; and the
+        diffs of each part, where they agree (a small batch's ones), into one diff."""
         parts = self._found(keys, hashes, time, include_delta, columns)
         if not parts:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         for i, (owner, found) in enumerate(parts):  # (each part's own times freed at once)
-            parts[i] = owner, found.with_times(joined_with(found.times, at))
+            times, diffs = compact_uniform(joined_with(found.times, at), found.diffs, 2)
+            parts[i] = owner, Updates(found.columns, times, diffs)
         return combine(parts)
 
     def _found(
