@@ -194,17 +194,6 @@ def joined_with(times: Times, time: Time) -> Times:
     return joined_times(times, uniform_times(time, times.shape[1]))
 
 
-def one_time(times: Times) -> Time | None:
-    """The one time every row of `times` is at, if they all are (None otherwise)."""
-    if not times.shape[1]:
-        return None
-    if uniform(times) or (
-        bool((times[:, -1] == times[:, 0]).all()) and bool((times == times[:, :1]).all())
-    ):
-        return tuple(times[:, 0].tolist())
-    return None
-
-
 def _at_or_before(times: Times, one: Times) -> bool:
     """Whether every time of `times` is `<=` the time `one` repeats (coordinate-wise)."""
     return bool((times.max(axis=1) <= one[:, 0]).all())

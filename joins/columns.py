@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from differential.batch import Updates, concat, one_time, weighed_runs
+from differential.batch import Updates, concat, weighed_runs
 from differential.dataflow import row_limit
 from differential.time import Time
 from differential.tuning import TUNING
@@ -93,7 +93,7 @@ class ColumnsPipeline:
         """Bind `stage.variable`: its proposers compete, negations now bound check.
         The survivors come chunk by chunk (the walk carries each on before the next
         is proposed), or as one part under a row limit, which counts a stage whole."""
-        proposers = self.proposers(stage, self._one_time(prefixes))
+        proposers = self.proposers(stage, self._joined())
         negations = [self._antijoin(j, stage.variable) for j in stage.negations]
         shape = ColumnShape(self.query.dtypes[stage.variable], stage.keep)
         args = (shape, prefixes, stage.variable, proposers, negations, self.time)
@@ -105,9 +105,9 @@ class ColumnsPipeline:
         for k in stage.fixed:
             prefixes = self._constant(k).filter(prefixes, time)
         for j in stage.unary:
-            prefixes = self._unary(j, self._one_time(prefixes)).filter(prefixes, time)
+            prefixes = self._unary(j, self._joined()).filter(prefixes, time)
         for j in stage.complete:
-            prefixes = self._whole(j, self._one_time(prefixes)).filter(prefixes, time)
+            prefixes = self._whole(j, self._joined()).filter(prefixes, time)
         if not stage.variable:
             for j in stage.negations:
                 prefixes = self._antijoin(j).filter(prefixes, time)
@@ -127,7 +127,7 @@ class ColumnsPipeline:
 
     def proposers(self, stage: Stage, at: Time | None = None) -> list[ColumnExtender]:
         """Constants first (they win ties), then binary bindings, then unary ones (`at`:
-        the prefixes' one time, their lookups' found times joined with it, ADR 0086)."""
+        the time their lookups join the found times with, `_joined`)."""
         patterns, var = self.query.patterns, stage.variable
         out: list[ColumnExtender] = [self._constant(k) for k in stage.constants]
         binary = [j for j in stage.proposers if len(patterns[j].vars) == 2]
@@ -135,10 +135,12 @@ class ColumnsPipeline:
         out += [self._unary(j, at) for j in stage.proposers if j not in binary]
         return out
 
-    def _one_time(self, prefixes: Prefixes) -> Time | None:
-        """The one time of the prefixes (a round's changes and what they extend to),
-        when lookups join their found times with it (`TUNING.joined_lookups`)."""
-        return one_time(prefixes.updates.times) if TUNING.joined_lookups else None
+    def _joined(self) -> Time | None:
+        """The time lookups join their found times with (`TUNING.joined_lookups`, ADR
+        0086): the step's. Every prefix's time is at or after it (the source's changes
+        are at it, and each stage joins times), and every time a candidate meets is
+        joined with its prefix's in the end, so joining it earlier changes no time."""
+        return self.time if TUNING.joined_lookups else None
 
     def _collection(self, j: int, var: str, at: Time | None = None) -> CollectionExtender:
         p = self.query.patterns[j]

@@ -127,9 +127,9 @@ def _lookup(
     columns: list[int] | None,
     at: Time | None,
 ) -> tuple[Owner, Updates]:
-    """`arranged.lookup`, or, when the prefixes asking are all at time `at`, its found
+    """`arranged.lookup`, or, given a time `at` at or before every prefix's, its found
     times joined with `at` as they are found (`lookup_joined`, ADR 0086): every time a
-    candidate meets is joined with its prefix's time in the end, so joining earlier
+    candidate meets is joined with its prefix's time in the end, so joining `at` earlier
     changes no time, and the parts of batches at or before `at` add no time column."""
     hashes = key_hash(keys)
     if at is None:
@@ -152,7 +152,7 @@ class CollectionExtender:
     by_both: Arranged
     both_order: tuple[str, str]
     include_delta: bool
-    at: Time | None = None  # the one time of the prefixes asked, if known (ADR 0086)
+    at: Time | None = None  # a time at or before every prefix's: lookups join it (ADR 0086)
 
     def count(self, prefixes: Prefixes, time: Time) -> Owner:
         keys = prefixes.column(self.key)
@@ -190,7 +190,7 @@ class UnaryExtender:
     value: str
     arranged: Arranged
     include_delta: bool
-    at: Time | None = None  # the one time of the prefixes asked, if known (ADR 0086)
+    at: Time | None = None  # a time at or before every prefix's: lookups join it (ADR 0086)
     _entries: Updates | None = field(default=None, init=False, repr=False)
 
     def count(self, prefixes: Prefixes, time: Time) -> Owner:

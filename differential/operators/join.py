@@ -23,7 +23,6 @@ from differential.batch import (
     compact_uniform,
     joined_times,
     multiplied,
-    one_time,
     python_rows,
     python_times,
     take_diffs,
@@ -140,7 +139,7 @@ class JoinOp(Operator):
         pairs are counted first, and too many are refused before any is built."""
         k = self.left.key_arity
         exact = row_limit() is not None
-        at = one_time(delta.times) if TUNING.joined_pairs else None
+        at = time if TUNING.joined_pairs else None  # (every change is at `time`)
         for rows in _chunks(delta, hashes, other, time, include, exact):
             check_budget()
             part, keys = (delta, hashes) if rows is None else (delta.take(rows), hashes[rows])
