@@ -188,6 +188,12 @@ def joined_times(a: Times, b: Times) -> Times:
     return np.maximum(a, b)
 
 
+def joined_with(times: Times, time: Time) -> Times:
+    """Each time of `times` joined with the one `time` (`t ⊔ time`): one repeated time
+    when `times` is one, or when every time of it is at or before `time`."""
+    return joined_times(times, uniform_times(time, times.shape[1]))
+
+
 def _at_or_before(times: Times, one: Times) -> bool:
     """Whether every time of `times` is `<=` the time `one` repeats (coordinate-wise)."""
     return bool((times.max(axis=1) <= one[:, 0]).all())
@@ -440,12 +446,13 @@ def uniform_diffs(diff: int, n: int) -> Diffs:
     return np.broadcast_to(np.int64(diff), (n,))
 
 
-def compact_uniform(times: Times, diffs: Diffs) -> tuple[Times, Diffs]:
+def compact_uniform(times: Times, diffs: Diffs, smallest: int | None = None) -> tuple[Times, Diffs]:
     """A stored batch's times and diffs, each as one repeated value (`uniform`) where
     all its rows agree: after compaction every entry of a base relation has one time
-    and, in a set, one diff, which then cost no memory per row."""
+    and, in a set, one diff, which then cost no memory per row (`smallest`: the rows
+    from which they are compared; default `TUNING.sorted_from`)."""
     n = len(diffs)
-    if n < TUNING.sorted_from:
+    if n < (TUNING.sorted_from if smallest is None else max(smallest, 2)):
         return times, diffs
     # (the last row is compared first: a merge of rounds differs there, and is told at once)
     if (

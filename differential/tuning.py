@@ -343,6 +343,19 @@ class Tuning:
     narrow_values: bool = True
     narrow_values_from: int = 4096
 
+    # -- a delta query's step (ADR 0086) ----------------------------------------------------
+    # A delta query's extenders look up with each batch's found times joined with the
+    # step's time, at or before every prefix's (`Arranged.lookup_joined`): entries of
+    # batches at or before it are found at it, one repeated time (and one diff where a
+    # part's agree), so a lookup across batches of several rounds holds no time a row,
+    # nor does the join of its candidates' times (`joins.columns`); a source's changes
+    # are one time and diff at any size. False: the found times as stored, joined with
+    # the prefixes' when the candidates extend them (the reference).
+    joined_lookups: bool = True
+    # The same for a binary join's changes (all at the step's time) and the other side's
+    # entries they meet (`operators.join`). False: the found times as stored (the reference).
+    joined_pairs: bool = True
+
     @classmethod
     def default(cls) -> Tuning:
         """The tuning measured on the benchmarks (the ADRs cited per field)."""

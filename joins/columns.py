@@ -93,7 +93,7 @@ class ColumnsPipeline:
         """Bind `stage.variable`: its proposers compete, negations now bound check.
         The survivors come chunk by chunk (the walk carries each on before the next
         is proposed), or as one part under a row limit, which counts a stage whole."""
-        proposers = self.proposers(stage)
+        proposers = self.proposers(stage, self._joined())
         negations = [self._antijoin(j, stage.variable) for j in stage.negations]
         shape = ColumnShape(self.query.dtypes[stage.variable], stage.keep)
         args = (shape, prefixes, stage.variable, proposers, negations, self.time)
@@ -105,9 +105,9 @@ class ColumnsPipeline:
         for k in stage.fixed:
             prefixes = self._constant(k).filter(prefixes, time)
         for j in stage.unary:
-            prefixes = self._unary(j).filter(prefixes, time)
+            prefixes = self._unary(j, self._joined()).filter(prefixes, time)
         for j in stage.complete:
-            prefixes = self._whole(j).filter(prefixes, time)
+            prefixes = self._whole(j, self._joined()).filter(prefixes, time)
         if not stage.variable:
             for j in stage.negations:
                 prefixes = self._antijoin(j).filter(prefixes, time)
@@ -125,27 +125,35 @@ class ColumnsPipeline:
         u = prefixes.updates
         return Updates(tuple(u.columns[i] for i in order), u.times, u.diffs)
 
-    def proposers(self, stage: Stage) -> list[ColumnExtender]:
-        """Constants first (they win ties), then binary bindings, then unary ones."""
+    def proposers(self, stage: Stage, at: Time | None = None) -> list[ColumnExtender]:
+        """Constants first (they win ties), then binary bindings, then unary ones (`at`:
+        the time their lookups join the found times with, `_joined`)."""
         patterns, var = self.query.patterns, stage.variable
         out: list[ColumnExtender] = [self._constant(k) for k in stage.constants]
         binary = [j for j in stage.proposers if len(patterns[j].vars) == 2]
-        out += [self._collection(j, var) for j in binary]
-        out += [self._unary(j) for j in stage.proposers if j not in binary]
+        out += [self._collection(j, var, at) for j in binary]
+        out += [self._unary(j, at) for j in stage.proposers if j not in binary]
         return out
 
-    def _collection(self, j: int, var: str) -> CollectionExtender:
+    def _joined(self) -> Time | None:
+        """The time lookups join their found times with (`TUNING.joined_lookups`, ADR
+        0086): the step's. Every prefix's time is at or after it (the source's changes
+        are at it, and each stage joins times), and every time a candidate meets is
+        joined with its prefix's in the end, so joining it earlier changes no time."""
+        return self.time if TUNING.joined_lookups else None
+
+    def _collection(self, j: int, var: str, at: Time | None = None) -> CollectionExtender:
         p = self.query.patterns[j]
         first = p.vars[1] == var
         by_key = p.by_first if first else p.by_second
         assert by_key is not None
         key = p.vars[0] if first else p.vars[1]
         both = (p.vars[0], p.vars[1])
-        return CollectionExtender(key, var, by_key, p.by_both, both, j in self.new)
+        return CollectionExtender(key, var, by_key, p.by_both, both, j in self.new, at)
 
-    def _unary(self, j: int) -> UnaryExtender:
+    def _unary(self, j: int, at: Time | None = None) -> UnaryExtender:
         p = self.query.patterns[j]
-        return UnaryExtender(p.vars[0], p.by_both, j in self.new)
+        return UnaryExtender(p.vars[0], p.by_both, j in self.new, at)
 
     def _antijoin(self, j: int, proposing: str = "") -> AntijoinExtender:
         p = self.query.patterns[j]
@@ -155,10 +163,11 @@ class ColumnsPipeline:
         const = self.query.constants[k]
         return ConstantExtender(const.var, const.value, self.query.dtypes[const.var])
 
-    def _whole(self, j: int) -> UnaryExtender | CollectionExtender:
+    def _whole(self, j: int, at: Time | None) -> UnaryExtender | CollectionExtender:
         p = self.query.patterns[j]
         if len(p.vars) == 1:
-            return self._unary(j)
+            return self._unary(j, at)
         assert p.by_first is not None
         both = (p.vars[0], p.vars[1])
-        return CollectionExtender(p.vars[0], p.vars[1], p.by_first, p.by_both, both, j in self.new)
+        new = j in self.new
+        return CollectionExtender(p.vars[0], p.vars[1], p.by_first, p.by_both, both, new, at)

@@ -114,8 +114,10 @@ class DeltaQueryOp(Operator):
                 if self.patterns[pipeline.source].negated:  # the factor is 1 - r
                     changes = changes.negate()
                 # One time (and diff) for all where they agree (a round's changes): what
-                # each stage gathers and joins with it stays one (`joined_times`).
-                times, diffs = compact_uniform(changes.times, changes.diffs)
+                # each stage gathers and joins with it stays one (`joined_times`), however
+                # few they are when lookups join their times with it (ADR 0086).
+                smallest = 2 if TUNING.joined_lookups else None
+                times, diffs = compact_uniform(changes.times, changes.diffs, smallest)
                 changes = Updates(changes.columns, times, diffs)
                 for part in self._run(pipeline, changes, new, time):
                     output.add(part)

@@ -119,6 +119,24 @@ def _matched(prefixes: Prefixes, owner: Owner, found: Updates) -> Updates:
     return Updates(mine.columns, times, diffs)
 
 
+def _lookup(
+    arranged: Arranged,
+    keys: list[Column],
+    time: Time,
+    include_delta: bool,
+    columns: list[int] | None,
+    at: Time | None,
+) -> tuple[Owner, Updates]:
+    """`arranged.lookup`, or, given a time `at` at or before every prefix's, its found
+    times joined with `at` as they are found (`lookup_joined`, ADR 0086): every time a
+    candidate meets is joined with its prefix's time in the end, so joining `at` earlier
+    changes no time, and the parts of batches at or before `at` add no time column."""
+    hashes = key_hash(keys)
+    if at is None:
+        return arranged.lookup(keys, hashes, time, include_delta, columns)
+    return arranged.lookup_joined(keys, hashes, time, include_delta, columns, at)
+
+
 @dataclass
 class CollectionExtender:
     """A binary relation `(key, value)`: proposes values of `value` for bound `key`.
@@ -134,6 +152,7 @@ class CollectionExtender:
     by_both: Arranged
     both_order: tuple[str, str]
     include_delta: bool
+    at: Time | None = None  # a time at or before every prefix's: lookups join it (ADR 0086)
 
     def count(self, prefixes: Prefixes, time: Time) -> Owner:
         keys = prefixes.column(self.key)
@@ -142,21 +161,19 @@ class CollectionExtender:
     def propose(self, prefixes: Prefixes, rows: Owner, time: Time) -> Proposals:
         """Every value under the key of each prefix row in `rows`."""
         keys = prefixes.column(self.key)[rows]
-        hashes = key_hash([keys])
-        owner, found = self.by_key.lookup([keys], hashes, time, self.include_delta, columns=[1])
+        owner, found = _lookup(self.by_key, [keys], time, self.include_delta, [1], self.at)
         return Proposals(rows[owner], found.columns[0], found.times, found.diffs)
 
     def validate(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         """The proposals whose `(key, value)` pair is in the relation."""
         key = prefixes.column(self.key)[proposals.owner]
         keys = [key, proposals.value] if self.both_order[0] == self.key else [proposals.value, key]
-        hashes = key_hash(keys)
-        owner, found = self.by_both.lookup(keys, hashes, time, self.include_delta, columns=[])
+        owner, found = _lookup(self.by_both, keys, time, self.include_delta, [], self.at)
         return proposals.met(owner, found)
 
     def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
         keys = [prefixes.column(v) for v in self.both_order]
-        owner, found = self.by_both.lookup(keys, key_hash(keys), time, self.include_delta)
+        owner, found = _lookup(self.by_both, keys, time, self.include_delta, None, self.at)
         return Prefixes(prefixes.vars, _matched(prefixes, owner, found))
 
 
@@ -173,6 +190,7 @@ class UnaryExtender:
     value: str
     arranged: Arranged
     include_delta: bool
+    at: Time | None = None  # a time at or before every prefix's: lookups join it (ADR 0086)
     _entries: Updates | None = field(default=None, init=False, repr=False)
 
     def count(self, prefixes: Prefixes, time: Time) -> Owner:
@@ -193,13 +211,12 @@ class UnaryExtender:
 
     def validate(self, prefixes: Prefixes, proposals: Proposals, time: Time) -> Proposals:
         keys = [proposals.value]
-        hashes = key_hash(keys)
-        owner, found = self.arranged.lookup(keys, hashes, time, self.include_delta, columns=[])
+        owner, found = _lookup(self.arranged, keys, time, self.include_delta, [], self.at)
         return proposals.met(owner, found)
 
     def filter(self, prefixes: Prefixes, time: Time) -> Prefixes:
         keys = [prefixes.column(self.value)]
-        owner, found = self.arranged.lookup(keys, key_hash(keys), time, self.include_delta)
+        owner, found = _lookup(self.arranged, keys, time, self.include_delta, None, self.at)
         return Prefixes(prefixes.vars, _matched(prefixes, owner, found))
 
 

@@ -24,7 +24,14 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from differential.batch import Column, Updates, concat, consolidate
+from differential.batch import (
+    Column,
+    Updates,
+    compact_uniform,
+    concat,
+    consolidate,
+    joined_with,
+)
 from differential.dataflow import Operator
 from differential.time import Time
 from differential.trace.batch import Batch, Hashes
@@ -66,6 +73,21 @@ class Arranged(Operator, ABC):
         `columns` picks the columns gathered (default all): a caller that needs
         only times and diffs, or only the values, does not copy the keys.
         """
+
+    def lookup_joined(
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None,
+        at: Time,
+    ) -> tuple[Owner, Updates]:
+        """`lookup` with every found time joined with `at` (`t ⊔ at`), for a reader that
+        joins them with `at` anyway (a delta query's prefixes all at one time, ADR 0086):
+        entries at or before `at` are found at `at`, one repeated time, not a time a row."""
+        owner, found = self.lookup(keys, hashes, time, include_delta, columns)
+        return owner, found.with_times(joined_with(found.times, at))
 
     def lookup_entries(
         self, keys: FewKeys, time: Time, include_delta: bool, limit: int
@@ -143,15 +165,46 @@ class BatchesArranged(Arranged):
         include_delta: bool,
         columns: Sequence[int] | None = None,
     ) -> tuple[Owner, Updates]:
-        batches = self.seen(time, include_delta)
-        if columns is not None and not columns and (trace := self.trace()) is not None:
-            parts = trace.sifted(batches, keys, hashes, columns)
-        else:
-            found = (lookup_batch(b, keys, hashes, columns) for b in batches)
-            parts = [part for part in found if part is not None]
+        parts = self._found(keys, hashes, time, include_delta, columns)
         if not parts:
             return np.empty(0, dtype=np.intp), self.empty(columns)
         return combine(parts)
+
+    def lookup_joined(
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None,
+        at: Time,
+    ) -> tuple[Owner, Updates]:
+        """Each batch's found times joined with `at` before the parts are put together:
+        a batch at one time at or before `at` adds no time column, so parts of batches of
+        different rounds concatenate into one repeated time, not a time a row; and the
+        diffs of each part, where they agree (a small batch's ones), into one diff."""
+        parts = self._found(keys, hashes, time, include_delta, columns)
+        if not parts:
+            return np.empty(0, dtype=np.intp), self.empty(columns)
+        for i, (owner, found) in enumerate(parts):  # (each part's own times freed at once)
+            times, diffs = compact_uniform(joined_with(found.times, at), found.diffs, 2)
+            parts[i] = owner, Updates(found.columns, times, diffs)
+        return combine(parts)
+
+    def _found(
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None,
+    ) -> list[tuple[Owner, Updates]]:
+        """`lookup`'s parts, one for each batch seen that holds a query key."""
+        batches = self.seen(time, include_delta)
+        if columns is not None and not columns and (trace := self.trace()) is not None:
+            return trace.sifted(batches, keys, hashes, columns)
+        found = (lookup_batch(b, keys, hashes, columns) for b in batches)
+        return [part for part in found if part is not None]
 
     def trace(self) -> Spine | None:
         """The trace whose batches `seen` lists (the pending one aside), if any."""

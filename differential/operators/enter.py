@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from differential.batch import Column, Updates, entered_times
+from differential.batch import Column, Updates, entered_times, joined_with
 from differential.dataflow import Operator, Scope, Stream
 from differential.operators.arrange import Arranged, Owner
 from differential.time import Time
@@ -59,6 +59,21 @@ class EnterArranged(Arranged):
         include = include_delta or time[-1] != 0
         owner, ups = self.outer.lookup(keys, hashes, time[:-1], include, columns)
         return owner, _lift(ups)
+
+    def lookup_joined(
+        self,
+        keys: Sequence[Column],
+        hashes: Hashes,
+        time: Time,
+        include_delta: bool,
+        columns: Sequence[int] | None,
+        at: Time,
+    ) -> tuple[Owner, Updates]:
+        """The outer lookup joined with `at` less its last coordinate, then entered and
+        joined with `at` (entered times are at iteration 0, so that is `at`'s)."""
+        include = include_delta or time[-1] != 0
+        owner, ups = self.outer.lookup_joined(keys, hashes, time[:-1], include, columns, at[:-1])
+        return owner, ups.with_times(joined_with(entered_times(ups.times), at))
 
     def lookup_entries(
         self, keys: FewKeys, time: Time, include_delta: bool, limit: int

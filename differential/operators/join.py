@@ -139,11 +139,16 @@ class JoinOp(Operator):
         pairs are counted first, and too many are refused before any is built."""
         k = self.left.key_arity
         exact = row_limit() is not None
+        at = time if TUNING.joined_pairs else None  # (every change is at `time`)
         for rows in _chunks(delta, hashes, other, time, include, exact):
             check_budget()
             part, keys = (delta, hashes) if rows is None else (delta.take(rows), hashes[rows])
             wanted = self.right_needed if left_is_delta else self.left_needed
-            owner, found = other.lookup(part.columns[:k], keys, time, include, wanted or None)
+            columns = part.columns[:k]
+            if at is None:
+                owner, found = other.lookup(columns, keys, time, include, wanted or None)
+            else:  # (each pair's time is the changes' one time joined with the found one)
+                owner, found = other.lookup_joined(columns, keys, time, include, wanted or None, at)
             self.send(self._pairs(part, owner, found, left_is_delta, bool(wanted)))
 
     def send(self, pairs: Updates) -> None:
