@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from typing import Any
 from unittest import mock
 
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import differential.trace.spine as spine_module
@@ -28,12 +28,7 @@ from differential.trace.batch import Batch
 from differential.tuning import TUNING, tuned
 from tests.budget import examples
 from tests.datalog.programs import (
-    Generated,
-    fed,
-    full_query,
-    programs,
-    reference_answers,
-    streams,
+    tunings_agree_with_the_reference,
 )
 
 # Every settle arranges (no rows wait), numpy at every size, and a settle stops
@@ -50,17 +45,8 @@ def answers(db: Database, queries: list[str], advance: bool, **tuning: Any) -> l
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_advanced_unsorted_rounds_answer_as_the_reference(data: st.DataObject) -> None:
-    generated: Generated = data.draw(programs())
-    stream = data.draw(streams())
-    note(generated.text)
-    db, facts = fed(generated, stream)
-    queries = [full_query(r, generated.relations[r]) for r in generated.derived]
-    advanced = answers(db, queries, True, **UNSORTED)
-    assert advanced == answers(db, queries, False, **UNSORTED)
-    assert advanced == answers(db, queries, True)
-    expected = reference_answers(generated, facts, queries)
-    for query, found, wanted in zip(queries, advanced, expected, strict=True):
-        assert found == wanted, query
+    on, off = {**UNSORTED, "advance_unsorted": True}, {**UNSORTED, "advance_unsorted": False}
+    tunings_agree_with_the_reference(data, [on, off, {"advance_unsorted": True}])
 
 
 @contextmanager

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.analysis_data import CSPA
@@ -37,7 +37,9 @@ from differential.trace.cursor import FewKeys, lookup_batch, lookup_entries
 from differential.trace.spine import Spine
 from differential.tuning import TUNING, tuned
 from tests.budget import examples
-from tests.datalog.programs import Generated, fed, full_query, programs, reference_answers, streams
+from tests.datalog.programs import (
+    tunings_agree_with_the_reference,
+)
 
 LOW, HIGH = -(1 << 31), (1 << 31) - 1
 # Values at the int32 bounds, just beyond them, far beyond, and small ones (most).
@@ -255,16 +257,8 @@ SMALL = {"few": 0, "few_pairs": 0, "recent_rows": 0, "deferred_rows": 0}
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_narrowed_values_answer_as_the_reference_evaluator(data: st.DataObject) -> None:
-    generated: Generated = data.draw(programs())
-    stream = data.draw(streams())
-    note(generated.text)
-    db, facts = fed(generated, stream)
-    queries = [full_query(r, generated.relations[r]) for r in generated.derived]
-    narrow = answered(db, queries, True, **SMALL)
-    assert narrow == answered(db, queries, False, **SMALL)
-    expected = reference_answers(generated, facts, queries)
-    for query, found, wanted in zip(queries, narrow, expected, strict=True):
-        assert found == wanted, query
+    on = {**SMALL, "narrow_values": True, "narrow_values_from": 0}
+    tunings_agree_with_the_reference(data, [on, {**SMALL, "narrow_values": False}])
 
 
 def test_narrowed_values_answer_live_under_inserts_and_retractions() -> None:

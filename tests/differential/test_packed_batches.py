@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bench.analysis_data import CSPA
@@ -34,12 +34,7 @@ from differential.trace.spine import Spine
 from differential.tuning import TUNING, tuned
 from tests.budget import examples
 from tests.datalog.programs import (
-    Generated,
-    fed,
-    full_query,
-    programs,
-    reference_answers,
-    streams,
+    tunings_agree_with_the_reference,
 )
 
 # Small non-negative values pack (a few keys, often repeated with several values); a
@@ -197,16 +192,8 @@ SMALL = {"few": 0, "few_pairs": 0, "recent_rows": 0, "deferred_rows": 0}
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_packed_batches_answer_as_the_reference_evaluator(data: st.DataObject) -> None:
-    generated: Generated = data.draw(programs())
-    stream = data.draw(streams())
-    note(generated.text)
-    db, facts = fed(generated, stream)
-    queries = [full_query(r, generated.relations[r]) for r in generated.derived]
-    packed = answered(db, queries, True, **SMALL)
-    assert packed == answered(db, queries, False, **SMALL)
-    expected = reference_answers(generated, facts, queries)
-    for query, found, wanted in zip(queries, packed, expected, strict=True):
-        assert found == wanted, query
+    on = {**SMALL, "packed_batches": True, "packed_batches_from": 0}
+    tunings_agree_with_the_reference(data, [on, {**SMALL, "packed_batches": False}])
 
 
 def test_packed_batches_answer_live_under_inserts_and_retractions() -> None:
