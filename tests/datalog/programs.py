@@ -28,6 +28,7 @@ ones and change one relation several times in one transaction.
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -36,6 +37,7 @@ from itertools import count as counter
 from hypothesis import note
 from hypothesis import strategies as st
 
+from bench.analysis_data import CSPA
 from datalog import Database
 from datalog.eval import reference
 from datalog.lang.checks import check_program, check_query
@@ -510,6 +512,26 @@ def reference_answers(
         set(reference.answer(check_query(parse_query(q), checked.schema), computed))
         for q in queries
     ]
+
+
+# Tuning changes under which every size of a generated program takes numpy's paths
+# (no Python-list kernels, no rows waiting unarranged): a tactic's twin test reads the
+# generated programs with these, so the tactic meets the small inputs it is built for.
+NUMPY_PATHS: dict[str, object] = {"few": 0, "few_pairs": 0, "recent_rows": 0, "deferred_rows": 0}
+
+
+def cspa_database(n: int) -> Database:
+    """A database of CSPA's rules (`bench.analysis_data.CSPA`) over `n` variables:
+    each assigned from one of the five before it, plus a tenth more assignments and
+    dereferences drawn at random (seed 0), inserted in two transactions."""
+    rng = random.Random(0)
+    assign = [(i, rng.randrange(max(1, i - 5), i + 1) if i else 0) for i in range(n)]
+    assign += [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 10)]
+    db = Database()
+    db.define(CSPA)
+    db.insert("assign", assign)
+    db.insert("dereference", [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 10)])
+    return db
 
 
 def tunings_agree_with_the_reference(

@@ -11,7 +11,6 @@ CSPA; on, CSPA's merged batches hold one time each.
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -21,13 +20,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import differential.trace.spine as spine_module
-from bench.analysis_data import CSPA  # mutually recursive; rounds settle unconsolidated
 from datalog import Database
 from differential.batch import uniform
 from differential.trace.batch import Batch
 from differential.tuning import TUNING, tuned
 from tests.budget import examples
 from tests.datalog.programs import (
+    cspa_database,
     tunings_agree_with_the_reference,
 )
 
@@ -67,14 +66,7 @@ def merged() -> Iterator[list[Batch]]:
 def cspa(advance: bool) -> tuple[set[Any], list[Batch]]:
     """CSPA over 300 variables (each assigned from one of the five before it, a tenth
     more assignments and dereferences at random), and the batches its merges made."""
-    rng = random.Random(0)
-    n = 300
-    assign = [(i, rng.randrange(max(1, i - 5), i + 1) if i else 0) for i in range(n)]
-    assign += [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 10)]
-    db = Database()
-    db.define(CSPA)
-    db.insert("assign", assign)
-    db.insert("dereference", [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 10)])
+    db = cspa_database(300)
     with merged() as made:
         found = answers(db, ["valueAlias(x, y)"], advance, sorted_from=64)[0]
     return found, [b for b in made if len(b) >= 64]

@@ -38,6 +38,8 @@ from differential.trace.spine import Spine
 from differential.tuning import TUNING, tuned
 from tests.budget import examples
 from tests.datalog.programs import (
+    NUMPY_PATHS,
+    cspa_database,
     tunings_agree_with_the_reference,
 )
 
@@ -250,15 +252,11 @@ def answered(db: Database, queries: list[str], narrow: bool, **tuning: Any) -> l
         return [set(db.query(q)) for q in queries]
 
 
-# Every size takes numpy's paths, and every batch of a nested scope narrows when on.
-SMALL = {"few": 0, "few_pairs": 0, "recent_rows": 0, "deferred_rows": 0}
-
-
 @settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_narrowed_values_answer_as_the_reference_evaluator(data: st.DataObject) -> None:
-    on = {**SMALL, "narrow_values": True, "narrow_values_from": 0}
-    tunings_agree_with_the_reference(data, [on, {**SMALL, "narrow_values": False}])
+    on = {**NUMPY_PATHS, "narrow_values": True, "narrow_values_from": 0}
+    tunings_agree_with_the_reference(data, [on, {**NUMPY_PATHS, "narrow_values": False}])
 
 
 def test_narrowed_values_answer_live_under_inserts_and_retractions() -> None:
@@ -272,7 +270,7 @@ def test_narrowed_values_answer_live_under_inserts_and_retractions() -> None:
     seen, held = [], []
     for narrow in (True, False):
         on = {"narrow_values_from": 0} if narrow else {}
-        with tuned(TUNING.but(narrow_values=narrow, **on, **SMALL)), _watched() as made:
+        with tuned(TUNING.but(narrow_values=narrow, **on, **NUMPY_PATHS)), _watched() as made:
             db = Database()
             db.define(CSPA)
             counts: Counter[tuple[Any, ...]] = Counter()
@@ -320,14 +318,7 @@ def _watched() -> Iterator[list[Batch]]:
 
 def test_cspa_one_shot_as_the_reference() -> None:
     """CSPA over 300 variables, one-shot: the same aliases on and off."""
-    rng = random.Random(0)
-    n = 300
-    assign = [(i, rng.randrange(max(1, i - 5), i + 1) if i else 0) for i in range(n)]
-    assign += [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 10)]
-    db = Database()
-    db.define(CSPA)
-    db.insert("assign", assign)
-    db.insert("dereference", [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 10)])
+    db = cspa_database(300)
     with _watched() as made:
         found = answered(db, ["valueAlias(x, y)"], True, narrow_values_from=64)[0]
     assert found == answered(db, ["valueAlias(x, y)"], False)[0] and len(found) > 10_000

@@ -34,6 +34,8 @@ from differential.trace.spine import Spine
 from differential.tuning import TUNING, tuned
 from tests.budget import examples
 from tests.datalog.programs import (
+    NUMPY_PATHS,
+    cspa_database,
     tunings_agree_with_the_reference,
 )
 
@@ -185,15 +187,11 @@ def answered(db: Database, queries: list[str], packed: bool, **tuning: Any) -> l
         return [set(db.query(q)) for q in queries]
 
 
-# Every size takes numpy's paths, and every batch of two or more keys packs when on.
-SMALL = {"few": 0, "few_pairs": 0, "recent_rows": 0, "deferred_rows": 0}
-
-
 @settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_packed_batches_answer_as_the_reference_evaluator(data: st.DataObject) -> None:
-    on = {**SMALL, "packed_batches": True, "packed_batches_from": 0}
-    tunings_agree_with_the_reference(data, [on, {**SMALL, "packed_batches": False}])
+    on = {**NUMPY_PATHS, "packed_batches": True, "packed_batches_from": 0}
+    tunings_agree_with_the_reference(data, [on, {**NUMPY_PATHS, "packed_batches": False}])
 
 
 def test_packed_batches_answer_live_under_inserts_and_retractions() -> None:
@@ -205,7 +203,7 @@ def test_packed_batches_answer_live_under_inserts_and_retractions() -> None:
     seen = []
     for packed in (True, False):
         on = {"packed_batches_from": 0} if packed else {}
-        with tuned(TUNING.but(packed_batches=packed, **on, **SMALL)):
+        with tuned(TUNING.but(packed_batches=packed, **on, **NUMPY_PATHS)):
             db = Database()
             db.define(CSPA)
             counts: Counter[tuple[Any, ...]] = Counter()
@@ -233,14 +231,7 @@ def test_packed_batches_answer_live_under_inserts_and_retractions() -> None:
 def test_cspas_batches_hold_no_key_column_of_pairs() -> None:
     """CSPA over 300 variables, one-shot: the same aliases on and off, and on, no batch of
     pair keys of the iteration's traces holds a key column."""
-    rng = random.Random(0)
-    n = 300
-    assign = [(i, rng.randrange(max(1, i - 5), i + 1) if i else 0) for i in range(n)]
-    assign += [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 10)]
-    db = Database()
-    db.define(CSPA)
-    db.insert("assign", assign)
-    db.insert("dereference", [(rng.randrange(n), rng.randrange(n)) for _ in range(n // 10)])
+    db = cspa_database(300)
     made: list[Batch] = []
     build = Batch.build
 
